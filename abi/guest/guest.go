@@ -1,0 +1,230 @@
+// Package guest is the connector author's SDK: write plain Go handlers,
+// register them in init, build with GOOS=wasip1 GOARCH=wasm
+// -buildmode=c-shared, and the SDK does the ABI's memory and envelope
+// plumbing (exports, host imports, envelopes).
+//
+// A handler returns a typed [abi.Outcome] built with [OK], [Retryable],
+// [Permanent] (execute and execute_with_key) or [Applied], [NotApplied],
+// [Unknown] (reconcile). A handler that panics traps the instance: the host
+// treats that as an uncertain outcome and applies the operation's declared
+// recovery policy. The SDK does not recover panics into errors, because a
+// panic after the provider applied the effect is not a failure.
+//
+// Handlers reach the outside world only through [Call]: HTTP to the hosts
+// the manifest allows, config values the manifest declares, a structured
+// log, and a clock whose sleep ends at the call's deadline.
+//
+// The package depends on the standard library and [abi] only.
+package guest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/connhost/connhost/abi"
+)
+
+// Handler answers one call of an operation. args are the model's JSON
+// arguments exactly as recorded by the host; they never carry the
+// execution identity.
+type Handler func(c *Call, args []byte) abi.Outcome
+
+// Operation binds an operation name to its handlers. Execute or
+// ExecuteWithKey is required; Reconcile is optional. Registering
+// ExecuteWithKey tells the host the operation accepts an idempotency key and
+// hands it to its provider; registering Reconcile tells the host it can find
+// out whether an earlier call took effect.
+type Operation struct {
+	Name           string
+	Execute        Handler
+	ExecuteWithKey Handler
+	Reconcile      Handler
+}
+
+var registry = map[string]Operation{}
+var order []string
+
+// Register adds operations to the module. It panics on a missing name, a
+// duplicate, or an operation without Execute and ExecuteWithKey: these are
+// programming errors found the first time the module is loaded.
+func Register(ops ...Operation) {
+	for _, op := range ops {
+		switch {
+		case op.Name == "":
+			panic("guest: Register: operation without a name")
+		case op.Execute == nil && op.ExecuteWithKey == nil:
+			panic(fmt.Sprintf("guest: Register: operation %q has neither Execute nor ExecuteWithKey", op.Name))
+		}
+		if _, dup := registry[op.Name]; dup {
+			panic(fmt.Sprintf("guest: Register: operation %q registered twice", op.Name))
+		}
+		registry[op.Name] = op
+		order = append(order, op.Name)
+	}
+}
+
+// Describe returns the module's self-description, in registration order.
+func Describe() abi.Description {
+	d := abi.Description{ABI: abi.Version, Operations: make([]abi.OperationInfo, 0, len(order))}
+	for _, name := range order {
+		op := registry[name]
+		d.Operations = append(d.Operations, abi.OperationInfo{
+			Name:           name,
+			Execute:        op.Execute != nil,
+			ExecuteWithKey: op.ExecuteWithKey != nil,
+			Reconcile:      op.Reconcile != nil,
+		})
+	}
+	return d
+}
+
+// Host is what a [Call] needs from its environment. In a wasip1 build it is
+// the connhost host functions; natively, tests supply their own through
+// [Invoke].
+type Host interface {
+	ExecutionID() string
+	Config(key string) (value string, status int32)
+	HTTP(req abi.HTTPRequest) abi.HTTPResponse
+	Log(level int32, msg string)
+	Now() time.Time
+	// Sleep sleeps for d or until the call's deadline; it reports whether
+	// the full duration elapsed.
+	Sleep(d time.Duration) bool
+}
+
+// Call is one invocation of an operation. It is valid only during the
+// handler that received it.
+type Call struct {
+	// Operation is the operation's name.
+	Operation string
+	// Key is the idempotency key for execute_with_key and reconcile; empty
+	// for plain execute. It is scoped to the namespace and connector and is
+	// stable across retries of the same execution.
+	Key  string
+	host Host
+}
+
+// ErrConfigNotDeclared reports a config key the manifest does not declare;
+// ErrConfigNotSet a declared key with no configured value.
+var (
+	ErrConfigNotDeclared = errors.New("guest: config key not declared in the manifest")
+	ErrConfigNotSet      = errors.New("guest: config key has no value")
+)
+
+// ExecutionID returns the host's execution id for this call.
+func (c *Call) ExecutionID() string { return c.host.ExecutionID() }
+
+// Config returns a configuration value the manifest declares.
+func (c *Call) Config(key string) (string, error) {
+	v, st := c.host.Config(key)
+	switch st {
+	case 0:
+		return v, nil
+	case abi.StatusNotDeclared:
+		return "", fmt.Errorf("%w: %q", ErrConfigNotDeclared, key)
+	default:
+		return "", fmt.Errorf("%w: %q", ErrConfigNotSet, key)
+	}
+}
+
+// HTTP performs a request through the host's http capability. A response
+// with Err != abi.HTTPOK was not completed (denied, timeout, network error,
+// too large); check it before reading Status.
+func (c *Call) HTTP(req abi.HTTPRequest) abi.HTTPResponse { return c.host.HTTP(req) }
+
+// Debug, Info, Warn and Error write to the host's structured log, tagged
+// with connector, operation and execution id.
+func (c *Call) Debug(msg string) { c.host.Log(abi.LevelDebug, msg) }
+
+// Info logs at info level; see [Call.Debug].
+func (c *Call) Info(msg string) { c.host.Log(abi.LevelInfo, msg) }
+
+// Warn logs at warn level; see [Call.Debug].
+func (c *Call) Warn(msg string) { c.host.Log(abi.LevelWarn, msg) }
+
+// Error logs at error level; see [Call.Debug].
+func (c *Call) Error(msg string) { c.host.Log(abi.LevelError, msg) }
+
+// Now returns the host's wall-clock time.
+func (c *Call) Now() time.Time { return c.host.Now() }
+
+// Sleep sleeps for d, but never past the call's deadline; it reports whether
+// the full duration elapsed.
+func (c *Call) Sleep(d time.Duration) bool { return c.host.Sleep(d) }
+
+// OK returns a successful outcome whose result is result marshalled as JSON
+// (a []byte or json.RawMessage is taken as already-encoded JSON). receipt
+// names the external object, if any.
+func OK(result any, receipt string) abi.Outcome {
+	return withResult(abi.OutcomeOK, result, receipt)
+}
+
+// Applied is reconcile's answer when the original call took effect.
+func Applied(result any, receipt string) abi.Outcome {
+	return withResult(abi.OutcomeApplied, result, receipt)
+}
+
+func withResult(kind abi.OutcomeKind, result any, receipt string) abi.Outcome {
+	var b []byte
+	switch r := result.(type) {
+	case nil:
+	case []byte:
+		b = r
+	case json.RawMessage:
+		b = r
+	default:
+		var err error
+		if b, err = json.Marshal(r); err != nil {
+			return abi.Outcome{Kind: abi.OutcomePermanent, Error: "guest: marshal result: " + err.Error()}
+		}
+	}
+	return abi.Outcome{Kind: kind, Result: b, Receipt: receipt}
+}
+
+// Retryable reports a failure that did not take effect and may be retried.
+func Retryable(format string, a ...any) abi.Outcome {
+	return abi.Outcome{Kind: abi.OutcomeRetryable, Error: fmt.Sprintf(format, a...)}
+}
+
+// Permanent reports a failure that did not take effect and will not succeed
+// on retry.
+func Permanent(format string, a ...any) abi.Outcome {
+	return abi.Outcome{Kind: abi.OutcomePermanent, Error: fmt.Sprintf(format, a...)}
+}
+
+// NotApplied is reconcile's answer when there is authoritative evidence the
+// original call had no effect.
+func NotApplied(format string, a ...any) abi.Outcome {
+	return abi.Outcome{Kind: abi.OutcomeNotApplied, Error: fmt.Sprintf(format, a...)}
+}
+
+// Unknown is reconcile's answer when it cannot decide.
+func Unknown(format string, a ...any) abi.Outcome {
+	return abi.Outcome{Kind: abi.OutcomeUnknown, Error: fmt.Sprintf(format, a...)}
+}
+
+// Invoke runs the registered handler for export (one of abi.ExportExecute,
+// abi.ExportExecuteWithKey, abi.ExportReconcile) against h. The wasip1
+// exports use it with the real host functions; connector tests can call it
+// natively with a fake Host.
+func Invoke(h Host, export, operation, key string, args []byte) abi.Outcome {
+	op, ok := registry[operation]
+	if !ok {
+		return Permanent("guest: unknown operation %q", operation)
+	}
+	var fn Handler
+	switch export {
+	case abi.ExportExecute:
+		fn = op.Execute
+	case abi.ExportExecuteWithKey:
+		fn = op.ExecuteWithKey
+	case abi.ExportReconcile:
+		fn = op.Reconcile
+	}
+	if fn == nil {
+		return Permanent("guest: operation %q does not implement %s", operation, export)
+	}
+	return fn(&Call{Operation: operation, Key: key, host: h}, args)
+}

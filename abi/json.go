@@ -1,0 +1,21 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
+
+// strictUnmarshal decodes one JSON value into v, refusing unknown fields and
+// trailing data.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+// Package ledger is connhost's durable execution ledger: execution records,
+// their append-only audit trail, the pending index recovery reads, and the
+// transition grammar that every change must obey.
+//
+// The [Ledger] interface is what the host uses; [Open] returns the Pebble
+// implementation, the only one today. Pebble types never leave this package,
+// so a second backend (e.g. on PostgreSQL) can implement the same interface
+// with the same semantics.
+//
+// Every transition is applied as one synced write that updates the record,
+// appends an [Event] and maintains the indexes, so the record, the trail and
+// the indexes never disagree. The ledger itself refuses illegal transitions
+// (see grammar.go): callers cannot move a terminal record, record a second
+// outcome for one attempt, or dispatch past the attempt cap.
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// State is an execution's state in the transition grammar.
+type State string
+
+// Execution states. See grammar.go for the transitions between them.
+const (
+	// StateAwaitingApproval: intent recorded, waiting for a reviewer.
+	StateAwaitingApproval State = "awaiting_approval"
+	// StateApproved: approved, not yet dispatched.
+	StateApproved State = "approved"
+	// StateDispatched: attempt n handed to the connector; until its outcome
+	// is recorded the outcome is unknown.
+	StateDispatched State = "dispatched"
+	// StateRetryWait: the last attempt failed retryably; the next attempt
+	// is due at NextAttemptAt.
+	StateRetryWait State = "retry_wait"
+	// StateRecoveryRequired: the outcome is unknown and no policy could
+	// decide it; an operator must resolve it. Its session is fenced.
+	StateRecoveryRequired State = "recovery_required"
+
+	// StateSucceeded is terminal: the effect happened; Outcome holds the
+	// result and receipt.
+	StateSucceeded State = "succeeded"
+	// StateFailed is terminal: permanent error or attempts exhausted.
+	StateFailed State = "failed"
+	// StateRejected is terminal: a reviewer rejected the call.
+	StateRejected State = "rejected"
+	// StateExpired is terminal: the approval request expired.
+	StateExpired State = "expired"
+	// StateAbandoned is terminal: an operator decided the call had no
+	// effect and must not be retried.
+	StateAbandoned State = "abandoned"
+	// StateCancelled is terminal: cancelled before it was dispatched.
+	StateCancelled State = "cancelled"
+)
+
+// Terminal reports whether s never changes again.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateRejected, StateExpired, StateAbandoned, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// RecordVersion is the version of the record encoding written by this
+// release. Decoders accept every version up to it.
+const RecordVersion = 1
+
+// Record is one execution: what was asked, under which policy, and where it
+// stands. Records are values: the ledger returns copies.
+type Record struct {
+	// Version is the encoding version the record was read from.
+	Version int `json:"v"`
+	// ID is the execution id, see ExecutionID.
+	ID         string `json:"id"`
+	Namespace  string `json:"namespace"`
+	SessionID  string `json:"session_id"`
+	ToolCallID string `json:"tool_call_id"`
+
+	Connector string `json:"connector"`
+	Operation string `json:"operation"`
+	// ManifestDigest and ModuleDigest identify the manifest and module that
+	// the intent was recorded under.
+	ManifestDigest string `json:"manifest_digest"`
+	ModuleDigest   string `json:"module_digest"`
+	// Effect is "external" or "read".
+	Effect string `json:"effect"`
+	// Policy is the declared recovery policy; PolicyVersion identifies the
+	// exact policy fields (recovery, approval, attempts) it was recorded
+	// under.
+	Policy        string `json:"policy"`
+	PolicyVersion string `json:"policy_version"`
+
+	// Args are the exact argument bytes the runtime sent; ArgsDigest is the
+	// hex sha256 of their canonical JSON form.
+	Args       []byte `json:"args"`
+	ArgsDigest string `json:"args_digest"`
+	// IdempotencyKey is handed to the connector through the ABI only.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Resumed is set when the runtime flagged the call as resumed from
+	// older history.
+	Resumed bool `json:"resumed,omitempty"`
+
+	State State `json:"state"`
+	// Attempt is the number of the current (or last) dispatch; 0 before
+	// the first dispatch.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Deadline is when the current attempt's call must have returned.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// NextAttemptAt is when a retry_wait execution becomes due.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+
+	Approval   *Approval   `json:"approval,omitempty"`
+	Outcome    *Outcome    `json:"outcome,omitempty"`
+	Resolution *Resolution `json:"resolution,omitempty"`
+	// CancelRequested records a cooperative cancellation request.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+
+	// Events is the number of events in the audit trail.
+	Events uint64 `json:"events"`
+}
+
+// ApprovalDecision is the state of an approval request.
+type ApprovalDecision string
+
+// Approval decisions.
+const (
+	ApprovalPending  ApprovalDecision = "pending"
+	ApprovalApproved ApprovalDecision = "approved"
+	ApprovalRejected ApprovalDecision = "rejected"
+	ApprovalExpired  ApprovalDecision = "expired"
+)
+
+// Approval binds a reviewer's decision to the exact arguments and policy it
+// was shown.
+type Approval struct {
+	ID            string           `json:"id"`
+	ArgsDigest    string           `json:"args_digest"`
+	PolicyVersion string           `json:"policy_version"`
+	RequestedAt   time.Time        `json:"requested_at"`
+	ExpiresAt     time.Time        `json:"expires_at"`
+	Decision      ApprovalDecision `json:"decision"`
+	By            string           `json:"by,omitempty"`
+	Reason        string           `json:"reason,omitempty"`
+	DecidedAt     time.Time        `json:"decided_at,omitzero"`
+	// ConsumedBy is the attempt that used the approval (0 = unused). An
+	// approval authorises exactly one first dispatch.
+	ConsumedBy int `json:"consumed_by,omitempty"`
+}
+
+// Outcome is a recorded result.
+type Outcome struct {
+	// Kind is the connector's outcome kind name ("ok", "permanent_error",
+	// "applied", …) or "operator" for an operator resolution.
+	Kind    string `json:"kind"`
+	Result  []byte `json:"result,omitempty"`
+	Receipt string `json:"receipt,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// Source is "connector", "reconciled" or "operator".
+	Source string `json:"source"`
+	// Attempt is the dispatch this outcome belongs to.
+	Attempt int `json:"attempt"`
+}
+
+// Resolution records an operator's decision on a recovery_required call.
+type Resolution struct {
+	// Applied: the operator verified the effect happened.
+	Applied bool `json:"applied"`
+	// Retry (with Applied false): dispatch again; otherwise abandon.
+	Retry  bool      `json:"retry,omitempty"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Event is one entry of an execution's append-only audit trail.
+type Event struct {
+	// Seq numbers the execution's events from 1.
+	Seq         uint64    `json:"seq"`
+	Time        time.Time `json:"time"`
+	ExecutionID string    `json:"execution_id"`
+	ToolCallID  string    `json:"tool_call_id"`
+	Attempt     int       `json:"attempt"`
+	From        State     `json:"from,omitempty"`
+	To          State     `json:"to"`
+	// Decision names what happened or was decided, e.g. "intent",
+	// "dispatch", "outcome", "retry_scheduled", "recover_retry",
+	// "reconciled_applied", "recovery_required", "operator_applied".
+	Decision string `json:"decision"`
+	// Evidence is what the decision was based on (a receipt, an error, a
+	// reconcile answer).
+	Evidence string `json:"evidence,omitempty"`
+	// Actor is who decided: "executor", "recovery" or an operator's name.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Transition is one requested change to a record. The ledger applies it only
+// if the record is in From at attempt FromAttempt and the grammar allows
+// From → To; it then sets the fields below that are non-zero and appends an
+// event built from Event (Seq, Time, ExecutionID, ToolCallID, Attempt, From
+// and To are filled in by the ledger).
+type Transition struct {
+	From        State
+	FromAttempt int
+	To          State
+	// Attempt is the record's attempt after the transition. Entering
+	// dispatched from any state but dispatched itself requires
+	// Attempt == FromAttempt+1 and Attempt <= MaxAttempts; every other
+	// transition requires Attempt == FromAttempt.
+	Attempt int
+
+	Deadline      time.Time
+	NextAttemptAt time.Time
+	Approval      *Approval
+	// Outcome is required entering succeeded and failed (and must carry
+	// Attempt == the record's attempt); it is refused elsewhere, except for
+	// retry_wait where it records the retryable error.
+	Outcome    *Outcome
+	Resolution *Resolution
+	// CancelRequested sets the cancellation flag (it is never cleared).
+	CancelRequested bool
+
+	Event Event
+}
+
+// Filter selects records for List. Zero fields match everything.
+type Filter struct {
+	State     State
+	Namespace string
+	SessionID string
+	// After continues a listing after this execution id.
+	After string
+	// Limit caps the number of records; 0 means 100.
+	Limit int
+}
+
+// Ledger is the durable store of executions. Implementations are safe for
+// concurrent use; every write is durable (synced) before it returns.
+type Ledger interface {
+	// Create records a new execution and its first event in one synced
+	// write, and marks the record's session as known under the current
+	// protocol. If a record with rec.ID already exists, nothing is written
+	// and Create returns the existing record and ErrExists.
+	Create(ctx context.Context, rec Record, ev Event) (Record, error)
+	// Get returns a record or ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
+	// Apply performs one transition atomically (record + event + indexes in
+	// one synced batch) and returns the new record. It returns ErrNotFound,
+	// ErrConflict (the record is not in t.From at t.FromAttempt),
+	// ErrTerminal, ErrIllegalTransition, ErrAttemptsExhausted or
+	// ErrOutcomeRecorded.
+	Apply(ctx context.Context, id string, t Transition) (Record, error)
+	// Events returns an execution's audit trail in order.
+	Events(ctx context.Context, id string) ([]Event, error)
+	// Pending calls fn for every non-terminal record, reading only the
+	// pending index: its cost grows with the number of pending executions,
+	// not with history. Iteration stops at the first error fn returns.
+	Pending(ctx context.Context, fn func(Record) error) error
+	// Fenced returns the recovery_required records of a session.
+	Fenced(ctx context.Context, namespace, sessionID string) ([]Record, error)
+	// SessionKnown reports whether the session was created under the
+	// current protocol (some execution of it was recorded by this ledger).
+	SessionKnown(ctx context.Context, namespace, sessionID string) (bool, error)
+	// List returns records matching f in execution-id order.
+	List(ctx context.Context, f Filter) ([]Record, error)
+	// Prune deletes terminal records (and their events) that became
+	// terminal before olderThan, keeping a tombstone per execution id so
+	// the id stays fenced: Get then returns ErrPruned. It returns the
+	// number of records pruned.
+	Prune(ctx context.Context, olderThan time.Time) (int, error)
+	// Close releases the ledger. It is an error to use it afterwards.
+	Close() error
+}

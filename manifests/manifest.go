@@ -1,0 +1,117 @@
+// Package manifests parses and validates connector manifests (TOML) and
+// holds the manifests shipped with connhost (email.toml, payments.toml).
+//
+// A manifest declares what a connector module is (name, version, ABI,
+// pinned module digest), what it may reach (HTTP allowlist, config keys),
+// its limits, and per operation: effect class, recovery policy, approval
+// requirement, attempt cap and the JSON Schema of its arguments.
+package manifests
+
+import (
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Policy is an operation's declared recovery policy: what the host may do
+// when a call's outcome is unknown after a crash.
+type Policy string
+
+// Recovery policies.
+const (
+	// PolicyManual: an uncertain call becomes recovery_required and waits
+	// for an operator.
+	PolicyManual Policy = "manual"
+	// PolicyIdempotentRetry: an uncertain call is re-dispatched through
+	// execute_with_key with the same key; the provider deduplicates.
+	PolicyIdempotentRetry Policy = "idempotent-retry"
+	// PolicyReconcile: the host asks the connector's reconcile export
+	// whether the call took effect.
+	PolicyReconcile Policy = "reconcile"
+)
+
+// Effect says whether an operation changes the outside world.
+type Effect string
+
+// Effect classes.
+const (
+	// EffectExternal: the operation has side effects outside connhost.
+	EffectExternal Effect = "external"
+	// EffectRead: the operation only reads; it never needs recovery and
+	// may always be re-executed.
+	EffectRead Effect = "read"
+)
+
+// Manifest is a parsed, validated connector manifest.
+type Manifest struct {
+	// Path is the file the manifest was loaded from ("" when parsed from
+	// bytes without a name).
+	Path string
+	// Digest is the hex sha256 of the manifest file's bytes. Intents record
+	// it so an audit can tell which manifest authorised a call.
+	Digest string
+
+	Connector    Connector
+	Capabilities Capabilities
+	Limits       Limits
+	Operations   []*Operation
+}
+
+// Connector is the [connector] table.
+type Connector struct {
+	Name    string
+	Version string
+	// ABI is the ABI version the module implements; it must equal
+	// abi.Version.
+	ABI int
+	// Module is the module file name, resolved against a module directory
+	// (see Manifest.ModulePath).
+	Module string
+	// SHA256 is the pinned hex sha256 of the module; "" means unpinned,
+	// which the host refuses to load unless explicitly allowed.
+	SHA256 string
+}
+
+// Capabilities is the [capabilities] table.
+type Capabilities struct {
+	// HTTP lists the only origins the module may reach, each
+	// "scheme://host:port" (scheme http or https, explicit port).
+	HTTP []string
+	// Config lists the config keys the host may hand to the module.
+	Config []string
+}
+
+// Limits is the [limits] table. Zero values are replaced by defaults.
+type Limits struct {
+	// MemoryMiB caps the module's linear memory. The default value is 64.
+	MemoryMiB int
+	// Timeout is the deadline of one call. The default value is 15s.
+	Timeout time.Duration
+	// MaxOutputKiB caps the outcome envelope a call may return. The default
+	// value is 256.
+	MaxOutputKiB int
+	// Instances caps the pool of warm instances. The default value is 4.
+	Instances int
+}
+
+// Operation is one [[operation]] entry.
+type Operation struct {
+	Name        string
+	Description string
+	Effect      Effect
+	Recovery    Policy
+	// RequiresApproval parks new calls in awaiting_approval until a
+	// reviewer approves the exact arguments.
+	RequiresApproval bool
+	// ApprovalTTL bounds how long an approval request stays open. The
+	// default value is 1h.
+	ApprovalTTL time.Duration
+	// MaxAttempts caps dispatches of one execution. The default value is 3.
+	MaxAttempts int
+	// InputSchema is the JSON Schema text of the arguments.
+	InputSchema string
+	// Line is the line of the [[operation]] header in the manifest file.
+	Line int
+
+	schema *jsonschema.Schema
+}
