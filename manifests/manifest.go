@@ -99,7 +99,12 @@ type Operation struct {
 	Name        string
 	Description string
 	Effect      Effect
-	Recovery    Policy
+	// Recovery is required for external operations. A read operation may
+	// omit it (Recovery is then "": the host re-executes an uncertain read,
+	// which has no effect to duplicate) or declare PolicyManual to make an
+	// uncertain read wait for an operator; idempotent-retry and reconcile
+	// are refused on reads.
+	Recovery Policy
 	// RequiresApproval parks new calls in awaiting_approval until a
 	// reviewer approves the exact arguments.
 	RequiresApproval bool
@@ -113,5 +118,7 @@ type Operation struct {
 	// Line is the line of the [[operation]] header in the manifest file.
 	Line int
 
-	schema *jsonschema.Schema
+	schema    *jsonschema.Schema
+	connector string // Connector.Name of the manifest, for PolicyVersion
+	version   string // Connector.Version of the manifest, for PolicyVersion
 }

@@ -1,0 +1,350 @@
+package audit
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/connhost/connhost/manifests"
+)
+
+// Change codes of Diff.
+const (
+	CodeConnectorRenamed         Code = "connector-renamed"
+	CodeDigestChangedSameVersion Code = "digest-changed-same-version"
+	CodeModuleDigestChanged      Code = "module-digest-changed"
+	CodeModuleFileChanged        Code = "module-file-changed"
+	CodeABIChanged               Code = "abi-changed"
+	CodeOperationAdded           Code = "operation-added"
+	CodeOperationRemoved         Code = "operation-removed"
+	CodeEffectChanged            Code = "effect-changed"
+	CodeRecoveryLoosened         Code = "recovery-loosened"
+	CodeRecoveryTightened        Code = "recovery-tightened"
+	CodeApprovalRemoved          Code = "approval-removed"
+	CodeApprovalAdded            Code = "approval-added"
+	CodeApprovalTTLRaised        Code = "approval-ttl-raised"
+	CodeApprovalTTLLowered       Code = "approval-ttl-lowered"
+	CodeAttemptsRaised           Code = "attempts-raised"
+	CodeAttemptsLowered          Code = "attempts-lowered"
+	CodePolicyVersionChanged     Code = "policy-version-changed"
+	CodeHostAdded                Code = "host-added"
+	CodeHostRemoved              Code = "host-removed"
+	CodeConfigAdded              Code = "config-added"
+	CodeConfigRemoved            Code = "config-removed"
+	CodeLimitRaised              Code = "limit-raised"
+	CodeLimitLowered             Code = "limit-lowered"
+	CodeSchemaLoosened           Code = "schema-loosened"
+	CodeSchemaChanged            Code = "schema-changed"
+	CodeDescriptionChanged       Code = "description-changed"
+)
+
+// ChangeCodes lists every diff change code with its severity, in the order
+// of the table on Diff.
+var ChangeCodes = []struct {
+	Code     Code
+	Severity Severity
+}{
+	{CodeConnectorRenamed, SeverityWarning},
+	{CodeDigestChangedSameVersion, SeverityWarning},
+	{CodeABIChanged, SeverityWarning},
+	{CodeOperationRemoved, SeverityWarning},
+	{CodeEffectChanged, SeverityWarning},
+	{CodeRecoveryLoosened, SeverityWarning},
+	{CodeApprovalRemoved, SeverityWarning},
+	{CodeApprovalTTLRaised, SeverityWarning},
+	{CodeAttemptsRaised, SeverityWarning},
+	{CodeHostAdded, SeverityWarning},
+	{CodeSchemaLoosened, SeverityWarning},
+	{CodeModuleDigestChanged, SeverityInfo},
+	{CodeModuleFileChanged, SeverityInfo},
+	{CodeOperationAdded, SeverityInfo},
+	{CodeRecoveryTightened, SeverityInfo},
+	{CodeApprovalAdded, SeverityInfo},
+	{CodeApprovalTTLLowered, SeverityInfo},
+	{CodeAttemptsLowered, SeverityInfo},
+	{CodePolicyVersionChanged, SeverityInfo},
+	{CodeHostRemoved, SeverityInfo},
+	{CodeConfigAdded, SeverityInfo},
+	{CodeConfigRemoved, SeverityInfo},
+	{CodeLimitRaised, SeverityInfo},
+	{CodeLimitLowered, SeverityInfo},
+	{CodeSchemaChanged, SeverityInfo},
+	{CodeDescriptionChanged, SeverityInfo},
+}
+
+// Change is one difference between two versions of a manifest.
+type Change struct {
+	Severity Severity `json:"severity"`
+	Code     Code     `json:"code"`
+	// Operation is the operation concerned ("" for connector-level changes).
+	Operation string `json:"operation,omitempty"`
+	// Field is the manifest field that changed, e.g. "recovery",
+	// "capabilities.http", "limits.timeout".
+	Field   string `json:"field"`
+	Old     string `json:"old"`
+	New     string `json:"new"`
+	Message string `json:"message"`
+}
+
+// DiffReport lists what changed between two versions of a manifest.
+type DiffReport struct {
+	Connector  string `json:"connector"`
+	OldFile    string `json:"old_file"`
+	NewFile    string `json:"new_file"`
+	OldVersion string `json:"old_version"`
+	NewVersion string `json:"new_version"`
+	// Changes are sorted by severity, operation (connector-level first),
+	// then code.
+	Changes []Change `json:"changes"`
+}
+
+// Count returns the number of changes of severity s.
+func (d DiffReport) Count(s Severity) int {
+	n := 0
+	for _, c := range d.Changes {
+		if c.Severity == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Failed reports whether `connhost audit --diff` exits non-zero: on any
+// error, and with strict also on any warning (a risk increase).
+func (d DiffReport) Failed(strict bool) bool {
+	return d.Count(SeverityError) > 0 || (strict && d.Count(SeverityWarning) > 0)
+}
+
+// recoveryRisk ranks policies by how much the host does on its own after a
+// crash: manual waits for a human; reconcile acts on the connector's
+// evidence; idempotent-retry re-dispatches trusting the provider to dedup;
+// a read with no policy is simply re-executed.
+func recoveryRisk(p manifests.Policy) int {
+	switch p {
+	case manifests.PolicyManual:
+		return 0
+	case manifests.PolicyReconcile:
+		return 1
+	case manifests.PolicyIdempotentRetry:
+		return 2
+	}
+	return 3
+}
+
+// Diff compares two versions of a connector's manifest (and, when known,
+// their modules' facts: an empty ModuleFacts means unknown).
+//
+// Change codes:
+//
+//	code                         severity  raised when
+//	connector-renamed            warning   the connector name changed: recorded intents name the old one
+//	digest-changed-same-version  warning   the module digest changed but the connector version did not
+//	abi-changed                  warning   the declared ABI version changed
+//	operation-removed            warning   an operation disappeared: pending executions of it cannot be recovered
+//	effect-changed               warning   an operation's effect changed (read <-> external)
+//	recovery-loosened            warning   the recovery policy acts more on its own (manual < reconcile < idempotent-retry < read re-execution)
+//	approval-removed             warning   an operation no longer requires approval
+//	approval-ttl-raised          warning   approvals stay valid longer
+//	attempts-raised              warning   an operation may be dispatched more times
+//	host-added                   warning   the connector may reach a new origin
+//	schema-loosened              warning   the input schema became permissive (see permissive-schema)
+//	module-digest-changed        info      the module digest changed together with the version
+//	module-file-changed          info      the module file name changed
+//	operation-added              info      a new operation
+//	recovery-tightened           info      the recovery policy acts less on its own
+//	approval-added               info      an operation now requires approval
+//	approval-ttl-lowered         info      approvals expire sooner
+//	attempts-lowered             info      fewer dispatches
+//	policy-version-changed       info      the operation's policy version changed: pending approvals no longer match
+//	host-removed                 info      an origin is no longer reachable
+//	config-added, config-removed info      config keys handed to the module changed
+//	limit-raised, limit-lowered  info      a [limits] value changed
+//	schema-changed               info      the input schema text changed (ignoring formatting)
+//	description-changed          info      the description shown to the model changed
+func Diff(old, new *manifests.Manifest, oldFacts, newFacts ModuleFacts) DiffReport {
+	d := &differ{r: DiffReport{
+		Connector: new.Connector.Name, OldFile: old.Path, NewFile: new.Path,
+		OldVersion: old.Connector.Version, NewVersion: new.Connector.Version, Changes: []Change{},
+	}}
+	oc, nc := old.Connector, new.Connector
+	if oc.Name != nc.Name {
+		d.add(SeverityWarning, CodeConnectorRenamed, "", "connector.name", oc.Name, nc.Name,
+			"connector renamed: intents and approvals recorded under %q no longer match", oc.Name)
+	}
+	if oc.ABI != nc.ABI {
+		d.add(SeverityWarning, CodeABIChanged, "", "connector.abi", strconv.Itoa(oc.ABI), strconv.Itoa(nc.ABI), "declared abi changed")
+	}
+	if oc.Module != nc.Module {
+		d.add(SeverityInfo, CodeModuleFileChanged, "", "connector.module", oc.Module, nc.Module, "module file changed")
+	}
+	od, nd := digestOf(oc.SHA256, oldFacts), digestOf(nc.SHA256, newFacts)
+	if od != "" && nd != "" && od != nd {
+		if oc.Version == nc.Version {
+			d.add(SeverityWarning, CodeDigestChangedSameVersion, "", "connector.sha256", od, nd,
+				"module digest changed but version %s did not: bump the version so intents tell the builds apart", nc.Version)
+		} else {
+			d.add(SeverityInfo, CodeModuleDigestChanged, "", "connector.sha256", od, nd, "module digest changed with version %s -> %s", oc.Version, nc.Version)
+		}
+	}
+	d.set(CodeHostAdded, CodeHostRemoved, "capabilities.http", old.Capabilities.HTTP, new.Capabilities.HTTP,
+		SeverityWarning, "connector may now reach %s", SeverityInfo, "connector may no longer reach %s")
+	d.set(CodeConfigAdded, CodeConfigRemoved, "capabilities.config", old.Capabilities.Config, new.Capabilities.Config,
+		SeverityInfo, "config key %s is now handed to the module", SeverityInfo, "config key %s is no longer handed to the module")
+
+	ol, nl := old.Limits, new.Limits
+	d.limit("limits.memory_mib", int64(ol.MemoryMiB), int64(nl.MemoryMiB), strconv.Itoa(ol.MemoryMiB), strconv.Itoa(nl.MemoryMiB))
+	d.limit("limits.timeout", int64(ol.Timeout), int64(nl.Timeout), FormatDuration(ol.Timeout), FormatDuration(nl.Timeout))
+	d.limit("limits.max_output_kib", int64(ol.MaxOutputKiB), int64(nl.MaxOutputKiB), strconv.Itoa(ol.MaxOutputKiB), strconv.Itoa(nl.MaxOutputKiB))
+	d.limit("limits.instances", int64(ol.Instances), int64(nl.Instances), strconv.Itoa(ol.Instances), strconv.Itoa(nl.Instances))
+
+	for _, oop := range old.Operations {
+		nop, ok := new.Operation(oop.Name)
+		if !ok {
+			d.add(SeverityWarning, CodeOperationRemoved, oop.Name, "operation", oop.Name, "",
+				"operation removed: pending executions of it can no longer be recovered by the host")
+			continue
+		}
+		d.operation(oop, nop)
+	}
+	for _, nop := range new.Operations {
+		if _, ok := old.Operation(nop.Name); !ok {
+			d.add(SeverityInfo, CodeOperationAdded, nop.Name, "operation", "", nop.Name,
+				"operation added: effect %s, recovery %s, approval %s", nop.Effect, policyName(nop.Recovery), yesNo(nop.RequiresApproval))
+		}
+	}
+	slices.SortStableFunc(d.r.Changes, func(a, b Change) int {
+		return cmp.Or(
+			cmp.Compare(a.Severity.rank(), b.Severity.rank()),
+			cmp.Compare(a.Operation, b.Operation),
+			cmp.Compare(a.Code, b.Code),
+			cmp.Compare(a.Old+a.New, b.Old+b.New),
+		)
+	})
+	return d.r
+}
+
+func digestOf(pinned string, f ModuleFacts) string {
+	if pinned != "" {
+		return pinned
+	}
+	return f.ActualSHA256
+}
+
+type differ struct{ r DiffReport }
+
+func (d *differ) add(sev Severity, code Code, op, field, old, new, format string, args ...any) {
+	d.r.Changes = append(d.r.Changes, Change{
+		Severity: sev, Code: code, Operation: op, Field: field, Old: old, New: new, Message: fmt.Sprintf(format, args...),
+	})
+}
+
+func (d *differ) set(added, removed Code, field string, old, new []string, addSev Severity, addMsg string, remSev Severity, remMsg string) {
+	for _, s := range new {
+		if !slices.Contains(old, s) {
+			d.add(addSev, added, "", field, "", s, addMsg, s)
+		}
+	}
+	for _, s := range old {
+		if !slices.Contains(new, s) {
+			d.add(remSev, removed, "", field, s, "", remMsg, s)
+		}
+	}
+}
+
+func (d *differ) limit(field string, old, new int64, oldS, newS string) {
+	switch {
+	case new > old:
+		d.add(SeverityInfo, CodeLimitRaised, "", field, oldS, newS, "%s raised from %s to %s", field, oldS, newS)
+	case new < old:
+		d.add(SeverityInfo, CodeLimitLowered, "", field, oldS, newS, "%s lowered from %s to %s: calls that fitted before may now fail", field, oldS, newS)
+	}
+}
+
+func (d *differ) operation(o, n *manifests.Operation) {
+	name := n.Name
+	if o.Effect != n.Effect {
+		msg := "effect changed"
+		if n.Effect == manifests.EffectRead {
+			msg = "now declared read: the host re-executes uncertain calls of a read freely; make sure it has no side effect"
+		} else if n.Effect == manifests.EffectExternal {
+			msg = "now declared external: it has side effects and needs a recovery policy and, likely, approval"
+		}
+		d.add(SeverityWarning, CodeEffectChanged, name, "effect", string(o.Effect), string(n.Effect), "%s", msg)
+	}
+	if o.Recovery != n.Recovery {
+		or, nr := recoveryRisk(o.Recovery), recoveryRisk(n.Recovery)
+		switch {
+		case nr > or:
+			d.add(SeverityWarning, CodeRecoveryLoosened, name, "recovery", policyName(o.Recovery), policyName(n.Recovery),
+				"risk increase: after a crash the host now acts on its own with %s instead of %s", policyName(n.Recovery), policyName(o.Recovery))
+		default:
+			d.add(SeverityInfo, CodeRecoveryTightened, name, "recovery", policyName(o.Recovery), policyName(n.Recovery),
+				"after a crash the host now does less on its own: %s instead of %s", policyName(n.Recovery), policyName(o.Recovery))
+		}
+	}
+	switch {
+	case o.RequiresApproval && !n.RequiresApproval:
+		d.add(SeverityWarning, CodeApprovalRemoved, name, "requires_approval", "true", "false",
+			"approval removed: calls now run without a reviewer")
+	case !o.RequiresApproval && n.RequiresApproval:
+		d.add(SeverityInfo, CodeApprovalAdded, name, "requires_approval", "false", "true", "approval now required")
+	}
+	if o.RequiresApproval && n.RequiresApproval && o.ApprovalTTL != n.ApprovalTTL {
+		os, ns := FormatDuration(o.ApprovalTTL), FormatDuration(n.ApprovalTTL)
+		if n.ApprovalTTL > o.ApprovalTTL {
+			d.add(SeverityWarning, CodeApprovalTTLRaised, name, "approval_ttl", os, ns, "approvals now stay open for %s instead of %s", ns, os)
+		} else {
+			d.add(SeverityInfo, CodeApprovalTTLLowered, name, "approval_ttl", os, ns, "approvals now expire after %s instead of %s", ns, os)
+		}
+	}
+	if o.MaxAttempts != n.MaxAttempts {
+		os, ns := strconv.Itoa(o.MaxAttempts), strconv.Itoa(n.MaxAttempts)
+		if n.MaxAttempts > o.MaxAttempts {
+			d.add(SeverityWarning, CodeAttemptsRaised, name, "max_attempts", os, ns, "one call may now be dispatched up to %s times instead of %s", ns, os)
+		} else {
+			d.add(SeverityInfo, CodeAttemptsLowered, name, "max_attempts", os, ns, "one call is now dispatched at most %s times instead of %s", ns, os)
+		}
+	}
+	if ov, nv := o.PolicyVersion(), n.PolicyVersion(); ov != nv {
+		d.add(SeverityInfo, CodePolicyVersionChanged, name, "policy_version", ov, nv,
+			"policy version changed: approvals and intents recorded under %s no longer match", ov)
+	}
+	if !sameJSON(o.InputSchema, n.InputSchema) {
+		if permissive(o.Schema()) == "" && permissive(n.Schema()) != "" {
+			d.add(SeverityWarning, CodeSchemaLoosened, name, "input_schema", "", "", "input schema now %s", permissive(n.Schema()))
+		} else {
+			d.add(SeverityInfo, CodeSchemaChanged, name, "input_schema", "", "", "input schema changed")
+		}
+	}
+	if strings.TrimSpace(o.Description) != strings.TrimSpace(n.Description) {
+		d.add(SeverityInfo, CodeDescriptionChanged, name, "description", o.Description, n.Description, "description shown to the model changed")
+	}
+}
+
+// sameJSON compares two JSON texts ignoring formatting and key order.
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return a == b
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+func policyName(p manifests.Policy) string {
+	if p == "" {
+		return "re-execute (read)"
+	}
+	return string(p)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

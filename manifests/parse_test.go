@@ -1,0 +1,245 @@
+package manifests
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+var update = flag.Bool("update", false, "rewrite the '# want:' lines of testdata/invalid/*.toml")
+
+const wantPrefix = "# want: "
+
+// splitWant separates a test file into its manifest text and the "# want:"
+// lines at its end.
+func splitWant(data string) (text string, want []string) {
+	lines := strings.SplitAfter(data, "\n")
+	i := len(lines)
+	for i > 0 && (strings.HasPrefix(lines[i-1], wantPrefix) || lines[i-1] == "") {
+		i--
+	}
+	for _, l := range lines[i:] {
+		if l != "" {
+			want = append(want, strings.TrimSuffix(strings.TrimPrefix(l, wantPrefix), "\n"))
+		}
+	}
+	return strings.Join(lines[:i], ""), want
+}
+
+// TestParseInvalid parses every testdata/invalid/*.toml and compares the
+// reported problems ("line: field: msg") with the "# want:" lines at the
+// end of the file. The want lines are appended after the manifest so they
+// do not move any line number. Run with -update to rewrite them, then
+// review the diff.
+func TestParseInvalid(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.toml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".toml"), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			text, want := splitWant(string(data))
+			m, err := Parse(f, []byte(text))
+			require.Error(t, err)
+			require.Nil(t, m)
+			require.ErrorIs(t, err, ErrInvalid)
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, f, ve.File)
+			var got []string
+			for _, p := range ve.Problems {
+				got = append(got, p.String())
+			}
+			// Error() prints exactly the problems, prefixed by the file.
+			require.Equal(t, f+":"+strings.Join(got, "\n"+f+":"), err.Error())
+			if *update {
+				var b strings.Builder
+				b.WriteString(text)
+				for _, g := range got {
+					b.WriteString(wantPrefix + g + "\n")
+				}
+				require.NoError(t, os.WriteFile(f, []byte(b.String()), 0o644))
+				return
+			}
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+func TestParseSyntaxErrorKeepsParseError(t *testing.T) {
+	_, err := Parse("bad.toml", []byte("[connector]\nname = \"x\nversion = 1\n"))
+	require.ErrorIs(t, err, ErrSyntax)
+	require.ErrorIs(t, err, ErrInvalid)
+	var pe toml.ParseError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, 2, pe.Position.Line)
+	require.True(t, strings.HasPrefix(err.Error(), "bad.toml:2: toml: "), err.Error())
+}
+
+func TestParseValid(t *testing.T) {
+	m, err := Load("testdata/valid.toml")
+	require.NoError(t, err)
+	require.Equal(t, "testdata/valid.toml", m.Path)
+	require.Len(t, m.Digest, 64)
+	require.Equal(t, Connector{
+		Name: "payments", Version: "1.2.0-rc.1", ABI: 1, Module: "payments.wasm",
+		SHA256: strings.Repeat("0", 64),
+	}, m.Connector)
+	require.Equal(t, Capabilities{
+		HTTP:   []string{"https://api.stripe.com:443", "http://127.0.0.1:8080"},
+		Config: []string{"api_key", "base_url"},
+	}, m.Capabilities)
+	require.Equal(t, Limits{MemoryMiB: 128, Timeout: 30 * time.Second, MaxOutputKiB: 512, Instances: 8}, m.Limits)
+	require.Len(t, m.Operations, 2)
+
+	op, ok := m.Operation("create_payment")
+	require.True(t, ok)
+	require.Equal(t, EffectExternal, op.Effect)
+	require.Equal(t, PolicyIdempotentRetry, op.Recovery)
+	require.True(t, op.RequiresApproval)
+	require.Equal(t, 2*time.Hour, op.ApprovalTTL)
+	require.Equal(t, 5, op.MaxAttempts)
+	require.Equal(t, 22, op.Line)
+	require.NotNil(t, op.Schema())
+
+	read, ok := m.Operation("get_payment")
+	require.True(t, ok)
+	require.Equal(t, EffectRead, read.Effect)
+	require.Equal(t, Policy(""), read.Recovery, "a read may omit recovery")
+	require.Equal(t, DefaultApprovalTTL, read.ApprovalTTL)
+	require.Equal(t, DefaultMaxAttempts, read.MaxAttempts)
+
+	_, ok = m.Operation("nope")
+	require.False(t, ok)
+}
+
+func TestParseDefaults(t *testing.T) {
+	m, err := Load("testdata/minimal.toml")
+	require.NoError(t, err)
+	require.Equal(t, "", m.Connector.SHA256, "unpinned is allowed by the parser")
+	require.Equal(t, Limits{MemoryMiB: 64, Timeout: 15 * time.Second, MaxOutputKiB: 256, Instances: 4}, m.Limits)
+	require.Empty(t, m.Capabilities.HTTP)
+	op := m.Operations[0]
+	require.False(t, op.RequiresApproval)
+	require.Equal(t, time.Hour, op.ApprovalTTL)
+	require.Equal(t, 3, op.MaxAttempts)
+}
+
+func TestModulePath(t *testing.T) {
+	m, err := Load("testdata/minimal.toml")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join("testdata", "echo.wasm"), m.ModulePath(""))
+	require.Equal(t, filepath.Join("/opt/mods", "echo.wasm"), m.ModulePath("/opt/mods"))
+}
+
+func TestLoadErrors(t *testing.T) {
+	_, err := Load("testdata/does-not-exist.toml")
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, "testdata/valid.toml", filepath.Join(dir, "b.toml"))
+	copyFile(t, "testdata/minimal.toml", filepath.Join(dir, "a.toml"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ignored"), 0o644))
+	ms, err := LoadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	require.Equal(t, "echo", ms[0].Connector.Name, "sorted by file name")
+	require.Equal(t, "payments", ms[1].Connector.Name)
+
+	// Every broken file is reported, and a duplicate connector name too.
+	copyFile(t, "testdata/invalid/abi_version.toml", filepath.Join(dir, "c.toml"))
+	copyFile(t, "testdata/invalid/syntax.toml", filepath.Join(dir, "d.toml"))
+	copyFile(t, "testdata/minimal.toml", filepath.Join(dir, "e.toml"))
+	ms, err = LoadDir(dir)
+	require.Nil(t, ms)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, ErrSyntax)
+	require.ErrorIs(t, err, ErrDuplicateConnector)
+	require.Contains(t, err.Error(), "c.toml:")
+	require.Contains(t, err.Error(), "d.toml:2:")
+
+	empty, err := LoadDir(t.TempDir())
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	if strings.Contains(from, "invalid") {
+		data = []byte(func() string { s, _ := splitWant(string(data)); return s }())
+	}
+	require.NoError(t, os.WriteFile(to, data, 0o644))
+}
+
+// TestLineIndexIgnoresStringContents proves that headers and keys written
+// inside multi-line strings and arrays do not move reported lines.
+func TestLineIndexIgnoresStringContents(t *testing.T) {
+	src := `[connector]
+name = "x"
+note = """
+[[operation]]
+recovery = "fake"
+"""
+http = [
+  "a=b", # key = value
+]
+[[operation]]
+name = 'o'
+schema = '''
+name = 1
+'''
+recovery = "r"
+[[operation]]
+"quoted key" = 1
+`
+	idx := indexLines([]byte(src))
+	require.Equal(t, lineIndex{
+		"connector": 1, "connector.name": 2, "connector.note": 3, "connector.http": 7,
+		"operation#0": 10, "operation#0.name": 11, "operation#0.schema": 12, "operation#0.recovery": 15,
+		"operation#1": 16, "operation#1.quoted key": 17,
+	}, idx)
+}
+
+// TestShippedManifestsParse loads every manifest shipped in this directory
+// (email.toml, payments.toml, ...) and fails on any problem.
+func TestShippedManifestsParse(t *testing.T) {
+	files, err := filepath.Glob("*.toml")
+	require.NoError(t, err)
+	t.Logf("%d shipped manifests: %v", len(files), files)
+	for _, f := range files {
+		m, err := Load(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if m.Connector.SHA256 == "" {
+			t.Logf("%s: module digest not pinned (run connhost build --pin)", f)
+		}
+	}
+	ms, err := LoadDir(".")
+	require.NoError(t, err)
+	require.Len(t, ms, len(files))
+}
+
+func TestErrorsAreDistinct(t *testing.T) {
+	all := []error{ErrInvalid, ErrSyntax, ErrInvalidArgs, ErrDuplicateConnector, ErrBadDigest, ErrNoConnectorTable}
+	for i, a := range all {
+		require.True(t, strings.HasPrefix(a.Error(), "manifests: "), a.Error())
+		for j, b := range all {
+			if i != j {
+				require.False(t, errors.Is(a, b))
+			}
+		}
+	}
+}
