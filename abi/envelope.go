@@ -55,7 +55,7 @@ func (k OutcomeKind) Valid() bool { return k >= OutcomeOK && k <= OutcomeUnknown
 
 // ForReconcile reports whether k is a reconcile answer (applied, not_applied,
 // unknown) rather than an execute answer.
-func (k OutcomeKind) ForReconcile() bool { return k >= OutcomeApplied }
+func (k OutcomeKind) ForReconcile() bool { return k.Valid() && k >= OutcomeApplied }
 
 // Outcome is the envelope a connector returns from execute, execute_with_key
 // and reconcile.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 )
 
 // strictUnmarshal decodes one JSON value into v, refusing unknown fields and
@@ -14,7 +15,8 @@ func strictUnmarshal(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// dec.More would miss a stray ']' or '}': only io.EOF means nothing follows.
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after JSON value")
 	}
 	return nil

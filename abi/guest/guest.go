@@ -156,7 +156,9 @@ func (c *Call) Sleep(d time.Duration) bool { return c.host.Sleep(d) }
 
 // OK returns a successful outcome whose result is result marshalled as JSON
 // (a []byte or json.RawMessage is taken as already-encoded JSON). receipt
-// names the external object, if any.
+// names the external object, if any. A result that cannot be marshalled
+// panics (the instance traps): the effect happened, so an error outcome
+// would be a lie, and the host treats the trap as an uncertain outcome.
 func OK(result any, receipt string) abi.Outcome {
 	return withResult(abi.OutcomeOK, result, receipt)
 }
@@ -177,7 +179,10 @@ func withResult(kind abi.OutcomeKind, result any, receipt string) abi.Outcome {
 	default:
 		var err error
 		if b, err = json.Marshal(r); err != nil {
-			return abi.Outcome{Kind: abi.OutcomePermanent, Error: "guest: marshal result: " + err.Error()}
+			// The effect already happened: reporting an error would tell the
+			// host it did not. Trap instead, so the host treats the call as
+			// uncertain and applies the declared recovery policy.
+			panic("guest: marshal result after the effect: " + err.Error())
 		}
 	}
 	return abi.Outcome{Kind: kind, Result: b, Receipt: receipt}
@@ -210,9 +215,15 @@ func Unknown(format string, a ...any) abi.Outcome {
 // exports use it with the real host functions; connector tests can call it
 // natively with a fake Host.
 func Invoke(h Host, export, operation, key string, args []byte) abi.Outcome {
+	// reconcile must answer with a reconcile kind: a module that cannot
+	// reconcile does not know, it has not proven "not applied".
+	refuse := Permanent
+	if export == abi.ExportReconcile {
+		refuse = Unknown
+	}
 	op, ok := registry[operation]
 	if !ok {
-		return Permanent("guest: unknown operation %q", operation)
+		return refuse("guest: unknown operation %q", operation)
 	}
 	var fn Handler
 	switch export {
@@ -224,7 +235,7 @@ func Invoke(h Host, export, operation, key string, args []byte) abi.Outcome {
 		fn = op.Reconcile
 	}
 	if fn == nil {
-		return Permanent("guest: operation %q does not implement %s", operation, export)
+		return refuse("guest: operation %q does not implement %s", operation, export)
 	}
 	return fn(&Call{Operation: operation, Key: key, host: h}, args)
 }
