@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest"
+)
+
+// defaultBaseURL is used when the host has no "base_url" configured:
+// Mailpit's default HTTP port, on loopback.
+const defaultBaseURL = "http://127.0.0.1:8025"
+
+// defaultFrom is the sender when neither the arguments nor the
+// "default_from" config give one (Mailpit refuses a message without From).
+const defaultFrom = "connhost@connhost.invalid"
+
+// idDomain is the right-hand side of every Message-ID the connector mints.
+const idDomain = "connhost.invalid"
+
+// messageID derives the Message-ID (without angle brackets, as Mailpit
+// stores it) from the idempotency key. It is deterministic, so reconcile can
+// find the message an earlier attempt sent. A key made only of
+// [A-Za-z0-9_-] is used verbatim (readable next to the ledger); any other
+// key is replaced by its SHA-256 after "sha256." — a form a verbatim key
+// cannot take, since verbatim keys have no dot.
+func messageID(key string) string {
+	if verbatimKey(key) {
+		return key + "@" + idDomain
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256." + hex.EncodeToString(sum[:]) + "@" + idDomain
+}
+
+func verbatimKey(key string) bool {
+	if key == "" || len(key) > 128 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// keyTag is the Mailpit tag put on every message sent for key: lower-case
+// (Mailpit lower-cases "tag:" search terms and compares tag names exactly)
+// and inside Mailpit's tag charset [a-zA-Z0-9 _.@-]. It helps humans;
+// reconcile does not rely on it, because Mailpit can be run with X-Tags
+// disabled or title-cased.
+func keyTag(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "connhost-" + hex.EncodeToString(sum[:8])
+}
+
+// client is a Mailpit API client bound to one call.
+type client struct {
+	call *guest.Call
+	base string // scheme://host[:port][/webroot], no trailing slash
+	auth string // Authorization header value, or ""
+}
+
+// newMailpit reads the connector's config: base_url (default
+// defaultBaseURL) and basic_auth ("user:password", optional, for Mailpit's
+// --send-api-auth-file / --ui-auth-file).
+func newMailpit(c *guest.Call) (*client, error) {
+	base, err := optionalConfig(c, "base_url", defaultBaseURL)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("config base_url %q is not an http(s) origin", base)
+	}
+	m := &client{call: c, base: strings.TrimRight(base, "/")}
+	cred, err := optionalConfig(c, "basic_auth", "")
+	if err != nil {
+		return nil, err
+	}
+	if cred != "" {
+		if !strings.Contains(cred, ":") || strings.ContainsAny(cred, "\r\n") {
+			return nil, errors.New(`config basic_auth must be "user:password"`)
+		}
+		m.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cred))
+	}
+	return m, nil
+}
+
+// optionalConfig returns the value of a declared config key, or def when it
+// is declared but not set.
+func optionalConfig(c *guest.Call, key, def string) (string, error) {
+	v, err := c.Config(key)
+	switch {
+	case errors.Is(err, guest.ErrConfigNotSet) || (err == nil && v == ""):
+		return def, nil
+	case err != nil:
+		return "", err
+	}
+	return v, nil
+}
+
+func (m *client) do(method, path string, query url.Values, body any) abi.HTTPResponse {
+	u := m.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req := abi.HTTPRequest{Method: method, URL: u, Header: []abi.Header{{Name: "Accept", Value: "application/json"}}}
+	if m.auth != "" {
+		req.Header = append(req.Header, abi.Header{Name: "Authorization", Value: m.auth})
+	}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return abi.HTTPResponse{Err: abi.HTTPInvalid, Message: "encode request: " + err.Error()}
+		}
+		req.Body = b
+		req.Header = append(req.Header, abi.Header{Name: "Content-Type", Value: "application/json"})
+	}
+	return m.call.HTTP(req)
+}
+
+// failure describes a response that is not a usable 2xx answer. sent says
+// whether the request may have reached Mailpit and been acted on: a timeout,
+// a network error, a 5xx (often a proxy that did forward the request) or an
+// oversized answer. Requests the host never sent (denied, malformed) and
+// Mailpit's own 4xx validation answers did not act.
+type failure struct {
+	sent bool
+	msg  string
+}
+
+// check classifies resp; ok means a 2xx the caller should decode.
+func check(resp abi.HTTPResponse) (failure, bool) {
+	switch resp.Err {
+	case abi.HTTPOK:
+	case abi.HTTPDenied:
+		return failure{msg: "mailpit: request denied by the connector's http allowlist: " + resp.Message}, false
+	case abi.HTTPTimeout, abi.HTTPNetwork, abi.HTTPTooLarge, abi.HTTPInvalid:
+		// HTTPInvalid is also what the guest SDK reports when the host's
+		// response envelope does not decode, after the request was
+		// performed: treat it as possibly sent.
+		return failure{sent: true, msg: fmt.Sprintf("mailpit: %s: %s", resp.Err, resp.Message)}, false
+	default:
+		return failure{msg: fmt.Sprintf("mailpit: http error %s: %s", resp.Err, resp.Message)}, false
+	}
+	if resp.Status >= 200 && resp.Status < 300 {
+		return failure{}, true
+	}
+	f := failure{sent: resp.Status >= 500 || resp.Status == 429 || resp.Status == 408,
+		msg: fmt.Sprintf("mailpit: HTTP %d: %s", resp.Status, errorText(resp.Body))}
+	return f, false
+}
+
+// errorText extracts Mailpit's error: a JSON {"Error": "..."} or plain text.
+func errorText(b []byte) string {
+	var e struct{ Error string }
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return clip(e.Error, 300)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" || strings.HasPrefix(s, "<") || !isText(s) {
+		return fmt.Sprintf("(%d-byte body)", len(b))
+	}
+	return clip(s, 300)
+}
+
+func isText(s string) bool {
+	for _, r := range s {
+		if r == '\uFFFD' || (r < 0x20 && r != '\n' && r != '\t' && r != '\r') {
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens s to at most n bytes of valid UTF-8.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+// address is Mailpit's {"Name", "Address"} (net/mail.Address as JSON).
+// The tags are lower case for the results the model reads; decoding
+// matches Mailpit's capitalised keys because encoding/json folds case.
+type address struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
+// summary is Mailpit's MessageSummary (search and list results).
+type summary struct {
+	ID        string    `json:"ID"`
+	MessageID string    `json:"MessageID"`
+	From      *address  `json:"From"`
+	To        []address `json:"To"`
+	Subject   string    `json:"Subject"`
+	Created   string    `json:"Created"`
+	Tags      []string  `json:"Tags"`
+	Snippet   string    `json:"Snippet"`
+}
+
+// searchPage is Mailpit's MessagesSummary for GET /api/v1/search.
+type searchPage struct {
+	MessagesCount *uint64   `json:"messages_count"`
+	Messages      []summary `json:"messages"`
+}
+
+func (m *client) search(query string, start, limit int) (searchPage, *failure) {
+	q := url.Values{}
+	q.Set("query", query)
+	q.Set("start", strconv.Itoa(start))
+	q.Set("limit", strconv.Itoa(limit))
+	resp := m.do("GET", "/api/v1/search", q, nil)
+	if f, ok := check(resp); !ok {
+		return searchPage{}, &f
+	}
+	var p searchPage
+	if err := json.Unmarshal(resp.Body, &p); err != nil || p.MessagesCount == nil {
+		return searchPage{}, &failure{msg: fmt.Sprintf("mailpit: unreadable search response (%d bytes)", len(resp.Body))}
+	}
+	return p, nil
+}
+
+// Paging of findByMessageID: Mailpit's message-id filter is a substring
+// match, so a short id could match many messages; the connector reads at
+// most findPages pages before giving up.
+const (
+	findPageSize = 50
+	findPages    = 20
+)
+
+// findByMessageID returns the stored message whose Message-ID is exactly
+// id, or nil when the whole result set was read and none is. Mailpit's
+// "message-id:" filter is a case-insensitive substring match (SQL LIKE
+// %id%), so every hit is compared exactly; a message whose Message-ID only
+// contains id does not count. A failure means "could not decide".
+func (m *client) findByMessageID(id string) (*summary, *failure) {
+	var found []summary
+	for start, page := 0, 0; ; page++ {
+		if page == findPages {
+			return nil, &failure{msg: fmt.Sprintf("mailpit: more than %d messages match message-id:%s", findPages*findPageSize, id)}
+		}
+		p, f := m.search("message-id:"+id, start, findPageSize)
+		if f != nil {
+			return nil, f
+		}
+		for _, s := range p.Messages {
+			if s.MessageID == id && s.ID != "" {
+				found = append(found, s)
+			}
+		}
+		start += len(p.Messages)
+		if len(p.Messages) == 0 || uint64(start) >= *p.MessagesCount {
+			break
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	if len(found) > 1 {
+		ids := make([]string, len(found))
+		for i, s := range found {
+			ids[i] = s.ID
+		}
+		m.call.Error("mailpit holds several messages with Message-ID <" + id + ">: " + strings.Join(ids, ", "))
+	}
+	// Results are newest first: the oldest is the one the first attempt sent.
+	s := found[len(found)-1]
+	return &s, nil
+}
+
+// decodeArgs decodes the model's JSON arguments strictly: unknown fields
+// (including any attempt to pass a "key" or "idempotency_key") and trailing
+// data are errors. The execution identity never comes from here.
+func decodeArgs(args []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON arguments")
+	}
+	return nil
+}
+
+// validMailboxID reports whether id looks like a Mailpit database ID
+// (short UUIDs, alphanumeric).
+func validMailboxID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/connhost/connhost/abi"
+)
+
+// The tests in this file run the connector against a real Mailpit server,
+// to prove the API facts the connector relies on (custom Message-ID kept,
+// message-id search is a substring match, --ignore-duplicate-ids answers an
+// empty ID). They are skipped unless CONNHOST_MAILPIT_BIN names a Mailpit
+// binary, e.g.:
+//
+//	(cd tools/mailpit && go build -o /tmp/mailpit github.com/axllent/mailpit)
+//	CONNHOST_MAILPIT_BIN=/tmp/mailpit go test ./plugins/email -run Real
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// startMailpit starts a Mailpit process and returns its base URL. The
+// process is killed when the test ends.
+func startMailpit(t *testing.T, extra ...string) string {
+	t.Helper()
+	bin := os.Getenv("CONNHOST_MAILPIT_BIN")
+	if bin == "" {
+		t.Skip("CONNHOST_MAILPIT_BIN not set")
+	}
+	port := freePort(t)
+	args := append([]string{
+		"--listen", "127.0.0.1:" + port,
+		"--smtp", "127.0.0.1:" + freePort(t),
+		"--database", filepath.Join(t.TempDir(), "mailpit.db"),
+		"--disable-version-check", "--quiet",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	base := "http://127.0.0.1:" + port
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		resp, err := http.Get(base + "/api/v1/info")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mailpit did not come up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func realHost(base string) *testHost {
+	return newTestHost(base, map[string]string{"base_url": base, "default_from": "", "basic_auth": ""})
+}
+
+func TestRealMailpit(t *testing.T) {
+	base := startMailpit(t)
+	const k = "ck_real_0001"
+
+	o := sendOp(realHost(base), k, sendJSON)
+	wantKind(t, o, abi.OutcomeOK, "")
+
+	// Mailpit kept our Message-ID.
+	g := invoke(realHost(base), abi.ExportExecute, "get_message", "", `{"id":"`+o.Receipt+`"}`)
+	wantKind(t, g, abi.OutcomeOK, "")
+	if v := decodeResult[messageView](t, g); v.MessageID != messageID(k) || v.Subject != "Invoice 42" {
+		t.Fatalf("stored message %+v", v)
+	}
+
+	rec := reconcileOp(realHost(base), k)
+	wantKind(t, rec, abi.OutcomeApplied, "")
+	if rec.Receipt != o.Receipt {
+		t.Fatalf("reconcile receipt %q, want %q", rec.Receipt, o.Receipt)
+	}
+	again := sendOp(realHost(base), k, sendJSON)
+	if r := decodeResult[sendResult](t, again); !r.AlreadySent || again.Receipt != o.Receipt {
+		t.Fatalf("second send %+v", r)
+	}
+
+	// The substring trap is real: Mailpit returns the look-alike for our
+	// message-id query, and the connector does not count it.
+	const k2 = "ck_real_0002"
+	wantKind(t, sendOp(realHost(base), "x"+k2, sendJSON), abi.OutcomeOK, "")
+	s := invoke(realHost(base), abi.ExportExecute, "search_messages", "", `{"query":"message-id:`+messageID(k2)+`"}`)
+	var res struct {
+		Total int `json:"total"`
+	}
+	if err := json.Unmarshal(s.Result, &res); err != nil || res.Total != 1 {
+		t.Fatalf("raw message-id search %s: want the look-alike as a hit", s.Result)
+	}
+	wantKind(t, reconcileOp(realHost(base), k2), abi.OutcomeNotApplied, "")
+
+	// The key tag is searchable.
+	s = invoke(realHost(base), abi.ExportExecute, "search_messages", "", `{"query":"tag:`+keyTag(k)+`"}`)
+	if err := json.Unmarshal(s.Result, &res); err != nil || res.Total != 1 {
+		t.Fatalf("tag search %s", s.Result)
+	}
+
+	wantKind(t, invoke(realHost(base), abi.ExportExecute, "get_message", "", `{"id":"nosuchid"}`), abi.OutcomePermanent, "404")
+	// No relay configured: Mailpit refuses the release.
+	wantKind(t, invoke(realHost(base), abi.ExportExecute, "release_message", "", `{"id":"`+o.Receipt+`","to":"x@example.com"}`),
+		abi.OutcomePermanent, "")
+	// Mailpit's own validation is a permanent failure.
+	wantKind(t, sendOp(realHost(base), "ck_real_0003", `{"to":"a@b@c","subject":"s","text":"t"}`), abi.OutcomePermanent, "invalid To address")
+	wantKind(t, reconcileOp(realHost(base), "ck_real_0003"), abi.OutcomeNotApplied, "")
+}
+
+// TestRealMailpitIgnoreDuplicateIDs: with --ignore-duplicate-ids Mailpit
+// answers a second send of one Message-ID with an empty ID.
+func TestRealMailpitIgnoreDuplicateIDs(t *testing.T) {
+	base := startMailpit(t, "--ignore-duplicate-ids")
+	const k = "ck_real_dup"
+	o := sendOp(realHost(base), k, sendJSON)
+	wantKind(t, o, abi.OutcomeOK, "")
+	body, _ := json.Marshal(map[string]any{
+		"From": map[string]string{"Email": "a@b.c"}, "To": []map[string]string{{"Email": "d@e.f"}},
+		"Subject": "dup", "Text": "dup", "Headers": map[string]string{"Message-ID": "<" + messageID(k) + ">"},
+	})
+	resp, err := http.Post(base+"/api/v1/send", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ ID *string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || out.ID == nil || *out.ID != "" {
+		t.Fatalf("duplicate send: status %d ID %v err %v", resp.StatusCode, out.ID, err)
+	}
+	rec := reconcileOp(realHost(base), k)
+	wantKind(t, rec, abi.OutcomeApplied, "")
+	if rec.Receipt != o.Receipt {
+		t.Fatalf("receipt %q, want %q", rec.Receipt, o.Receipt)
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest"
+)
+
+// stripeVersion pins the API version of every request (Stripe-Version
+// header), so a change of the account's default version cannot change the
+// shapes this connector parses.
+const stripeVersion = "2024-06-20"
+
+// defaultBaseURL is used when the host has no "base_url" configured.
+const defaultBaseURL = "https://api.stripe.com"
+
+// Metadata keys the connector writes on every object it creates. Reconcile
+// finds an earlier call's effect by metaKey; metaExecution is for humans
+// reading the Stripe dashboard.
+const (
+	metaKey       = "connhost_key"
+	metaExecution = "connhost_execution_id"
+)
+
+// maxKeyLen is Stripe's limit on Idempotency-Key values. A longer key cannot
+// be handed to Stripe unchanged, and a changed key would not deduplicate.
+const maxKeyLen = 255
+
+// client is a Stripe API client bound to one call. It reaches Stripe only
+// through the host's HTTP capability.
+type client struct {
+	call   *guest.Call
+	base   string // scheme://host[:port][/prefix], no trailing slash
+	apiKey string
+}
+
+// newStripe reads the connector's config. A missing base_url means the
+// production API; a missing api_key is an error.
+func newStripe(c *guest.Call) (*client, error) {
+	base, err := c.Config("base_url")
+	switch {
+	case errors.Is(err, guest.ErrConfigNotSet) || (err == nil && base == ""):
+		base = defaultBaseURL
+	case err != nil:
+		return nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("config base_url %q is not an http(s) origin", base)
+	}
+	key, err := c.Config("api_key")
+	if err != nil {
+		return nil, err
+	}
+	if key == "" || strings.ContainsAny(key, "\r\n ") {
+		return nil, errors.New("config api_key is empty or malformed")
+	}
+	return &client{call: c, base: strings.TrimRight(base, "/"), apiKey: key}, nil
+}
+
+// send performs one request. form, when non-nil, is the form-encoded body;
+// idemKey, when non-empty, is sent as Idempotency-Key.
+func (s *client) send(method, path string, query, form url.Values, idemKey string) abi.HTTPResponse {
+	u := s.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	h := []abi.Header{
+		{Name: "Authorization", Value: "Bearer " + s.apiKey},
+		{Name: "Stripe-Version", Value: stripeVersion},
+		{Name: "Accept", Value: "application/json"},
+	}
+	var body []byte
+	if form != nil {
+		body = []byte(form.Encode())
+		h = append(h, abi.Header{Name: "Content-Type", Value: "application/x-www-form-urlencoded"})
+	}
+	if idemKey != "" {
+		h = append(h, abi.Header{Name: "Idempotency-Key", Value: idemKey})
+	}
+	return s.call.HTTP(abi.HTTPRequest{Method: method, URL: u, Header: h, Body: body})
+}
+
+// apiError is Stripe's error body: {"error":{"type","code","message",…}}.
+type apiError struct {
+	Error *struct {
+		Type          string `json:"type"`
+		Code          string `json:"code"`
+		DeclineCode   string `json:"decline_code"`
+		Message       string `json:"message"`
+		Param         string `json:"param"`
+		PaymentIntent *struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"payment_intent"`
+	} `json:"error"`
+}
+
+// failure is a request that did not produce a usable 2xx answer.
+type failure struct {
+	// retryable: the same request (same Idempotency-Key) may be sent again.
+	retryable bool
+	// misuse: Stripe answered idempotency_error — the key was already used
+	// with other parameters. This is a connhost bug or a key collision and
+	// must be loud.
+	misuse bool
+	msg    string
+}
+
+// check classifies resp. It returns ok when resp is a 2xx response the
+// caller should decode. mutating says whether the request was a POST that
+// may have taken effect: for those, every answer that leaves the outcome
+// open (timeout, network error, oversized or unreadable body) is retryable,
+// because the retry carries the same Idempotency-Key and Stripe replays the
+// first result instead of acting twice (for at least 24 hours).
+func check(resp abi.HTTPResponse, mutating bool) (failure, bool) {
+	switch resp.Err {
+	case abi.HTTPOK:
+	case abi.HTTPDenied:
+		return failure{msg: "stripe: request denied by the connector's http allowlist: " + resp.Message}, false
+	case abi.HTTPInvalid:
+		// Also what the guest SDK reports when the host's response
+		// envelope does not decode — after the request was performed.
+		return failure{retryable: mutating, msg: "stripe: request or response envelope invalid: " + resp.Message}, false
+	case abi.HTTPTimeout, abi.HTTPNetwork:
+		return failure{retryable: true, msg: fmt.Sprintf("stripe: %s: %s", resp.Err, resp.Message)}, false
+	case abi.HTTPTooLarge:
+		return failure{retryable: mutating, msg: "stripe: response body over the host's size cap: " + resp.Message}, false
+	default:
+		return failure{msg: fmt.Sprintf("stripe: http error %s: %s", resp.Err, resp.Message)}, false
+	}
+	if resp.Status >= 200 && resp.Status < 300 {
+		return failure{}, true
+	}
+	f := failure{retryable: resp.Status == 409 || resp.Status == 429 || resp.Status >= 500}
+	var e apiError
+	if err := json.Unmarshal(resp.Body, &e); err != nil || e.Error == nil {
+		f.msg = fmt.Sprintf("stripe: HTTP %d with a non-Stripe body (%s, %d bytes)%s",
+			resp.Status, contentType(resp), len(resp.Body), requestID(resp))
+		return f, false
+	}
+	f.msg = fmt.Sprintf("stripe: HTTP %d %s", resp.Status, e.Error.Type)
+	if e.Error.Code != "" {
+		f.msg += "/" + e.Error.Code
+	}
+	if e.Error.DeclineCode != "" {
+		f.msg += "/" + e.Error.DeclineCode
+	}
+	if e.Error.Param != "" {
+		f.msg += " param " + e.Error.Param
+	}
+	if e.Error.Message != "" {
+		f.msg += ": " + clip(e.Error.Message, 300)
+	}
+	if pi := e.Error.PaymentIntent; pi != nil && pi.ID != "" {
+		f.msg += fmt.Sprintf(" (payment_intent %s status %s)", pi.ID, pi.Status)
+	}
+	f.msg += requestID(resp)
+	switch {
+	case resp.Status == 409 || e.Error.Code == "idempotency_key_in_use" || e.Error.Code == "lock_timeout" ||
+		e.Error.Type == "rate_limit_error" || e.Error.Code == "rate_limit":
+		// The first request with this key is still executing (409,
+		// whatever its error type), or a rate limiter ran before the
+		// idempotency layer: nothing was saved for this attempt, the
+		// same key may be retried.
+		f.retryable = true
+	case e.Error.Type == "idempotency_error":
+		f.retryable, f.misuse = false, true
+	case e.Error.Type == "api_error":
+		f.retryable = true
+	}
+	return f, false
+}
+
+// executeFailure turns a failure into an execute/execute_with_key outcome.
+func executeFailure(c *guest.Call, f failure) abi.Outcome {
+	switch {
+	case f.misuse:
+		c.Error(c.Operation + ": Stripe rejected the idempotency key as reused with different parameters; " +
+			"the key must map to exactly one request: " + f.msg)
+		return guest.Permanent("%s", f.msg)
+	case f.retryable:
+		return guest.Retryable("%s", f.msg)
+	default:
+		return guest.Permanent("%s", f.msg)
+	}
+}
+
+func contentType(resp abi.HTTPResponse) string {
+	if ct := resp.Get("Content-Type"); ct != "" {
+		return clip(ct, 60)
+	}
+	return "no content type"
+}
+
+func requestID(resp abi.HTTPResponse) string {
+	if id := resp.Get("Request-Id"); id != "" {
+		return " [request-id " + clip(id, 80) + "]"
+	}
+	return ""
+}
+
+// clip shortens s to at most n bytes of valid UTF-8.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+// decodeArgs decodes the model's JSON arguments strictly: unknown fields
+// (including any attempt to pass a "key" or "idempotency_key") and trailing
+// data are errors. The execution identity never comes from here.
+func decodeArgs(args []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON arguments")
+	}
+	return nil
+}
+
+// checkKey validates the idempotency key the host handed over.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("no idempotency key: this operation must be called through execute_with_key or reconcile")
+	case len(key) > maxKeyLen:
+		return fmt.Errorf("idempotency key is %d bytes, Stripe accepts at most %d", len(key), maxKeyLen)
+	case strings.ContainsAny(key, "\r\n"):
+		return errors.New("idempotency key contains a line break")
+	}
+	return nil
+}
+
+// validID reports whether id looks like a Stripe object id with prefix.
+func validID(id, prefix string) bool {
+	if !strings.HasPrefix(id, prefix) || len(id) <= len(prefix) || len(id) > 255 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// searchString quotes s for Stripe's search query language.
+func searchString(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	return "'" + strings.ReplaceAll(s, `'`, `\'`) + "'"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
