@@ -16,9 +16,10 @@
 //     [PackPtrLen]) to a JSON [Description]: the operations the module really
 //     implements and, per operation, whether it implements execute_with_key
 //     and reconcile;
-//   - for each call, asks the guest for a buffer with [ExportAlloc], writes
-//     the operation name, the idempotency key and the argument bytes into it
-//     back to back, and calls [ExportExecute] (op, args),
+//   - for each call, writes the operation name, the idempotency key and the
+//     argument bytes back to back into the guest buffer obtained from
+//     [ExportAlloc] (asking for a larger one only when the input does not
+//     fit), and calls [ExportExecute] (op, args),
 //     [ExportExecuteWithKey] (op, key, args) or [ExportReconcile]
 //     (op, key, args). Every pointer and length is an i32. The result is a
 //     packed i64 pointing at an [Outcome] envelope in guest memory, valid
@@ -43,7 +44,11 @@ const (
 	// ExportABIVersion is `connhost_abi_version() -> i32`.
 	ExportABIVersion = "connhost_abi_version"
 	// ExportAlloc is `connhost_alloc(size i32) -> ptr i32`: a guest buffer
-	// of at least size bytes the host may write the next call's input into.
+	// of at least size bytes the host writes call inputs into. The buffer
+	// stays valid, at the same address, until the next connhost_alloc: the
+	// host reuses it for every call whose input fits and calls
+	// connhost_alloc again only for a larger input (one guest entry per
+	// call instead of two).
 	ExportAlloc = "connhost_alloc"
 	// ExportDescribe is `connhost_describe() -> i64` (packed ptr/len of a
 	// JSON Description).

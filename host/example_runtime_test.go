@@ -1,0 +1,56 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
+)
+
+// ExampleRuntime_Load loads a connector from its manifest and module, calls
+// an operation, and shows the typed error of an operation the manifest does
+// not declare.
+func ExampleRuntime_Load() {
+	ctx := context.Background()
+	// Tests build connectors on demand; a deployment has a built .wasm.
+	path, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/noop")
+	if err != nil {
+		panic(err)
+	}
+	// One compilation cache on disk, shared by every connector and process.
+	rt, err := host.NewRuntime(ctx, host.RuntimeOptions{CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache")})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close(ctx)
+
+	m := &manifests.Manifest{
+		Connector: manifests.Connector{Name: "noop", ABI: abi.Version, SHA256: digest},
+		Limits:    manifests.Limits{Timeout: 5 * time.Second, Instances: 2},
+		Operations: []*manifests.Operation{
+			{Name: "echo", Effect: manifests.EffectRead, Recovery: manifests.PolicyManual},
+		},
+	}
+	c, err := rt.Load(ctx, m, host.LoadOptions{ModulePath: path})
+	if err != nil {
+		panic(err)
+	}
+	out, err := c.Call(ctx, host.CallRequest{Export: abi.ExportExecute, Operation: "echo", ExecutionID: "ex_1", Args: []byte(`{"hello":"world"}`)})
+	fmt.Println(out.Kind, string(out.Result), err)
+
+	_, err = c.Call(ctx, host.CallRequest{Export: abi.ExportExecute, Operation: "refund"})
+	var ce *host.CallError
+	fmt.Println(errors.As(err, &ce), errors.Is(err, host.ErrUnknownOperation), ce.MayHaveActed())
+	fmt.Println(err)
+	// Output:
+	// ok {"hello":"world"} <nil>
+	// true true false
+	// connector[noop] op[refund] export[connhost_execute]: unknown_operation: operation "refund" is not declared by the manifest
+}
