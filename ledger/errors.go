@@ -29,3 +29,13 @@ var (
 	// protocol version.
 	ErrProtocol = errors.New("ledger: incompatible protocol version")
 )
+
+// Errors added with the Pebble implementation. Callers compare with
+// errors.Is.
+var (
+	// ErrInvalid: Create, BulkLoad or Open was given a value that can
+	// never be stored (an empty id, MaxAttempts below 1, bad Options).
+	ErrInvalid = errors.New("ledger: invalid argument")
+	// ErrTooLarge: the encoded record exceeds Options.MaxRecordBytes.
+	ErrTooLarge = errors.New("ledger: record too large")
+)

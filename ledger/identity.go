@@ -27,9 +27,21 @@ func IdempotencyKey(namespace, connector, executionID string) string {
 	return "ck_" + digest32("connhost/idempotency-key/v1", namespace, connector, executionID)
 }
 
-// ApprovalID derives the id of an execution's approval request.
+// ApprovalID names an execution's approval request. An execution has at
+// most one approval (other arguments are another intent), so the approval id
+// is the execution id under another prefix and needs no index.
 func ApprovalID(executionID string) string {
-	return "ap_" + digest32("connhost/approval/v1", executionID)
+	return "ap_" + strings.TrimPrefix(executionID, "ex_")
+}
+
+// ExecutionIDOfApproval is the inverse of ApprovalID; ok is false when id
+// is not an approval id.
+func ExecutionIDOfApproval(id string) (executionID string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "ap_")
+	if !ok || rest == "" {
+		return "", false
+	}
+	return "ex_" + rest, true
 }
 
 func digest32(parts ...string) string {

@@ -210,9 +210,13 @@ type Transition struct {
 	FromAttempt int
 	To          State
 	// Attempt is the record's attempt after the transition. Entering
-	// dispatched from any state but dispatched itself requires
-	// Attempt == FromAttempt+1 and Attempt <= MaxAttempts; every other
-	// transition requires Attempt == FromAttempt.
+	// dispatched requires Attempt == FromAttempt+1 and
+	// Attempt <= MaxAttempts (dispatched → dispatched at FromAttempt+1 is a
+	// re-dispatch after crash recovery); the only exception is
+	// dispatched → dispatched at Attempt == FromAttempt with
+	// CancelRequested set and no Outcome, which records a cancel request.
+	// Every other transition requires Attempt == FromAttempt. The full
+	// rules are in grammar.go.
 	Attempt int
 
 	Deadline      time.Time
@@ -220,7 +224,10 @@ type Transition struct {
 	Approval      *Approval
 	// Outcome is required entering succeeded and failed (and must carry
 	// Attempt == the record's attempt); it is refused elsewhere, except for
-	// retry_wait where it records the retryable error.
+	// retry_wait where it records the retryable error. An attempt has at
+	// most one outcome: giving a second one is ErrOutcomeRecorded, and
+	// failing a record that already holds its attempt's retryable error
+	// (from retry_wait or recovery_required) takes no new Outcome.
 	Outcome    *Outcome
 	Resolution *Resolution
 	// CancelRequested sets the cancellation flag (it is never cleared).

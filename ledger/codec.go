@@ -1,0 +1,133 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Value encodings. A record is one version byte (1..RecordVersion) followed
+// by the JSON of Record; an event is one version byte (1..EventVersion)
+// followed by the JSON of Event. A later release that changes either form
+// bumps the version and keeps decoding the old ones. A pruned record is
+// replaced by a tombstone: the byte tombstoneTag followed by the JSON of
+// tombstone. Decoders never panic on arbitrary bytes (see the fuzz tests).
+
+// EventVersion is the version of the event encoding written by this
+// release. Decoders accept every version up to it.
+const EventVersion = 1
+
+// tombstoneTag marks a tombstone value under r/. It is outside the range
+// of record versions for the life of this format.
+const tombstoneTag byte = 0xff
+
+// tombstone is what remains of a pruned record: enough to keep its id
+// fenced and to explain why.
+type tombstone struct {
+	ID         string    `json:"id"`
+	Namespace  string    `json:"namespace"`
+	SessionID  string    `json:"session_id"`
+	ToolCallID string    `json:"tool_call_id"`
+	ArgsDigest string    `json:"args_digest"`
+	State      State     `json:"state"`
+	TerminalAt time.Time `json:"terminal_at"`
+	PrunedAt   time.Time `json:"pruned_at"`
+}
+
+// record returns the partial record a tombstone still knows.
+func (t tombstone) record() Record {
+	return Record{
+		Version: RecordVersion, ID: t.ID, Namespace: t.Namespace, SessionID: t.SessionID,
+		ToolCallID: t.ToolCallID, ArgsDigest: t.ArgsDigest, State: t.State, UpdatedAt: t.TerminalAt,
+	}
+}
+
+func encodeRecord(r Record) ([]byte, error) {
+	r.Version = RecordVersion
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode record %q: %w", r.ID, err)
+	}
+	return append([]byte{RecordVersion}, b...), nil
+}
+
+// decodeRecord decodes a record value. It returns ErrCorrupt (wrapping the
+// reason) for anything that is not a record of a known version, and
+// ErrPruned together with the tombstone's partial record for a tombstone.
+func decodeRecord(b []byte) (Record, error) {
+	if len(b) == 0 {
+		return Record{}, fmt.Errorf("%w: empty value", ErrCorrupt)
+	}
+	if b[0] == tombstoneTag {
+		t, err := decodeTombstone(b)
+		if err != nil {
+			return Record{}, err
+		}
+		return t.record(), ErrPruned
+	}
+	v := int(b[0])
+	if v < 1 || v > RecordVersion {
+		return Record{}, fmt.Errorf("%w: record version %d, this release reads 1..%d", ErrCorrupt, v, RecordVersion)
+	}
+	var r Record
+	if err := json.Unmarshal(b[1:], &r); err != nil {
+		return Record{}, fmt.Errorf("%w: record: %w", ErrCorrupt, err)
+	}
+	r.Version = v
+	if r.ID == "" {
+		return Record{}, fmt.Errorf("%w: record without id", ErrCorrupt)
+	}
+	if !r.State.valid() {
+		return Record{}, fmt.Errorf("%w: record %q: unknown state %q", ErrCorrupt, r.ID, r.State)
+	}
+	return r, nil
+}
+
+func encodeTombstone(t tombstone) ([]byte, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode tombstone %q: %w", t.ID, err)
+	}
+	return append([]byte{tombstoneTag}, b...), nil
+}
+
+func decodeTombstone(b []byte) (tombstone, error) {
+	if len(b) == 0 || b[0] != tombstoneTag {
+		return tombstone{}, fmt.Errorf("%w: not a tombstone", ErrCorrupt)
+	}
+	var t tombstone
+	if err := json.Unmarshal(b[1:], &t); err != nil {
+		return tombstone{}, fmt.Errorf("%w: tombstone: %w", ErrCorrupt, err)
+	}
+	if t.ID == "" {
+		return tombstone{}, fmt.Errorf("%w: tombstone without id", ErrCorrupt)
+	}
+	return t, nil
+}
+
+func encodeEvent(e Event) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode event %q/%d: %w", e.ExecutionID, e.Seq, err)
+	}
+	return append([]byte{EventVersion}, b...), nil
+}
+
+// decodeEvent decodes an event value; anything else is ErrCorrupt.
+func decodeEvent(b []byte) (Event, error) {
+	if len(b) == 0 {
+		return Event{}, fmt.Errorf("%w: empty event", ErrCorrupt)
+	}
+	v := int(b[0])
+	if v < 1 || v > EventVersion {
+		return Event{}, fmt.Errorf("%w: event version %d, this release reads 1..%d", ErrCorrupt, v, EventVersion)
+	}
+	var e Event
+	if err := json.Unmarshal(b[1:], &e); err != nil {
+		return Event{}, fmt.Errorf("%w: event: %w", ErrCorrupt, err)
+	}
+	if e.Seq == 0 {
+		return Event{}, fmt.Errorf("%w: event without seq", ErrCorrupt)
+	}
+	return e, nil
+}

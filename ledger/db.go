@@ -1,0 +1,731 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// DB is the Pebble implementation of Ledger. It is safe for concurrent use.
+// Open returns it; Close releases the Pebble database it owns.
+//
+// Each Create and Apply holds one of a fixed set of mutexes, chosen by a
+// hash of the execution id, across its read, its check and its synced
+// commit, so the check-then-write is atomic per execution while writes to
+// different executions proceed (and their fsyncs are group-committed by
+// Pebble) in parallel. There is no global write lock.
+type DB struct {
+	opts    Options
+	db      *pebble.DB
+	wo      *pebble.WriteOptions
+	stripes [numStripes]stripe
+	seed    maphash.Seed
+
+	// closeMu is held for reading by every operation and for writing by
+	// Close, so Close waits for operations in flight.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+var _ Ledger = (*DB)(nil)
+
+// numStripes is the number of per-id mutexes. With 64 concurrent writers
+// the chance that two of them share a stripe at any instant stays small.
+const numStripes = 1024
+
+// stripe serialises the writes to the ids that hash to it, and caches the
+// latest committed version of a few of its non-terminal records, so the
+// Apply that follows a Create (the hot path: dispatch, then outcome) skips
+// reading and decoding the record it just wrote. The cache is only read and
+// written under the stripe's mutex, only after a successful commit, and
+// never holds a terminal record — Prune, which writes without the stripe,
+// touches terminal records only.
+type stripe struct {
+	sync.Mutex
+	recent map[string]Record
+	_      [48]byte // keep stripes on separate cache lines
+}
+
+// stripeCacheSize caps the records cached per stripe (1,024 stripes × 8).
+const stripeCacheSize = 8
+
+func (s *stripe) remember(rec Record) {
+	if rec.State.Terminal() {
+		delete(s.recent, rec.ID)
+		return
+	}
+	if s.recent == nil || len(s.recent) >= stripeCacheSize {
+		s.recent = make(map[string]Record, stripeCacheSize)
+	}
+	s.recent[rec.ID] = cloneRecord(rec)
+}
+
+// cloneRecord copies everything a caller could mutate through a Record.
+func cloneRecord(r Record) Record {
+	r.Args = bytes.Clone(r.Args)
+	if r.Approval != nil {
+		a := *r.Approval
+		r.Approval = &a
+	}
+	if r.Outcome != nil {
+		o := *r.Outcome
+		o.Result = bytes.Clone(o.Result)
+		r.Outcome = &o
+	}
+	if r.Resolution != nil {
+		res := *r.Resolution
+		r.Resolution = &res
+	}
+	return r
+}
+
+// Open opens (creating if needed) the ledger in opts.Dir. A new directory
+// gets a protocol marker; an existing one must carry the marker of
+// ProtocolVersion, else Open fails with ErrProtocol naming both versions.
+// The caller owns the returned DB and must Close it.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref() // the DB holds its own reference
+	popts := &pebble.Options{
+		Logger:             pebbleLogger{opts.Logger},
+		FormatMajorVersion: pebble.FormatNewest,
+		Cache:              cache,
+	}
+	// Bloom filters on every level: Create's existence check is a Get of
+	// an id that is almost always absent, which without a filter reads an
+	// index block of every overlapping table.
+	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	// A larger memtable than Pebble's 4 MiB default: each execution writes
+	// a few KiB, and fewer flushes mean less background work competing with
+	// the commit path.
+	popts.MemTableSize = 32 << 20
+	if opts.fs != nil {
+		popts.FS = opts.fs
+	}
+	pdb, err := pebble.Open(opts.Dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", opts.Dir, err)
+	}
+	d := &DB{opts: opts, db: pdb, wo: pebble.Sync, seed: maphash.MakeSeed()}
+	if opts.noSync {
+		d.wo = pebble.NoSync
+	}
+	if err := d.checkProtocol(); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+type protocolMarker struct {
+	Protocol int `json:"protocol"`
+}
+
+// checkProtocol writes the marker into an empty database or checks it.
+func (d *DB) checkProtocol() error {
+	v, closer, err := d.db.Get(protocolKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		empty, err := d.empty()
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return fmt.Errorf("%w: %s holds data without a protocol marker, this release speaks protocol %d",
+				ErrProtocol, d.opts.Dir, ProtocolVersion)
+		}
+		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
+		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
+			return fmt.Errorf("ledger: write protocol marker: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("ledger: read protocol marker: %w", err)
+	}
+	defer closer.Close()
+	var m protocolMarker
+	if err := json.Unmarshal(v, &m); err != nil {
+		return fmt.Errorf("%w: %s has an unreadable protocol marker %q, this release speaks protocol %d",
+			ErrProtocol, d.opts.Dir, v, ProtocolVersion)
+	}
+	if m.Protocol != ProtocolVersion {
+		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
+			ErrProtocol, d.opts.Dir, m.Protocol, ProtocolVersion)
+	}
+	return nil
+}
+
+func (d *DB) empty() (bool, error) {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	return !it.First(), it.Error()
+}
+
+// enter marks the start of an operation; the caller must call d.exit.
+func (d *DB) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.closeMu.RLock()
+	if d.closed {
+		d.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (d *DB) exit() { d.closeMu.RUnlock() }
+
+// lock locks the stripe of id; the caller must Unlock it.
+func (d *DB) lock(id string) *stripe {
+	s := &d.stripes[maphash.String(d.seed, id)%numStripes]
+	s.Lock()
+	return s
+}
+
+// reader is what Get and iterators read from: the DB or a snapshot.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// getRecord reads r/<id>: ErrNotFound, ErrPruned (with the tombstone's
+// partial record), ErrCorrupt or the record.
+func getRecord(r reader, id string) (Record, error) {
+	v, closer, err := r.Get(recordKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Record{}, fmt.Errorf("execution[%s]: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("ledger: read execution[%s]: %w", id, err)
+	}
+	defer closer.Close()
+	rec, err := decodeRecord(v)
+	if errors.Is(err, ErrPruned) {
+		return rec, fmt.Errorf("execution[%s]: %w", id, err)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("execution[%s]: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Create implements Ledger. The ledger fills in the event's Seq (1), Time,
+// ExecutionID, ToolCallID, Attempt and To, sets Version, Events (1),
+// UpdatedAt and (if zero) CreatedAt. The initial state must be one the
+// grammar allows (see grammar.go), else ErrIllegalTransition; an empty id or
+// MaxAttempts < 1 is ErrInvalid. An id that was pruned is refused with
+// ErrPruned: a pruned execution never runs again as new.
+func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return Record{}, err
+	}
+	defer d.exit()
+	if err := checkCreate(rec); err != nil {
+		return Record{}, err
+	}
+	st := d.lock(rec.ID)
+	defer st.Unlock()
+
+	existing, err := getRecord(d.db, rec.ID)
+	switch {
+	case err == nil:
+		return existing, fmt.Errorf("execution[%s]: %w", rec.ID, ErrExists)
+	case errors.Is(err, ErrPruned):
+		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ErrPruned)
+	case !errors.Is(err, ErrNotFound):
+		return Record{}, err
+	}
+
+	now := d.opts.Now()
+	rec.Version = RecordVersion
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	rec.UpdatedAt = now
+	rec.Events = 1
+	ev.Seq, ev.Time, ev.ExecutionID, ev.ToolCallID = 1, now, rec.ID, rec.ToolCallID
+	ev.Attempt, ev.From, ev.To = rec.Attempt, "", rec.State
+	if ev.Decision == "" {
+		ev.Decision = "intent"
+	}
+
+	b := d.db.NewBatch()
+	defer b.Close()
+	rec, err = d.writeRecord(b, nil, rec, ev)
+	if err != nil {
+		return Record{}, err
+	}
+	_ = b.Set(sessionKey(rec.Namespace, rec.SessionID), nil, nil)
+	if err := b.Commit(d.wo); err != nil {
+		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
+	}
+	st.remember(rec)
+	return rec, nil
+}
+
+// writeRecord adds to b the record, its newest event and every index change
+// between old (nil for a new record) and rec. It returns the record as it
+// will read back: times are normalized (UTC, no monotonic reading) so that
+// what a write returns equals what a later Get decodes.
+func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, error) {
+	normalizeTimes(&rec)
+	ev.Time = normTime(ev.Time)
+	v, err := encodeRecord(rec)
+	if err != nil {
+		return Record{}, err
+	}
+	if len(v) > d.opts.MaxRecordBytes {
+		return Record{}, fmt.Errorf("execution[%s] is %d bytes, limit %d: %w", rec.ID, len(v), d.opts.MaxRecordBytes, ErrTooLarge)
+	}
+	e, err := encodeEvent(ev)
+	if err != nil {
+		return Record{}, err
+	}
+	_ = b.Set(recordKey(rec.ID), v, nil)
+	_ = b.Set(eventKey(rec.ID, ev.Seq), e, nil)
+	switch {
+	case !rec.State.Terminal() && old == nil:
+		_ = b.Set(pendingKey(rec.ID), nil, nil)
+	case rec.State.Terminal():
+		_ = b.Delete(pendingKey(rec.ID), nil)
+		_ = b.Set(termKey(rec.UpdatedAt, rec.ID), nil, nil)
+	}
+	wasFenced := old != nil && old.State == StateRecoveryRequired
+	switch isFenced := rec.State == StateRecoveryRequired; {
+	case isFenced && !wasFenced:
+		_ = b.Set(fenceKey(rec.Namespace, rec.SessionID, rec.ID), nil, nil)
+	case !isFenced && wasFenced:
+		_ = b.Delete(fenceKey(old.Namespace, old.SessionID, old.ID), nil)
+	}
+	return rec, nil
+}
+
+// Get implements Ledger. For a pruned id it returns ErrPruned together with
+// the partial record the tombstone keeps (id, namespace, session, tool
+// call, args digest, final state).
+func (d *DB) Get(ctx context.Context, id string) (Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return Record{}, err
+	}
+	defer d.exit()
+	return getRecord(d.db, id)
+}
+
+// Apply implements Ledger; the grammar it enforces is documented in
+// grammar.go. The ledger sets UpdatedAt, Events and the event's Seq, Time,
+// ExecutionID, ToolCallID, Attempt, From and To. A pruned id is ErrPruned.
+func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return Record{}, err
+	}
+	defer d.exit()
+	st := d.lock(id)
+	defer st.Unlock()
+
+	old, ok := st.recent[id]
+	if ok {
+		old = cloneRecord(old)
+	} else {
+		var err error
+		if old, err = getRecord(d.db, id); err != nil {
+			return Record{}, err
+		}
+	}
+	if err := checkTransition(old, t); err != nil {
+		return Record{}, err
+	}
+	now := d.opts.Now()
+	rec := old
+	rec.State, rec.Attempt, rec.UpdatedAt = t.To, t.Attempt, now
+	if !t.Deadline.IsZero() {
+		rec.Deadline = t.Deadline
+	}
+	if !t.NextAttemptAt.IsZero() {
+		rec.NextAttemptAt = t.NextAttemptAt
+	}
+	if t.Approval != nil {
+		a := *t.Approval
+		rec.Approval = &a
+	}
+	if t.Outcome != nil {
+		o := *t.Outcome
+		rec.Outcome = &o
+	}
+	if t.Resolution != nil {
+		r := *t.Resolution
+		rec.Resolution = &r
+	}
+	if t.CancelRequested {
+		rec.CancelRequested = true
+	}
+	rec.Events = old.Events + 1
+	ev := t.Event
+	ev.Seq, ev.Time, ev.ExecutionID, ev.ToolCallID = rec.Events, now, id, rec.ToolCallID
+	ev.Attempt, ev.From, ev.To = rec.Attempt, old.State, rec.State
+
+	b := d.db.NewBatch()
+	defer b.Close()
+	rec, err := d.writeRecord(b, &old, rec, ev)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := b.Commit(d.wo); err != nil {
+		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
+	}
+	st.remember(rec)
+	return rec, nil
+}
+
+// Events implements Ledger. A pruned id is ErrPruned; an unknown id returns
+// ErrNotFound.
+func (d *DB) Events(ctx context.Context, id string) ([]Event, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	snap := d.db.NewSnapshot()
+	defer snap.Close()
+	if _, err := getRecord(snap, id); err != nil {
+		return nil, err
+	}
+	var evs []Event
+	err := scan(snap, eventPrefix(id), func(_, v []byte) error {
+		e, err := decodeEvent(v)
+		if err != nil {
+			return fmt.Errorf("execution[%s] event: %w", id, err)
+		}
+		evs = append(evs, e)
+		return nil
+	})
+	return evs, err
+}
+
+// scan calls fn for every key with the prefix, in order. The slices are
+// only valid during the call.
+func scan(r reader, prefix []byte, fn func(k, v []byte) error) error {
+	return scanRange(r, prefix, prefixEnd(prefix), fn)
+}
+
+func scanRange(r reader, lower, upper []byte, fn func(k, v []byte) error) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("ledger: iterator: %w", err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("ledger: read %q: %w", it.Key(), err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return fmt.Errorf("ledger: iterate: %w", err)
+	}
+	return it.Close()
+}
+
+// Pending implements Ledger. It reads a consistent snapshot: the p/ index
+// and, for each entry, the record it names; fn may write to the ledger.
+func (d *DB) Pending(ctx context.Context, fn func(Record) error) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	snap := d.db.NewSnapshot()
+	defer snap.Close()
+	return scan(snap, []byte(prefixPending), func(k, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := getRecord(snap, string(k[len(prefixPending):]))
+		if err != nil {
+			return err
+		}
+		return fn(rec)
+	})
+}
+
+// Fenced implements Ledger, reading only the session's fence index.
+func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) ([]Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	snap := d.db.NewSnapshot()
+	defer snap.Close()
+	var recs []Record
+	prefix := fencePrefix(namespace, sessionID)
+	err := scan(snap, prefix, func(k, _ []byte) error {
+		id, ok := unescape(k[len(prefix):])
+		if !ok {
+			return fmt.Errorf("%w: fence key %q", ErrCorrupt, k)
+		}
+		rec, err := getRecord(snap, id)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, rec)
+		return nil
+	})
+	return recs, err
+}
+
+// unescape decodes one escaped, terminated part that must fill b.
+func unescape(b []byte) (string, bool) {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] != 0 {
+			out = append(out, b[i])
+			continue
+		}
+		if i+1 >= len(b) {
+			return "", false
+		}
+		switch b[i+1] {
+		case 0xff:
+			out = append(out, 0)
+			i++
+		case 1:
+			return string(out), i+2 == len(b)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// SessionKnown implements Ledger.
+func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (bool, error) {
+	if err := d.enter(ctx); err != nil {
+		return false, err
+	}
+	defer d.exit()
+	_, closer, err := d.db.Get(sessionKey(namespace, sessionID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger: read session marker: %w", err)
+	}
+	return true, closer.Close()
+}
+
+// DefaultListLimit is the number of records List returns when Filter.Limit
+// is 0.
+const DefaultListLimit = 100
+
+// List implements Ledger. It walks the records in id order from f.After,
+// skipping tombstones of pruned executions; a filter on state, namespace or
+// session is applied while walking, so a selective filter over a large
+// history reads more than it returns.
+func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	lower := []byte(prefixRecord)
+	if f.After != "" {
+		lower = append(recordKey(f.After), 0)
+	}
+	var recs []Record
+	errStop := errors.New("stop")
+	err := scanRange(d.db, lower, prefixEnd([]byte(prefixRecord)), func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if len(v) > 0 && v[0] == tombstoneTag {
+			return nil
+		}
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("execution[%s]: %w", k[len(prefixRecord):], err)
+		}
+		if (f.State != "" && rec.State != f.State) ||
+			(f.Namespace != "" && rec.Namespace != f.Namespace) ||
+			(f.SessionID != "" && rec.SessionID != f.SessionID) {
+			return nil
+		}
+		recs = append(recs, rec)
+		if len(recs) >= limit {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return recs, err
+}
+
+// pruneBatch is the number of records Prune replaces per synced batch.
+const pruneBatch = 512
+
+// Prune implements Ledger. It walks the retention index up to olderThan
+// and, per record, deletes its events and index entries and replaces the
+// record with a tombstone, in synced batches of up to 512 records. Records
+// are terminal, so no Create or Apply can race with their removal (both
+// only read a terminal record); a crash between batches leaves a prefix of
+// the work done and the rest still in the index for the next Prune.
+func (d *DB) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+	if err := d.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer d.exit()
+	pruned := 0
+	now := d.opts.Now()
+	for {
+		if err := ctx.Err(); err != nil {
+			return pruned, err
+		}
+		var keys [][]byte
+		errFull := errors.New("full")
+		err := scanRange(d.db, []byte(prefixTerm), termPrefixUntil(olderThan), func(k, _ []byte) error {
+			keys = append(keys, bytes.Clone(k))
+			if len(keys) >= pruneBatch {
+				return errFull
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFull) {
+			return pruned, err
+		}
+		if len(keys) == 0 {
+			return pruned, nil
+		}
+		b := d.db.NewBatch()
+		for _, k := range keys {
+			if err := d.pruneOne(b, k, now); err != nil {
+				_ = b.Close()
+				return pruned, err
+			}
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			_ = b.Close()
+			return pruned, fmt.Errorf("ledger: commit prune: %w", err)
+		}
+		_ = b.Close()
+		pruned += len(keys)
+	}
+}
+
+func (d *DB) pruneOne(b *pebble.Batch, termKey []byte, now time.Time) error {
+	_ = b.Delete(termKey, nil)
+	id, ok := idFromTermKey(termKey)
+	if !ok {
+		return fmt.Errorf("%w: retention key %q", ErrCorrupt, termKey)
+	}
+	rec, err := getRecord(d.db, id)
+	if errors.Is(err, ErrPruned) || errors.Is(err, ErrNotFound) {
+		return nil // a stale index entry: dropping it is the repair
+	}
+	if err != nil {
+		return err
+	}
+	if !rec.State.Terminal() {
+		return fmt.Errorf("%w: execution[%s] in the retention index is %s", ErrCorrupt, id, rec.State)
+	}
+	for seq := uint64(1); seq <= rec.Events; seq++ {
+		_ = b.Delete(eventKey(id, seq), nil)
+	}
+	_ = b.Delete(pendingKey(id), nil)
+	_ = b.Delete(fenceKey(rec.Namespace, rec.SessionID, id), nil)
+	v, err := encodeTombstone(tombstone{
+		ID: id, Namespace: rec.Namespace, SessionID: rec.SessionID, ToolCallID: rec.ToolCallID,
+		ArgsDigest: rec.ArgsDigest, State: rec.State, TerminalAt: rec.UpdatedAt, PrunedAt: now,
+	})
+	if err != nil {
+		return err
+	}
+	return b.Set(recordKey(id), v, nil)
+}
+
+// Close implements Ledger. It waits for operations in flight; afterwards
+// every method returns ErrClosed.
+func (d *DB) Close() error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.closed = true
+	return d.db.Close()
+}
+
+// DiskUsage returns the bytes the ledger's data directory uses on disk, as
+// Pebble accounts them (tables, WAL, manifests).
+func (d *DB) DiskUsage() (int64, error) {
+	d.closeMu.RLock()
+	defer d.closeMu.RUnlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	return int64(d.db.Metrics().DiskSpaceUsage()), nil
+}
+
+// pebbleLogger adapts slog to Pebble's logger.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// Fatalf logs and exits like Pebble's default logger: Pebble calls it only
+// for invariant violations it cannot continue from.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble", "fatal", true)
+	os.Exit(1)
+}
+
+// normTime returns t as the record encoding reads it back: UTC, without a
+// monotonic clock reading.
+func normTime(t time.Time) time.Time { return t.Round(0).UTC() }
+
+func normalizeTimes(r *Record) {
+	r.CreatedAt, r.UpdatedAt = normTime(r.CreatedAt), normTime(r.UpdatedAt)
+	r.Deadline, r.NextAttemptAt = normTime(r.Deadline), normTime(r.NextAttemptAt)
+	if r.Approval != nil {
+		a := *r.Approval
+		a.RequestedAt, a.ExpiresAt, a.DecidedAt = normTime(a.RequestedAt), normTime(a.ExpiresAt), normTime(a.DecidedAt)
+		r.Approval = &a
+	}
+	if r.Resolution != nil {
+		res := *r.Resolution
+		res.At = normTime(res.At)
+		r.Resolution = &res
+	}
+}

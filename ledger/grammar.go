@@ -1,0 +1,187 @@
+package ledger
+
+import "fmt"
+
+// The transition grammar, in one place. Apply and Create consult only this
+// file to decide whether a change is allowed; the executor, recovery and the
+// operator API all go through them.
+//
+//	from               → to
+//	awaiting_approval  → approved, rejected, expired, cancelled
+//	approved           → dispatched, expired, cancelled
+//	dispatched         → succeeded, failed, retry_wait, recovery_required,
+//	                     dispatched (re-dispatch, attempt+1; or cancel request, same attempt)
+//	retry_wait         → dispatched, failed, cancelled, recovery_required
+//	recovery_required  → succeeded, failed, dispatched (attempt+1), abandoned
+//	succeeded, failed, rejected, expired, abandoned, cancelled: terminal, → nothing
+//
+// Create may start a record only in:
+//
+//	awaiting_approval  attempt 0 (a gated call's intent)
+//	dispatched         attempt 1 (an ungated call: intent and dispatch are one record)
+//	recovery_required  attempt 0 or 1 (a resumed call found with no record)
+//
+// The rules checkTransition applies, in order (the first that fails wins):
+//
+//  1. A terminal record never changes: ErrTerminal. If the transition also
+//     carries an outcome for the attempt whose outcome the record holds, the
+//     error matches ErrOutcomeRecorded as well.
+//  2. The record must be in t.From at t.FromAttempt: else ErrConflict.
+//  3. t.From → t.To must be in the table: else ErrIllegalTransition.
+//  4. Attempts. Entering dispatched from another state requires
+//     t.Attempt == t.FromAttempt+1 (else ErrIllegalTransition) and
+//     t.Attempt <= MaxAttempts (else ErrAttemptsExhausted).
+//     dispatched → dispatched is either a re-dispatch after crash recovery
+//     (t.Attempt == t.FromAttempt+1, same cap) or — because the Ledger
+//     interface has no separate method for it — the recording of a
+//     cooperative cancel request: t.Attempt == t.FromAttempt, t.CancelRequested
+//     set and no Outcome. Every other transition requires
+//     t.Attempt == t.FromAttempt.
+//  5. Outcomes. An outcome belongs to one attempt: a non-nil t.Outcome must
+//     have Outcome.Attempt == t.Attempt (else ErrIllegalTransition), and if
+//     the record already holds an outcome for that attempt the transition is
+//     ErrOutcomeRecorded — one attempt, one outcome. Entering succeeded
+//     requires t.Outcome. Entering failed requires the record to end up with
+//     an outcome for its attempt: t.Outcome, or (from retry_wait or
+//     recovery_required) the retryable error already recorded for that
+//     attempt, which then becomes final. t.Outcome is optional entering
+//     retry_wait (the retryable error) and refused entering any other state
+//     (ErrIllegalTransition).
+//  6. t.Resolution is accepted only leaving recovery_required
+//     (else ErrIllegalTransition).
+var transitions = map[State][]State{
+	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled},
+	StateApproved:         {StateDispatched, StateExpired, StateCancelled},
+	StateDispatched:       {StateSucceeded, StateFailed, StateRetryWait, StateRecoveryRequired, StateDispatched},
+	StateRetryWait:        {StateDispatched, StateFailed, StateCancelled, StateRecoveryRequired},
+	StateRecoveryRequired: {StateSucceeded, StateDispatched, StateAbandoned, StateFailed},
+}
+
+// allStates lists every state, for validation and tests.
+var allStates = []State{
+	StateAwaitingApproval, StateApproved, StateDispatched, StateRetryWait, StateRecoveryRequired,
+	StateSucceeded, StateFailed, StateRejected, StateExpired, StateAbandoned, StateCancelled,
+}
+
+func (s State) valid() bool {
+	for _, v := range allStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed reports whether the table holds from → to.
+func allowed(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTransition applies the grammar's rules to t against the stored
+// record rec (see the comment on transitions).
+func checkTransition(rec Record, t Transition) error {
+	id := rec.ID
+	// 1. Terminal records never change.
+	if rec.State.Terminal() {
+		if t.Outcome != nil && rec.Outcome != nil && rec.Outcome.Attempt == t.Outcome.Attempt {
+			return fmt.Errorf("execution[%s] %s@%d: %w: %w", id, rec.State, rec.Attempt, ErrOutcomeRecorded, ErrTerminal)
+		}
+		return fmt.Errorf("execution[%s] %s@%d → %s: %w", id, rec.State, rec.Attempt, t.To, ErrTerminal)
+	}
+	// 2. Compare-and-set on (state, attempt).
+	if rec.State != t.From || rec.Attempt != t.FromAttempt {
+		return fmt.Errorf("execution[%s] is %s@%d, transition expects %s@%d: %w",
+			id, rec.State, rec.Attempt, t.From, t.FromAttempt, ErrConflict)
+	}
+	// 3. The table.
+	if !allowed(t.From, t.To) {
+		return fmt.Errorf("execution[%s] %s → %s: %w", id, t.From, t.To, ErrIllegalTransition)
+	}
+	// 4. Attempts.
+	switch {
+	case t.To == StateDispatched && t.From == StateDispatched && t.Attempt == t.FromAttempt:
+		if !t.CancelRequested || t.Outcome != nil {
+			return fmt.Errorf("execution[%s] dispatched@%d → dispatched@%d is only a cancel request (CancelRequested set, no outcome): %w",
+				id, t.FromAttempt, t.Attempt, ErrIllegalTransition)
+		}
+	case t.To == StateDispatched:
+		if t.Attempt != t.FromAttempt+1 {
+			return fmt.Errorf("execution[%s] %s@%d → dispatched@%d: a dispatch must be attempt %d: %w",
+				id, t.From, t.FromAttempt, t.Attempt, t.FromAttempt+1, ErrIllegalTransition)
+		}
+		if t.Attempt > rec.MaxAttempts {
+			return fmt.Errorf("execution[%s] attempt %d > max %d: %w", id, t.Attempt, rec.MaxAttempts, ErrAttemptsExhausted)
+		}
+	default:
+		if t.Attempt != t.FromAttempt {
+			return fmt.Errorf("execution[%s] %s@%d → %s@%d: attempt must stay %d: %w",
+				id, t.From, t.FromAttempt, t.To, t.Attempt, t.FromAttempt, ErrIllegalTransition)
+		}
+	}
+	// 5. Outcomes.
+	if t.Outcome != nil {
+		if t.Outcome.Attempt != t.Attempt {
+			return fmt.Errorf("execution[%s] outcome for attempt %d, record at attempt %d: %w",
+				id, t.Outcome.Attempt, t.Attempt, ErrIllegalTransition)
+		}
+		switch t.To {
+		case StateSucceeded, StateFailed, StateRetryWait:
+		default:
+			return fmt.Errorf("execution[%s] %s → %s carries an outcome: %w", id, t.From, t.To, ErrIllegalTransition)
+		}
+		if rec.Outcome != nil && rec.Outcome.Attempt == t.Outcome.Attempt {
+			return fmt.Errorf("execution[%s] attempt %d: %w", id, t.Outcome.Attempt, ErrOutcomeRecorded)
+		}
+	}
+	switch t.To {
+	case StateSucceeded:
+		if t.Outcome == nil {
+			return fmt.Errorf("execution[%s] %s → succeeded without an outcome: %w", id, t.From, ErrIllegalTransition)
+		}
+	case StateFailed:
+		held := rec.Outcome != nil && rec.Outcome.Attempt == t.Attempt
+		if t.Outcome == nil && !held {
+			return fmt.Errorf("execution[%s] %s → failed without an outcome for attempt %d: %w", id, t.From, t.Attempt, ErrIllegalTransition)
+		}
+	}
+	// 6. Resolutions come from operators resolving recovery_required.
+	if t.Resolution != nil && t.From != StateRecoveryRequired {
+		return fmt.Errorf("execution[%s] %s → %s carries a resolution: %w", id, t.From, t.To, ErrIllegalTransition)
+	}
+	return nil
+}
+
+// checkCreate validates a record Create is asked to start.
+func checkCreate(rec Record) error {
+	if rec.ID == "" {
+		return fmt.Errorf("%w: record without id", ErrInvalid)
+	}
+	if rec.MaxAttempts < 1 {
+		return fmt.Errorf("%w: execution[%s] max_attempts %d, must be >= 1", ErrInvalid, rec.ID, rec.MaxAttempts)
+	}
+	if rec.Outcome != nil || rec.Resolution != nil {
+		return fmt.Errorf("execution[%s] created with an outcome or resolution: %w", rec.ID, ErrIllegalTransition)
+	}
+	switch rec.State {
+	case StateAwaitingApproval:
+		if rec.Attempt != 0 {
+			return fmt.Errorf("execution[%s] created awaiting_approval at attempt %d, must be 0: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
+		}
+	case StateDispatched:
+		if rec.Attempt != 1 {
+			return fmt.Errorf("execution[%s] created dispatched at attempt %d, must be 1: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
+		}
+	case StateRecoveryRequired:
+		if rec.Attempt != 0 && rec.Attempt != 1 {
+			return fmt.Errorf("execution[%s] created recovery_required at attempt %d, must be 0 or 1: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
+		}
+	default:
+		return fmt.Errorf("execution[%s] cannot be created %q: %w", rec.ID, rec.State, ErrIllegalTransition)
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// fakeClock is a deterministic Options.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// memOptions returns options for an in-memory, unsynced ledger (tests only).
+func memOptions(fs vfs.FS, clock *fakeClock) Options {
+	o := Options{Dir: "ledger", fs: fs, noSync: true, Logger: discardLogger()}
+	if clock != nil {
+		o.Now = clock.Now
+	}
+	return o
+}
+
+func openMem(t testing.TB, clock *fakeClock) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), memOptions(vfs.NewMem(), clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// rawKeys returns every key of the database with its value.
+func rawKeys(t testing.TB, db *DB) map[string][]byte {
+	t.Helper()
+	m := map[string][]byte{}
+	if err := scanRange(db.db, nil, nil, func(k, v []byte) error {
+		m[string(k)] = bytes.Clone(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// checkInvariants scans r/, e/, p/, f/, t/ and s/ and fails t unless they
+// agree: p/ holds exactly the non-terminal records, f/ exactly the
+// recovery_required ones (under their session), t/ exactly the terminal
+// ones (at their UpdatedAt), every record's session has a marker, every
+// record has events 1..Events whose last one ends in its state, and a
+// tombstone has no events or index entries.
+func checkInvariants(t testing.TB, db *DB) {
+	t.Helper()
+	keys := rawKeys(t, db)
+	if _, ok := keys[string(protocolKey)]; !ok {
+		t.Errorf("invariant: no protocol marker")
+	}
+	want := map[string]bool{string(protocolKey): true}
+	for k, v := range keys {
+		if !bytes.HasPrefix([]byte(k), []byte(prefixRecord)) {
+			continue
+		}
+		want[k] = true
+		id := k[len(prefixRecord):]
+		if len(v) > 0 && v[0] == tombstoneTag {
+			if _, err := decodeTombstone(v); err != nil {
+				t.Errorf("invariant: %s: %v", id, err)
+			}
+			continue
+		}
+		rec, err := decodeRecord(v)
+		if err != nil {
+			t.Errorf("invariant: %s: %v", id, err)
+			continue
+		}
+		if rec.ID != id {
+			t.Errorf("invariant: key %q holds record %q", k, rec.ID)
+		}
+		if !rec.State.Terminal() {
+			want[string(pendingKey(id))] = true
+		} else {
+			want[string(termKey(rec.UpdatedAt, id))] = true
+		}
+		if rec.State == StateRecoveryRequired {
+			want[string(fenceKey(rec.Namespace, rec.SessionID, id))] = true
+		}
+		want[string(sessionKey(rec.Namespace, rec.SessionID))] = true
+		for seq := uint64(1); seq <= rec.Events; seq++ {
+			ek := string(eventKey(id, seq))
+			want[ek] = true
+			ev, err := decodeEvent(keys[ek])
+			if err != nil {
+				t.Errorf("invariant: %s event %d: %v", id, seq, err)
+				continue
+			}
+			if ev.Seq != seq || ev.ExecutionID != id {
+				t.Errorf("invariant: %s event %d is %d of %q", id, seq, ev.Seq, ev.ExecutionID)
+			}
+			if seq == rec.Events && (ev.To != rec.State || ev.Attempt != rec.Attempt) {
+				t.Errorf("invariant: %s last event ends in %s@%d, record is %s@%d", id, ev.To, ev.Attempt, rec.State, rec.Attempt)
+			}
+		}
+		if rec.Outcome != nil && rec.Outcome.Attempt > rec.Attempt {
+			t.Errorf("invariant: %s outcome for future attempt %d", id, rec.Outcome.Attempt)
+		}
+		if rec.Attempt > rec.MaxAttempts {
+			t.Errorf("invariant: %s attempt %d > max %d", id, rec.Attempt, rec.MaxAttempts)
+		}
+	}
+	// The write path's per-stripe cache holds only non-terminal records,
+	// each equal to what is stored.
+	for i := range db.stripes {
+		st := &db.stripes[i]
+		st.Lock()
+		for id, cached := range st.recent {
+			stored, err := decodeRecord(keys[string(recordKey(id))])
+			if err != nil || cached.State.Terminal() || !reflect.DeepEqual(cached, stored) {
+				t.Errorf("invariant: cached %s = %+v, stored %+v (%v)", id, cached, stored, err)
+			}
+		}
+		st.Unlock()
+	}
+	var extra, missing []string
+	for k := range keys {
+		// Session markers outlive pruned records, so they are not extra.
+		if !want[k] && !bytes.HasPrefix([]byte(k), []byte(prefixSession)) {
+			extra = append(extra, fmt.Sprintf("%q", k))
+		}
+	}
+	for k := range want {
+		if _, ok := keys[k]; !ok {
+			missing = append(missing, fmt.Sprintf("%q", k))
+		}
+	}
+	sort.Strings(extra)
+	sort.Strings(missing)
+	if len(extra) > 0 {
+		t.Errorf("invariant: keys that no record explains: %v", extra)
+	}
+	if len(missing) > 0 {
+		t.Errorf("invariant: keys missing for records: %v", missing)
+	}
+}
+
+// indexes prints the pending and fence indexes as stored (not via the
+// records), for scenario output.
+func indexes(t testing.TB, db *DB) string {
+	t.Helper()
+	var pending, fenced []string
+	if err := scan(db.db, []byte(prefixPending), func(k, _ []byte) error {
+		pending = append(pending, string(k[len(prefixPending):]))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scan(db.db, []byte(prefixFence), func(k, _ []byte) error {
+		parts := splitEscaped(t, k[len(prefixFence):])
+		fenced = append(fenced, fmt.Sprintf("%s/%s/%s", parts[0], parts[1], parts[2]))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("pending: %v\nfenced: %v\n", pending, fenced)
+}
+
+func splitEscaped(t testing.TB, b []byte) []string {
+	t.Helper()
+	var parts []string
+	for len(b) > 0 {
+		i := 0
+		for ; i+1 < len(b); i++ {
+			if b[i] == 0 && b[i+1] == 1 {
+				break
+			}
+			if b[i] == 0 {
+				i++
+			}
+		}
+		s, ok := unescape(b[:i+2])
+		if !ok {
+			t.Fatalf("bad escaped key part %q", b)
+		}
+		parts = append(parts, s)
+		b = b[i+2:]
+	}
+	return parts
+}

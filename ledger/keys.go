@@ -1,0 +1,109 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+)
+
+// Key layout. Every key starts with a one-letter keyspace and a slash, so
+// each keyspace is one contiguous range that an iterator bounds exactly:
+//
+//	m/protocol                          protocol marker: the ProtocolVersion that wrote the directory
+//	r/<id>                              the record (version byte + JSON), or a tombstone once pruned
+//	e/<id*>/<seq u64 BE>                audit event <seq> of execution <id> (version byte + JSON)
+//	p/<id>                              pending index: present iff the record is not terminal
+//	f/<ns*><session*><id*>              fence index: present iff the record is recovery_required
+//	s/<ns*><session*>                   session marker: some execution of the session was created here
+//	t/<unix nanos u64 BE, sign-flipped>/<id>
+//	                                    retention index: when a record became terminal
+//
+// <id> is a raw execution id where it is the whole rest of the key (r/, p/,
+// t/), so r/ iterates in execution-id order for List. A part marked * is
+// escaped and terminated (0x00 → 0x00 0xff, then 0x00 0x01), so a separator
+// inside an id can never make two different tuples share a key or make one
+// prefix cover another tuple: ("a\x00b","c") and ("a","b\x00c") differ, and
+// escaping preserves byte order. Big-endian integers sort numerically.
+//
+// Values of the index keys are empty: the record under r/ is the single
+// source of truth, the indexes only say where to look.
+const (
+	prefixRecord  = "r/"
+	prefixEvent   = "e/"
+	prefixPending = "p/"
+	prefixFence   = "f/"
+	prefixSession = "s/"
+	prefixTerm    = "t/"
+)
+
+var protocolKey = []byte("m/protocol")
+
+// appendEscaped appends s escaped and terminated (see the key layout).
+func appendEscaped(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			dst = append(dst, 0, 0xff)
+			continue
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, 0, 1)
+}
+
+func recordKey(id string) []byte  { return append([]byte(prefixRecord), id...) }
+func pendingKey(id string) []byte { return append([]byte(prefixPending), id...) }
+
+func eventPrefix(id string) []byte {
+	return append(appendEscaped([]byte(prefixEvent), id), '/')
+}
+
+func eventKey(id string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(eventPrefix(id), seq)
+}
+
+func sessionKey(ns, session string) []byte {
+	return appendEscaped(appendEscaped([]byte(prefixSession), ns), session)
+}
+
+func fencePrefix(ns, session string) []byte {
+	return appendEscaped(appendEscaped([]byte(prefixFence), ns), session)
+}
+
+func fenceKey(ns, session, id string) []byte {
+	return appendEscaped(fencePrefix(ns, session), id)
+}
+
+// termNanos maps a time to an unsigned integer that sorts like the time
+// (the sign bit is flipped so times before 1970 sort first).
+func termNanos(t time.Time) uint64 { return uint64(t.UnixNano()) ^ (1 << 63) }
+
+func termPrefixUntil(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64([]byte(prefixTerm), termNanos(t))
+}
+
+func termKey(t time.Time, id string) []byte {
+	k := termPrefixUntil(t)
+	k = append(k, '/')
+	return append(k, id...)
+}
+
+// idFromTermKey returns the id of a t/ key.
+func idFromTermKey(k []byte) (string, bool) {
+	n := len(prefixTerm) + 8 + 1
+	if len(k) < n || !bytes.HasPrefix(k, []byte(prefixTerm)) || k[n-1] != '/' {
+		return "", false
+	}
+	return string(k[n:]), true
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}
