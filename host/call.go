@@ -305,6 +305,11 @@ func (inst *instance) call(cc *callCtx, req CallRequest, total uint32) (abi.Outc
 		stack[2], stack[3] = uint64(keyPtr), uint64(len(req.Key))
 		stack[4], stack[5] = uint64(argsPtr), uint64(len(req.Args))
 	}
+	// A context already done never enters the guest (and is reported as
+	// such); one that ends from here on may have let the guest act.
+	if err := cc.Err(); err != nil {
+		return abi.Outcome{}, 0, err
+	}
 	cc.phase = phaseCall
 	if err := fn.CallWithStack(cc, stack); err != nil {
 		return abi.Outcome{}, 0, err
