@@ -1,0 +1,144 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors of the executor. Typed errors below wrap them, so callers
+// may test with errors.Is or extract details with errors.As.
+var (
+	// ErrBadCall: the call lacks a session id, tool-call id or tool name.
+	ErrBadCall = errors.New("host: bad call")
+	// ErrUnknownTool: no loaded connector offers the tool.
+	ErrUnknownTool = errors.New("host: unknown tool")
+	// ErrInvalidArguments: the arguments are not a JSON object or fail the
+	// operation's schema. Nothing was recorded.
+	ErrInvalidArguments = errors.New("host: invalid arguments")
+	// ErrIntentMismatch: the tool-call id was already used with other
+	// arguments (or another tool). Nothing was dispatched.
+	ErrIntentMismatch = errors.New("host: intent mismatch")
+	// ErrSessionFenced: the session holds recovery_required executions; no
+	// new execution is admitted until an operator resolves them.
+	ErrSessionFenced = errors.New("host: session fenced by uncertain executions")
+	// ErrApprovalRequired: the call waits for a reviewer.
+	ErrApprovalRequired = errors.New("host: approval required")
+	// ErrRecoveryRequired: the call's outcome is unknown and needs an
+	// operator.
+	ErrRecoveryRequired = errors.New("host: recovery required")
+	// ErrNotFound: no execution or approval with that id.
+	ErrNotFound = errors.New("host: not found")
+	// ErrApprovalDigest: the reviewer saw other arguments than the ones
+	// recorded.
+	ErrApprovalDigest = errors.New("host: approval digest does not match the recorded arguments")
+	// ErrApprovalExpired: the approval request expired.
+	ErrApprovalExpired = errors.New("host: approval expired")
+	// ErrNotAwaitingApproval: approve/reject on an execution that is not
+	// waiting for one (already decided, or never needed one).
+	ErrNotAwaitingApproval = errors.New("host: execution is not awaiting approval")
+	// ErrNotRecoveryRequired: resolve on an execution that is not
+	// recovery_required.
+	ErrNotRecoveryRequired = errors.New("host: execution is not recovery_required")
+	// ErrPruned: the execution was pruned by retention; its id stays fenced
+	// and is never executed again as new.
+	ErrPruned = errors.New("host: execution pruned by retention")
+	// ErrClosed: the executor was closed.
+	ErrClosed = errors.New("host: closed")
+)
+
+// IntentMismatchError reports a tool-call id reused with other arguments.
+type IntentMismatchError struct {
+	ExecutionID    string
+	ToolCallID     string
+	RecordedTool   string
+	GivenTool      string
+	RecordedDigest string
+	GivenDigest    string
+}
+
+func (e *IntentMismatchError) Error() string {
+	return fmt.Sprintf("host: intent mismatch: execution[%s] tool_call[%s] was recorded as %s with args digest %s, now called as %s with args digest %s",
+		e.ExecutionID, e.ToolCallID, e.RecordedTool, short(e.RecordedDigest), e.GivenTool, short(e.GivenDigest))
+}
+
+// Unwrap returns ErrIntentMismatch.
+func (e *IntentMismatchError) Unwrap() error { return ErrIntentMismatch }
+
+// UncertainCall names one recovery_required execution.
+type UncertainCall struct {
+	ExecutionID string `json:"execution_id"`
+	ToolCallID  string `json:"tool_call_id"`
+	Tool        string `json:"tool"`
+	Attempt     int    `json:"attempt"`
+}
+
+// FencedError reports a session fenced by uncertain executions.
+type FencedError struct {
+	Namespace string
+	SessionID string
+	Calls     []UncertainCall
+}
+
+func (e *FencedError) Error() string {
+	ids := make([]string, len(e.Calls))
+	for i, c := range e.Calls {
+		ids[i] = c.ToolCallID + "(" + c.ExecutionID + ")"
+	}
+	return fmt.Sprintf("host: session %s/%s is fenced until an operator resolves %d uncertain call(s): %s",
+		e.Namespace, e.SessionID, len(e.Calls), strings.Join(ids, ", "))
+}
+
+// Unwrap returns ErrSessionFenced.
+func (e *FencedError) Unwrap() error { return ErrSessionFenced }
+
+// ArgumentsError reports arguments refused before anything was recorded.
+type ArgumentsError struct {
+	Tool string
+	Err  error
+}
+
+func (e *ArgumentsError) Error() string {
+	return fmt.Sprintf("host: invalid arguments for %s: %v", e.Tool, e.Err)
+}
+
+// Unwrap returns both ErrInvalidArguments and the underlying error.
+func (e *ArgumentsError) Unwrap() []error { return []error{ErrInvalidArguments, e.Err} }
+
+// ApprovalRequiredError is Result.Err for an execution awaiting approval.
+type ApprovalRequiredError struct {
+	ExecutionID string
+	ApprovalID  string
+	ArgsDigest  string
+	ExpiresAt   time.Time
+}
+
+func (e *ApprovalRequiredError) Error() string {
+	return fmt.Sprintf("host: execution[%s] awaits approval %s (args digest %s) until %s",
+		e.ExecutionID, e.ApprovalID, short(e.ArgsDigest), e.ExpiresAt.Format(time.RFC3339))
+}
+
+// Unwrap returns ErrApprovalRequired.
+func (e *ApprovalRequiredError) Unwrap() error { return ErrApprovalRequired }
+
+// RecoveryRequiredError is Result.Err for a recovery_required execution.
+type RecoveryRequiredError struct {
+	ExecutionID string
+	ToolCallID  string
+	Reason      string
+}
+
+func (e *RecoveryRequiredError) Error() string {
+	return fmt.Sprintf("host: execution[%s] tool_call[%s] needs an operator: %s", e.ExecutionID, e.ToolCallID, e.Reason)
+}
+
+// Unwrap returns ErrRecoveryRequired.
+func (e *RecoveryRequiredError) Unwrap() error { return ErrRecoveryRequired }
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}

@@ -1,0 +1,419 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
+)
+
+// Options configures an [Executor]. Zero values take the documented
+// defaults (see EnsureDefaults).
+type Options struct {
+	// DataDir holds the ledger (DataDir/ledger) and the wasm compilation
+	// cache (DataDir/cache). Required unless Ledger is set and CacheDir is
+	// given.
+	DataDir string
+	// Ledger, when set, is used instead of opening the Pebble ledger in
+	// DataDir/ledger. The executor does not close a ledger it was given.
+	Ledger ledger.Ledger
+	// CacheDir is the compilation cache. The default value is
+	// DataDir/cache.
+	CacheDir string
+	// Manifests are the connectors to load.
+	Manifests []*manifests.Manifest
+	// ModuleDir is the directory modules are resolved against. The default
+	// value is the directory of each manifest.
+	ModuleDir string
+	// AllowUnpinned loads modules whose manifest pins no digest. The
+	// default value is false: an unpinned module refuses to load.
+	AllowUnpinned bool
+	// Namespace is used for calls that name none. The default value is
+	// ledger.DefaultNamespace.
+	Namespace string
+	// Config hands config values to connectors (only keys their manifest
+	// declares). The default value answers nothing.
+	Config func(connector, key string) (string, bool)
+	// Logger receives the executor's and the connectors' log records. The
+	// default value is slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. The default value is time.Now.
+	Now func() time.Time
+	// RetryBackoff is the wait before attempt n+1 after attempt n failed
+	// retryably. The default value is 200ms·2^(n-1), capped at 30s.
+	RetryBackoff func(attempt int) time.Duration
+	// KeyRetention is how long providers are trusted to remember an
+	// idempotency key (Stripe documents at least 24h). An uncertain
+	// idempotent-retry execution older than that is not re-dispatched: the
+	// provider may have forgotten the key and would apply the effect again,
+	// so it becomes recovery_required. The default value is 24h.
+	KeyRetention time.Duration
+	// MaxInlineRetryWait bounds how long Execute waits for a scheduled
+	// retry before returning status "pending"; later calls (or Recover)
+	// drive it. The default value is 5s.
+	MaxInlineRetryWait time.Duration
+	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
+	// caps). CacheDir, Logger and Config are set from the fields above.
+	Runtime RuntimeOptions
+	// Observer receives metrics events. The default value discards them.
+	Observer Observer
+	// RecoveryProgress, when set, is called during the recovery that Open
+	// runs, with the number of pending executions handled so far.
+	RecoveryProgress func(done int)
+}
+
+// EnsureDefaults fills zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.CacheDir == "" && o.DataDir != "" {
+		o.CacheDir = filepath.Join(o.DataDir, "cache")
+	}
+	if o.Namespace == "" {
+		o.Namespace = ledger.DefaultNamespace
+	}
+	if o.Config == nil {
+		o.Config = func(string, string) (string, bool) { return "", false }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.RetryBackoff == nil {
+		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.KeyRetention == 0 {
+		o.KeyRetention = 24 * time.Hour
+	}
+	if o.MaxInlineRetryWait == 0 {
+		o.MaxInlineRetryWait = 5 * time.Second
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.DataDir == "" && o.Ledger == nil {
+		errs = append(errs, errors.New("DataDir is required (or a Ledger)"))
+	}
+	seen := map[string]bool{}
+	for _, m := range o.Manifests {
+		if m == nil {
+			errs = append(errs, errors.New("nil manifest"))
+			continue
+		}
+		if seen[m.Connector.Name] {
+			errs = append(errs, fmt.Errorf("connector %q loaded twice", m.Connector.Name))
+		}
+		seen[m.Connector.Name] = true
+	}
+	if o.MaxInlineRetryWait < 0 {
+		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("host: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// DefaultRetryBackoff is 200ms·2^(attempt-1), capped at 30s.
+func DefaultRetryBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 8 {
+		return 30 * time.Second
+	}
+	return min(200*time.Millisecond<<(attempt-1), 30*time.Second)
+}
+
+// invoker is what the executor needs from a loaded connector; *Connector
+// implements it.
+type invoker interface {
+	Call(ctx context.Context, req CallRequest) (abi.Outcome, error)
+	Description() abi.Description
+	ModuleDigest() string
+}
+
+type loaded struct {
+	conn invoker
+	m    *manifests.Manifest
+	ops  map[string]*operation
+}
+
+type operation struct {
+	m       *manifests.Manifest
+	op      *manifests.Operation
+	info    abi.OperationInfo
+	conn    invoker
+	policyV string
+}
+
+func (o *operation) tool() string { return o.m.Connector.Name + "." + o.op.Name }
+
+// external reports whether the operation has side effects.
+func (o *operation) external() bool { return o.op.Effect != manifests.EffectRead }
+
+// Executor runs tool calls durably: it records the intent before calling a
+// connector and the outcome after, and after a crash it decides from the
+// ledger and the declared policy what to do with each uncertain call.
+//
+// An Executor is safe for concurrent use. Close releases the ledger it
+// opened, the runtime and every connector instance.
+type Executor struct {
+	opts       Options
+	led        ledger.Ledger
+	ownsLedger bool
+	rt         *Runtime
+	conns      map[string]*loaded
+	flights    flights
+	closed     chan struct{}
+	closeOnce  sync.Once
+}
+
+// Open opens (or creates) the ledger, loads every connector, and runs
+// Recover before returning, so no new work is admitted before every
+// uncertain execution has been decided.
+func Open(ctx context.Context, opts Options) (*Executor, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Executor{opts: opts, led: opts.Ledger, conns: map[string]*loaded{}, closed: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = e.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if e.led == nil {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("host: create data dir: %w", err)
+		}
+		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		e.led, e.ownsLedger = db, true
+	}
+	ro := opts.Runtime
+	ro.CacheDir = opts.CacheDir
+	ro.Logger = opts.Logger
+	ro.Config = opts.Config
+	rt, err := NewRuntime(ctx, ro)
+	if err != nil {
+		return nil, err
+	}
+	e.rt = rt
+	for _, m := range opts.Manifests {
+		modPath := m.ModulePath(opts.ModuleDir)
+		c, err := rt.Load(ctx, m, LoadOptions{ModulePath: modPath, AllowUnpinned: opts.AllowUnpinned})
+		if err != nil {
+			return nil, err
+		}
+		e.register(m, c)
+	}
+	if _, err := e.recover(ctx, opts.RecoveryProgress); err != nil {
+		return nil, fmt.Errorf("host: recovery on open: %w", err)
+	}
+	ok = true
+	return e, nil
+}
+
+func (e *Executor) register(m *manifests.Manifest, c invoker) {
+	l := &loaded{conn: c, m: m, ops: map[string]*operation{}}
+	d := c.Description()
+	for _, op := range m.Operations {
+		info, _ := d.Operation(op.Name)
+		l.ops[op.Name] = &operation{m: m, op: op, info: info, conn: c, policyV: op.PolicyVersion()}
+	}
+	e.conns[m.Connector.Name] = l
+}
+
+// Close releases the runtime and, if the executor opened it, the ledger.
+func (e *Executor) Close(ctx context.Context) error {
+	var errs []error
+	e.closeOnce.Do(func() {
+		close(e.closed)
+		if e.rt != nil {
+			errs = append(errs, e.rt.Close(ctx))
+		}
+		if e.ownsLedger && e.led != nil {
+			errs = append(errs, e.led.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Ledger returns the executor's ledger (for history and listings).
+func (e *Executor) Ledger() ledger.Ledger { return e.led }
+
+// Connector returns a loaded connector by name.
+func (e *Executor) Connector(name string) (*Connector, bool) {
+	l, ok := e.conns[name]
+	if !ok {
+		return nil, false
+	}
+	c, ok := l.conn.(*Connector)
+	return c, ok
+}
+
+// Manifests returns the loaded manifests, sorted by connector name.
+func (e *Executor) Manifests() []*manifests.Manifest {
+	out := make([]*manifests.Manifest, 0, len(e.conns))
+	for _, l := range e.conns {
+		out = append(out, l.m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Connector.Name < out[j].Connector.Name })
+	return out
+}
+
+func (e *Executor) lookup(tool string) (*operation, error) {
+	cname, oname, ok := strings.Cut(tool, ".")
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (want \"connector.operation\")", ErrUnknownTool, tool)
+	}
+	l, ok := e.conns[cname]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q: no connector %q", ErrUnknownTool, tool, cname)
+	}
+	op, ok := l.ops[oname]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q: connector %q has no operation %q", ErrUnknownTool, tool, cname, oname)
+	}
+	return op, nil
+}
+
+func (e *Executor) opOf(rec ledger.Record) (*operation, error) {
+	return e.lookup(rec.Connector + "." + rec.Operation)
+}
+
+// Call is one tool call from an agent runtime.
+type Call struct {
+	// Namespace scopes sessions (e.g. a tenant). The default value is the
+	// executor's namespace.
+	Namespace  string `json:"namespace,omitempty"`
+	SessionID  string `json:"session_id"`
+	ToolCallID string `json:"tool_call_id"`
+	// Tool is "connector.operation".
+	Tool string `json:"tool"`
+	// Arguments is the model's JSON object, exactly as the model produced
+	// it. It never carries the execution identity.
+	Arguments json.RawMessage `json:"arguments"`
+	// Resumed marks a call replayed from history that may predate this
+	// ledger: with no record in a session the ledger does not know, it
+	// becomes recovery_required instead of executing.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// Status is what a runtime sees of an execution.
+type Status string
+
+// Statuses of a Result.
+const (
+	StatusSucceeded        Status = "succeeded"
+	StatusFailed           Status = "failed"
+	StatusAwaitingApproval Status = "awaiting_approval"
+	StatusRecoveryRequired Status = "recovery_required"
+	StatusRejected         Status = "rejected"
+	StatusExpired          Status = "expired"
+	StatusAbandoned        Status = "abandoned"
+	StatusCancelled        Status = "cancelled"
+	// StatusPending: approved but not yet dispatched, or a retry is
+	// scheduled (see Result.NextAttemptAt); call Execute again later.
+	StatusPending Status = "pending"
+)
+
+// ApprovalInfo is what a reviewer needs to decide on a call.
+type ApprovalInfo struct {
+	ID            string    `json:"id"`
+	ArgsDigest    string    `json:"args_digest"`
+	PolicyVersion string    `json:"policy_version"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Decision      string    `json:"decision"`
+}
+
+// Result is the answer to a Call.
+type Result struct {
+	ExecutionID string          `json:"execution_id"`
+	ToolCallID  string          `json:"tool_call_id"`
+	Status      Status          `json:"status"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Receipt     string          `json:"receipt,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	// Source says where a result came from: "connector", "reconciled" or
+	// "operator".
+	Source        string        `json:"source,omitempty"`
+	Attempt       int           `json:"attempt"`
+	Approval      *ApprovalInfo `json:"approval,omitempty"`
+	NextAttemptAt time.Time     `json:"next_attempt_at,omitzero"`
+	// Recorded is true when the answer came from the ledger without
+	// calling the connector in this request.
+	Recorded bool `json:"recorded,omitempty"`
+}
+
+// Err converts statuses a runtime must branch on into typed errors:
+// *ApprovalRequiredError for awaiting_approval, *RecoveryRequiredError for
+// recovery_required, nil otherwise.
+func (r Result) Err() error {
+	switch r.Status {
+	case StatusAwaitingApproval:
+		e := &ApprovalRequiredError{ExecutionID: r.ExecutionID}
+		if r.Approval != nil {
+			e.ApprovalID, e.ArgsDigest, e.ExpiresAt = r.Approval.ID, r.Approval.ArgsDigest, r.Approval.ExpiresAt
+		}
+		return e
+	case StatusRecoveryRequired:
+		return &RecoveryRequiredError{ExecutionID: r.ExecutionID, ToolCallID: r.ToolCallID, Reason: r.Error}
+	}
+	return nil
+}
+
+func statusOf(s ledger.State) Status {
+	switch s {
+	case ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait:
+		return StatusPending
+	}
+	return Status(s)
+}
+
+// ResultOf builds the Result a runtime sees for a record.
+func ResultOf(rec ledger.Record) Result {
+	r := Result{ExecutionID: rec.ID, ToolCallID: rec.ToolCallID, Status: statusOf(rec.State), Attempt: rec.Attempt}
+	if o := rec.Outcome; o != nil {
+		if rec.State == ledger.StateSucceeded {
+			r.Result, r.Receipt, r.Source = o.Result, o.Receipt, o.Source
+		} else {
+			r.Receipt = o.Receipt
+		}
+		if rec.State != ledger.StateSucceeded {
+			r.Error = o.Error
+		}
+	}
+	if a := rec.Approval; a != nil {
+		r.Approval = &ApprovalInfo{ID: a.ID, ArgsDigest: a.ArgsDigest, PolicyVersion: a.PolicyVersion, ExpiresAt: a.ExpiresAt, Decision: string(a.Decision)}
+	}
+	if rec.State == ledger.StateRetryWait {
+		r.NextAttemptAt = rec.NextAttemptAt
+	}
+	if rec.State == ledger.StateRecoveryRequired && r.Error == "" {
+		r.Error = "outcome unknown; an operator must resolve it"
+	}
+	return r
+}
+
+func (e *Executor) now() time.Time { return e.opts.Now().UTC() }

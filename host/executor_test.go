@@ -1,0 +1,447 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/ledger"
+)
+
+// The tests in this file follow the recovery decision table of DESIGN.md,
+// one test per row, then the crash-point matrix in-process.
+
+func TestExecuteOnceAndReturnRecorded(t *testing.T) {
+	h := newHarness(t, "manual")
+	c := call("s1", "c1", `{"n":1}`)
+	first := h.exec(c)
+	require.Equal(t, host.StatusSucceeded, first.Status)
+	require.Equal(t, "r-1", first.Receipt)
+	require.False(t, first.Recorded)
+
+	// Row "succeeded: return the recorded outcome; never call the connector".
+	again := h.exec(c)
+	require.True(t, again.Recorded)
+	require.JSONEq(t, string(first.Result), string(again.Result))
+	require.Equal(t, 1, h.prov.count())
+
+	// The same after a restart.
+	h.reopen()
+	require.Equal(t, first.Receipt, h.exec(c).Receipt)
+	require.Equal(t, 1, h.prov.count())
+	require.Equal(t, "dispatch>dispatched#1 outcome>succeeded#1", joined(h.events(first.ExecutionID)))
+}
+
+func TestIntentMismatch(t *testing.T) {
+	h := newHarness(t, "manual")
+	h.exec(call("s1", "c1", `{"n":1}`))
+	_, err := h.ex.Execute(context.Background(), call("s1", "c1", `{"n":2}`))
+	var im *host.IntentMismatchError
+	require.ErrorAs(t, err, &im)
+	require.ErrorIs(t, err, host.ErrIntentMismatch)
+	require.NotEqual(t, im.RecordedDigest, im.GivenDigest)
+	require.Equal(t, 1, h.prov.count(), "nothing dispatched on mismatch")
+
+	// Same meaning, other spelling: canonical JSON digest matches.
+	res := h.exec(call("s1", "c1", ` { "n" : 1 } `))
+	require.True(t, res.Recorded)
+}
+
+func TestArgumentsCannotCarryTheIdentity(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	// A model that smuggles a key is refused by the schema before anything
+	// is recorded: additionalProperties is false.
+	_, err := h.ex.Execute(context.Background(), call("s1", "c1", `{"n":1,"idempotency_key":"ck_evil"}`))
+	require.ErrorIs(t, err, host.ErrInvalidArguments)
+	_, _, gerr := h.ex.Get(context.Background(), ledger.ExecutionID("default", "s1", "c1"))
+	require.ErrorIs(t, gerr, host.ErrNotFound, "an invalid call records nothing")
+
+	// Arguments that merely contain a key-looking string are data: the key
+	// the connector gets is derived from the execution id.
+	res := h.exec(call("s1", "c2", `{"n":1,"note":"ck_evil"}`))
+	rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.IdempotencyKey("default", "effect", res.ExecutionID), rec.IdempotencyKey)
+	h.prov.mu.Lock()
+	_, used := h.prov.byKey[rec.IdempotencyKey]
+	h.prov.mu.Unlock()
+	require.True(t, used, "the provider saw the derived key")
+}
+
+func TestInvalidArgumentsRecordNothing(t *testing.T) {
+	h := newHarness(t, "manual")
+	for _, args := range []string{`{"n":"x"}`, `[1]`, `{"n":1} {}`, `not json`, `{}`} {
+		_, err := h.ex.Execute(context.Background(), call("s1", "c1", args))
+		require.ErrorIs(t, err, host.ErrInvalidArguments, args)
+	}
+	recs, err := h.ex.Ledger().List(context.Background(), ledger.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, recs)
+	require.Zero(t, h.prov.count())
+}
+
+func TestApprovalRoundTrip(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	c := call("s1", "c1", `{"n":7}`)
+	res := h.exec(c)
+	require.Equal(t, host.StatusAwaitingApproval, res.Status)
+	require.ErrorIs(t, res.Err(), host.ErrApprovalRequired)
+	require.Zero(t, h.prov.count())
+	ap := res.Approval
+
+	// A reviewer who saw other arguments cannot approve these.
+	_, err := h.ex.Approve(context.Background(), ap.ID, host.Decision{By: "rita", ArgsDigest: "deadbeef"})
+	require.ErrorIs(t, err, host.ErrApprovalDigest)
+
+	// Row "awaiting approval: keep waiting" — re-driving does nothing.
+	require.Equal(t, host.StatusAwaitingApproval, h.exec(c).Status)
+
+	got, err := h.ex.Approve(context.Background(), ap.ID, host.Decision{By: "rita", ArgsDigest: ap.ArgsDigest, Reason: "ok"})
+	require.NoError(t, err)
+	require.Equal(t, host.StatusPending, got.Status)
+	require.Zero(t, h.prov.count(), "approval alone dispatches nothing")
+
+	// Row "approved, not dispatched: dispatch when re-driven".
+	done := h.exec(c)
+	require.Equal(t, host.StatusSucceeded, done.Status)
+	require.Equal(t, 1, h.prov.count())
+
+	// The approval is consumed: approving again is refused, re-driving
+	// returns the recorded result.
+	_, err = h.ex.Approve(context.Background(), ap.ID, host.Decision{By: "rita", ArgsDigest: ap.ArgsDigest})
+	require.ErrorIs(t, err, host.ErrNotAwaitingApproval)
+	require.True(t, h.exec(c).Recorded)
+	require.Equal(t, 1, h.prov.count())
+	require.Equal(t, "intent>awaiting_approval#0 approved>approved#0 dispatch>dispatched#1 outcome>succeeded#1", joined(h.events(done.ExecutionID)))
+}
+
+func TestApprovalRejectedAndExpired(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	r1 := h.exec(call("s1", "c1", `{"n":1}`))
+	res, err := h.ex.Reject(context.Background(), r1.Approval.ID, host.Decision{By: "rita", Reason: "no"})
+	require.NoError(t, err)
+	require.Equal(t, host.StatusRejected, res.Status)
+	require.Equal(t, host.StatusRejected, h.exec(call("s1", "c1", `{"n":1}`)).Status)
+
+	r2 := h.exec(call("s1", "c2", `{"n":2}`))
+	h.advance(2 * time.Hour) // past approval_ttl
+	_, err = h.ex.Approve(context.Background(), r2.Approval.ID, host.Decision{By: "rita", ArgsDigest: r2.Approval.ArgsDigest})
+	require.ErrorIs(t, err, host.ErrApprovalExpired)
+	require.Equal(t, host.StatusExpired, h.exec(call("s1", "c2", `{"n":2}`)).Status)
+
+	// Approved, then expired before the runtime re-drove it.
+	r3 := h.exec(call("s1", "c3", `{"n":3}`))
+	_, err = h.ex.Approve(context.Background(), r3.Approval.ID, host.Decision{By: "rita", ArgsDigest: r3.Approval.ArgsDigest})
+	require.NoError(t, err)
+	h.advance(2 * time.Hour)
+	require.Equal(t, host.StatusExpired, h.exec(call("s1", "c3", `{"n":3}`)).Status)
+	require.Zero(t, h.prov.count())
+}
+
+func TestRetryableFailuresAreRetriedAndCapped(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	h.prov.inject("503", "503")
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 3, res.Attempt)
+	require.Equal(t, 1, h.prov.count())
+
+	h.prov.inject("503", "503", "503")
+	res = h.exec(call("s1", "c2", `{"n":1}`))
+	require.Equal(t, host.StatusFailed, res.Status)
+	require.Contains(t, res.Error, "attempts exhausted")
+	require.Equal(t, "dispatch>dispatched#1 retry_scheduled>retry_wait#1 retry_dispatch>dispatched#2 retry_scheduled>retry_wait#2 retry_dispatch>dispatched#3 attempts_exhausted>failed#3",
+		joined(h.events(res.ExecutionID)))
+
+	h.prov.inject("400")
+	res = h.exec(call("s1", "c3", `{"n":1}`))
+	require.Equal(t, host.StatusFailed, res.Status)
+	require.Equal(t, 1, res.Attempt, "a permanent error is not retried")
+}
+
+func TestRetryWaitSurvivesRestart(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	h.prov.inject("503")
+	h.crashDuring(crash.AfterOutcomeRecord, func() {
+		_, _ = h.ex.Execute(context.Background(), call("s1", "c1", `{"n":1}`))
+	})
+	h.reopen() // recovery runs the due retry
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 2, res.Attempt)
+	require.Equal(t, 1, h.prov.count())
+}
+
+// Row "dispatched, no outcome" for each policy, reached by a crash after the
+// provider applied the effect but before the outcome was recorded.
+func TestUncertainAfterPluginReturn(t *testing.T) {
+	t.Run("idempotent-retry re-dispatches with the same key; provider dedups", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterPluginReturn, c)
+		require.Equal(t, 1, h.prov.count())
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, 2, res.Attempt)
+		require.Equal(t, "r-1", res.Receipt, "the retry got the first effect's receipt")
+		require.Equal(t, 1, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 recover_retry>dispatched#2 outcome>succeeded#2", joined(h.events(res.ExecutionID)))
+	})
+	t.Run("idempotent-retry past the key retention asks an operator", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterPluginReturn, c)
+		h.advance(25 * time.Hour) // the provider may have forgotten the key
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		require.Contains(t, res.Error, "key_retention_passed")
+		require.Equal(t, 1, h.prov.count())
+	})
+	t.Run("reconcile finds the effect and records it without a second call", func(t *testing.T) {
+		h := newHarness(t, "reconcile")
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterPluginReturn, c)
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, "reconciled", res.Source)
+		require.Equal(t, "r-1", res.Receipt)
+		require.Equal(t, 1, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 reconciled_applied>succeeded#1", joined(h.events(res.ExecutionID)))
+	})
+	t.Run("manual becomes recovery_required and fences the session", func(t *testing.T) {
+		h := newHarness(t, "manual")
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterPluginReturn, c)
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		require.ErrorIs(t, res.Err(), host.ErrRecoveryRequired)
+		require.Equal(t, 1, h.prov.count(), "no automatic re-execution")
+
+		_, err := h.ex.Execute(context.Background(), call("s1", "c2", `{"n":2}`))
+		var fe *host.FencedError
+		require.ErrorAs(t, err, &fe)
+		require.Len(t, fe.Calls, 1)
+		require.Equal(t, "c1", fe.Calls[0].ToolCallID)
+		// Other sessions are not fenced.
+		require.Equal(t, host.StatusSucceeded, h.exec(call("s2", "c1", `{"n":1}`)).Status)
+
+		// The operator verified the effect: applied.
+		got, err := h.ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{Applied: true, Receipt: "r-1", Result: json.RawMessage(`{"ok":true}`), By: "oscar", Reason: "seen in provider dashboard"})
+		require.NoError(t, err)
+		require.Equal(t, host.StatusSucceeded, got.Status)
+		require.Equal(t, "operator", got.Source)
+		require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "c2", `{"n":2}`)).Status, "fence lifted")
+		require.Equal(t, 3, h.prov.count())
+	})
+}
+
+// Row "dispatched, no outcome" reached before the provider was touched.
+func TestUncertainAfterDispatchRecord(t *testing.T) {
+	t.Run("reconcile: not_applied re-dispatches attempt+1", func(t *testing.T) {
+		h := newHarness(t, "reconcile")
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterDispatchRecord, c)
+		require.Zero(t, h.prov.count())
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, 2, res.Attempt)
+		require.Equal(t, 1, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 reconciled_not_applied>dispatched#2 outcome>succeeded#2", joined(h.events(res.ExecutionID)))
+	})
+	t.Run("reconcile: unknown becomes recovery_required", func(t *testing.T) {
+		h := newHarness(t, "reconcile")
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterDispatchRecord, c)
+		h.prov.lookup = "500"
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		require.Zero(t, h.prov.count())
+
+		// Operator: not applied, retry.
+		got, err := h.ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{Retry: true, By: "oscar", Reason: "nothing at the provider"})
+		require.NoError(t, err)
+		require.Equal(t, host.StatusSucceeded, got.Status)
+		require.Equal(t, 1, h.prov.count())
+	})
+	t.Run("manual: operator abandons", func(t *testing.T) {
+		h := newHarness(t, "manual")
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterDispatchRecord, c)
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		got, err := h.ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{By: "oscar", Reason: "customer cancelled"})
+		require.NoError(t, err)
+		require.Equal(t, host.StatusAbandoned, got.Status)
+		require.Equal(t, host.StatusAbandoned, h.exec(c).Status)
+		require.Zero(t, h.prov.count())
+	})
+}
+
+// A connector that hangs after the provider applied the effect: the call's
+// deadline cuts it, and the outcome is as uncertain as after a crash.
+func TestTimeoutAfterEffectIsUncertain(t *testing.T) {
+	h := newHarness(t, "manual")
+	h.prov.inject("apply_then_hang")
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusRecoveryRequired, res.Status)
+	require.Equal(t, 1, h.prov.count())
+
+	h2 := newHarness(t, "idempotent-retry", withDedup())
+	h2.prov.inject("apply_then_hang")
+	res = h2.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, "r-1", res.Receipt)
+	require.Equal(t, 1, h2.prov.count())
+}
+
+func TestCrashMatrixInProcess(t *testing.T) {
+	type cell struct {
+		point    string
+		policy   string
+		approval bool
+		// want: final status after restart + re-drive, and provider effects.
+		status  host.Status
+		effects int
+	}
+	cells := []cell{
+		{crash.BeforeIntent, "manual", false, host.StatusSucceeded, 1},
+		{crash.AfterIntent, "manual", true, host.StatusSucceeded, 1},
+		{crash.AfterApproval, "manual", true, host.StatusSucceeded, 1},
+		{crash.AfterDispatchRecord, "idempotent-retry", false, host.StatusSucceeded, 1},
+		{crash.AfterDispatchRecord, "reconcile", true, host.StatusSucceeded, 1},
+		{crash.AfterDispatchRecord, "manual", false, host.StatusRecoveryRequired, 0},
+		{crash.AfterPluginReturn, "idempotent-retry", true, host.StatusSucceeded, 1},
+		{crash.AfterPluginReturn, "reconcile", false, host.StatusSucceeded, 1},
+		{crash.AfterPluginReturn, "manual", true, host.StatusRecoveryRequired, 1},
+		{crash.AfterOutcomeRecord, "manual", false, host.StatusSucceeded, 1},
+		{crash.AfterOutcomeRecord, "reconcile", true, host.StatusSucceeded, 1},
+	}
+	for _, c := range cells {
+		name := c.point + "/" + c.policy
+		if c.approval {
+			name += "/approval"
+		}
+		t.Run(name, func(t *testing.T) {
+			opts := []harnessOpt{withDedup()}
+			if c.approval {
+				opts = append(opts, withApproval())
+			}
+			h := newHarness(t, c.policy, opts...)
+			tc := call("s1", "c1", `{"n":1}`)
+			approveAndRun := func() {
+				res := h.exec(tc)
+				if res.Status == host.StatusAwaitingApproval {
+					_, err := h.ex.Approve(context.Background(), res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+					require.NoError(t, err)
+					h.exec(tc)
+				}
+			}
+			h.crashDuring(c.point, approveAndRun)
+			h.reopen()
+			// The runtime re-issues the call (and, for a call still awaiting
+			// approval, the reviewer approves it).
+			res := h.exec(tc)
+			if res.Status == host.StatusAwaitingApproval {
+				_, err := h.ex.Approve(context.Background(), res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+				require.NoError(t, err)
+				res = h.exec(tc)
+			}
+			if res.Status == host.StatusPending {
+				res = h.exec(tc)
+			}
+			require.Equal(t, c.status, res.Status)
+			require.Equal(t, c.effects, h.prov.count(), "effects the provider saw")
+			// Exactly one result: asking again returns the same answer.
+			again, err := h.ex.Execute(context.Background(), tc)
+			require.NoError(t, err)
+			require.Equal(t, res.Status, again.Status)
+			require.Equal(t, res.Receipt, again.Receipt)
+		})
+	}
+}
+
+func TestResumedCallWithoutRecord(t *testing.T) {
+	h := newHarness(t, "manual")
+	c := call("legacy", "c1", `{"n":1}`)
+	c.Resumed = true
+	res := h.exec(c)
+	require.Equal(t, host.StatusRecoveryRequired, res.Status, "no record in an unknown session does not prove it never ran")
+	require.Zero(t, h.prov.count())
+
+	// In a session the ledger knows, a resumed call with no record never
+	// ran (every call is recorded before dispatch): it executes.
+	h.exec(call("known", "c1", `{"n":1}`))
+	c2 := call("known", "c2", `{"n":2}`)
+	c2.Resumed = true
+	require.Equal(t, host.StatusSucceeded, h.exec(c2).Status)
+}
+
+func TestConcurrentIdenticalCallsDispatchOnce(t *testing.T) {
+	h := newHarness(t, "manual")
+	const n = 16
+	var wg sync.WaitGroup
+	results := make([]host.Result, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = h.ex.Execute(context.Background(), call("s1", "same", `{"n":1}`))
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, host.StatusSucceeded, results[i].Status)
+		require.Equal(t, "r-1", results[i].Receipt)
+	}
+	require.Equal(t, 1, h.prov.count())
+}
+
+func TestConcurrentDistinctCalls(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	const n = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.ex.Execute(context.Background(), call("s1", "c"+string(rune('A'+i)), `{"n":1}`))
+			if err == nil && res.Status != host.StatusSucceeded {
+				err = errors.New(string(res.Status))
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, n, h.prov.count())
+}
+
+func TestReadOperationIsReExecuted(t *testing.T) {
+	h := newHarness(t, "manual")
+	c := host.Call{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: json.RawMessage(`{}`)}
+	h.execCrashAt(crash.AfterPluginReturn, c)
+	h.reopen()
+	res := h.exec(c)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 2, h.prov.reads, "a read is safe to run again")
+}

@@ -1,0 +1,25 @@
+package host
+
+import (
+	"time"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+// Observer receives the executor's measurements, e.g. to export them as
+// metrics. Implementations must be safe for concurrent use and fast: they
+// run on the call path.
+type Observer interface {
+	// ConnectorCall reports one call into a connector.
+	ConnectorCall(connector, operation, export string, d time.Duration, err error)
+	// LedgerWrite reports the latency of one synced ledger transition.
+	LedgerWrite(d time.Duration)
+	// Transition reports a state change and the decision behind it.
+	Transition(to ledger.State, decision string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ConnectorCall(string, string, string, time.Duration, error) {}
+func (nopObserver) LedgerWrite(time.Duration)                                  {}
+func (nopObserver) Transition(ledger.State, string)                            {}

@@ -1,0 +1,78 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+// RecoveryReport summarises one Recover pass.
+type RecoveryReport struct {
+	// Pending is the number of non-terminal executions examined.
+	Pending int `json:"pending"`
+	// Decisions counts the resulting statuses, e.g. {"succeeded": 3,
+	// "recovery_required": 1, "awaiting_approval": 2}.
+	Decisions map[Status]int `json:"decisions"`
+	// Uncertain lists the executions that need an operator.
+	Uncertain []UncertainCall `json:"uncertain"`
+	// Skipped counts executions a live call was already driving.
+	Skipped int `json:"skipped"`
+}
+
+// Recover applies the recovery decision table to every pending execution:
+// expired approval requests expire, dispatched executions without an outcome
+// are re-dispatched with the same key (idempotent-retry), reconciled
+// (reconcile) or parked as recovery_required (manual), and due retries run.
+// Approved executions wait for their runtime to re-drive them. It reads
+// only the ledger's pending index. Open runs it before admitting new work.
+func (e *Executor) Recover(ctx context.Context) (RecoveryReport, error) {
+	return e.recover(ctx, nil)
+}
+
+func (e *Executor) recover(ctx context.Context, progress func(int)) (RecoveryReport, error) {
+	rep := RecoveryReport{Decisions: map[Status]int{}}
+	var pending []ledger.Record
+	if err := e.led.Pending(ctx, func(r ledger.Record) error {
+		pending = append(pending, r)
+		return nil
+	}); err != nil {
+		return rep, fmt.Errorf("host: read pending executions: %w", err)
+	}
+	for i, r := range pending {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		release, ok := e.flights.tryAcquire(r.ID)
+		if !ok {
+			rep.Skipped++
+			continue
+		}
+		// Re-read under the flight: a live call may have moved it.
+		rec, err := e.led.Get(ctx, r.ID)
+		if err == nil && !rec.State.Terminal() {
+			var res Result
+			if rec.State == ledger.StateApproved && !e.now().After(rec.Approval.ExpiresAt) {
+				// Dispatch when the runtime re-drives the call, not before.
+				res = ResultOf(rec)
+			} else {
+				res, err = e.drive(ctx, rec, false)
+			}
+			if err == nil {
+				rep.Pending++
+				rep.Decisions[res.Status]++
+				if res.Status == StatusRecoveryRequired {
+					rep.Uncertain = append(rep.Uncertain, UncertainCall{ExecutionID: rec.ID, ToolCallID: rec.ToolCallID, Tool: rec.Connector + "." + rec.Operation, Attempt: res.Attempt})
+				}
+			}
+		}
+		release()
+		if err != nil {
+			return rep, fmt.Errorf("host: recover execution[%s]: %w", r.ID, err)
+		}
+		if progress != nil {
+			progress(i + 1)
+		}
+	}
+	return rep, nil
+}

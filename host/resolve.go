@@ -1,0 +1,132 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+// Resolution is an operator's decision on a recovery_required execution.
+type Resolution struct {
+	// Applied: the operator verified that the effect happened. Result and
+	// Receipt describe it and become the execution's recorded outcome.
+	Applied bool            `json:"applied"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Receipt string          `json:"receipt,omitempty"`
+	// Retry (with Applied false): the effect did not happen; dispatch again
+	// with the same key. Without Retry the execution is abandoned.
+	Retry bool `json:"retry,omitempty"`
+	// By and Reason are required: every resolution is audited.
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// Resolve records an operator's decision on a recovery_required execution
+// and, with Retry, dispatches it again. Once a session holds no
+// recovery_required execution it is no longer fenced.
+func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution) (Result, error) {
+	if r.By == "" || r.Reason == "" {
+		return Result{}, fmt.Errorf("%w: a resolution needs the operator's name and a reason", ErrBadCall)
+	}
+	if r.Applied && r.Retry {
+		return Result{}, fmt.Errorf("%w: an applied call cannot be retried", ErrBadCall)
+	}
+	if len(r.Result) > 0 && !json.Valid(r.Result) {
+		return Result{}, fmt.Errorf("%w: result is not valid JSON", ErrBadCall)
+	}
+	release, err := e.flights.acquire(ctx, executionID)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
+	rec, err := e.led.Get(ctx, executionID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return Result{}, fmt.Errorf("%w: execution %q", ErrNotFound, executionID)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if rec.State != ledger.StateRecoveryRequired {
+		return ResultOf(rec), fmt.Errorf("%w: execution[%s] is %s", ErrNotRecoveryRequired, executionID, rec.State)
+	}
+	res := &ledger.Resolution{Applied: r.Applied, Retry: r.Retry, By: r.By, Reason: r.Reason, At: e.now()}
+	ev := ledger.Event{Actor: r.By, Reason: r.Reason}
+	switch {
+	case r.Applied:
+		ev.Decision, ev.Evidence = "operator_applied", r.Receipt
+		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateSucceeded, Resolution: res, Event: ev,
+			Outcome: &ledger.Outcome{Kind: "operator", Result: r.Result, Receipt: r.Receipt, Source: "operator", Attempt: rec.Attempt}})
+	case r.Retry:
+		op, lerr := e.opOf(rec)
+		if lerr != nil {
+			return Result{}, lerr
+		}
+		ev.Decision = "operator_retry"
+		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, Attempt: rec.Attempt + 1, Resolution: res, Event: ev,
+			Deadline: e.now().Add(op.m.Limits.Timeout)})
+		if err != nil {
+			return Result{}, err
+		}
+		return e.dispatch(ctx, op, rec)
+	default:
+		ev.Decision = "operator_abandon"
+		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateAbandoned, Resolution: res, Event: ev})
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return ResultOf(rec), nil
+}
+
+// Cancel asks for an execution to be cancelled. Before dispatch it is
+// cancelled at once; once dispatched, cancellation is cooperative: the flag
+// is recorded and, if the outcome turns out unknown, recovery never
+// re-dispatches it (it reconciles, or asks an operator).
+func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, error) {
+	if by == "" {
+		return Result{}, fmt.Errorf("%w: cancel needs the requester's identity", ErrBadCall)
+	}
+	release, err := e.flights.acquire(ctx, executionID)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
+	rec, err := e.led.Get(ctx, executionID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return Result{}, fmt.Errorf("%w: execution %q", ErrNotFound, executionID)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	ev := ledger.Event{Actor: by}
+	switch rec.State {
+	case ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateRetryWait:
+		ev.Decision = "cancelled"
+		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled, Event: ev})
+	case ledger.StateDispatched:
+		ev.Decision = "cancel_requested"
+		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, CancelRequested: true, Event: ev})
+	default:
+		return ResultOf(rec), nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return ResultOf(rec), nil
+}
+
+// Get returns an execution's record and audit trail.
+func (e *Executor) Get(ctx context.Context, executionID string) (ledger.Record, []ledger.Event, error) {
+	rec, err := e.led.Get(ctx, executionID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Record{}, nil, fmt.Errorf("%w: execution %q", ErrNotFound, executionID)
+	}
+	if err != nil {
+		return ledger.Record{}, nil, err
+	}
+	evs, err := e.led.Events(ctx, executionID)
+	return rec, evs, err
+}

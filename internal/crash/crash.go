@@ -1,0 +1,119 @@
+// Package crash injects real process kills at named persistence boundaries.
+//
+// With CONNHOST_CRASH_AT=<point> (or <point>:<n>, the n-th time the point is
+// reached) the process sends itself SIGKILL when it reaches that point: no
+// deferred function, no flush, no graceful close runs, exactly as if the
+// machine lost power after the last synced write. Crash tests start a real
+// connhost process with the variable set, let it die, restart it on the same
+// data directory and check what the provider saw.
+//
+// When the variable is unset, [At] costs one atomic load.
+package crash
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+// EnvVar is the environment variable that arms a crash point.
+const EnvVar = "CONNHOST_CRASH_AT"
+
+// The named crash points, in the order an execution reaches them.
+const (
+	BeforeIntent         = "before_intent"
+	AfterIntent          = "after_intent"
+	AfterApproval        = "after_approval"
+	AfterDispatchRecord  = "after_dispatch_record"
+	AfterPluginReturn    = "after_plugin_return"
+	AfterOutcomeRecord   = "after_outcome_record"
+	AfterReconcileReturn = "after_reconcile_return"
+)
+
+// Points lists every crash point.
+var Points = []string{
+	BeforeIntent, AfterIntent, AfterApproval, AfterDispatchRecord,
+	AfterPluginReturn, AfterOutcomeRecord, AfterReconcileReturn,
+}
+
+var (
+	armed  atomic.Bool
+	point  string
+	target int64 = 1
+	hits   atomic.Int64
+)
+
+func init() {
+	if err := Arm(os.Getenv(EnvVar)); err != nil {
+		fmt.Fprintf(os.Stderr, "connhost: %v\n", err)
+		os.Exit(2)
+	}
+}
+
+// Arm sets the crash point from a spec "<point>" or "<point>:<n>"; an empty
+// spec disarms. It is called from init with the environment variable and is
+// exported for the process that parses its own flags; it is not safe to call
+// concurrently with At.
+func Arm(spec string) error {
+	armed.Store(false)
+	hits.Store(0)
+	if spec == "" {
+		return nil
+	}
+	name, nth, hasN := strings.Cut(spec, ":")
+	n := int64(1)
+	if hasN {
+		v, err := strconv.ParseInt(nth, 10, 64)
+		if err != nil || v < 1 {
+			return fmt.Errorf("crash: %s=%q: count must be a positive integer", EnvVar, spec)
+		}
+		n = v
+	}
+	known := false
+	for _, p := range Points {
+		known = known || p == name
+	}
+	if !known {
+		return fmt.Errorf("crash: %s=%q: unknown point (known: %s)", EnvVar, spec, strings.Join(Points, ", "))
+	}
+	point, target = name, n
+	armed.Store(true)
+	return nil
+}
+
+// hook, when set, replaces the kill; see SetHook.
+var hook atomic.Pointer[func(point string)]
+
+// SetHook makes every crash point call fn instead of killing the process,
+// for in-process tests that stop an executor at a point (fn typically
+// panics with a sentinel the test recovers). A nil fn removes the hook. It
+// returns a function restoring the previous hook.
+func SetHook(fn func(point string)) (restore func()) {
+	prev := hook.Load()
+	if fn == nil {
+		hook.Store(nil)
+	} else {
+		hook.Store(&fn)
+	}
+	return func() { hook.Store(prev) }
+}
+
+// At kills the process with SIGKILL if name is the armed point and this is
+// the n-th time it is reached. It never returns in that case.
+func At(name string) {
+	if h := hook.Load(); h != nil {
+		(*h)(name)
+		return
+	}
+	if !armed.Load() || name != point {
+		return
+	}
+	if hits.Add(1) != target {
+		return
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL is not deliverable to a handler; wait for it.
+}
