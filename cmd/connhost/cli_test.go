@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmbuild"
+)
+
+func TestUsageErrorsExit2(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+		{"unknown flag", []string{"ls", "--colour"}, "unknown flag"},
+		{"missing required flags", []string{"exec", "--session", "s"}, "required flag"},
+		{"history without id", []string{"history"}, "needs an execution id"},
+		{"resolve without decision", []string{"resolve", "ex_1", "--by", "o", "--reason", "r"}, "applied"},
+		{"resolve not-applied alone", []string{"resolve", "ex_1", "--not-applied", "--by", "o", "--reason", "r"}, "--retry or --abandon"},
+		{"bad args json", []string{"exec", "--session", "s", "--tool-call", "c", "--tool", "noop.echo", "--args", "{"}, "not valid JSON"},
+		{"tools bad format", []string{"tools", "--format", "gemini"}, "unknown format"},
+		{"bad ls state", []string{"ls", "--state", "done"}, "unknown state"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, nil, tt.args...)
+			if code != ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, ExitUsage, errOut)
+			}
+			if out != "" || !strings.HasPrefix(errOut, "connhost: ") || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("stdout %q stderr %q, want one connhost: line containing %q", out, errOut, tt.want)
+			}
+			if strings.Count(errOut, "connhost: ") != 1 {
+				t.Errorf("error printed more than once: %q", errOut)
+			}
+		})
+	}
+}
+
+func TestUsageErrorJSON(t *testing.T) {
+	code, out, errOut := runCLI(t, nil, "--json", "history")
+	if code != ExitUsage || errOut != "" {
+		t.Fatalf("exit %d stderr %q", code, errOut)
+	}
+	var p map[string]any
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p["code"] != "bad_request" {
+		t.Fatalf("stdout %q: %v", out, err)
+	}
+}
+
+func TestStubsExit1(t *testing.T) {
+	for _, args := range [][]string{
+		{"audit", "manifests"}, {"crashtest", "--manifest", "m.toml"}, {"bench", "ledger"}, {"demo"},
+	} {
+		code, _, errOut := runCLI(t, nil, args...)
+		if code != ExitFailure || !strings.Contains(errOut, "not yet implemented") {
+			t.Errorf("%v: exit %d stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestIsLoopbackListen(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8420": true, "localhost:1": true, "[::1]:8420": true,
+		":8420": false, "0.0.0.0:8420": false, "10.1.2.3:80": false, "example.com:80": false, "nonsense": false,
+	} {
+		if got := isLoopbackListen(addr); got != want {
+			t.Errorf("isLoopbackListen(%q) = %t", addr, got)
+		}
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfig(t *testing.T) {
+	env := func(k string) (string, bool) {
+		v, ok := map[string]string{"TOKEN": "tok-secret", "KEY": "sk_live_secret"}[k]
+		return v, ok
+	}
+	good := `
+[server]
+listen = "0.0.0.0:8420"
+token_env = "TOKEN"
+
+[connectors.noop]
+base_url = "http://127.0.0.1:9"
+api_key_env = "KEY"
+`
+	c, err := parseConfig("connhost.toml", []byte(good), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Token != "tok-secret" || c.Server.Listen != "0.0.0.0:8420" {
+		t.Fatalf("server: %+v", c.Server)
+	}
+	if v, ok := c.lookup("noop", "api_key"); !ok || v != "sk_live_secret" {
+		t.Fatalf("api_key: %q %t", v, ok)
+	}
+	s := c.String()
+	b, _ := json.Marshal(c)
+	for _, out := range []string{s, string(b)} {
+		if strings.Contains(out, "secret") {
+			t.Errorf("secret printed: %s", out)
+		}
+	}
+
+	bad := `
+[server]
+listen = "127.0.0.1:8420"
+tokn = "x"
+
+[connectors.noop]
+api_key = "a"
+api_key_env = "KEY"
+url_env = "MISSING"
+
+[extra]
+`
+	_, err = parseConfig("connhost.toml", []byte(bad), env)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"connhost.toml:4: unknown key tokn in [server]",
+		"connhost.toml:8: set api_key or api_key_env, not both",
+		"connhost.toml:9: environment variable MISSING (url_env) is not set",
+		`connhost.toml:11: unknown table or key "extra"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := parseConfig("c.toml", []byte("[server\n"), env); err == nil || !strings.Contains(err.Error(), "c.toml:") {
+		t.Errorf("syntax error without file:line: %v", err)
+	}
+}
+
+func TestServeRefusesPublicWithoutToken(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "connhost.toml", "[server]\nlisten = \"0.0.0.0:0\"\n")
+	code, _, errOut := runCLI(t, nil, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"))
+	if code != ExitFailure || !strings.Contains(errOut, "non-loopback") {
+		t.Fatalf("exit %d stderr %q", code, errOut)
+	}
+}
+
+type dirs struct{ data, modules string }
+
+// testDirs returns a fresh data dir and a modules dir holding noop.wasm
+// (internal/testconnectors/noop), the module of testdata/manifests.
+func testDirs(t *testing.T) dirs {
+	t.Helper()
+	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/testconnectors/noop")
+	if err != nil {
+		t.Fatalf("build noop connector: %v", err)
+	}
+	dir := t.TempDir()
+	d := dirs{data: filepath.Join(dir, "data"), modules: filepath.Join(dir, "modules")}
+	if err := os.MkdirAll(d.modules, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, d.modules, "noop.wasm", string(b))
+	return d
+}
+
+// testApp returns an app on a temporary data dir with the noop test
+// connectors (see testdata/manifests) and their module.
+func testApp(t *testing.T) *app {
+	t.Helper()
+	d := testDirs(t)
+	a := newApp(strings.NewReader(""), nil, nil)
+	a.open = func(ctx context.Context, o openOptions) (*host.Executor, error) {
+		a.g.data, a.g.manifests, a.g.modules = d.data, "testdata/manifests", d.modules
+		o.allowUnpinned = true // test manifests pin no digest
+		return a.openExecutor(ctx, o)
+	}
+	return a
+}
+
+func TestExecEndToEnd(t *testing.T) {
+	a := testApp(t)
+	exec := func(session, call, tool, args string, extra ...string) (int, string, string) {
+		return runCLI(t, a, append([]string{"--json", "exec", "--session", session, "--tool-call", call, "--tool", tool, "--args", args}, extra...)...)
+	}
+	code, out, errOut := exec("s1", "c1", "noop.echo", `{"msg":"hi"}`)
+	var res host.Result
+	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusSucceeded {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+
+	code, out, _ = exec("s1", "c1", "noop.echo", `{"msg":"other"}`)
+	var p map[string]any
+	if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "intent_mismatch" || p["recorded_digest"] == "" {
+		t.Fatalf("mismatch: %d %q", code, out)
+	}
+
+	code, out, _ = exec("s1", "c2", "gated.echo", `{}`)
+	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+		t.Fatalf("gated: %d %q", code, out)
+	}
+	ap := res.Approval
+	code, out, _ = runCLI(t, a, "--json", "approve", ap.ID, "--by", "rita", "--digest", ap.ArgsDigest)
+	if code != ExitOK || !strings.Contains(out, `"pending"`) {
+		t.Fatalf("approve: %d %q", code, out)
+	}
+	if code, out, _ = exec("s1", "c2", "gated.echo", `{}`); code != ExitOK {
+		t.Fatalf("re-drive: %d %q", code, out)
+	}
+
+	code, out, _ = exec("old", "c1", "noop.echo", `{}`, "--resumed")
+	if code != ExitRecoveryRequired || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusRecoveryRequired {
+		t.Fatalf("resumed: %d %q", code, out)
+	}
+	uncertain := res.ExecutionID
+
+	code, out, errOut = runCLI(t, a, "exec", "--session", "old", "--tool-call", "c2", "--tool", "noop.echo", "--args", `{}`)
+	if code != ExitRecoveryRequired || out != "" || !strings.Contains(errOut, "code: session_fenced") || !strings.Contains(errOut, uncertain) {
+		t.Fatalf("fenced: %d %q %q", code, out, errOut)
+	}
+
+	code, out, _ = runCLI(t, a, "recover")
+	if code != ExitRecoveryRequired || !strings.Contains(out, uncertain) {
+		t.Fatalf("recover: %d %q", code, out)
+	}
+
+	code, out, _ = runCLI(t, a, "ls", "--state", "recovery_required")
+	if code != ExitOK || !strings.Contains(out, uncertain) || strings.Count(out, "\n") != 2 {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+
+	code, out, errOut = runCLI(t, a, "resolve", uncertain, "--not-applied", "--abandon", "--by", "olga", "--reason", "no trace at the provider")
+	if code != ExitOK || !strings.Contains(out, "abandoned") {
+		t.Fatalf("resolve: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, a, "history", uncertain)
+	if code != ExitOK || !strings.Contains(out, "operator_abandon") || !strings.Contains(out, "resumed_without_record") {
+		t.Fatalf("history: %d %q", code, out)
+	}
+	code, _, errOut = runCLI(t, a, "history", "ex_nope")
+	if code != ExitFailure || !strings.Contains(errOut, "code: not_found") {
+		t.Fatalf("history unknown: %d %q", code, errOut)
+	}
+	if code, _, _ = runCLI(t, a, "recover"); code != ExitOK {
+		t.Fatalf("recover after resolve: %d", code)
+	}
+}
+
+func TestToolsCommand(t *testing.T) {
+	code, out, errOut := runCLI(t, nil, "--manifests", "testdata/manifests", "tools", "--format", "anthropic")
+	if code != ExitOK {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+	golden(t, "tools_anthropic", []byte(out))
+}
+
+// TestSandboxCommand runs the real emulators and stops them.
+func TestSandboxCommand(t *testing.T) {
+	pr, pw := io.Pipe()
+	a := newApp(strings.NewReader(""), pw, io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- a.execute(ctx, []string{"sandbox", "--json"})
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("startup line: %v", err)
+	}
+	var urls map[string]string
+	if err := json.Unmarshal([]byte(line), &urls); err != nil || !strings.HasPrefix(urls["payments"], "http://127.0.0.1:") || !strings.HasPrefix(urls["email"], "http://127.0.0.1:") {
+		t.Fatalf("startup line %q: %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+}

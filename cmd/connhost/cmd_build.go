@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// buildResult is the output of connhost build.
+type buildResult struct {
+	Module   string `json:"module"`
+	SHA256   string `json:"sha256"`
+	Manifest string `json:"manifest,omitempty"`
+	// Pinned is true when --pin rewrote the manifest's sha256.
+	Pinned bool `json:"pinned"`
+	// PinnedBefore is the digest the manifest pinned before the build.
+	PinnedBefore string `json:"pinned_before,omitempty"`
+}
+
+// findManifest returns the manifest of connector name in dir: dir/name.toml
+// if it declares that connector, else any manifest in dir that does.
+func findManifest(dir, name string) (*manifests.Manifest, error) {
+	if m, err := manifests.Load(filepath.Join(dir, name+".toml")); err == nil && m.Connector.Name == name {
+		return m, nil
+	}
+	ms, err := manifests.LoadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		if m.Connector.Name == name {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("no manifest for connector %q in %s", name, dir)
+}
+
+func (a *app) buildCommand() *cobra.Command {
+	var (
+		pin bool
+		out string
+	)
+	c := &cobra.Command{
+		Use:   "build plugins/<name> [--pin] [--out DIR]",
+		Short: "Build a connector to a wasm module and print its sha256",
+		Long: `build compiles the connector's Go package to a wasip1 module with
+reproducible flags (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared -trimpath
+-buildvcs=false), writes it to --out (default --modules) under the module name
+its manifest declares, and prints the module's sha256. With --pin it also
+rewrites the sha256 in the connector's manifest (in --manifests), keeping
+everything else in the file byte for byte.`,
+		Example: `  connhost build plugins/payments --pin
+  connhost build plugins/email --out /tmp/modules --json`,
+		Args: exactArgs(1, "a connector package directory (plugins/<name>)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src := filepath.Clean(args[0])
+			if st, err := os.Stat(src); err != nil || !st.IsDir() {
+				return usagef("%s is not a directory", src)
+			}
+			name := filepath.Base(src)
+			m, merr := findManifest(a.g.manifests, name)
+			if pin && merr != nil {
+				return fmt.Errorf("--pin: %w", merr)
+			}
+			if out == "" {
+				out = a.g.modules
+			}
+			module := name + ".wasm"
+			if m != nil {
+				module = m.Connector.Module
+			}
+			res := buildResult{Module: filepath.Join(out, module)}
+			d, err := wasmbuild.Build(cmd.Context(), src, res.Module)
+			if err != nil {
+				return err
+			}
+			res.SHA256 = d
+			if m != nil {
+				res.Manifest, res.PinnedBefore = m.Path, m.Connector.SHA256
+				if pin && m.Connector.SHA256 != d {
+					if err := manifests.PinFile(m.Path, d); err != nil {
+						return err
+					}
+					res.Pinned = true
+				}
+			}
+			if a.g.json {
+				writeJSON(a.stdout, res)
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "built   %s\nsha256  %s\n", res.Module, res.SHA256)
+			switch {
+			case res.Pinned:
+				fmt.Fprintf(a.stdout, "pinned  %s\n", res.Manifest)
+			case res.Manifest != "" && res.PinnedBefore == res.SHA256:
+				fmt.Fprintf(a.stdout, "%s already pins this digest\n", res.Manifest)
+			case res.Manifest != "":
+				fmt.Fprintf(a.stderr, "note: %s pins %s; run with --pin to pin the new digest\n", res.Manifest, orDash(res.PinnedBefore))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&pin, "pin", false, "rewrite the sha256 in the connector's manifest")
+	c.Flags().StringVar(&out, "out", "", "output directory (default --modules)")
+	return c
+}
+
+func (a *app) toolsCommand() *cobra.Command {
+	var format string
+	c := &cobra.Command{
+		Use:   "tools [--format openai|anthropic|mcp]",
+		Short: "Print tool definitions for models",
+		Long: `tools prints the tool definitions of the connectors in --manifests, in the
+format of the model API (always JSON; it needs no ledger):
+
+  openai     [{"type":"function","function":{"name","description","parameters"}}]
+  anthropic  [{"name","description","input_schema"}]
+  mcp        {"tools":[{"name","description","inputSchema"}]}
+
+OpenAI and Anthropic tool names must match ^[a-zA-Z0-9_-]{1,64}$, so for
+them "connector.operation" is written "connector__operation"; the HTTP API
+and exec accept both forms. MCP names keep the dot.`,
+		Example: `  connhost tools --format openai > tools.json
+  connhost tools --format mcp`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := tooldefs.ParseFormat(format)
+			if err != nil {
+				return usagef("--format: %v", err)
+			}
+			ms, err := a.loadManifests()
+			if err != nil {
+				return err
+			}
+			b, err := tooldefs.JSON(ms, f)
+			if err != nil {
+				return err
+			}
+			_, err = a.stdout.Write(b)
+			return err
+		},
+	}
+	c.Flags().StringVar(&format, "format", "openai", "openai, anthropic or mcp")
+	return c
+}
+
+// The four commands below are wired by the lead; their flags follow the
+// spec so that scripts and help are stable.

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
+)
+
+// providerSandbox is what dev and sandbox need from internal/sandbox.
+type providerSandbox interface {
+	PaymentsURL() string
+	EmailURL() string
+	Close() error
+}
+
+// startSandbox starts the local provider emulators (Stripe and Mailpit API
+// subsets): payments on listen, email on the next port (or a free one when
+// listen's port is 0).
+func startSandbox(ctx context.Context, listen string, logger *slog.Logger) (providerSandbox, error) {
+	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: listen, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// devConfig hands the dev connectors their provider URLs and test keys
+// (manifests/payments.toml declares config ["api_key", "base_url"],
+// manifests/email.toml ["base_url", "default_from", "basic_auth"]). Values
+// from a --config file win.
+func devConfig(paymentsURL, emailURL string, file *Config) func(connector, key string) (string, bool) {
+	return func(connector, key string) (string, bool) {
+		if file != nil {
+			if v, ok := file.lookup(connector, key); ok {
+				return v, true
+			}
+		}
+		switch connector + "." + key {
+		case "payments.base_url":
+			return paymentsURL, paymentsURL != ""
+		case "payments.api_key":
+			return "sk_test_connhost_dev", true
+		case "email.base_url":
+			return emailURL, emailURL != ""
+		}
+		return "", false
+	}
+}
+
+func (a *app) devCommand() *cobra.Command {
+	var listen, paymentsURL, emailURL string
+	c := &cobra.Command{
+		Use:   "dev [--listen 127.0.0.1:8420] [--payments-url URL] [--email-url URL]",
+		Short: "Run everything locally: connectors, ledger, provider sandbox, HTTP API",
+		Long: `dev is the quickest way to try connhost. It builds the connectors whose
+modules are missing from --modules, opens the ledger in --data, starts the
+provider sandbox (local emulators of the Stripe and Mailpit APIs) unless
+--payments-url and --email-url point elsewhere, serves the HTTP API on
+loopback without a token, and prints what to try next. Ctrl-C stops it all.
+
+With --json it prints one startup line {"api": URL, "payments": URL,
+"email": URL} on stdout and logs JSON on stderr.`,
+		Example: `  connhost dev
+  connhost dev --json | head -1 | jq -r .api`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !isLoopbackListen(listen) {
+				return usagef("dev serves without a token and only listens on loopback (got --listen %s); use connhost serve", listen)
+			}
+			ctx := cmd.Context()
+			ms, err := a.loadManifests()
+			if err != nil {
+				return err
+			}
+			if err := a.buildMissing(ctx, ms); err != nil {
+				return err
+			}
+			if paymentsURL == "" || emailURL == "" {
+				sb, err := a.startSandbox(ctx, "127.0.0.1:0", a.logger())
+				if err != nil {
+					return fmt.Errorf("start provider sandbox: %w", err)
+				}
+				defer sb.Close()
+				if paymentsURL == "" {
+					paymentsURL = sb.PaymentsURL()
+				}
+				if emailURL == "" {
+					emailURL = sb.EmailURL()
+				}
+			}
+			var file *Config
+			if a.g.config != "" {
+				if file, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
+					return err
+				}
+			}
+			first := ""
+			if tools, err := tooldefs.Tools(ms); err == nil && len(tools) > 0 {
+				first = tools[0].Name
+			}
+			cfg := devConfig(paymentsURL, emailURL, file)
+			return a.serveAPI(ctx, serveOptions{
+				listen:        listen,
+				configFunc:    cfg,
+				allowUnpinned: true,
+				extraOrigins:  devOrigins(cfg),
+				ready: func(api string) {
+					if a.g.json {
+						writeJSONLine(a.stdout, map[string]string{"api": api, "payments": paymentsURL, "email": emailURL})
+						return
+					}
+					renderDevBanner(a.stdout, api, paymentsURL, emailURL, first)
+				},
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&listen, "listen", DefaultListen, "API address (loopback only)")
+	f.StringVar(&paymentsURL, "payments-url", "", "use this payments provider instead of the sandbox's")
+	f.StringVar(&emailURL, "email-url", "", "use this email provider instead of the sandbox's")
+	return c
+}
+
+// devOrigins is dev mode's addition to the http capability: the loopback
+// origin of each connector's configured base_url (the sandbox listens on
+// ports chosen at run time, which no manifest can list). Non-loopback
+// base URLs are not added: dev never widens a connector's reach beyond
+// this machine.
+func devOrigins(cfg func(connector, key string) (string, bool)) func(m *manifests.Manifest) []string {
+	return func(m *manifests.Manifest) []string {
+		if !slices.Contains(m.Capabilities.Config, "base_url") {
+			return nil
+		}
+		raw, ok := cfg(m.Connector.Name, "base_url")
+		if !ok {
+			return nil
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" {
+			return nil
+		}
+		h := u.Hostname()
+		if ip := net.ParseIP(h); (ip == nil || !ip.IsLoopback()) && h != "localhost" {
+			return nil
+		}
+		origin := u.Scheme + "://" + u.Host
+		if slices.Contains(m.Capabilities.HTTP, origin) {
+			return nil
+		}
+		return []string{origin}
+	}
+}
+
+// renderDevBanner prints what dev started and what to try.
+func renderDevBanner(w io.Writer, api, payments, email, tool string) {
+	fmt.Fprintf(w, "connhost dev is running\n\n")
+	fmt.Fprintf(w, "  API       %s   (OpenAPI: %s/openapi.json)\n", api, api)
+	fmt.Fprintf(w, "  payments  %s\n", payments)
+	fmt.Fprintf(w, "  email     %s\n\n", email)
+	fmt.Fprintf(w, "Try:\n")
+	fmt.Fprintf(w, "  curl -s '%s/v1/tools?format=openai'\n", api)
+	if tool != "" {
+		fmt.Fprintf(w, "  curl -s %s/v1/executions -H 'Content-Type: application/json' \\\n", api)
+		fmt.Fprintf(w, "    -d '{\"session_id\":\"s1\",\"tool_call_id\":\"call_1\",\"tool\":\"%s\",\"arguments\":{}}'\n", tool)
+		fmt.Fprintf(w, "    (fill in the arguments from the tool's schema)\n")
+	}
+	fmt.Fprintf(w, "  curl -s '%s/v1/executions?state=recovery_required'\n\n", api)
+	fmt.Fprintf(w, "Ctrl-C stops everything.\n")
+}
+
+func writeJSONLine(w io.Writer, v any) {
+	b, _ := jsonMarshal(v)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// buildMissing builds plugins/<connector> for every manifest whose module
+// is missing from --modules.
+func (a *app) buildMissing(ctx context.Context, ms []*manifests.Manifest) error {
+	for _, m := range ms {
+		out := m.ModulePath(a.g.modules)
+		if _, err := os.Stat(out); err == nil {
+			continue
+		}
+		src := filepath.Join("plugins", m.Connector.Name)
+		if _, err := os.Stat(src); err != nil {
+			return fmt.Errorf("module %s is missing and there is no %s to build it from", out, src)
+		}
+		fmt.Fprintf(a.stderr, "building %s → %s\n", src, out)
+		if _, err := wasmbuild.Build(ctx, src, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) sandboxCommand() *cobra.Command {
+	var listen string
+	c := &cobra.Command{
+		Use:   "sandbox [--listen ADDR]",
+		Short: "Run the local provider emulators (Stripe and Mailpit API subsets)",
+		Long: `sandbox runs the provider emulators that dev uses, on their own, until
+Ctrl-C: a Stripe API subset with Stripe's idempotency semantics and a
+Mailpit API subset. Tests and demos point connectors at them.`,
+		Example: `  connhost sandbox --listen 127.0.0.1:8080
+  connhost sandbox --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sb, err := a.startSandbox(cmd.Context(), listen, a.logger())
+			if err != nil {
+				return err
+			}
+			defer sb.Close()
+			if a.g.json {
+				writeJSONLine(a.stdout, map[string]string{"payments": sb.PaymentsURL(), "email": sb.EmailURL()})
+			} else {
+				fmt.Fprintf(a.stdout, "payments  %s\nemail     %s\nCtrl-C stops the sandbox.\n", sb.PaymentsURL(), sb.EmailURL())
+			}
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address of the payments emulator; email listens on the next port (port 0: free ports)")
+	return c
+}

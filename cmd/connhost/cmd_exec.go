@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+)
+
+func (a *app) execCommand() *cobra.Command {
+	var (
+		call host.Call
+		args string
+	)
+	c := &cobra.Command{
+		Use:   "exec --session S --tool-call T --tool connector.operation --args JSON|@file",
+		Short: "Execute one tool call durably, in-process",
+		Long: `exec opens the ledger in --data, loads the connectors, runs recovery, and
+executes one tool call exactly as an agent runtime would: the same session
+and tool-call id name the same execution, so running exec again returns the
+recorded outcome instead of calling the connector a second time.
+
+It exits 0 when the execution succeeded, 4 when it is recovery_required or
+the session is fenced, and 5 for any other status (the result is printed).`,
+		Example: `  connhost exec --session s1 --tool-call call_1 --tool payments.create_payment \
+      --args '{"amount":500,"currency":"usd"}'
+  connhost exec --session s1 --tool-call call_2 --tool email.send --args @message.json --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			raw, err := a.readArg(args)
+			if err != nil {
+				return usagef("--args: %v", err)
+			}
+			if !json.Valid(raw) {
+				return usagef("--args is not valid JSON")
+			}
+			call.Arguments = raw
+			var res host.Result
+			err = a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+				var err error
+				res, err = ex.Execute(cmd.Context(), call)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			a.printResult(res)
+			return resultExit(res)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&call.SessionID, "session", "", "session id (required)")
+	f.StringVar(&call.ToolCallID, "tool-call", "", "tool-call id, unique within the session (required)")
+	f.StringVar(&call.Tool, "tool", "", `tool as "connector.operation" (required)`)
+	f.StringVar(&args, "args", "", "arguments: a JSON object, or @file (@- reads stdin) (required)")
+	f.BoolVar(&call.Resumed, "resumed", false, "the call is replayed from history that may predate this ledger")
+	f.StringVar(&call.Namespace, "namespace", "", `namespace (default "default")`)
+	for _, n := range []string{"session", "tool-call", "tool", "args"} {
+		_ = c.MarkFlagRequired(n)
+	}
+	return c
+}
+
+// resultExit maps a Result's status to the exit code.
+func resultExit(res host.Result) error {
+	switch res.Status {
+	case host.StatusSucceeded:
+		return nil
+	case host.StatusRecoveryRequired:
+		return &exitError{code: ExitRecoveryRequired}
+	}
+	return &exitError{code: ExitNotSucceeded}
+}
+
+// printResult prints a Result as JSON or as a short readable block.
+func (a *app) printResult(res host.Result) {
+	if a.g.json {
+		writeJSON(a.stdout, res)
+		return
+	}
+	renderResult(a.stdout, res)
+}
+
+// renderResult writes a Result for people.
+func renderResult(w io.Writer, res host.Result) {
+	fmt.Fprintf(w, "execution  %s\n", res.ExecutionID)
+	fmt.Fprintf(w, "tool call  %s\n", res.ToolCallID)
+	fmt.Fprintf(w, "status     %s", res.Status)
+	if res.Attempt > 0 {
+		fmt.Fprintf(w, " (attempt %d)", res.Attempt)
+	}
+	if res.Recorded {
+		fmt.Fprint(w, " — recorded outcome, connector not called")
+	}
+	fmt.Fprintln(w)
+	if res.Source != "" {
+		fmt.Fprintf(w, "source     %s\n", res.Source)
+	}
+	if res.Receipt != "" {
+		fmt.Fprintf(w, "receipt    %s\n", res.Receipt)
+	}
+	if len(res.Result) > 0 {
+		fmt.Fprintf(w, "result     %s\n", compactJSON(res.Result))
+	}
+	if res.Error != "" {
+		fmt.Fprintf(w, "error      %s\n", res.Error)
+	}
+	if ap := res.Approval; ap != nil {
+		fmt.Fprintf(w, "approval   %s %s, digest %s, expires %s\n", ap.ID, ap.Decision, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
+		if ap.Decision == "pending" {
+			fmt.Fprintf(w, "           connhost approve %s --by NAME --digest %s\n", ap.ID, ap.ArgsDigest)
+		}
+	}
+	if !res.NextAttemptAt.IsZero() {
+		fmt.Fprintf(w, "next       %s\n", res.NextAttemptAt.UTC().Format(timeFormat))
+	}
+}
+
+// renderProblem writes a problem for people: one "connhost: …" line, then
+// the details a reader needs to act on it.
+func renderProblem(w io.Writer, p *httpapi.Problem) {
+	msg := p.Detail
+	if msg == "" {
+		msg = p.Title
+	}
+	fmt.Fprintf(w, "connhost: %s\n", msg)
+	if p.Code == httpapi.CodeInternal || p.Code == httpapi.CodeBadRequest {
+		return
+	}
+	fmt.Fprintf(w, "  code: %s\n", p.Code)
+	if p.RecordedDigest != "" {
+		fmt.Fprintf(w, "  recorded: %s args digest %s\n  given:    %s args digest %s\n", p.RecordedTool, p.RecordedDigest, p.GivenTool, p.GivenDigest)
+	}
+	for _, ae := range p.ArgumentErrors {
+		path := ae.Path
+		if path == "" {
+			path = "/"
+		}
+		fmt.Fprintf(w, "  %s: %s\n", path, ae.Msg)
+	}
+	if len(p.UncertainCalls) > 0 {
+		fmt.Fprintln(w, "  uncertain calls (resolve each with connhost resolve):")
+		for _, u := range p.UncertainCalls {
+			fmt.Fprintf(w, "    %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
+		}
+	}
+	if p.Execution != nil {
+		fmt.Fprintf(w, "  execution %s is %s\n", p.Execution.ExecutionID, p.Execution.Status)
+	}
+}
+
+func compactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return string(b)
+	}
+	return buf.String()
+}

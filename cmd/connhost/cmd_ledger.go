@@ -1,0 +1,420 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/ledger"
+)
+
+// timeFormat is how times are shown to people: UTC, second precision.
+const timeFormat = "2006-01-02T15:04:05Z"
+
+func (a *app) lsCommand() *cobra.Command {
+	var state, session, namespace, after string
+	var limit int
+	c := &cobra.Command{
+		Use:   "ls [--state S] [--session S]",
+		Short: "List executions",
+		Long: `ls lists executions from the ledger in --data, in execution-id order.
+Operators start here: connhost ls --state recovery_required shows the calls
+recovery could not decide.`,
+		Example: `  connhost ls --state recovery_required
+  connhost ls --session s1 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lim := ""
+			if limit != 0 {
+				lim = fmt.Sprint(limit)
+			}
+			f, err := httpapi.ParseFilter(state, session, namespace, after, lim)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			var recs []ledger.Record
+			err = a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+				var err error
+				recs, err = ex.Ledger().List(cmd.Context(), f)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.g.json {
+				out := httpapi.ListResponse{Executions: make([]httpapi.RecordView, 0, len(recs))}
+				for _, r := range recs {
+					out.Executions = append(out.Executions, httpapi.NewRecordView(r))
+				}
+				if len(recs) == f.Limit && len(recs) > 0 {
+					out.Next = recs[len(recs)-1].ID
+				}
+				writeJSON(a.stdout, out)
+				return nil
+			}
+			renderList(a.stdout, recs)
+			if len(recs) == f.Limit && len(recs) > 0 {
+				fmt.Fprintf(a.stdout, "(more: --after %s)\n", recs[len(recs)-1].ID)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&state, "state", "", "only this state (awaiting_approval, approved, dispatched, retry_wait, recovery_required, succeeded, failed, rejected, expired, abandoned, cancelled)")
+	f.StringVar(&session, "session", "", "only this session")
+	f.StringVar(&namespace, "namespace", "", "only this namespace")
+	f.StringVar(&after, "after", "", "continue after this execution id")
+	f.IntVar(&limit, "limit", 0, "at most this many executions (default 100, at most 1000)")
+	return c
+}
+
+// renderList writes records as an aligned table.
+func renderList(w io.Writer, recs []ledger.Record) {
+	if len(recs) == 0 {
+		fmt.Fprintln(w, "no executions")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tUPDATED")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.State, r.Connector, r.Operation,
+			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts, r.UpdatedAt.UTC().Format(timeFormat))
+	}
+	_ = tw.Flush()
+}
+
+func sessionName(ns, session string) string {
+	if ns == "" || ns == ledger.DefaultNamespace {
+		return session
+	}
+	return ns + "/" + session
+}
+
+func (a *app) historyCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "history <execution-id>",
+		Short: "Show an execution's record and audit trail",
+		Long: `history prints what was asked (tool, arguments, policy), where the
+execution stands, and every transition of its audit trail with the decision,
+the actor and the evidence it was based on.`,
+		Example: `  connhost history ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3
+  connhost history ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --json`,
+		Args: exactArgs(1, "an execution id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var (
+				rec ledger.Record
+				evs []ledger.Event
+			)
+			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+				var err error
+				rec, evs, err = ex.Get(cmd.Context(), args[0])
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.g.json {
+				writeJSON(a.stdout, httpapi.NewExecutionView(rec, evs))
+				return nil
+			}
+			renderHistory(a.stdout, rec, evs)
+			return nil
+		},
+	}
+	return c
+}
+
+// renderHistory writes a record and its events as a readable timeline.
+func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row("execution", "%s", r.ID)
+	row("tool", "%s.%s (effect %s, recovery %s, policy %s)", r.Connector, r.Operation, r.Effect, orDash(r.Policy), r.PolicyVersion)
+	row("session", "%s, tool call %s", sessionName(r.Namespace, r.SessionID), r.ToolCallID)
+	state := string(r.State)
+	if r.CancelRequested {
+		state += " (cancel requested)"
+	}
+	row("state", "%s, attempt %d of %d", state, r.Attempt, r.MaxAttempts)
+	row("args", "%s", compactJSON(r.Args))
+	row("args digest", "%s", r.ArgsDigest)
+	if r.Resumed {
+		row("resumed", "yes (replayed from older history)")
+	}
+	if ap := r.Approval; ap != nil {
+		s := fmt.Sprintf("%s %s", ap.ID, ap.Decision)
+		if ap.By != "" {
+			s += " by " + ap.By
+		}
+		if !ap.DecidedAt.IsZero() {
+			s += " at " + ap.DecidedAt.UTC().Format(timeFormat)
+		}
+		if ap.Reason != "" {
+			s += ": " + ap.Reason
+		}
+		row("approval", "%s", s)
+		row("", "requested %s, expires %s", ap.RequestedAt.UTC().Format(timeFormat), ap.ExpiresAt.UTC().Format(timeFormat))
+	}
+	if o := r.Outcome; o != nil {
+		s := o.Kind + " from " + o.Source
+		if o.Attempt > 0 {
+			s += fmt.Sprintf(" (attempt %d)", o.Attempt)
+		}
+		row("outcome", "%s", s)
+		if o.Receipt != "" {
+			row("receipt", "%s", o.Receipt)
+		}
+		if len(o.Result) > 0 {
+			row("result", "%s", compactJSON(o.Result))
+		}
+		if o.Error != "" {
+			row("error", "%s", o.Error)
+		}
+	}
+	if res := r.Resolution; res != nil {
+		verdict := "not applied, abandoned"
+		switch {
+		case res.Applied:
+			verdict = "applied"
+		case res.Retry:
+			verdict = "not applied, retried"
+		}
+		row("resolution", "%s by %s at %s: %s", verdict, res.By, res.At.UTC().Format(timeFormat), res.Reason)
+	}
+	if !r.NextAttemptAt.IsZero() && r.State == ledger.StateRetryWait {
+		row("next attempt", "%s", r.NextAttemptAt.UTC().Format(timeFormat))
+	}
+	row("created", "%s", r.CreatedAt.UTC().Format(timeFormat))
+	row("updated", "%s", r.UpdatedAt.UTC().Format(timeFormat))
+	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\n%d event(s):\n", len(evs))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tTIME\tATTEMPT\tTRANSITION\tDECISION\tACTOR\tEVIDENCE / REASON")
+	for _, e := range evs {
+		tr := "→ " + string(e.To)
+		if e.From != "" {
+			tr = string(e.From) + " → " + string(e.To)
+		}
+		var notes []string
+		if e.Evidence != "" {
+			notes = append(notes, e.Evidence)
+		}
+		if e.Reason != "" {
+			notes = append(notes, "reason: "+e.Reason)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(timeFormat), e.Attempt, tr, e.Decision, orDash(e.Actor), strings.Join(notes, "; "))
+	}
+	_ = tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) recoverCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "recover",
+		Short: "Decide every execution whose outcome is unknown",
+		Long: `recover opens the ledger in --data (which runs recovery before anything
+else), then runs one more pass and reports what it decided. Dispatched calls
+without an outcome are re-dispatched with the same key (idempotent-retry),
+reconciled with the provider (reconcile) or parked as recovery_required for
+an operator (manual). Expired approval requests expire.
+
+On a terminal it shows progress on stderr; with --json it prints only the
+report. It exits 4 when recovery_required executions remain.`,
+		Example: `  connhost recover
+  connhost recover --json | jq .uncertain`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var progress func(int)
+			tty := !a.g.json && a.isTerminal(a.stderr)
+			if tty {
+				spin := `|/-\`
+				progress = func(done int) {
+					fmt.Fprintf(a.stderr, "\r%c recovering: %d execution(s) decided", spin[done%len(spin)], done)
+				}
+			}
+			var rep host.RecoveryReport
+			err := a.withExecutor(cmd.Context(), openOptions{progress: progress}, func(ex *host.Executor) error {
+				var err error
+				rep, err = ex.Recover(cmd.Context())
+				return err
+			})
+			if tty {
+				fmt.Fprint(a.stderr, "\r\033[K")
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Uncertain == nil {
+				rep.Uncertain = []host.UncertainCall{}
+			}
+			if a.g.json {
+				writeJSON(a.stdout, rep)
+			} else {
+				renderReport(a.stdout, rep)
+			}
+			if len(rep.Uncertain) > 0 {
+				return &exitError{code: ExitRecoveryRequired}
+			}
+			return nil
+		},
+	}
+	return c
+}
+
+// renderReport writes a RecoveryReport for people.
+func renderReport(w io.Writer, rep host.RecoveryReport) {
+	fmt.Fprintf(w, "%d pending execution(s) examined", rep.Pending)
+	if rep.Skipped > 0 {
+		fmt.Fprintf(w, ", %d skipped (a live call was driving them)", rep.Skipped)
+	}
+	fmt.Fprintln(w)
+	for _, s := range []host.Status{host.StatusSucceeded, host.StatusFailed, host.StatusPending, host.StatusAwaitingApproval,
+		host.StatusExpired, host.StatusRecoveryRequired, host.StatusRejected, host.StatusAbandoned, host.StatusCancelled} {
+		if n := rep.Decisions[s]; n > 0 {
+			fmt.Fprintf(w, "  %-18s %d\n", s, n)
+		}
+	}
+	if len(rep.Uncertain) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d call(s) need an operator (connhost history <id>, then connhost resolve <id>):\n", len(rep.Uncertain))
+	for _, u := range rep.Uncertain {
+		fmt.Fprintf(w, "  %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
+	}
+}
+
+func (a *app) resolveCommand() *cobra.Command {
+	var (
+		applied, notApplied, retry, abandon bool
+		by, reason, result, receipt         string
+	)
+	c := &cobra.Command{
+		Use:   "resolve <execution-id> --applied|--not-applied [--retry|--abandon] --by NAME --reason TEXT",
+		Short: "Resolve a recovery_required execution",
+		Long: `resolve records an operator's decision on an execution whose outcome
+recovery could not decide. Check the provider first (connhost history shows
+the idempotency key and any receipt), then:
+
+  --applied                 the effect happened: the execution succeeds with
+                            --result and --receipt as its recorded outcome;
+  --not-applied --retry     it did not happen: dispatch again with the same key;
+  --not-applied --abandon   it did not happen and must not: abandon it.
+
+Every resolution is audited with --by and --reason. Once a session holds no
+recovery_required execution it is no longer fenced.`,
+		Example: `  connhost resolve ex_3q7l… --applied --receipt pi_3N2x… --by olga --reason "found in the Stripe dashboard"
+  connhost resolve ex_3q7l… --not-applied --retry --by olga --reason "no PaymentIntent with this key"`,
+		Args: exactArgs(1, "an execution id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if retry && applied {
+				return usagef("--retry goes with --not-applied")
+			}
+			if notApplied && !retry && !abandon {
+				return usagef("--not-applied needs --retry or --abandon")
+			}
+			if applied && abandon {
+				return usagef("--abandon goes with --not-applied")
+			}
+			if (result != "" || receipt != "") && !applied {
+				return usagef("--result and --receipt go with --applied")
+			}
+			r := host.Resolution{Applied: applied, Retry: retry, Receipt: receipt, By: by, Reason: reason}
+			if result != "" {
+				raw, err := a.readArg(result)
+				if err != nil {
+					return usagef("--result: %v", err)
+				}
+				r.Result = raw
+			}
+			var res host.Result
+			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+				var err error
+				res, err = ex.Resolve(cmd.Context(), args[0], r)
+				return withResult(err, res)
+			})
+			if err != nil {
+				return err
+			}
+			a.printResult(res)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&applied, "applied", false, "the effect happened")
+	f.BoolVar(&notApplied, "not-applied", false, "the effect did not happen")
+	f.BoolVar(&retry, "retry", false, "with --not-applied: dispatch again with the same idempotency key")
+	f.BoolVar(&abandon, "abandon", false, "with --not-applied: abandon the execution")
+	f.StringVar(&by, "by", "", "operator name (required)")
+	f.StringVar(&reason, "reason", "", "why (required; audited)")
+	f.StringVar(&result, "result", "", "with --applied: the JSON result to record, or @file")
+	f.StringVar(&receipt, "receipt", "", "with --applied: the provider's id of the effect")
+	c.MarkFlagsOneRequired("applied", "not-applied")
+	c.MarkFlagsMutuallyExclusive("applied", "not-applied")
+	c.MarkFlagsMutuallyExclusive("retry", "abandon")
+	_ = c.MarkFlagRequired("by")
+	_ = c.MarkFlagRequired("reason")
+	return c
+}
+
+func (a *app) approveCommand(approve bool) *cobra.Command {
+	var by, digest, reason string
+	verb, Verb := "approve", "Approve"
+	if !approve {
+		verb, Verb = "reject", "Reject"
+	}
+	c := &cobra.Command{
+		Use:     verb + " <approval-id> --by NAME --digest D [--reason TEXT]",
+		Short:   Verb + " a call that awaits approval",
+		Example: fmt.Sprintf("  connhost %s ap_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --by rita --digest 9f86d081884c7d65… --reason \"checked the amount\"", verb),
+		Args:    exactArgs(1, "an approval id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d := host.Decision{By: by, ArgsDigest: digest, Reason: reason}
+			var res host.Result
+			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+				var err error
+				if approve {
+					res, err = ex.Approve(cmd.Context(), args[0], d)
+				} else {
+					res, err = ex.Reject(cmd.Context(), args[0], d)
+				}
+				return withResult(err, res)
+			})
+			if err != nil {
+				return err
+			}
+			a.printResult(res)
+			return nil
+		},
+	}
+	if approve {
+		c.Long = `approve approves the exact arguments a reviewer was shown: --digest must be
+the args digest of the approval request (connhost history shows it). The
+approval is bound to that digest and the operation's policy version, and is
+consumed by the first dispatch; the runtime re-drives the call (same session,
+tool-call id and arguments) to dispatch it.`
+	} else {
+		c.Long = `reject rejects an approval request; the execution becomes rejected and is
+never dispatched. --digest is optional for a rejection.`
+	}
+	f := c.Flags()
+	f.StringVar(&by, "by", "", "reviewer name (required)")
+	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown")
+	f.StringVar(&reason, "reason", "", "why (audited)")
+	_ = c.MarkFlagRequired("by")
+	if approve {
+		_ = c.MarkFlagRequired("digest")
+	}
+	return c
+}

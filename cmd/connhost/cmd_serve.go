@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/manifests"
+)
+
+// DefaultListen is the default address of serve and dev: loopback only.
+const DefaultListen = "127.0.0.1:8420"
+
+// errPublicWithoutToken refuses a non-loopback listen address without a
+// bearer token.
+var errPublicWithoutToken = errors.New("refusing to listen on a non-loopback address without a bearer token (set [server] token_env in the config)")
+
+// isLoopbackListen reports whether addr ("host:port") binds only loopback
+// interfaces. An empty host (":8420") binds every interface.
+func isLoopbackListen(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil || h == "" {
+		return false
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var listen string
+	c := &cobra.Command{
+		Use:   "serve --config connhost.toml [--listen 127.0.0.1:8420]",
+		Short: "Serve the HTTP API (production)",
+		Long: `serve opens the ledger, loads the connectors, runs recovery, and serves
+the HTTP API (see internal/httpapi/openapi.json; GET /openapi.json on the
+server) until SIGINT or SIGTERM, then drains requests and closes the ledger.
+
+It listens on loopback by default and refuses a non-loopback address unless
+a bearer token is configured. The config file (TOML) holds the server
+settings and the connectors' config values; secrets should come from the
+environment (token_env, <key>_env) and are never printed or logged:
+
+  [server]
+  listen = "127.0.0.1:8420"
+  token_env = "CONNHOST_TOKEN"
+
+  [connectors.payments]
+  base_url = "https://api.stripe.com"
+  api_key_env = "STRIPE_SECRET_KEY"
+
+Unknown keys, and connector keys the manifest does not declare, are errors
+reported with file:line. Flags given on the command line win over the file.`,
+		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) connhost serve --config connhost.toml
+  connhost serve --config connhost.toml --listen 127.0.0.1:9000 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.g.config == "" {
+				return usagef("serve needs --config FILE")
+			}
+			cfg, err := loadConfig(a.g.config, os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			a.applyServerConfig(cmd, cfg)
+			if cmd.Flags().Changed("listen") || cfg.Server.Listen == "" {
+				cfg.Server.Listen = listen
+			}
+			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.Token == "" {
+				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
+			}
+			return a.serveAPI(cmd.Context(), serveOptions{listen: cfg.Server.Listen, token: cfg.Server.Token, config: cfg})
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	return c
+}
+
+// applyServerConfig takes data, manifests and modules from the config file
+// unless they were given as flags.
+func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
+	set := func(flag string, dst *string, v string) {
+		if v != "" && !cmd.Flags().Changed(flag) {
+			*dst = v
+		}
+	}
+	set("data", &a.g.data, cfg.Server.Data)
+	set("manifests", &a.g.manifests, cfg.Server.Manifests)
+	set("modules", &a.g.modules, cfg.Server.Modules)
+}
+
+type serveOptions struct {
+	listen string
+	token  string
+	config *Config
+	// configFunc overrides config (dev hands the sandbox URLs).
+	configFunc func(connector, key string) (string, bool)
+	// allowUnpinned loads unpinned modules (dev).
+	allowUnpinned bool
+	// extraOrigins adds origins to a connector's http capability (dev).
+	extraOrigins func(m *manifests.Manifest) []string
+	// ready is called with the API's base URL once the server listens.
+	ready func(url string)
+}
+
+// serveAPI opens the executor and serves the API until ctx is done.
+func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
+	logger := a.logger()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins}
+	if o.config == nil && so.config != nil {
+		o.config = so.config.lookup
+	}
+	if so.config != nil {
+		ms, err := a.loadManifests()
+		if err != nil {
+			return err
+		}
+		if err := so.config.check(ms); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	ex, err := a.open(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := ex.Close(context.WithoutCancel(ctx)); err != nil {
+			logger.Error("close executor", "err", err)
+		}
+	}()
+	logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
+
+	ln, err := net.Listen("tcp", so.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(ex, httpapi.Options{Token: so.token, Logger: logger, Registry: reg}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	url := "http://" + ln.Addr().String()
+	logger.Info("serving the HTTP API", "url", url, "auth", so.token != "")
+	if so.ready != nil {
+		so.ready(url)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// logger logs to stderr: JSON with --json, text otherwise.
+func (a *app) logger() *slog.Logger {
+	if a.g.json {
+		return slog.New(slog.NewJSONHandler(a.stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, nil))
+}
+
+// loadManifests loads every manifest in --manifests.
+func (a *app) loadManifests() ([]*manifests.Manifest, error) {
+	ms, err := manifests.LoadDir(a.g.manifests)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no manifests (*.toml) in %s (set --manifests)", a.g.manifests)
+	}
+	return ms, nil
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/connhost/connhost/manifests"
+)
+
+// Config is a connhost.toml file:
+//
+//	[server]
+//	listen = "127.0.0.1:8420"   # default; non-loopback needs a token
+//	token_env = "CONNHOST_TOKEN" # or token = "…" (prefer the env form)
+//	data = "./.connhost"         # optional, like --data
+//	manifests = "./manifests"    # optional, like --manifests
+//	modules = "./build"          # optional, like --modules
+//
+//	[connectors.payments]
+//	base_url = "https://api.stripe.com"
+//	api_key_env = "STRIPE_SECRET_KEY"  # the value of api_key comes from $STRIPE_SECRET_KEY
+//
+// A key "K_env" in a connector table names the environment variable that
+// holds the value of config key K. Keys must be declared in the
+// connector's manifest (capabilities.config). Unknown keys are errors with
+// file:line. Secret values are never printed or logged: Config's String
+// method and its JSON form redact them.
+type Config struct {
+	Path       string
+	Server     ServerConfig
+	Connectors map[string]map[string]configValue
+}
+
+// ServerConfig is the [server] table.
+type ServerConfig struct {
+	Listen    string
+	Token     string
+	Data      string
+	Manifests string
+	Modules   string
+	// tokenLine is where the token came from, for errors.
+	tokenLine int
+}
+
+type configValue struct {
+	value string
+	env   string // the variable the value came from, if any
+	line  int
+}
+
+// String describes the configuration without any value of a connector key
+// or the token.
+func (c *Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s: listen %s, token set: %t", c.Path, c.Server.Listen, c.Server.Token != "")
+	names := make([]string, 0, len(c.Connectors))
+	for n := range c.Connectors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		keys := make([]string, 0, len(c.Connectors[n]))
+		for k := range c.Connectors[n] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(&b, ", %s: [%s]", n, strings.Join(keys, " "))
+	}
+	return b.String()
+}
+
+// MarshalJSON redacts: only key names are shown.
+func (c *Config) MarshalJSON() ([]byte, error) { return []byte(fmt.Sprintf("%q", c.String())), nil }
+
+// lookup is host.Options.Config.
+func (c *Config) lookup(connector, key string) (string, bool) {
+	v, ok := c.Connectors[connector][key]
+	return v.value, ok
+}
+
+var configKeyRE = regexp.MustCompile(`^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=`)
+var configHeaderRE = regexp.MustCompile(`^\s*\[\s*([^\[\]]+?)\s*\]`)
+
+// lineIndex finds the line of "table.key" in TOML text (tables as headers,
+// keys as simple assignments, which is all connhost.toml uses).
+func lineIndex(data []byte) map[string]int {
+	idx := map[string]int{}
+	table := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		if m := configHeaderRE.FindStringSubmatch(line); m != nil {
+			table = normTablePath(m[1])
+			if _, ok := idx[table]; !ok {
+				idx[table] = i + 1
+			}
+			continue
+		}
+		if m := configKeyRE.FindStringSubmatch(line); m != nil {
+			k := strings.Trim(m[1], `"'`)
+			p := k
+			if table != "" {
+				p = table + "." + k
+			}
+			if _, ok := idx[p]; !ok {
+				idx[p] = i + 1
+			}
+		}
+	}
+	return idx
+}
+
+func normTablePath(s string) string {
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+	}
+	return strings.Join(parts, ".")
+}
+
+// loadConfig reads and validates a connhost.toml; env looks variables up
+// (os.LookupEnv). It reports every problem at once, each with file:line.
+func loadConfig(path string, env func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return parseConfig(path, data, env)
+}
+
+func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s:%d: %s", path, pe.Position.Line, pe.Message)
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lines := lineIndex(data)
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s:%d: %s", path, lines[key], fmt.Sprintf(format, args...)))
+	}
+	c := &Config{Path: path, Connectors: map[string]map[string]configValue{}}
+	str := func(key string, v any) string {
+		s, ok := v.(string)
+		if !ok {
+			bad(key, "%s must be a string", key)
+		}
+		return s
+	}
+	for top, v := range raw {
+		switch top {
+		case "server":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "server must be a table")
+				continue
+			}
+			var tokenEnv string
+			for k, v := range t {
+				key := "server." + k
+				switch k {
+				case "listen":
+					c.Server.Listen = str(key, v)
+				case "token":
+					c.Server.Token = str(key, v)
+					c.Server.tokenLine = lines[key]
+				case "token_env":
+					tokenEnv = str(key, v)
+				case "data":
+					c.Server.Data = str(key, v)
+				case "manifests":
+					c.Server.Manifests = str(key, v)
+				case "modules":
+					c.Server.Modules = str(key, v)
+				default:
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules)", k)
+				}
+			}
+			if tokenEnv != "" {
+				if c.Server.Token != "" {
+					bad("server.token_env", "set token or token_env, not both")
+				} else if val, ok := env(tokenEnv); !ok || val == "" {
+					bad("server.token_env", "environment variable %s (token_env) is not set", tokenEnv)
+				} else {
+					c.Server.Token, c.Server.tokenLine = val, lines["server.token_env"]
+				}
+			}
+		case "connectors":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "connectors must be a table of tables ([connectors.<name>])")
+				continue
+			}
+			for name, v := range t {
+				tbl := "connectors." + name
+				kv, ok := v.(map[string]any)
+				if !ok {
+					bad(tbl, "%s must be a table", tbl)
+					continue
+				}
+				vals := map[string]configValue{}
+				for k, v := range kv {
+					key := tbl + "." + k
+					s := str(key, v)
+					if base, ok := strings.CutSuffix(k, "_env"); ok && base != "" {
+						if _, dup := kv[base]; dup {
+							bad(key, "set %s or %s, not both", base, k)
+							continue
+						}
+						val, ok := env(s)
+						if !ok {
+							bad(key, "environment variable %s (%s) is not set", s, k)
+							continue
+						}
+						vals[base] = configValue{value: val, env: s, line: lines[key]}
+						continue
+					}
+					vals[k] = configValue{value: s, line: lines[key]}
+				}
+				c.Connectors[name] = vals
+			}
+		default:
+			bad(top, "unknown table or key %q (known: [server], [connectors.<name>])", top)
+		}
+	}
+	if len(errs) > 0 {
+		sortErrs(errs)
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// check reports connector tables and keys the manifests do not declare.
+func (c *Config) check(ms []*manifests.Manifest) error {
+	byName := map[string]*manifests.Manifest{}
+	for _, m := range ms {
+		byName[m.Connector.Name] = m
+	}
+	lines := map[string]int{}
+	if data, err := os.ReadFile(c.Path); err == nil {
+		lines = lineIndex(data)
+	}
+	var errs []error
+	for name, vals := range c.Connectors {
+		m, ok := byName[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s:%d: no connector %q is loaded", c.Path, lines["connectors."+name], name))
+			continue
+		}
+		for k, v := range vals {
+			if !slices.Contains(m.Capabilities.Config, k) {
+				errs = append(errs, fmt.Errorf("%s:%d: connector %s does not declare config key %q (capabilities.config: %v)", c.Path, v.line, name, k, m.Capabilities.Config))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sortErrs(errs)
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+func sortErrs(errs []error) {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+}

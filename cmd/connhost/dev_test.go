@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connhost/connhost/manifests"
+)
+
+type fakeSandbox struct{ closed bool }
+
+func (f *fakeSandbox) PaymentsURL() string { return "http://127.0.0.1:7001" }
+func (f *fakeSandbox) EmailURL() string    { return "http://127.0.0.1:7002" }
+func (f *fakeSandbox) Close() error        { f.closed = true; return nil }
+
+// TestDevServesAPI runs `connhost dev --json` with a fake sandbox, reads
+// the startup line, calls the API over a real listener and stops it with
+// the context (as SIGINT would).
+func TestDevServesAPI(t *testing.T) {
+	dirs := testDirs(t)
+	pr, pw := io.Pipe()
+	a := newApp(strings.NewReader(""), pw, io.Discard)
+	sb := &fakeSandbox{}
+	a.startSandbox = func(ctx context.Context, listen string, _ *slog.Logger) (providerSandbox, error) { return sb, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- a.execute(ctx, []string{"--json", "--data", dirs.data, "--manifests", "testdata/manifests", "--modules", dirs.modules, "dev", "--listen", "127.0.0.1:0"})
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("startup line: %v (exit %d?)", err, <-done)
+	}
+	var urls map[string]string
+	if err := json.Unmarshal([]byte(line), &urls); err != nil || urls["payments"] != sb.PaymentsURL() || urls["email"] != sb.EmailURL() {
+		t.Fatalf("startup line %q: %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	body := `{"session_id":"s1","tool_call_id":"c1","tool":"noop.echo","arguments":{"msg":"dev"}}`
+	resp, err := http.Post(urls["api"]+"/v1/executions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"succeeded"`) {
+		t.Fatalf("execute via dev: %d %s", resp.StatusCode, b)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Fatalf("dev exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	if !sb.closed {
+		t.Error("sandbox not closed")
+	}
+}
+
+func TestDevRefusesPublicListen(t *testing.T) {
+	code, _, errOut := runCLI(t, nil, "dev", "--listen", "0.0.0.0:8420")
+	if code != ExitUsage || !strings.Contains(errOut, "loopback") {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+}
+
+func TestDevOrigins(t *testing.T) {
+	m := &manifests.Manifest{Connector: manifests.Connector{Name: "payments"},
+		Capabilities: manifests.Capabilities{HTTP: []string{"https://api.stripe.com:443"}, Config: []string{"api_key", "base_url"}}}
+	for url, want := range map[string]string{
+		"http://127.0.0.1:7001":      "http://127.0.0.1:7001",
+		"http://localhost:7001/v1":   "http://localhost:7001",
+		"https://api.stripe.com:443": "", // already allowed
+		"https://evil.example:443":   "", // never widened beyond loopback
+		"http://127.0.0.1":           "", // no explicit port
+	} {
+		got := devOrigins(devConfig(url, "", nil))(m)
+		if (want == "" && len(got) != 0) || (want != "" && (len(got) != 1 || got[0] != want)) {
+			t.Errorf("base_url %s: got %v, want %q", url, got, want)
+		}
+	}
+	noBase := &manifests.Manifest{Connector: manifests.Connector{Name: "payments"}}
+	if got := devOrigins(devConfig("http://127.0.0.1:1", "", nil))(noBase); len(got) != 0 {
+		t.Errorf("manifest without base_url: %v", got)
+	}
+}

@@ -1,0 +1,389 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/manifests"
+)
+
+// Exit codes of connhost. They are part of the CLI's contract: scripts and
+// CI branch on them.
+const (
+	// ExitOK: the command did what it was asked.
+	ExitOK = 0
+	// ExitFailure: the command failed (see the message on stderr).
+	ExitFailure = 1
+	// ExitUsage: the command line is wrong (unknown command or flag,
+	// missing argument).
+	ExitUsage = 2
+	// ExitFindings: audit or crashtest found problems.
+	ExitFindings = 3
+	// ExitRecoveryRequired: recovery_required executions exist (recover),
+	// the execution needs an operator (exec), or the session is fenced.
+	ExitRecoveryRequired = 4
+	// ExitNotSucceeded: exec's execution ended in another status than
+	// succeeded (failed, awaiting_approval, rejected, pending, …).
+	ExitNotSucceeded = 5
+)
+
+const exitCodesHelp = `connhost exits with one of these codes:
+
+  0  ok: the command did what it was asked
+  1  failure: the command failed (the reason is printed on stderr)
+  2  usage error: unknown command or flag, missing or bad argument
+  3  findings: audit or crashtest found problems
+  4  recovery required: exec's execution is recovery_required, the session
+     is fenced by uncertain calls, or recover left recovery_required
+     executions for an operator (see connhost ls --state recovery_required)
+  5  not succeeded: exec's execution ended in another status than succeeded
+     (failed, awaiting_approval, pending, rejected, expired, abandoned,
+     cancelled); the result is printed as usual
+
+With --json, a failure is printed on stdout as an RFC 9457 problem document
+with a stable "code" (the same codes as the HTTP API); without it, as one
+"connhost: ..." line on stderr.`
+
+// globals are the persistent flags.
+type globals struct {
+	data      string
+	manifests string
+	modules   string
+	config    string
+	json      bool
+}
+
+// app is one invocation of the CLI: its streams, flags and the hooks that
+// tests (and the lead's wiring) replace.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	g              globals
+
+	// open opens the executor the command works on. The default opens
+	// host.Open on --data with the manifests of --manifests and the
+	// modules of --modules.
+	open func(ctx context.Context, o openOptions) (*host.Executor, error)
+	// startSandbox starts the provider emulators for dev and sandbox.
+	startSandbox func(ctx context.Context, listen string, logger *slog.Logger) (providerSandbox, error)
+	// isTerminal reports whether w is a terminal (progress output).
+	isTerminal func(w io.Writer) bool
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTerminal: isTerminal}
+	a.open = a.openExecutor
+	a.startSandbox = startSandbox
+	return a
+}
+
+// runError marks errors returned by a command's RunE, so that execute can
+// tell them from cobra's own (usage) errors.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// exitError carries a specific exit code. A nil err prints nothing (the
+// command already printed its output, e.g. a result that is not
+// succeeded).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError is a command-line mistake found by a command (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// errNotImplemented is returned by the commands that are not wired yet.
+var errNotImplemented = errors.New("not yet implemented")
+
+// execute runs args and returns the exit code, printing an error once.
+func (a *app) execute(ctx context.Context, args []string) int {
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	_, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var (
+		re *runError
+		ee *exitError
+		ue *usageError
+	)
+	code := ExitFailure
+	switch {
+	case errors.As(err, &ue):
+		code = ExitUsage
+	case !errors.As(err, &re):
+		// Cobra's own errors: unknown command or flag, bad arguments,
+		// missing required flags.
+		code = ExitUsage
+	case errors.As(err, &ee):
+		code = ee.code
+		if ee.err == nil {
+			return code
+		}
+		err = ee.err
+	default:
+		var fe *host.FencedError
+		if errors.As(err, &fe) {
+			code = ExitRecoveryRequired
+		}
+	}
+	if re != nil && errors.As(err, &re) {
+		err = re.err
+	}
+	a.printError(err, code == ExitUsage)
+	return code
+}
+
+// printError prints err once: a problem document on stdout with --json, a
+// "connhost: …" line (plus details) on stderr otherwise.
+func (a *app) printError(err error, usage bool) {
+	p := problemFor(err, usage)
+	if a.g.json {
+		writeJSON(a.stdout, p)
+		return
+	}
+	renderProblem(a.stderr, p)
+}
+
+// problemFor maps a CLI error to the problem the HTTP API would answer.
+func problemFor(err error, usage bool) *httpapi.Problem {
+	var res host.Result
+	switch {
+	case usage:
+		return httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())
+	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
+		errors.Is(err, host.ErrIntentMismatch), errors.Is(err, host.ErrSessionFenced), errors.Is(err, host.ErrNotFound),
+		errors.Is(err, host.ErrApprovalDigest), errors.Is(err, host.ErrApprovalExpired), errors.Is(err, host.ErrNotAwaitingApproval),
+		errors.Is(err, host.ErrNotRecoveryRequired), errors.Is(err, host.ErrPruned), errors.Is(err, host.ErrClosed):
+		var rr *resultError
+		if errors.As(err, &rr) {
+			res = rr.res
+		}
+		return httpapi.ProblemOf(err, res)
+	}
+	// Everything else is reported as is: unlike the HTTP API, the CLI's
+	// user owns the process and needs the real cause.
+	return httpapi.NewProblem(httpapi.CodeInternal, err.Error())
+}
+
+// resultError attaches the Result the executor returned with an error.
+type resultError struct {
+	err error
+	res host.Result
+}
+
+func (e *resultError) Error() string { return e.err.Error() }
+func (e *resultError) Unwrap() error { return e.err }
+
+func withResult(err error, res host.Result) error {
+	if err == nil {
+		return nil
+	}
+	return &resultError{err: err, res: res}
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "connhost",
+		Short: "Run side-effecting tool connectors durably",
+		Long: `connhost runs side-effecting tool connectors (send an email, charge a card)
+as WebAssembly modules for AI-agent runtimes. A ledger records the intent
+before and the outcome after every connector call, and after a crash each
+operation's declared recovery policy (manual, idempotent-retry, reconcile)
+decides what happens to calls whose outcome is unknown: an approved action is
+never silently repeated.
+
+Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
+4 recovery required or session fenced, 5 execution not succeeded
+(see "connhost help exit-codes").`,
+		Example: `  connhost build plugins/payments --pin
+  connhost dev
+  connhost exec --session s1 --tool-call call_1 --tool payments.create_payment --args '{"amount":500,"currency":"usd"}'
+  connhost ls --state recovery_required`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (ledger and compilation cache)")
+	pf.StringVar(&a.g.manifests, "manifests", "./manifests", "directory of connector manifests (*.toml)")
+	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
+	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
+	pf.BoolVar(&a.g.json, "json", false, "print machine-readable JSON")
+
+	root.AddCommand(
+		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
+		a.approveCommand(true), a.approveCommand(false), a.toolsCommand(),
+		a.serveCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
+		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(),
+		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
+	)
+	wrapRunE(root)
+	return root
+}
+
+// wrapRunE tags every RunE error as a runError (see execute).
+func wrapRunE(c *cobra.Command) {
+	if f := c.RunE; f != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := f(cmd, args); err != nil {
+				return &runError{err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapRunE(sub)
+	}
+}
+
+// exactArgs is cobra.ExactArgs with a message naming the argument.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s needs %s (got %d argument(s)); see %s --help", cmd.CommandPath(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// openOptions tune openExecutor for a command.
+type openOptions struct {
+	// progress receives the number of pending executions recovered so far
+	// while Open runs recovery.
+	progress func(done int)
+	// config hands config values to connectors.
+	config func(connector, key string) (string, bool)
+	// observer receives metrics.
+	observer host.Observer
+	// logger receives the executor's logs; the default discards them in
+	// one-shot commands.
+	logger *slog.Logger
+	// allowUnpinned loads unpinned modules (dev only).
+	allowUnpinned bool
+	// extraOrigins adds origins to a connector's http capability (dev
+	// only: the sandbox's loopback ports).
+	extraOrigins func(m *manifests.Manifest) []string
+}
+
+// openExecutor opens the executor on --data with every manifest in
+// --manifests and the modules in --modules. Opening runs recovery.
+func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, error) {
+	ms, err := a.loadManifests()
+	if err != nil {
+		return nil, err
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.extraOrigins != nil {
+		for _, m := range ms {
+			if add := o.extraOrigins(m); len(add) > 0 {
+				o.logger.Warn("dev mode: extending the http capability", "connector", m.Connector.Name, "origins", add)
+				m.Capabilities.HTTP = append(m.Capabilities.HTTP, add...)
+			}
+		}
+	}
+	if o.config == nil && a.g.config != "" {
+		cfg, err := loadConfig(a.g.config, os.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.check(ms); err != nil {
+			return nil, err
+		}
+		o.config = cfg.lookup
+	}
+	return host.Open(ctx, host.Options{
+		DataDir:          a.g.data,
+		Manifests:        ms,
+		ModuleDir:        a.g.modules,
+		AllowUnpinned:    o.allowUnpinned,
+		Config:           o.config,
+		Logger:           o.logger,
+		Observer:         o.observer,
+		RecoveryProgress: o.progress,
+	})
+}
+
+// withExecutor opens the executor, runs f and closes it.
+func (a *app) withExecutor(ctx context.Context, o openOptions, f func(ex *host.Executor) error) error {
+	ex, err := a.open(ctx, o)
+	if err != nil {
+		return err
+	}
+	err = f(ex)
+	if cerr := ex.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeJSON prints v as indented JSON with a trailing newline.
+func writeJSON(w io.Writer, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		fmt.Fprintf(w, `{"error": %q}`+"\n", err.Error())
+		return
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// readArg returns s, or the contents of a file for "@path" ("@-" reads
+// stdin).
+func (a *app) readArg(s string) ([]byte, error) {
+	path, ok := strings.CutPrefix(s, "@")
+	if !ok {
+		return []byte(s), nil
+	}
+	if path == "-" {
+		return io.ReadAll(a.stdin)
+	}
+	b, err := os.ReadFile(filepath.Clean(path))
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// isTerminal reports whether w is a character device.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

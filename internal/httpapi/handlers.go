@@ -1,0 +1,272 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/ledger"
+)
+
+// ExecuteRequest is the body of POST /v1/executions.
+type ExecuteRequest struct {
+	Namespace  string `json:"namespace,omitempty"`
+	SessionID  string `json:"session_id"`
+	ToolCallID string `json:"tool_call_id"`
+	// Tool is "connector.operation"; the model-facing form
+	// "connector__operation" (see package tooldefs) is accepted too.
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Resumed   bool            `json:"resumed,omitempty"`
+}
+
+func (a *api) execute(w http.ResponseWriter, r *http.Request) {
+	var req ExecuteRequest
+	if !a.decode(w, r, &req, false) {
+		return
+	}
+	args := ""
+	if len(req.Arguments) > 0 && string(req.Arguments) != "null" {
+		args = "present"
+	}
+	if !requireFields(w, [2]string{"session_id", req.SessionID}, [2]string{"tool_call_id", req.ToolCallID},
+		[2]string{"tool", req.Tool}, [2]string{"arguments", args}) {
+		return
+	}
+	tool, err := tooldefs.ToolName(req.Tool)
+	if err != nil {
+		writeProblem(w, NewProblem(CodeUnknownTool, err.Error()))
+		return
+	}
+	res, err := a.ex.Execute(r.Context(), host.Call{
+		Namespace: req.Namespace, SessionID: req.SessionID, ToolCallID: req.ToolCallID,
+		Tool: tool, Arguments: req.Arguments, Resumed: req.Resumed,
+	})
+	if err != nil {
+		a.fail(w, r, err, res)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	rec, evs, err := a.ex.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err, host.Result{})
+		return
+	}
+	writeJSON(w, http.StatusOK, NewExecutionView(rec, evs))
+}
+
+// MaxListLimit caps the limit parameter of GET /v1/executions.
+const MaxListLimit = 1000
+
+// ListResponse is the answer of GET /v1/executions.
+type ListResponse struct {
+	Executions []RecordView `json:"executions"`
+	// Next, when set, is the value of the after parameter that continues
+	// the listing.
+	Next string `json:"next,omitempty"`
+}
+
+// knownStates are the values the state filter accepts.
+var knownStates = []ledger.State{
+	ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
+	ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
+	ledger.StateExpired, ledger.StateAbandoned, ledger.StateCancelled,
+}
+
+// ParseFilter parses list query parameters (state, session_id, namespace,
+// after, limit) into a ledger filter. The CLI's ls uses it too.
+func ParseFilter(state, session, namespace, after, limit string) (ledger.Filter, error) {
+	f := ledger.Filter{State: ledger.State(state), SessionID: session, Namespace: namespace, After: after, Limit: 100}
+	if state != "" {
+		ok := false
+		for _, s := range knownStates {
+			ok = ok || s == f.State
+		}
+		if !ok {
+			names := make([]string, len(knownStates))
+			for i, s := range knownStates {
+				names[i] = string(s)
+			}
+			return f, fmt.Errorf("unknown state %q (want one of %s)", state, strings.Join(names, ", "))
+		}
+	}
+	if limit != "" {
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return f, fmt.Errorf("limit must be an integer from 1 to %d", MaxListLimit)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "state", "session_id", "namespace", "after", "limit":
+		default:
+			writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("unknown query parameter %q", k)))
+			return
+		}
+	}
+	f, err := ParseFilter(q.Get("state"), q.Get("session_id"), q.Get("namespace"), q.Get("after"), q.Get("limit"))
+	if err != nil {
+		writeProblem(w, NewProblem(CodeBadRequest, err.Error()))
+		return
+	}
+	recs, err := a.ex.Ledger().List(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err, host.Result{})
+		return
+	}
+	out := ListResponse{Executions: make([]RecordView, 0, len(recs))}
+	for _, rec := range recs {
+		out.Executions = append(out.Executions, NewRecordView(rec))
+	}
+	if len(recs) == f.Limit && len(recs) > 0 {
+		out.Next = recs[len(recs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ResolveRequest is the body of POST /v1/executions/{id}/resolve. Applied
+// is required: a missing field must not silently mean "abandon".
+type ResolveRequest struct {
+	Applied *bool           `json:"applied"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Receipt string          `json:"receipt,omitempty"`
+	Retry   bool            `json:"retry,omitempty"`
+	By      string          `json:"by"`
+	Reason  string          `json:"reason"`
+}
+
+func (a *api) resolve(w http.ResponseWriter, r *http.Request) {
+	var req ResolveRequest
+	if !a.decode(w, r, &req, false) {
+		return
+	}
+	applied := ""
+	if req.Applied != nil {
+		applied = "present"
+	}
+	if !requireFields(w, [2]string{"applied", applied}, [2]string{"by", req.By}, [2]string{"reason", req.Reason}) {
+		return
+	}
+	res, err := a.ex.Resolve(r.Context(), r.PathValue("id"), host.Resolution{
+		Applied: *req.Applied, Result: req.Result, Receipt: req.Receipt, Retry: req.Retry, By: req.By, Reason: req.Reason,
+	})
+	if err != nil {
+		a.fail(w, r, err, res)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// CancelRequest is the body of POST /v1/executions/{id}/cancel.
+type CancelRequest struct {
+	By string `json:"by"`
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	if !a.decode(w, r, &req, false) || !requireFields(w, [2]string{"by", req.By}) {
+		return
+	}
+	res, err := a.ex.Cancel(r.Context(), r.PathValue("id"), req.By)
+	if err != nil {
+		a.fail(w, r, err, res)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// DecisionRequest is the body of POST /v1/approvals/{id}/approve and
+// /reject. Digest is the argument digest the reviewer was shown (the
+// approval's args_digest); approve requires it.
+type DecisionRequest struct {
+	By     string `json:"by"`
+	Digest string `json:"digest"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (a *api) approve(w http.ResponseWriter, r *http.Request) { a.decide(w, r, true) }
+func (a *api) reject(w http.ResponseWriter, r *http.Request)  { a.decide(w, r, false) }
+
+func (a *api) decide(w http.ResponseWriter, r *http.Request, approve bool) {
+	var req DecisionRequest
+	if !a.decode(w, r, &req, false) {
+		return
+	}
+	digest := req.Digest
+	if !approve {
+		digest = "optional"
+	}
+	if !requireFields(w, [2]string{"by", req.By}, [2]string{"digest", digest}) {
+		return
+	}
+	d := host.Decision{By: req.By, ArgsDigest: req.Digest, Reason: req.Reason}
+	var (
+		res host.Result
+		err error
+	)
+	if approve {
+		res, err = a.ex.Approve(r.Context(), r.PathValue("id"), d)
+	} else {
+		res, err = a.ex.Reject(r.Context(), r.PathValue("id"), d)
+	}
+	if err != nil {
+		a.fail(w, r, err, res)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *api) recoverAll(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if !a.decode(w, r, &req, true) {
+		return
+	}
+	rep, err := a.ex.Recover(r.Context())
+	if err != nil {
+		a.fail(w, r, err, host.Result{})
+		return
+	}
+	if rep.Uncertain == nil {
+		rep.Uncertain = []host.UncertainCall{}
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (a *api) tools(w http.ResponseWriter, r *http.Request) {
+	f, err := tooldefs.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		writeProblem(w, NewProblem(CodeBadRequest, err.Error()))
+		return
+	}
+	v, err := tooldefs.Build(a.ex.Manifests(), f)
+	if err != nil {
+		a.opts.Logger.ErrorContext(r.Context(), "httpapi: tool definitions", "err", err)
+		writeProblem(w, NewProblem(CodeInternal, err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (a *api) metrics(w http.ResponseWriter, r *http.Request) { a.metricsH.ServeHTTP(w, r) }
+
+func (a *api) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(OpenAPI)
+}

@@ -1,0 +1,327 @@
+// Package httpapi serves connhost's executor over HTTP: JSON requests and
+// responses, RFC 9457 problem documents with stable codes for errors,
+// Prometheus metrics, and tool definitions for models. `connhost serve` and
+// `connhost dev` mount [New]; openapi.json in this directory documents every
+// route, and a test keeps the two in step.
+//
+// Every execution status (succeeded, failed, awaiting_approval,
+// recovery_required, …) is a 200 answer carrying a host.Result: a status is
+// an answer, not an error. Problems are reserved for requests the executor
+// refused (intent mismatch, fenced session, bad input, …).
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/connhost/connhost/host"
+)
+
+// OpenAPI is the OpenAPI 3.1 document of the API, served at
+// GET /openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// DefaultMaxBodyBytes is the default request body cap (1 MiB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configures the handler returned by [New].
+type Options struct {
+	// Token, when set, is the bearer token every endpoint except
+	// GET /healthz requires (`Authorization: Bearer <token>`), compared in
+	// constant time. The default value "" disables authentication; the
+	// handler then accepts only requests whose Host header names a
+	// loopback address or localhost, so a web page cannot reach an
+	// unauthenticated loopback server through DNS rebinding.
+	Token string
+	// MaxBodyBytes caps request bodies; a larger body is refused with
+	// payload_too_large before it reaches the executor. The default value
+	// is DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+	// Logger receives one record per request (method, path, status,
+	// duration; never bodies or headers) and the causes of internal
+	// errors. The default value is slog.Default().
+	Logger *slog.Logger
+	// Registry is served at GET /metrics; New registers the connector
+	// pool collector on it. Pass the registry given to [NewObserver] so the
+	// executor's metrics appear too. The default value is a new registry.
+	Registry *prometheus.Registry
+}
+
+// EnsureDefaults fills zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+}
+
+// route is one registered endpoint. routes() is the single list New
+// registers and the OpenAPI test checks.
+type route struct {
+	method  string
+	path    string
+	handler func(*api, http.ResponseWriter, *http.Request)
+	// open routes need no bearer token.
+	open bool
+}
+
+func routes() []route {
+	return []route{
+		{method: "POST", path: "/v1/executions", handler: (*api).execute},
+		{method: "GET", path: "/v1/executions", handler: (*api).list},
+		{method: "GET", path: "/v1/executions/{id}", handler: (*api).get},
+		{method: "POST", path: "/v1/executions/{id}/resolve", handler: (*api).resolve},
+		{method: "POST", path: "/v1/executions/{id}/cancel", handler: (*api).cancel},
+		{method: "POST", path: "/v1/approvals/{id}/approve", handler: (*api).approve},
+		{method: "POST", path: "/v1/approvals/{id}/reject", handler: (*api).reject},
+		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll},
+		{method: "GET", path: "/v1/tools", handler: (*api).tools},
+		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
+		{method: "GET", path: "/metrics", handler: (*api).metrics},
+		{method: "GET", path: "/openapi.json", handler: (*api).openapi},
+	}
+}
+
+type api struct {
+	ex       *host.Executor
+	opts     Options
+	token    [32]byte
+	metricsH http.Handler
+}
+
+// New returns the HTTP handler of the API over ex. The handler is safe for
+// concurrent use; it does not own ex (the caller closes it after the
+// server has shut down).
+func New(ex *host.Executor, opts Options) http.Handler {
+	opts.EnsureDefaults()
+	a := &api{ex: ex, opts: opts}
+	if opts.Token != "" {
+		a.token = sha256.Sum256([]byte(opts.Token))
+	}
+	if err := opts.Registry.Register(newPoolCollector(ex)); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			opts.Logger.Warn("httpapi: register pool collector", "err", err)
+		}
+	}
+	a.metricsH = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{opts.Logger}})
+
+	mux := http.NewServeMux()
+	allowed := map[string][]string{}
+	for _, rt := range routes() {
+		h := rt.handler
+		var hh http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(a, w, r) })
+		if !rt.open {
+			hh = a.authenticate(hh)
+		}
+		mux.Handle(rt.method+" "+rt.path, hh)
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	// The same paths without a method answer 405 as a problem (the mux's
+	// own 405 is plain text), after authentication so that an anonymous
+	// client learns nothing about the routes.
+	for path, methods := range allowed {
+		if slices.Contains(methods, "GET") {
+			methods = append(methods, "HEAD")
+		}
+		allow := strings.Join(methods, ", ")
+		mux.Handle(path, a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, NewProblem(CodeMethodNotAllowed, fmt.Sprintf("%s %s: allowed methods are %s", r.Method, r.URL.Path, allow)))
+		})))
+	}
+	mux.Handle("/", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, NewProblem(CodeNotFound, "no route for "+r.URL.Path))
+	})))
+	return a.checkHost(a.logRequests(mux))
+}
+
+// authenticate requires the bearer token when one is configured.
+func (a *api) authenticate(next http.Handler) http.Handler {
+	if a.opts.Token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		// Comparing fixed-size digests keeps the comparison constant-time
+		// regardless of the presented token's length.
+		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="connhost"`)
+			writeProblem(w, NewProblem(CodeUnauthorized, "this endpoint requires Authorization: Bearer <token>"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkHost refuses, when no token is configured, requests whose Host is
+// not loopback: without a token, the only protection of a loopback server
+// against a browser tricked by DNS rebinding is the Host header.
+func (a *api) checkHost(next http.Handler) http.Handler {
+	if a.opts.Token != "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			writeProblem(w, NewProblem(CodeForbiddenHost, "without a bearer token the API only answers requests addressed to localhost or a loopback IP"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loopbackHost(hostport string) bool {
+	h := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		h = hh
+	}
+	h = strings.Trim(h, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (a *api) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		a.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
+	})
+}
+
+// writeJSON writes v as a 200 (or status) application/json answer.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		writeProblem(w, NewProblem(CodeInternal, "encode response"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// fail writes the problem for an executor error, logging the ones the API
+// does not classify.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error, res host.Result) {
+	p := ProblemOf(err, res)
+	if p.Code == CodeInternal || p.Code == CodeUnavailable {
+		a.opts.Logger.ErrorContext(r.Context(), "httpapi: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away; nobody reads the answer
+	}
+	writeProblem(w, p)
+}
+
+// decode reads a JSON request body into v: the body must be
+// application/json, at most MaxBodyBytes, one JSON value with no unknown
+// fields and nothing after it. An empty body is allowed only when
+// allowEmpty is set (v is then left untouched). It writes the problem and
+// returns false on failure: the executor is never called with such a body.
+func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeProblem(w, NewProblem(CodePayloadTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)))
+			return false
+		}
+		writeProblem(w, NewProblem(CodeBadRequest, "read request body: "+err.Error()))
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 && allowEmpty {
+		return true
+	}
+	// Requiring application/json makes a cross-site form or fetch without
+	// CORS preflight impossible: a browser cannot send this content type
+	// to another origin without asking first, and the API never says yes.
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		writeProblem(w, NewProblem(CodeUnsupportedMediaType, "Content-Type must be application/json"))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeProblem(w, NewProblem(CodeBadRequest, "request body: "+err.Error()))
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeProblem(w, NewProblem(CodeBadRequest, "request body: unexpected data after the JSON value"))
+		return false
+	}
+	return true
+}
+
+// requireFields writes a bad_request problem naming the missing fields.
+func requireFields(w http.ResponseWriter, fields ...[2]string) bool {
+	var missing []string
+	for _, f := range fields {
+		if f[1] == "" {
+			missing = append(missing, f[0])
+		}
+	}
+	if len(missing) > 0 {
+		writeProblem(w, NewProblem(CodeBadRequest, "missing required field(s): "+strings.Join(missing, ", ")))
+		return false
+	}
+	return true
+}
+
+type slogPromLogger struct{ l *slog.Logger }
+
+func (s slogPromLogger) Println(v ...any) { s.l.Error("httpapi: metrics", "err", fmt.Sprint(v...)) }

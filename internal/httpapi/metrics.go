@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/ledger"
+)
+
+// Metric names exported by NewObserver and New.
+const (
+	MetricTransitions     = "connhost_execution_transitions_total"
+	MetricConnectorCall   = "connhost_connector_call_duration_seconds"
+	MetricLedgerWrite     = "connhost_ledger_write_duration_seconds"
+	MetricPoolSize        = "connhost_connector_pool_size"
+	MetricPoolInstances   = "connhost_connector_instances"
+	MetricPoolCreated     = "connhost_connector_instances_created_total"
+	MetricPoolDiscarded   = "connhost_connector_instances_discarded_total"
+	metricsNamespaceLabel = "connector"
+)
+
+type observer struct {
+	transitions *prometheus.CounterVec
+	calls       *prometheus.HistogramVec
+	writes      prometheus.Histogram
+}
+
+// NewObserver returns a host.Observer that exports the executor's
+// measurements as Prometheus metrics registered on reg:
+//
+//   - connhost_execution_transitions_total{state,decision}: every
+//     transition, by the state entered and the decision behind it;
+//   - connhost_connector_call_duration_seconds{connector,operation,export,result}:
+//     connector call latency, result "ok" or "error";
+//   - connhost_ledger_write_duration_seconds: synced ledger transition
+//     latency.
+//
+// Pass it as host.Options.Observer and the same reg as Options.Registry.
+// It panics if the metrics are already registered on reg (like
+// prometheus.MustRegister). It is safe for concurrent use.
+func NewObserver(reg prometheus.Registerer) host.Observer {
+	o := &observer{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricTransitions,
+			Help: "Execution state transitions, by the state entered and the decision behind it.",
+		}, []string{"state", "decision"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: MetricConnectorCall,
+			Help: "Latency of calls into connector modules.",
+			// Warm calls cost microseconds; calls to providers seconds.
+			Buckets: prometheus.ExponentialBucketsRange(10e-6, 30, 16),
+		}, []string{"connector", "operation", "export", "result"}),
+		writes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricLedgerWrite,
+			Help:    "Latency of synced ledger transitions.",
+			Buckets: prometheus.ExponentialBucketsRange(50e-6, 1, 14),
+		}),
+	}
+	reg.MustRegister(o.transitions, o.calls, o.writes)
+	return o
+}
+
+func (o *observer) ConnectorCall(connector, operation, export string, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	o.calls.WithLabelValues(connector, operation, export, result).Observe(d.Seconds())
+}
+
+func (o *observer) LedgerWrite(d time.Duration) { o.writes.Observe(d.Seconds()) }
+
+func (o *observer) Transition(to ledger.State, decision string) {
+	o.transitions.WithLabelValues(string(to), decision).Inc()
+}
+
+// poolCollector reports the instance pools of the executor's connectors at
+// scrape time.
+type poolCollector struct {
+	ex        *host.Executor
+	size      *prometheus.Desc
+	instances *prometheus.Desc
+	created   *prometheus.Desc
+	discarded *prometheus.Desc
+}
+
+func newPoolCollector(ex *host.Executor) *poolCollector {
+	return &poolCollector{
+		ex:        ex,
+		size:      prometheus.NewDesc(MetricPoolSize, "Connector instance pool cap (limits.instances).", []string{metricsNamespaceLabel}, nil),
+		instances: prometheus.NewDesc(MetricPoolInstances, "Connector instances in the pool, by state (idle or busy).", []string{metricsNamespaceLabel, "state"}, nil),
+		created:   prometheus.NewDesc(MetricPoolCreated, "Connector instances created.", []string{metricsNamespaceLabel}, nil),
+		discarded: prometheus.NewDesc(MetricPoolDiscarded, "Connector instances discarded after a trap, timeout or error.", []string{metricsNamespaceLabel}, nil),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.instances
+	ch <- c.created
+	ch <- c.discarded
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.ex == nil {
+		return
+	}
+	for _, m := range c.ex.Manifests() {
+		name := m.Connector.Name
+		conn, ok := c.ex.Connector(name)
+		if !ok {
+			continue
+		}
+		s := conn.Stats()
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.Size), name)
+		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.Idle), name, "idle")
+		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.Busy), name, "busy")
+		ch <- prometheus.MustNewConstMetric(c.created, prometheus.CounterValue, float64(s.Created), name)
+		ch <- prometheus.MustNewConstMetric(c.discarded, prometheus.CounterValue, float64(s.Discarded), name)
+	}
+}

@@ -1,0 +1,179 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/manifests"
+)
+
+// Code is a stable, machine-readable problem code. Clients branch on it,
+// never on the title or detail text. Codes are never renamed or reused.
+type Code string
+
+// Problem codes the API emits. Each one is listed, with its HTTP status, in
+// codes below and in openapi.json (components.schemas.ProblemCode); a test
+// keeps the three in step.
+const (
+	CodeBadRequest             Code = "bad_request"
+	CodeInvalidArguments       Code = "invalid_arguments"
+	CodeUnknownTool            Code = "unknown_tool"
+	CodeIntentMismatch         Code = "intent_mismatch"
+	CodeSessionFenced          Code = "session_fenced"
+	CodeNotFound               Code = "not_found"
+	CodeApprovalDigestMismatch Code = "approval_digest_mismatch"
+	CodeApprovalExpired        Code = "approval_expired"
+	CodeNotAwaitingApproval    Code = "not_awaiting_approval"
+	CodeNotRecoveryRequired    Code = "not_recovery_required"
+	CodePruned                 Code = "pruned"
+	CodeUnauthorized           Code = "unauthorized"
+	CodeForbiddenHost          Code = "forbidden_host"
+	CodePayloadTooLarge        Code = "payload_too_large"
+	CodeUnsupportedMediaType   Code = "unsupported_media_type"
+	CodeMethodNotAllowed       Code = "method_not_allowed"
+	CodeUnavailable            Code = "unavailable"
+	CodeInternal               Code = "internal"
+)
+
+type codeInfo struct {
+	status int
+	title  string
+}
+
+// codes maps every Code to its HTTP status and title.
+var codes = map[Code]codeInfo{
+	CodeBadRequest:             {http.StatusBadRequest, "Malformed request"},
+	CodeInvalidArguments:       {http.StatusUnprocessableEntity, "Arguments do not match the tool's input schema"},
+	CodeUnknownTool:            {http.StatusNotFound, "Unknown tool"},
+	CodeIntentMismatch:         {http.StatusConflict, "Tool call id reused with other arguments"},
+	CodeSessionFenced:          {http.StatusConflict, "Session fenced by uncertain calls"},
+	CodeNotFound:               {http.StatusNotFound, "Not found"},
+	CodeApprovalDigestMismatch: {http.StatusConflict, "Approval digest does not match the recorded arguments"},
+	CodeApprovalExpired:        {http.StatusGone, "Approval expired"},
+	CodeNotAwaitingApproval:    {http.StatusConflict, "Execution is not awaiting approval"},
+	CodeNotRecoveryRequired:    {http.StatusConflict, "Execution is not recovery_required"},
+	CodePruned:                 {http.StatusGone, "Execution pruned by retention"},
+	CodeUnauthorized:           {http.StatusUnauthorized, "Missing or wrong bearer token"},
+	CodeForbiddenHost:          {http.StatusForbidden, "Host header not allowed"},
+	CodePayloadTooLarge:        {http.StatusRequestEntityTooLarge, "Request body too large"},
+	CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Request body must be application/json"},
+	CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
+	CodeUnavailable:            {http.StatusServiceUnavailable, "Executor unavailable"},
+	CodeInternal:               {http.StatusInternalServerError, "Internal error"},
+}
+
+// ProblemTypePrefix prefixes a problem's code to form its type URI.
+const ProblemTypePrefix = "urn:connhost:problem:"
+
+// Problem is an RFC 9457 problem document (application/problem+json) with
+// connhost's extension members. Code is stable; Title and Detail are for
+// people.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   Code   `json:"code"`
+
+	// ArgumentErrors lists the failing argument paths (invalid_arguments).
+	ArgumentErrors []manifests.ArgProblem `json:"argument_errors,omitempty"`
+	// ExecutionID names the execution concerned, when there is one.
+	ExecutionID string `json:"execution_id,omitempty"`
+	// RecordedTool, GivenTool, RecordedDigest and GivenDigest describe an
+	// intent_mismatch.
+	RecordedTool   string `json:"recorded_tool,omitempty"`
+	GivenTool      string `json:"given_tool,omitempty"`
+	RecordedDigest string `json:"recorded_digest,omitempty"`
+	GivenDigest    string `json:"given_digest,omitempty"`
+	// UncertainCalls lists the calls that fence a session
+	// (session_fenced).
+	UncertainCalls []host.UncertainCall `json:"uncertain_calls,omitempty"`
+	// Execution is the execution's current state when an operation was
+	// refused because of it (not_awaiting_approval, not_recovery_required,
+	// approval_digest_mismatch, approval_expired).
+	Execution *host.Result `json:"execution,omitempty"`
+}
+
+// NewProblem returns the problem for code with the given detail.
+func NewProblem(code Code, detail string) *Problem {
+	ci, ok := codes[code]
+	if !ok {
+		code, ci = CodeInternal, codes[CodeInternal]
+	}
+	return &Problem{Type: ProblemTypePrefix + string(code), Title: ci.title, Status: ci.status, Detail: detail, Code: code}
+}
+
+// ProblemOf maps an executor error to its problem. res is the Result the
+// executor returned with the error (it may be zero). Errors the API does
+// not recognise become CodeInternal with a generic detail, so internal
+// messages (paths, ledger keys) do not leak; the caller logs them.
+func ProblemOf(err error, res host.Result) *Problem {
+	var (
+		im *host.IntentMismatchError
+		fe *host.FencedError
+		ae *manifests.ArgsError
+	)
+	var p *Problem
+	switch {
+	case errors.As(err, &im):
+		p = NewProblem(CodeIntentMismatch, err.Error())
+		p.ExecutionID, p.RecordedTool, p.GivenTool = im.ExecutionID, im.RecordedTool, im.GivenTool
+		p.RecordedDigest, p.GivenDigest = im.RecordedDigest, im.GivenDigest
+		return p
+	case errors.As(err, &fe):
+		p = NewProblem(CodeSessionFenced, err.Error())
+		p.UncertainCalls = fe.Calls
+		if p.UncertainCalls == nil {
+			p.UncertainCalls = []host.UncertainCall{}
+		}
+		return p
+	case errors.Is(err, host.ErrInvalidArguments):
+		p = NewProblem(CodeInvalidArguments, err.Error())
+		if errors.As(err, &ae) {
+			p.ArgumentErrors = ae.Problems
+		}
+		return p
+	case errors.Is(err, host.ErrBadCall):
+		return NewProblem(CodeBadRequest, err.Error())
+	case errors.Is(err, host.ErrUnknownTool):
+		return NewProblem(CodeUnknownTool, err.Error())
+	case errors.Is(err, host.ErrNotFound):
+		return NewProblem(CodeNotFound, err.Error())
+	case errors.Is(err, host.ErrPruned):
+		return NewProblem(CodePruned, err.Error())
+	case errors.Is(err, host.ErrApprovalDigest):
+		p = NewProblem(CodeApprovalDigestMismatch, err.Error())
+	case errors.Is(err, host.ErrApprovalExpired):
+		p = NewProblem(CodeApprovalExpired, err.Error())
+	case errors.Is(err, host.ErrNotAwaitingApproval):
+		p = NewProblem(CodeNotAwaitingApproval, err.Error())
+	case errors.Is(err, host.ErrNotRecoveryRequired):
+		p = NewProblem(CodeNotRecoveryRequired, err.Error())
+	case errors.Is(err, host.ErrClosed):
+		return NewProblem(CodeUnavailable, "the executor is closed")
+	default:
+		return NewProblem(CodeInternal, "internal error; see the server log")
+	}
+	if res.ExecutionID != "" {
+		r := res
+		p.Execution = &r
+		p.ExecutionID = res.ExecutionID
+	}
+	return p
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		b = []byte(`{"type":"urn:connhost:problem:internal","title":"Internal error","status":500,"code":"internal"}`)
+		p.Status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(b, '\n'))
+}

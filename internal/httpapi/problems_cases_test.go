@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/connhost/connhost/host"
+)
+
+type problemOfCase struct {
+	err  error
+	res  host.Result
+	want Code
+}
+
+func problemOfCases() []problemOfCase {
+	wrap := func(err error) error { return fmt.Errorf("ctx: %w", err) }
+	return []problemOfCase{
+		{wrap(host.ErrBadCall), host.Result{}, CodeBadRequest},
+		{&host.ArgumentsError{Tool: "x.y", Err: errors.New("bad")}, host.Result{}, CodeInvalidArguments},
+		{wrap(host.ErrUnknownTool), host.Result{}, CodeUnknownTool},
+		{&host.IntentMismatchError{RecordedDigest: "a", GivenDigest: "b"}, host.Result{}, CodeIntentMismatch},
+		{&host.FencedError{}, host.Result{}, CodeSessionFenced},
+		{wrap(host.ErrNotFound), host.Result{}, CodeNotFound},
+		{wrap(host.ErrApprovalDigest), host.Result{ExecutionID: "ex_1"}, CodeApprovalDigestMismatch},
+		{wrap(host.ErrApprovalExpired), host.Result{}, CodeApprovalExpired},
+		{wrap(host.ErrNotAwaitingApproval), host.Result{}, CodeNotAwaitingApproval},
+		{wrap(host.ErrNotRecoveryRequired), host.Result{}, CodeNotRecoveryRequired},
+		{wrap(host.ErrPruned), host.Result{}, CodePruned},
+		{host.ErrClosed, host.Result{}, CodeUnavailable},
+		{errors.New("disk on fire"), host.Result{}, CodeInternal},
+	}
+}
