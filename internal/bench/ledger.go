@@ -1,0 +1,319 @@
+// Package bench measures connhost on the machine it runs on, always against
+// a baseline taken in the same run, so the figures are ratios a reader can
+// compare across machines. `connhost bench` prints them.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
+)
+
+// LedgerOptions configures RunLedger. Zero values take the defaults.
+type LedgerOptions struct {
+	// Dir is a scratch directory; it is removed afterwards. The default
+	// value is a new temporary directory.
+	Dir string
+	// History is the number of terminal executions bulk-loaded for the
+	// recovery measurement. The default value is 1,000,000; a negative
+	// value means none.
+	History int
+	// Pending is the number of pending executions. The default value is
+	// 1,000.
+	Pending int
+	// Concurrency is the number of concurrent writers/callers. The default
+	// value is 64.
+	Concurrency int
+	// SeqOps is the number of sequential operations measured. The default
+	// value is 300.
+	SeqOps int
+	// ParOps is the number of operations at Concurrency. The default value
+	// is 40 per writer.
+	ParOps int
+	// Progress, when set, receives one line per phase.
+	Progress func(phase string)
+}
+
+func (o *LedgerOptions) ensureDefaults() {
+	switch {
+	case o.History == 0:
+		o.History = 1_000_000
+	case o.History < 0:
+		o.History = 0
+	}
+	if o.Pending == 0 {
+		o.Pending = 1000
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 64
+	}
+	if o.SeqOps == 0 {
+		o.SeqOps = 300
+	}
+	if o.ParOps == 0 {
+		o.ParOps = 40 * o.Concurrency
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+}
+
+// LedgerReport is the result of RunLedger. Raw is two synced Pebble batches
+// per operation: the floor an execution (intent+dispatch, then outcome)
+// cannot beat.
+type LedgerReport struct {
+	RawSeqMicros         float64 `json:"raw_seq_us"`
+	RawParPerSecond      float64 `json:"raw_par_per_s"`
+	ExecuteSeqMicros     float64 `json:"execute_seq_us"`
+	ExecuteParPerSecond  float64 `json:"execute_par_per_s"`
+	RecoverWithHistoryMs float64 `json:"recover_with_history_ms"`
+	RecoverPendingOnlyMs float64 `json:"recover_pending_only_ms"`
+	BytesPerExecution    float64 `json:"bytes_per_execution"`
+	SeqRatio             float64 `json:"execute_seq_over_raw_seq"`
+	ParRatio             float64 `json:"execute_par_over_raw_par"`
+	RecoverRatio         float64 `json:"recover_history_over_pending_only"`
+	History              int     `json:"history"`
+	Pending              int     `json:"pending"`
+	Concurrency          int     `json:"concurrency"`
+}
+
+const noopManifest = `
+[connector]
+name = "noop"
+version = "1.0.0"
+abi = 1
+module = "noop.wasm"
+sha256 = "%s"
+[limits]
+instances = %d
+[[operation]]
+name = "echo"
+description = "Echo the arguments."
+effect = "external"
+recovery = "manual"
+max_attempts = 1
+input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additionalProperties":false}'''
+`
+
+// RunLedger measures the ledger and the executor; see LedgerReport.
+func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
+	o.ensureDefaults()
+	rep := LedgerReport{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency}
+	if o.Dir == "" {
+		d, err := os.MkdirTemp("", "connhost-bench-")
+		if err != nil {
+			return rep, err
+		}
+		o.Dir = d
+	}
+	defer os.RemoveAll(o.Dir)
+
+	o.Progress("raw pebble, sequential")
+	perOp, _, err := ledger.RawSyncBench(ctx, filepath.Join(o.Dir, "raw-seq"), o.SeqOps, 1)
+	if err != nil {
+		return rep, err
+	}
+	rep.RawSeqMicros = float64(perOp) / float64(time.Microsecond)
+	o.Progress(fmt.Sprintf("raw pebble, %d writers", o.Concurrency))
+	_, perSec, err := ledger.RawSyncBench(ctx, filepath.Join(o.Dir, "raw-par"), o.ParOps, o.Concurrency)
+	if err != nil {
+		return rep, err
+	}
+	rep.RawParPerSecond = perSec
+
+	o.Progress("building the noop connector")
+	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/noop")
+	if err != nil {
+		return rep, err
+	}
+	m, err := manifests.Parse("noop.toml", fmt.Appendf(nil, noopManifest, digest, min(o.Concurrency, 256)))
+	if err != nil {
+		return rep, err
+	}
+	m.Connector.Module = modPath
+	exDir := filepath.Join(o.Dir, "exec")
+	ex, err := host.Open(ctx, host.Options{DataDir: exDir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/"})
+	if err != nil {
+		return rep, err
+	}
+	var seq atomic.Int64
+	run := func() error {
+		i := seq.Add(1)
+		res, err := ex.Execute(ctx, host.Call{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: "noop.echo", Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		if err == nil && res.Status != host.StatusSucceeded {
+			err = fmt.Errorf("bench: execute: status %s: %s", res.Status, res.Error)
+		}
+		return err
+	}
+	for range 20 { // warm the pool and the ledger
+		if err := run(); err != nil {
+			ex.Close(ctx)
+			return rep, err
+		}
+	}
+	o.Progress("execute, sequential")
+	start := time.Now()
+	for range o.SeqOps {
+		if err := run(); err != nil {
+			ex.Close(ctx)
+			return rep, err
+		}
+	}
+	rep.ExecuteSeqMicros = float64(time.Since(start)) / float64(o.SeqOps) / float64(time.Microsecond)
+	o.Progress(fmt.Sprintf("execute, %d callers", o.Concurrency))
+	perSec, err = parallel(o.ParOps, o.Concurrency, run)
+	if err != nil {
+		ex.Close(ctx)
+		return rep, err
+	}
+	rep.ExecuteParPerSecond = perSec
+	total := int(seq.Load())
+	if err := ex.Close(ctx); err != nil {
+		return rep, err
+	}
+	size, err := dirSize(filepath.Join(exDir, "ledger"))
+	if err != nil {
+		return rep, err
+	}
+	rep.BytesPerExecution = float64(size) / float64(total)
+
+	o.Progress(fmt.Sprintf("recovery: %d pending only", o.Pending))
+	rep.RecoverPendingOnlyMs, err = recoverTime(ctx, filepath.Join(o.Dir, "rec-pending"), 0, o.Pending, m)
+	if err != nil {
+		return rep, err
+	}
+	o.Progress(fmt.Sprintf("recovery: %d pending + %d history (bulk load)", o.Pending, o.History))
+	rep.RecoverWithHistoryMs, err = recoverTime(ctx, filepath.Join(o.Dir, "rec-history"), o.History, o.Pending, m)
+	if err != nil {
+		return rep, err
+	}
+	rep.SeqRatio = rep.ExecuteSeqMicros / rep.RawSeqMicros
+	rep.ParRatio = rep.ExecuteParPerSecond / rep.RawParPerSecond
+	rep.RecoverRatio = rep.RecoverWithHistoryMs / rep.RecoverPendingOnlyMs
+	return rep, nil
+}
+
+func parallel(ops, workers int, fn func() error) (perSecond float64, err error) {
+	var next atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(ops) {
+				if err := fn(); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return 0, *p
+	}
+	return float64(ops) / time.Since(start).Seconds(), nil
+}
+
+// recoverTime bulk-loads history terminal executions and pending ones
+// awaiting approval (recovery must read and keep them), then measures
+// opening the executor, which opens the ledger and runs recovery before it
+// returns.
+func recoverTime(ctx context.Context, dir string, history, pending int, m *manifests.Manifest) (float64, error) {
+	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(dir, "ledger")})
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now().UTC()
+	const chunk = 50_000
+	recs := make([]ledger.Record, 0, chunk)
+	flush := func() error {
+		err := db.BulkLoad(ctx, recs)
+		recs = recs[:0]
+		return err
+	}
+	add := func(r ledger.Record) error {
+		recs = append(recs, r)
+		if len(recs) == chunk {
+			return flush()
+		}
+		return nil
+	}
+	op := m.Operations[0]
+	for i := range history + pending {
+		id := ledger.ExecutionID("bench", fmt.Sprint("s", i%1000), fmt.Sprint("t", i))
+		r := ledger.Record{Version: ledger.RecordVersion, ID: id, Namespace: "bench", SessionID: fmt.Sprint("s", i%1000), ToolCallID: fmt.Sprint("t", i),
+			Connector: "noop", Operation: "echo", Effect: "external", Policy: "manual", PolicyVersion: op.PolicyVersion(),
+			Args: []byte(`{"i":1}`), ArgsDigest: "d", IdempotencyKey: ledger.IdempotencyKey("bench", "noop", id),
+			CreatedAt: now, UpdatedAt: now, MaxAttempts: 1}
+		if i < history {
+			r.State, r.Attempt = ledger.StateSucceeded, 1
+			r.Outcome = &ledger.Outcome{Kind: "ok", Result: []byte(`{"i":1}`), Source: "connector", Attempt: 1}
+		} else {
+			r.State = ledger.StateAwaitingApproval
+			r.Approval = &ledger.Approval{ID: ledger.ApprovalID(id), ArgsDigest: "d", PolicyVersion: op.PolicyVersion(), RequestedAt: now, ExpiresAt: now.Add(24 * time.Hour), Decision: ledger.ApprovalPending}
+		}
+		if err := add(r); err != nil {
+			db.Close()
+			return 0, err
+		}
+	}
+	if err := flush(); err != nil {
+		db.Close()
+		return 0, err
+	}
+	// A live ledger's history has been compacted in the background long
+	// before a restart; a freshly bulk-loaded one has not.
+	if err := db.Compact(ctx); err != nil {
+		db.Close()
+		return 0, err
+	}
+	if err := db.Close(); err != nil {
+		return 0, err
+	}
+	// Open without connectors: the measurement is the ledger's open plus
+	// the recovery pass, not the compilation of a module (pending approvals
+	// need no connector to be examined).
+	start := time.Now()
+	ex, err := host.Open(ctx, host.Options{DataDir: dir})
+	if err != nil {
+		return 0, err
+	}
+	elapsed := time.Since(start)
+	rep, err := ex.Recover(ctx) // confirm what recovery saw
+	ex.Close(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if rep.Pending != pending {
+		return 0, fmt.Errorf("bench: recovery saw %d pending executions, loaded %d", rep.Pending, pending)
+	}
+	return float64(elapsed) / float64(time.Millisecond), nil
+}
+
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	return n, err
+}
