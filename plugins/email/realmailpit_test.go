@@ -3,83 +3,26 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/testenv"
 )
 
-// The tests in this file run the connector against a real Mailpit server,
-// to prove the API facts the connector relies on (custom Message-ID kept,
+// The tests in this file run the connector against a real Mailpit server
+// (the version pinned in tools/mailpit, started by testenv.Mailpit), to
+// prove the API facts the connector relies on (custom Message-ID kept,
 // message-id search is a substring match, --ignore-duplicate-ids answers an
-// empty ID). They are skipped unless CONNHOST_MAILPIT_BIN names a Mailpit
-// binary, e.g.:
-//
-//	(cd tools/mailpit && go build -o /tmp/mailpit github.com/axllent/mailpit)
-//	CONNHOST_MAILPIT_BIN=/tmp/mailpit go test ./plugins/email -run Real
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// startMailpit starts a Mailpit process and returns its base URL. The
-// process is killed when the test ends.
-func startMailpit(t *testing.T, extra ...string) string {
-	t.Helper()
-	bin := os.Getenv("CONNHOST_MAILPIT_BIN")
-	if bin == "" {
-		t.Skip("CONNHOST_MAILPIT_BIN not set")
-	}
-	port := freePort(t)
-	args := append([]string{
-		"--listen", "127.0.0.1:" + port,
-		"--smtp", "127.0.0.1:" + freePort(t),
-		"--database", filepath.Join(t.TempDir(), "mailpit.db"),
-		"--disable-version-check", "--quiet",
-	}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	base := "http://127.0.0.1:" + port
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		resp, err := http.Get(base + "/api/v1/info")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mailpit did not come up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// empty ID). They always run: testenv builds Mailpit on first use (or uses
+// CONNHOST_MAILPIT_BIN) and fails the test when it cannot.
 
 func realHost(base string) *testHost {
 	return newTestHost(base, map[string]string{"base_url": base, "default_from": "", "basic_auth": ""})
 }
 
 func TestRealMailpit(t *testing.T) {
-	base := startMailpit(t)
+	base := testenv.Mailpit(t)
 	const k = "ck_real_0001"
 
 	o := sendOp(realHost(base), k, sendJSON)
@@ -133,7 +76,7 @@ func TestRealMailpit(t *testing.T) {
 // TestRealMailpitIgnoreDuplicateIDs: with --ignore-duplicate-ids Mailpit
 // answers a second send of one Message-ID with an empty ID.
 func TestRealMailpitIgnoreDuplicateIDs(t *testing.T) {
-	base := startMailpit(t, "--ignore-duplicate-ids")
+	base := testenv.Mailpit(t, "--ignore-duplicate-ids")
 	const k = "ck_real_dup"
 	o := sendOp(realHost(base), k, sendJSON)
 	wantKind(t, o, abi.OutcomeOK, "")
