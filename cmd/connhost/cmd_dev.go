@@ -110,6 +110,11 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 			first := ""
 			if tools, err := tooldefs.Tools(ms); err == nil && len(tools) > 0 {
 				first = tools[0].Name
+				for _, t := range tools {
+					if t.Name == "payments.create_payment" {
+						first = t.Name // the call the README walks through
+					}
+				}
 			}
 			cfg := devConfig(paymentsURL, emailURL, file)
 			return a.serveAPI(ctx, serveOptions{
@@ -164,6 +169,18 @@ func devOrigins(cfg func(connector, key string) (string, bool)) func(m *manifest
 	}
 }
 
+// exampleArgs returns sample arguments for the shipped tools the banner
+// suggests, and {} for others.
+func exampleArgs(tool string) string {
+	switch tool {
+	case "payments.create_payment":
+		return `{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`
+	case "email.send":
+		return `{"to":["ada@example.com"],"subject":"hello","text":"sent once"}`
+	}
+	return "{}"
+}
+
 // renderDevBanner prints what dev started and what to try.
 func renderDevBanner(w io.Writer, api, payments, email, tool string) {
 	fmt.Fprintf(w, "connhost dev is running\n\n")
@@ -174,8 +191,11 @@ func renderDevBanner(w io.Writer, api, payments, email, tool string) {
 	fmt.Fprintf(w, "  curl -s '%s/v1/tools?format=openai'\n", api)
 	if tool != "" {
 		fmt.Fprintf(w, "  curl -s %s/v1/executions -H 'Content-Type: application/json' \\\n", api)
-		fmt.Fprintf(w, "    -d '{\"session_id\":\"s1\",\"tool_call_id\":\"call_1\",\"tool\":\"%s\",\"arguments\":{}}'\n", tool)
-		fmt.Fprintf(w, "    (fill in the arguments from the tool's schema)\n")
+		fmt.Fprintf(w, "    -d '{\"session_id\":\"s1\",\"tool_call_id\":\"call_1\",\"tool\":\"%s\",\"arguments\":%s}'\n", tool, exampleArgs(tool))
+		fmt.Fprintf(w, "    (a gated call answers awaiting_approval: approve it with\n")
+		fmt.Fprintf(w, "     curl -s -X POST %s/v1/approvals/<approval.id>/approve -H 'Content-Type: application/json' \\\n", api)
+		fmt.Fprintf(w, "       -d '{\"by\":\"you\",\"digest\":\"<approval.args_digest>\"}'\n")
+		fmt.Fprintf(w, "     then send the same call again to run it)\n")
 	}
 	fmt.Fprintf(w, "  curl -s '%s/v1/executions?state=recovery_required'\n\n", api)
 	fmt.Fprintf(w, "Ctrl-C stops everything.\n")
