@@ -1,0 +1,37 @@
+# connhost developer targets. `make test` is the command README.md and
+# .ci/run use; `make check` is what a change must pass before it lands.
+
+GO        ?= go
+PKGS      ?= ./...
+# Packages with real concurrency (ledger stripes, executor flights, pools,
+# the HTTP server): run them under the race detector too.
+RACE_PKGS ?= ./ledger/... ./host/... ./internal/httpapi/... ./internal/sandbox/...
+
+.PHONY: test race fmt lint check tidy-check build
+
+## test: the whole suite (builds connectors and the pinned Mailpit on demand), then the race run.
+test:
+	$(GO) test -count=1 $(PKGS)
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+race:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/... ./internal/testconnectors/...
+
+tidy-check:
+	$(GO) mod tidy -diff
+
+check: lint tidy-check test
+
+## build: the CLI into ./bin and the shipped connectors into ./build
+build:
+	$(GO) build -o bin/connhost ./cmd/connhost
+	./bin/connhost build plugins/email
+	./bin/connhost build plugins/payments
