@@ -3,10 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -26,17 +30,33 @@ import (
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
 //	api_key_env = "STRIPE_SECRET_KEY"  # the value of api_key comes from $STRIPE_SECRET_KEY
+//	allow_http = ["http://127.0.0.1:12111"]  # operator override, see below
 //
 // A key "K_env" in a connector table names the environment variable that
 // holds the value of config key K. Keys must be declared in the
 // connector's manifest (capabilities.config). Unknown keys are errors with
 // file:line. Secret values are never printed or logged: Config's String
 // method and its JSON form redact them.
+//
+// allow_http is reserved: it is not a config value handed to the
+// connector but an operator override of the manifest's capabilities.http.
+// Unlike the other keys it is a list of origins, each "scheme://host:port"
+// (http or https, explicit port, no path); every command that opens the
+// executor appends them to the connector's allowlist and logs a warning
+// naming the connector and the origins. It exists so that a deployment (or
+// connhost crashtest) can point a connector at a provider on another origin
+// — a sandbox on a loopback port, a regional endpoint — without editing the
+// reviewed manifest. The default value is empty: the manifest's list only.
 type Config struct {
 	Path       string
 	Server     ServerConfig
 	Connectors map[string]map[string]configValue
+	// AllowHTTP holds each connector's allow_http origins.
+	AllowHTTP map[string][]string
 }
+
+// allowHTTPKey is the reserved connector key of the allowlist override.
+const allowHTTPKey = "allow_http"
 
 // ServerConfig is the [server] table.
 type ServerConfig struct {
@@ -69,6 +89,9 @@ func (c *Config) String() string {
 		keys := make([]string, 0, len(c.Connectors[n]))
 		for k := range c.Connectors[n] {
 			keys = append(keys, k)
+		}
+		if len(c.AllowHTTP[n]) > 0 {
+			keys = append(keys, allowHTTPKey)
 		}
 		sort.Strings(keys)
 		fmt.Fprintf(&b, ", %s: [%s]", n, strings.Join(keys, " "))
@@ -147,7 +170,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s:%d: %s", path, lines[key], fmt.Sprintf(format, args...)))
 	}
-	c := &Config{Path: path, Connectors: map[string]map[string]configValue{}}
+	c := &Config{Path: path, Connectors: map[string]map[string]configValue{}, AllowHTTP: map[string][]string{}}
 	str := func(key string, v any) string {
 		s, ok := v.(string)
 		if !ok {
@@ -209,6 +232,10 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				vals := map[string]configValue{}
 				for k, v := range kv {
 					key := tbl + "." + k
+					if k == allowHTTPKey {
+						c.AllowHTTP[name] = originList(key, v, bad)
+						continue
+					}
 					s := str(key, v)
 					if base, ok := strings.CutSuffix(k, "_env"); ok && base != "" {
 						if _, dup := kv[base]; dup {
@@ -236,6 +263,83 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// originList reads an allow_http value: a list of distinct
+// "scheme://host:port" origins. Problems are reported through bad.
+func originList(key string, v any, bad func(key, format string, args ...any)) []string {
+	list, ok := v.([]any)
+	if !ok {
+		bad(key, "%s must be a list of origins (\"scheme://host:port\")", key)
+		return nil
+	}
+	var out []string
+	for i, e := range list {
+		o, ok := e.(string)
+		if !ok {
+			bad(key, "%s[%d] must be a string", key, i)
+			continue
+		}
+		if msg := checkOrigin(o); msg != "" {
+			bad(key, "%s[%d] %q: %s", key, i, o, msg)
+			continue
+		}
+		if slices.Contains(out, o) {
+			bad(key, "%s[%d] %q listed twice", key, i, o)
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// checkOrigin returns "" when o is "scheme://host:port" (http or https, a
+// lower-case host name or an IP literal, an explicit port, nothing else),
+// else what is wrong: the rule manifests apply to capabilities.http.
+func checkOrigin(o string) string {
+	if !strings.Contains(o, "://") {
+		return `want "scheme://host:port"`
+	}
+	u, err := url.Parse(o)
+	switch {
+	case err != nil:
+		return "not a URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "scheme must be http or https"
+	case u.Opaque != "" || u.Host == "" || u.User != nil || u.Path != "" || u.RawPath != "" ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(o, "?#*"):
+		return `want "scheme://host:port" and nothing else`
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || port == "" {
+		return "explicit port required (e.g. :443)"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+		return "port must be 1..65535"
+	}
+	if host == "" || host != strings.ToLower(host) {
+		return "host must be a non-empty lower-case name or an IP"
+	}
+	return ""
+}
+
+// applyAllowHTTP appends each connector's allow_http origins to its
+// manifest's http capability and logs one warning per connector changed.
+func (c *Config) applyAllowHTTP(ms []*manifests.Manifest, logger *slog.Logger) {
+	for _, m := range ms {
+		var add []string
+		for _, o := range c.AllowHTTP[m.Connector.Name] {
+			if !slices.Contains(m.Capabilities.HTTP, o) {
+				add = append(add, o)
+			}
+		}
+		if len(add) == 0 {
+			continue
+		}
+		logger.Warn("config allow_http: extending the http capability beyond the manifest",
+			"config", c.Path, "connector", m.Connector.Name, "origins", add)
+		m.Capabilities.HTTP = append(m.Capabilities.HTTP, add...)
+	}
 }
 
 // check reports connector tables and keys the manifests do not declare.
@@ -270,4 +374,14 @@ func (c *Config) check(ms []*manifests.Manifest) error {
 
 func sortErrs(errs []error) {
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+}
+
+// warnLogger is logger, or, when a one-shot command discards the
+// executor's logs, a logger that prints warnings on stderr: an operator
+// override must never be silent.
+func (a *app) warnLogger(logger *slog.Logger) *slog.Logger {
+	if logger != nil {
+		return logger
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -305,6 +305,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	if err != nil {
 		return nil, err
 	}
+	explicitLogger := o.logger
 	if o.logger == nil {
 		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -316,15 +317,18 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			}
 		}
 	}
-	if o.config == nil && a.g.config != "" {
+	if a.g.config != "" {
 		cfg, err := loadConfig(a.g.config, os.LookupEnv)
 		if err != nil {
 			return nil, err
 		}
-		if err := cfg.check(ms); err != nil {
-			return nil, err
+		if o.config == nil {
+			if err := cfg.check(ms); err != nil {
+				return nil, err
+			}
+			o.config = cfg.lookup
 		}
-		o.config = cfg.lookup
+		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
 	}
 	return host.Open(ctx, host.Options{
 		DataDir:          a.g.data,

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/connhost/connhost/internal/crashtest"
+	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
+)
+
+// TestCrashtestCommand runs `connhost crashtest` as the built binary (its
+// subprocesses are that binary too) on two deliberately broken fixtures
+// and on the shipped connectors. Each broken fixture lies about its
+// recovery policy in a way only a crash reveals: brokenkey sends a new
+// Idempotency-Key per attempt (a second charge after a kill behind the
+// connector's return), brokenreconcile answers not_applied without looking
+// (a second email). crashtest must exit 3 and name the cell
+// after_plugin_return; the shipped connectors must pass (exit 0).
+func TestCrashtestCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	root, err := wasmbuild.ModuleRoot("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "connhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	modules := filepath.Join(dir, "modules")
+	manifestDir := filepath.Join(dir, "manifests")
+	for _, d := range []string{modules, manifestDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manifest := map[string]string{}
+	for name, src := range map[string]string{
+		"payments":        "plugins/payments",
+		"email":           "plugins/email",
+		"brokenkey":       "internal/testconnectors/brokenkey",
+		"brokenreconcile": "internal/testconnectors/brokenreconcile",
+	} {
+		wasm, digest, err := wasmbuild.Cached(ctx, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(wasm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(modules, name+".wasm"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mpath := filepath.Join(root, "manifests", name+".toml")
+		if strings.HasPrefix(name, "broken") {
+			mpath = filepath.Join(root, "internal", "crashtest", "testdata", name+".toml")
+		}
+		// Pinned copies: the test does not depend on the committed pins.
+		text, err := os.ReadFile(mpath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, err = manifests.SetSHA256(text, digest); err != nil {
+			t.Fatal(err)
+		}
+		manifest[name] = filepath.Join(manifestDir, name+".toml")
+		if err := os.WriteFile(manifest[name], text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		wantCode  int
+		wantFails []string // points × gated of the failing cells that must be reported
+	}{
+		{"brokenkey", []string{"--manifest", manifest["brokenkey"]}, ExitFindings,
+			[]string{"after_plugin_return/true", "after_plugin_return/false"}},
+		{"brokenreconcile", []string{"--manifest", manifest["brokenreconcile"]}, ExitFindings,
+			[]string{"after_plugin_return/true", "after_plugin_return/false", "after_reconcile_return/true", "after_reconcile_return/false"}},
+		{"payments", []string{"--manifest", manifest["payments"]}, ExitOK, nil},
+		{"email.send", []string{"--manifest", manifest["email"], "--operation", "send"}, ExitOK, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(bin, append([]string{"--modules", modules, "--json", "crashtest"}, tc.args...)...)
+			cmd.Dir = dir
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Whatever happens, nothing of this run may survive the test.
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+			err := cmd.Wait()
+			out := []byte(stdout.String())
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			var rep crashtest.Report
+			if jerr := json.Unmarshal(out, &rep); jerr != nil {
+				t.Fatalf("exit %d, no report: %v\nstdout %s\nstderr %s", code, jerr, out, stderr.String())
+			}
+			var table strings.Builder
+			_ = rep.WriteTable(&table)
+			t.Logf("exit %d\n%s", code, table.String())
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d", code, tc.wantCode)
+			}
+			failed := map[string]crashtest.Row{}
+			for _, r := range rep.Failed() {
+				failed[r.Point+"/"+map[bool]string{true: "true", false: "false"}[r.Gated]] = r
+			}
+			for _, want := range tc.wantFails {
+				r, ok := failed[want]
+				if !ok {
+					t.Errorf("cell %s not reported as failing", want)
+					continue
+				}
+				if !r.Duplicate || !strings.Contains(r.Problem, "effects at the provider") {
+					t.Errorf("cell %s: problem %q, want a duplicate effect", want, r.Problem)
+				}
+			}
+			if tc.wantCode == ExitOK && len(failed) > 0 {
+				t.Errorf("shipped connector failed %d cell(s)", len(failed))
+			}
+			if rep.Totals.Kills == 0 {
+				t.Error("no process was killed")
+			}
+		})
+	}
+}

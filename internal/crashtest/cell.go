@@ -1,0 +1,308 @@
+package crashtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/manifests"
+)
+
+// cell is one point × operation × variant run in its own data directory.
+type cell struct {
+	o         *Options
+	spec      cellSpec
+	connector string
+	dir       string
+	cache     string
+	manifest  []byte
+	// baseline is the effect count of an uninterrupted run of the same
+	// operation and variant, when known.
+	baseline *int
+
+	data, manifests string
+	kills           int
+}
+
+// result is the subset of host.Result (exec --json) the judge reads.
+type result struct {
+	ExecutionID string `json:"execution_id"`
+	Status      string `json:"status"`
+	Receipt     string `json:"receipt"`
+	Error       string `json:"error"`
+	Attempt     int    `json:"attempt"`
+	Approval    *struct {
+		ID         string `json:"id"`
+		ArgsDigest string `json:"args_digest"`
+	} `json:"approval"`
+	// Code is set when connhost answered a problem document instead.
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// history is the subset of `connhost history --json`.
+type history struct {
+	Record struct {
+		State   string `json:"state"`
+		Attempt int    `json:"attempt"`
+		Outcome *struct {
+			Receipt string `json:"receipt"`
+			Source  string `json:"source"`
+		} `json:"outcome"`
+	} `json:"record"`
+	Events []struct {
+		Attempt  int    `json:"attempt"`
+		To       string `json:"to"`
+		Decision string `json:"decision"`
+		Actor    string `json:"actor"`
+	} `json:"events"`
+}
+
+// final statuses: the call will not move without an operator or a runtime.
+var finalStatuses = []string{"succeeded", "failed", "rejected", "expired", "abandoned", "cancelled", "recovery_required"}
+
+func (c *cell) run(ctx context.Context) (Row, error) {
+	op := c.spec.op
+	row := Row{Point: c.spec.point, Operation: op.Name, Policy: string(op.Recovery), Effect: string(op.Effect), Gated: c.spec.gated}
+	if op.Effect == manifests.EffectRead {
+		row.Policy = ""
+	}
+	c.manifests = filepath.Join(c.dir, "manifests")
+	c.data = filepath.Join(c.dir, "data")
+	if err := os.MkdirAll(c.manifests, 0o755); err != nil {
+		return row, err
+	}
+	if err := os.MkdirAll(c.data, 0o755); err != nil {
+		return row, err
+	}
+	if err := os.Symlink(c.cache, filepath.Join(c.data, "cache")); err != nil {
+		return row, err
+	}
+	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {
+		return row, err
+	}
+	args, err := c.o.Args(ctx, op.Name)
+	if err != nil {
+		return row, fmt.Errorf("sample arguments: %w", err)
+	}
+	before, err := c.o.Effects(ctx)
+	if err != nil {
+		return row, fmt.Errorf("count effects before: %w", err)
+	}
+	call := []string{"exec", "--session", "crashtest-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
+		"--tool", c.connector + "." + op.Name, "--args", string(args)}
+
+	// Phase 1 (and 2 for after_reconcile_return): armed until a process
+	// dies at the point.
+	phases := []string{c.spec.point}
+	if c.spec.point == crash.AfterReconcileReturn {
+		phases = []string{crash.AfterPluginReturn, crash.AfterReconcileReturn}
+	}
+	row.Reached = true
+	for _, p := range phases {
+		_, killed, err := c.sequence(ctx, p, call)
+		if err != nil {
+			return row, err
+		}
+		if !killed {
+			row.Reached = false
+			break
+		}
+	}
+	// Restart: no crash armed; opening runs recovery. Drive the call until
+	// its status is final (a retry_wait or approval may need more turns).
+	var res result
+	for range 4 {
+		var killed bool
+		if res, killed, err = c.sequence(ctx, "", call); err != nil {
+			return row, err
+		}
+		if killed {
+			return row, fmt.Errorf("a process died by SIGKILL without a crash point armed")
+		}
+		if slices.Contains(finalStatuses, res.Status) || res.Code != "" {
+			break
+		}
+	}
+	// Re-issue once more: exactly one result.
+	again, err := c.exec(ctx, "", call)
+	if err != nil {
+		return row, err
+	}
+	var h history
+	if res.ExecutionID != "" {
+		p, err := c.connhost(ctx, "", "history", res.ExecutionID)
+		if err != nil {
+			return row, err
+		}
+		if err := json.Unmarshal(p.stdout, &h); err != nil || p.code != 0 {
+			return row, fmt.Errorf("history %s: exit %d: %s %s", res.ExecutionID, p.code, clip(string(p.stdout)), clip(string(p.stderr)))
+		}
+	}
+	after, err := c.o.Effects(ctx)
+	if err != nil {
+		return row, fmt.Errorf("count effects after: %w", err)
+	}
+	row.Kills = c.kills
+	row.Effects = after - before
+	row.Final = res.Status
+	if res.Code != "" {
+		row.Final = "error:" + res.Code
+	}
+	row.Receipt = res.Receipt
+	row.Attempt = h.Record.Attempt
+	row.Decision = "none"
+	for _, ev := range h.Events {
+		if ev.Actor == "recovery" {
+			row.Decision = ev.Decision
+			break
+		}
+	}
+	problems := c.judge(ctx, &row, res, again.result, h)
+	row.Pass = len(problems) == 0
+	row.Problem = strings.Join(problems, "; ")
+	return row, nil
+}
+
+// judge checks a finished cell against the declared policy and returns
+// what it broke.
+func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	op := c.spec.op
+	external := op.Effect == manifests.EffectExternal
+	// Did the crash leave a dispatched attempt without an outcome?
+	uncertain := row.Reached && (c.spec.point == crash.AfterDispatchRecord || c.spec.point == crash.AfterPluginReturn ||
+		c.spec.point == crash.AfterReconcileReturn || (c.spec.point == crash.AfterIntent && !c.spec.gated))
+	pluginRan := c.spec.point == crash.AfterPluginReturn || c.spec.point == crash.AfterReconcileReturn
+
+	if res.Code != "" {
+		bad("connhost answered %s: %s", res.Code, res.Detail)
+	}
+	if !slices.Contains(finalStatuses, res.Status) {
+		row.Lost = true
+		bad("execution lost: ended %q, neither terminal nor recovery_required", row.Final)
+	}
+	if again.Status != res.Status || again.Receipt != res.Receipt {
+		bad("re-issued call answered %s/%q, first answer %s/%q", again.Status, again.Receipt, res.Status, res.Receipt)
+	}
+	if h.Record.State != "" && h.Record.State != res.Status && slices.Contains(finalStatuses, res.Status) {
+		bad("ledger says %s, the call answered %s", h.Record.State, res.Status)
+	}
+	if external && row.Effects > 1 {
+		row.Duplicate = true
+		bad("%d effects at the provider for one call", row.Effects)
+	}
+	if row.Effects < 0 {
+		bad("the provider lost %d effects", -row.Effects)
+	}
+	if external && res.Status == "succeeded" && row.Effects != 1 {
+		bad("succeeded with %d effects (want 1)", row.Effects)
+	}
+	if res.Status == "succeeded" && external && res.Receipt != "" && c.o.Exists != nil {
+		ok, err := c.o.Exists(ctx, res.Receipt)
+		switch {
+		case err != nil:
+			bad("checking receipt %s: %v", res.Receipt, err)
+		case !ok:
+			bad("receipt %s names no object at the provider", res.Receipt)
+		}
+	}
+	if !external {
+		return problems
+	}
+	switch op.Recovery {
+	case manifests.PolicyIdempotentRetry, manifests.PolicyReconcile:
+		if res.Status != "succeeded" {
+			bad("%s call ended %s, want succeeded", op.Recovery, row.Final)
+		}
+		if uncertain {
+			want := "recover_retry"
+			if op.Recovery == manifests.PolicyReconcile {
+				want = "reconciled_not_applied"
+				if pluginRan {
+					want = "reconciled_applied"
+				}
+			}
+			if row.Decision != want {
+				bad("recovery decided %s, want %s", row.Decision, want)
+			}
+		}
+	case manifests.PolicyManual:
+		if uncertain {
+			if res.Status != "recovery_required" {
+				bad("manual call with an unknown outcome ended %s, want recovery_required", row.Final)
+			}
+			if row.Decision != "manual_policy" {
+				bad("recovery decided %s, want manual_policy", row.Decision)
+			}
+			if h.Record.Attempt > 1 {
+				bad("manual call re-executed (attempt %d)", h.Record.Attempt)
+			}
+			if !pluginRan && row.Effects != 0 {
+				bad("%d effects though the connector never ran before the kill and must not run after it", row.Effects)
+			}
+			if pluginRan && c.baseline != nil && row.Effects != *c.baseline {
+				bad("%d effects after a kill that followed the connector's return, an uninterrupted call leaves %d", row.Effects, *c.baseline)
+			}
+		}
+	}
+	return problems
+}
+
+// sequence drives the call the way a runtime does: exec, approve when it
+// awaits approval, exec again. With crashAt set it stops at the first
+// process that died by SIGKILL.
+func (c *cell) sequence(ctx context.Context, crashAt string, call []string) (result, bool, error) {
+	res, err := c.exec(ctx, crashAt, call)
+	if err != nil || res.killed {
+		return res.result, res.killed, err
+	}
+	if res.Status != "awaiting_approval" || res.Approval == nil {
+		return res.result, false, nil
+	}
+	p, err := c.connhost(ctx, crashAt, "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
+	if err != nil || p.killed {
+		return res.result, p.killed, err
+	}
+	res, err = c.exec(ctx, crashAt, call)
+	return res.result, res.killed, err
+}
+
+type execResult struct {
+	result
+	killed bool
+}
+
+// exec runs `connhost exec` and decodes its answer: a Result (exit 0, 4
+// or 5) or a problem document.
+func (c *cell) exec(ctx context.Context, crashAt string, call []string) (execResult, error) {
+	p, err := c.connhost(ctx, crashAt, call...)
+	if err != nil || p.killed {
+		return execResult{killed: p.killed}, err
+	}
+	var r result
+	if err := json.Unmarshal(p.stdout, &r); err != nil {
+		return execResult{}, fmt.Errorf("exec: exit %d, unreadable answer %q: %v (stderr %s)", p.code, clip(string(p.stdout)), err, clip(string(p.stderr)))
+	}
+	if r.Status == "" && r.Code == "" {
+		return execResult{}, fmt.Errorf("exec: exit %d, answer without status or problem code: %s", p.code, clip(string(p.stdout)))
+	}
+	return execResult{result: r}, nil
+}
+
+func digestReader(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

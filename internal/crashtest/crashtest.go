@@ -1,0 +1,463 @@
+// Package crashtest runs the fault-injection matrix of DESIGN.md with real
+// process kills: for every crash point × operation × approval variant (a
+// "cell") it runs a tool call through separate connhost processes the way
+// an agent runtime would, with CONNHOST_CRASH_AT set so that one process
+// SIGKILLs itself at the point, restarts connhost on the same data
+// directory without the variable (opening runs recovery), drives the call
+// to a final status and judges what the provider saw against the
+// operation's declared recovery policy.
+//
+// It is used by the package's test suite (against `connhost sandbox` and a
+// real Mailpit) and by `connhost crashtest` (against in-process emulators).
+// Run is not safe for concurrent use with another Run on the same
+// provider: effects are counted as a before/after difference.
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/manifests"
+)
+
+// Options configures Run.
+type Options struct {
+	// Binary is the path of a built connhost binary. Required.
+	Binary string
+	// Manifest is the connector's manifest file. Required. Run never
+	// modifies it: each cell gets a copy (see Gated).
+	Manifest string
+	// Modules is the directory holding the connector's module under the
+	// manifest's module name. Required.
+	Modules string
+	// Config is a connhost.toml giving the connector its config (provider
+	// URLs, keys) and allow_http for the provider's origin. Required.
+	Config string
+	// Operations are the operations to run. The default value is every
+	// operation of the manifest.
+	Operations []string
+	// Args returns the sample arguments of an operation. It is called once
+	// per cell, before the effect count is taken, so it may create the
+	// provider objects the arguments name. Required.
+	Args func(ctx context.Context, operation string) (json.RawMessage, error)
+	// Effects counts the effects at the provider (PaymentIntents +
+	// Refunds + Messages). Required.
+	Effects func(ctx context.Context) (int, error)
+	// Exists reports whether the provider holds the object a receipt
+	// names. The default value skips the check.
+	Exists func(ctx context.Context, receipt string) (bool, error)
+	// Points are the crash points. The default value is crash.Points.
+	Points []string
+	// Variants are the approval variants of external operations: true
+	// runs the operation with requires_approval = true, false without.
+	// The default value is both, in the order gated, ungated.
+	Variants []bool
+	// GatedReads also runs read operations gated. The default value is
+	// false: a read is run ungated only (approval adds nothing to judge).
+	GatedReads bool
+	// WorkDir is where cell directories are created. The default value is
+	// a new temporary directory, removed when Run returns.
+	WorkDir string
+	// ProcessTimeout bounds every connhost process. The default value is
+	// 2 minutes; a process that outlives it is killed (with its process
+	// group) and the cell fails.
+	ProcessTimeout time.Duration
+	// Progress, when set, is called after every cell.
+	Progress func(Row)
+}
+
+// Row is the outcome of one cell.
+type Row struct {
+	Point     string `json:"point"`
+	Operation string `json:"operation"`
+	Policy    string `json:"policy"`
+	Effect    string `json:"effect"`
+	Gated     bool   `json:"gated"`
+	// Reached is false when no process died at the point: the point is
+	// not on this operation's path (the cell is "n/a").
+	Reached bool `json:"reached"`
+	// Kills is the number of processes that died by SIGKILL.
+	Kills int `json:"kills"`
+	// Decision is the first recovery decision of the audit trail
+	// (recover_retry, reconciled_applied, manual_policy, …) or "none".
+	Decision string `json:"decision"`
+	// Effects is the number of effects the provider gained.
+	Effects int    `json:"effects"`
+	Final   string `json:"final"`
+	Receipt string `json:"receipt,omitempty"`
+	Attempt int    `json:"attempt"`
+	Pass    bool   `json:"pass"`
+	Problem string `json:"problem,omitempty"`
+	// Duplicate marks an external effect beyond the policy's promise.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Lost marks a call that ended neither terminal nor
+	// recovery_required.
+	Lost bool `json:"lost,omitempty"`
+}
+
+// Totals sums a report.
+type Totals struct {
+	Cells      int `json:"cells"`
+	NA         int `json:"not_applicable"`
+	Kills      int `json:"kills_survived"`
+	Failed     int `json:"failed"`
+	Duplicates int `json:"duplicates_beyond_policy"`
+	Lost       int `json:"executions_lost"`
+}
+
+// Report is the matrix of one connector.
+type Report struct {
+	Connector string `json:"connector"`
+	Rows      []Row  `json:"rows"`
+	Totals    Totals `json:"totals"`
+}
+
+// OK reports whether every cell passed.
+func (r Report) OK() bool { return r.Totals.Failed == 0 }
+
+// Failed returns the failing rows.
+func (r Report) Failed() []Row {
+	var out []Row
+	for _, row := range r.Rows {
+		if !row.Pass {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// WriteTable renders the report as an aligned text table and totals.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POINT\tOPERATION\tPOLICY\tGATED\tDECISION\tEFFECTS\tFINAL\tRESULT\tPROBLEM")
+	for _, row := range r.Rows {
+		res := "pass"
+		switch {
+		case !row.Pass:
+			res = "FAIL"
+		case !row.Reached:
+			res = "n/a"
+		}
+		gated := "no"
+		if row.Gated {
+			gated = "yes"
+		}
+		policy := row.Policy
+		if policy == "" {
+			policy = row.Effect
+		}
+		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", row.Point, r.Connector, row.Operation, policy,
+			gated, row.Decision, row.Effects, row.Final, res, row.Problem)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	t := r.Totals
+	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d, failed %d, duplicates beyond policy %d, executions lost %d\n",
+		t.Cells, t.NA, t.Kills, t.Failed, t.Duplicates, t.Lost)
+	return err
+}
+
+// cellSpec is one cell to run.
+type cellSpec struct {
+	point string
+	op    *manifests.Operation
+	gated bool
+}
+
+// Run runs the matrix and returns its report. An error means the matrix
+// could not run (bad options, a provider that does not answer, a connhost
+// process that failed for another reason than the injected kill); a cell
+// that breaks the policy is a failing Row, not an error.
+func Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.validate(); err != nil {
+		return Report{}, err
+	}
+	m, err := manifests.Load(o.Manifest)
+	if err != nil {
+		return Report{}, err
+	}
+	src, err := os.ReadFile(o.Manifest)
+	if err != nil {
+		return Report{}, fmt.Errorf("crashtest: %w", err)
+	}
+	if m.Connector.SHA256 == "" {
+		// An unpinned manifest cannot load outside dev: pin the copies to
+		// the module under test (the original stays untouched).
+		d, err := fileDigest(m.ModulePath(o.Modules))
+		if err != nil {
+			return Report{}, fmt.Errorf("crashtest: module of %s: %w", o.Manifest, err)
+		}
+		if src, err = manifests.SetSHA256(src, d); err != nil {
+			return Report{}, fmt.Errorf("crashtest: pin %s: %w", o.Manifest, err)
+		}
+	}
+	if o.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "connhost-crashtest-")
+		if err != nil {
+			return Report{}, fmt.Errorf("crashtest: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		o.WorkDir = dir
+	}
+	if o.ProcessTimeout <= 0 {
+		o.ProcessTimeout = 2 * time.Minute
+	}
+	points := o.Points
+	if len(points) == 0 {
+		points = crash.Points
+	}
+	variants := o.Variants
+	if len(variants) == 0 {
+		variants = []bool{true, false}
+	}
+	var ops []*manifests.Operation
+	if len(o.Operations) == 0 {
+		ops = m.Operations
+	} else {
+		for _, name := range o.Operations {
+			op, ok := m.Operation(name)
+			if !ok {
+				return Report{}, fmt.Errorf("crashtest: connector %s has no operation %q", m.Connector.Name, name)
+			}
+			ops = append(ops, op)
+		}
+	}
+	// One compilation cache for every cell: each cell's data directory is
+	// fresh, its cache need not be.
+	cache := filepath.Join(o.WorkDir, "cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return Report{}, fmt.Errorf("crashtest: %w", err)
+	}
+	rep := Report{Connector: m.Connector.Name}
+	n := 0
+	for _, op := range ops {
+		for _, gated := range variants {
+			if gated && op.Effect == manifests.EffectRead && !o.GatedReads {
+				continue
+			}
+			text, err := setApproval(src, op.Name, gated)
+			if err != nil {
+				return rep, err
+			}
+			// The effects of one call killed before its intent: what a
+			// normal run leaves at the provider (0 for an operation the
+			// provider refuses), the yardstick of the manual cells.
+			var baseline *int
+			for _, point := range points {
+				n++
+				c := &cell{o: &o, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
+					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
+				row, err := c.run(ctx)
+				if err != nil {
+					return rep, fmt.Errorf("crashtest: cell %s × %s.%s gated=%t: %w", point, m.Connector.Name, op.Name, gated, err)
+				}
+				if point == crash.BeforeIntent && row.Reached && row.Pass {
+					baseline = &row.Effects
+				}
+				rep.add(row)
+				if o.Progress != nil {
+					o.Progress(row)
+				}
+			}
+		}
+	}
+	return rep, nil
+}
+
+func (rep *Report) add(row Row) {
+	rep.Rows = append(rep.Rows, row)
+	t := &rep.Totals
+	t.Cells++
+	t.Kills += row.Kills
+	if !row.Reached {
+		t.NA++
+	}
+	if !row.Pass {
+		t.Failed++
+	}
+	if row.Duplicate {
+		t.Duplicates++
+	}
+	if row.Lost {
+		t.Lost++
+	}
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	for name, v := range map[string]string{"Binary": o.Binary, "Manifest": o.Manifest, "Modules": o.Modules, "Config": o.Config} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("crashtest: Options.%s is required", name))
+		}
+	}
+	if o.Args == nil {
+		errs = append(errs, errors.New("crashtest: Options.Args is required"))
+	}
+	if o.Effects == nil {
+		errs = append(errs, errors.New("crashtest: Options.Effects is required"))
+	}
+	for _, p := range o.Points {
+		if !slices.Contains(crash.Points, p) {
+			errs = append(errs, fmt.Errorf("crashtest: unknown crash point %q (known: %s)", p, strings.Join(crash.Points, ", ")))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+var (
+	opHeaderRE  = regexp.MustCompile(`^\s*\[\[\s*operation\s*\]\]`)
+	tableRE     = regexp.MustCompile(`^\s*\[`)
+	opNameRE    = regexp.MustCompile(`^\s*name\s*=\s*"([^"]*)"`)
+	approvalRE  = regexp.MustCompile(`^(\s*)requires_approval\s*=\s*(true|false)\b(.*)$`)
+	multilineRE = regexp.MustCompile(`"""`)
+)
+
+// setApproval returns the manifest text with requires_approval of the named
+// operation set to gated. Everything else — the module pin included — is
+// kept byte for byte.
+func setApproval(src []byte, op string, gated bool) ([]byte, error) {
+	lines := strings.Split(string(src), "\n")
+	inOp, inString := false, false
+	name, nameLine, approvalLine := "", -1, -1
+	target, targetApproval := -1, -1
+	endOp := func() {
+		if inOp && name == op && target < 0 {
+			target, targetApproval = nameLine, approvalLine
+		}
+	}
+	for i, l := range lines {
+		if len(multilineRE.FindAllString(l, -1))%2 == 1 {
+			inString = !inString
+			continue
+		}
+		if inString {
+			continue
+		}
+		if tableRE.MatchString(l) {
+			endOp()
+			inOp, name, nameLine, approvalLine = opHeaderRE.MatchString(l), "", -1, -1
+			continue
+		}
+		if !inOp {
+			continue
+		}
+		if m := opNameRE.FindStringSubmatch(l); m != nil && name == "" {
+			name, nameLine = m[1], i
+		}
+		if approvalRE.MatchString(l) {
+			approvalLine = i
+		}
+	}
+	endOp()
+	if target < 0 {
+		return nil, fmt.Errorf("crashtest: manifest has no operation %q", op)
+	}
+	val := fmt.Sprintf("requires_approval = %t", gated)
+	if targetApproval >= 0 {
+		m := approvalRE.FindStringSubmatch(lines[targetApproval])
+		lines[targetApproval] = m[1] + val + m[3]
+	} else {
+		lines = slices.Insert(lines, target+1, val)
+	}
+	out := []byte(strings.Join(lines, "\n"))
+	m, err := manifests.Parse("variant.toml", out)
+	if err != nil {
+		return nil, fmt.Errorf("crashtest: manifest variant of %s (requires_approval=%t): %w", op, gated, err)
+	}
+	if o, _ := m.Operation(op); o == nil || o.RequiresApproval != gated {
+		return nil, fmt.Errorf("crashtest: could not set requires_approval=%t on %s", gated, op)
+	}
+	return out, nil
+}
+
+// fileDigest is the hex sha256 of a file.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return digestReader(f)
+}
+
+// procResult is one finished connhost process.
+type procResult struct {
+	killed bool // died by SIGKILL (the injected crash)
+	code   int
+	stdout []byte
+	stderr []byte
+}
+
+// connhost runs one connhost process in its own process group with the
+// given crash spec ("" for none).
+func (c *cell) connhost(ctx context.Context, crashAt string, args ...string) (procResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.ProcessTimeout)
+	defer cancel()
+	full := append([]string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules,
+		"--config", c.o.Config, "--json"}, args...)
+	cmd := exec.CommandContext(ctx, c.o.Binary, full...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The whole group: connhost starts no children today, but a
+		// stray one must not outlive the cell.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	env := make([]string, 0, len(os.Environ())+1)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, crash.EnvVar+"=") {
+			env = append(env, kv)
+		}
+	}
+	if crashAt != "" {
+		env = append(env, crash.EnvVar+"="+crashAt)
+	}
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := procResult{stdout: stdout.Bytes(), stderr: stderr.Bytes()}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("connhost %s: no answer within %s (killed): %s", strings.Join(args, " "), c.o.ProcessTimeout, clip(stderr.String()))
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if ws.Signal() != syscall.SIGKILL {
+				return res, fmt.Errorf("connhost %s: died by %s", strings.Join(args, " "), ws.Signal())
+			}
+			res.killed = true
+			c.kills++
+			return res, nil
+		}
+		res.code = ee.ExitCode()
+	default:
+		return res, fmt.Errorf("connhost %s: %w", strings.Join(args, " "), err)
+	}
+	return res, nil
+}
+
+func clip(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}
