@@ -1,5 +1,6 @@
-// Package testconnectors holds adversarial connector modules used as test
-// fixtures by the host runtime tests. Each subdirectory is a main package
+// Package testconnectors holds connector modules used as test fixtures:
+// adversarial ones for the host runtime tests, a fault-injecting one for the
+// executor, and deliberately broken ones for the crash matrix. Each subdirectory is a main package
 // built to wasip1 with internal/wasmbuild; none of them is a real connector.
 //
 //   - noop: echo operations for benchmarks and happy-path calls.
@@ -12,4 +13,10 @@
 //   - noreconcile: implements execute only, so a manifest that declares
 //     idempotent-retry or reconcile refuses to load.
 //   - badversion: reports ABI version 2.
+//   - effect: performs a countable effect on a provider the test controls,
+//     so executor tests can inject every fault (internal/testconnectors/effect).
+//   - brokenkey: declares idempotent-retry but sends a fresh key on every
+//     attempt; connhost crashtest must catch it.
+//   - brokenreconcile: its reconcile always answers not_applied; connhost
+//     crashtest must catch it.
 package testconnectors
