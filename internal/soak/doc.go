@@ -1,0 +1,16 @@
+// Package soak holds connhost's bounded kill-storm soak (issue #5): a test
+// that runs the real `connhost dev` binary against the provider emulators of
+// `connhost sandbox` (in a process of its own, so the providers outlive every
+// host kill), drives calls through the HTTP API from concurrent workers as
+// an agent runtime would, SIGKILLs and restarts the host at random moments,
+// and then checks the global invariants: no call lost or stuck, no provider
+// effect duplicated beyond what each operation's recovery policy allows, the
+// ledger and the providers agree on every succeeded call, and re-issuing a
+// call returns the result it returned before.
+//
+// The package has no non-test code. Run it with
+//
+//	go test ./internal/soak/ -run TestKillStorm -v [-soak.seed=N]
+//
+// `go test -short` skips it. See RATIONALE.md, "Kill-storm soak".
+package soak
