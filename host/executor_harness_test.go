@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -237,7 +239,10 @@ func (h *harness) open() {
 	h.t.Helper()
 	m := h.manifest()
 	ex, err := host.Open(context.Background(), host.Options{
-		DataDir:   h.dir,
+		DataDir: h.dir,
+		// One compilation cache for every harness: compiling the module
+		// again for each test costs seconds (tens under -race).
+		CacheDir:  filepath.Join(os.TempDir(), "connhost-example-cache"),
 		Manifests: []*manifests.Manifest{m},
 		ModuleDir: "/",
 		Now:       h.clock,

@@ -70,17 +70,6 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 	}
 }
 
-func TestStubsExit1(t *testing.T) {
-	for _, args := range [][]string{
-		{"demo"},
-	} {
-		code, _, errOut := runCLI(t, nil, args...)
-		if code != ExitFailure || !strings.Contains(errOut, "not yet implemented") {
-			t.Errorf("%v: exit %d stderr %q", args, code, errOut)
-		}
-	}
-}
-
 func TestIsLoopbackListen(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:8420": true, "localhost:1": true, "[::1]:8420": true,

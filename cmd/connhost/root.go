@@ -118,9 +118,6 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// errNotImplemented is returned by the commands that are not wired yet.
-var errNotImplemented = errors.New("not yet implemented")
-
 // execute runs args and returns the exit code, printing an error once.
 func (a *app) execute(ctx context.Context, args []string) int {
 	root := a.rootCommand()
