@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/manifests"
 )
