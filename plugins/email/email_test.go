@@ -122,7 +122,7 @@ func TestSendArgs(t *testing.T) {
 			f := newFakeMailpit(t)
 			h := f.host()
 			wantKind(t, sendOp(h, key1, tt.args), abi.OutcomePermanent, tt.contains)
-			if len(h.sent()) != 0 {
+			if len(h.Sent()) != 0 {
 				t.Fatal("a request was sent")
 			}
 		})
@@ -203,8 +203,8 @@ func TestReconcileSend(t *testing.T) {
 		h := f.host()
 		rec := reconcileOp(h, key1)
 		wantKind(t, rec, abi.OutcomeApplied, "")
-		if rec.Receipt != o.Receipt || len(h.sent()) != 3 {
-			t.Fatalf("receipt %q (want %q) after %d requests", rec.Receipt, o.Receipt, len(h.sent()))
+		if rec.Receipt != o.Receipt || len(h.Sent()) != 3 {
+			t.Fatalf("receipt %q (want %q) after %d requests", rec.Receipt, o.Receipt, len(h.Sent()))
 		}
 	})
 	unknown := []struct {
@@ -247,7 +247,7 @@ func TestReconcileSend(t *testing.T) {
 	t.Run("unknown denied", func(t *testing.T) {
 		f := newFakeMailpit(t)
 		h := f.host()
-		h.allow = []string{"http://127.0.0.1:8025"}
+		h.Allow = []string{"http://127.0.0.1:8025"}
 		wantKind(t, reconcileOp(h, key1), abi.OutcomeUnknown, "allowlist")
 	})
 }
@@ -260,7 +260,7 @@ func TestSendLostAnswer(t *testing.T) {
 		release := make(chan struct{})
 		f.afterStore = func() { <-release }
 		h := f.host()
-		h.timeout = 200 * time.Millisecond
+		h.Timeout = 200 * time.Millisecond
 		o := sendOp(h, key1, sendJSON)
 		close(release)
 		wantKind(t, o, abi.OutcomeOK, "")
@@ -363,7 +363,7 @@ func TestSendFailures(t *testing.T) {
 	t.Run("denied", func(t *testing.T) {
 		f := newFakeMailpit(t)
 		h := f.host()
-		h.allow = []string{"http://127.0.0.1:8025"}
+		h.Allow = []string{"http://127.0.0.1:8025"}
 		o := sendOp(h, key1, sendJSON)
 		// The pre-check is denied first: nothing was sent.
 		wantKind(t, o, abi.OutcomePermanent, "allowlist")
@@ -374,13 +374,13 @@ func TestSendFailures(t *testing.T) {
 	t.Run("too large", func(t *testing.T) {
 		f := newFakeMailpit(t)
 		h := f.host()
-		h.maxBody = 8
+		h.MaxBody = 8
 		wantKind(t, sendOp(h, key1, sendJSON), abi.OutcomeRetryable, "too_large")
 	})
 	t.Run("not found", func(t *testing.T) {
 		f := newFakeMailpit(t)
 		h := f.host()
-		h.config["base_url"] = f.srv.URL + "/wrong-webroot"
+		h.Values["base_url"] = f.srv.URL + "/wrong-webroot"
 		wantKind(t, sendOp(h, key1, sendJSON), abi.OutcomePermanent, "404")
 	})
 }
@@ -411,9 +411,9 @@ func TestReleaseMessage(t *testing.T) {
 			return false
 		}
 		h := f.host()
-		h.timeout = 100 * time.Millisecond
+		h.Timeout = 100 * time.Millisecond
 		wantKind(t, release(h, `{"id":"`+id+`","to":"ext@example.com"}`), abi.OutcomePermanent, "outcome uncertain")
-		if logs := h.errorLogs(); len(logs) != 1 {
+		if logs := h.ErrorLogs(); len(logs) != 1 {
 			t.Fatalf("error logs %q", logs)
 		}
 	})

@@ -60,7 +60,7 @@ func TestCreatePaymentSuccess(t *testing.T) {
 		res.Amount != 2000 || res.Currency != "usd" || res.Replayed {
 		t.Fatalf("result %+v receipt %q", res, o.Receipt)
 	}
-	reqs := h.sent()
+	reqs := h.Sent()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
@@ -114,7 +114,7 @@ func TestCreatePaymentKeyNotFromArgs(t *testing.T) {
 		h := f.host()
 		args := strings.Replace(createJSON, "{", "{"+extra+",", 1)
 		wantKind(t, create(h, key1, args), abi.OutcomePermanent, "unknown field")
-		if len(h.sent()) != 0 {
+		if len(h.Sent()) != 0 {
 			t.Fatalf("%s: a request was sent", extra)
 		}
 	}
@@ -205,7 +205,7 @@ func TestCreatePaymentIdempotencyError(t *testing.T) {
 	h := f.host()
 	o := create(h, key1, strings.Replace(createJSON, "2000", "2500", 1))
 	wantKind(t, o, abi.OutcomePermanent, "idempotency_error")
-	if logs := h.errorLogs(); len(logs) != 1 || !strings.Contains(logs[0], "idempotency key") {
+	if logs := h.ErrorLogs(); len(logs) != 1 || !strings.Contains(logs[0], "idempotency key") {
 		t.Fatalf("error logs %q, want one about the idempotency key", logs)
 	}
 	if n := f.numPaymentIntents(); n != 1 {
@@ -221,7 +221,7 @@ func TestCreatePaymentTimeoutThenRetry(t *testing.T) {
 	release := make(chan struct{})
 	f.afterAct = func() { <-release }
 	h := f.host()
-	h.timeout = 200 * time.Millisecond
+	h.Timeout = 200 * time.Millisecond
 	o := create(h, key1, createJSON)
 	close(release)
 	wantKind(t, o, abi.OutcomeRetryable, "timeout")
@@ -243,7 +243,7 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 	t.Run("denied", func(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
-		h.allow = []string{"https://api.stripe.com:443"}
+		h.Allow = []string{"https://api.stripe.com:443"}
 		wantKind(t, create(h, key1, createJSON), abi.OutcomePermanent, "allowlist")
 		if f.count("POST /v1/payment_intents") != 0 {
 			t.Fatal("denied request reached the provider")
@@ -252,7 +252,7 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 	t.Run("too large", func(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
-		h.maxBody = 16
+		h.MaxBody = 16
 		wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "size cap")
 		wantKind(t, invoke(h, abi.ExportExecute, "get_payment", "", `{"payment_intent":"pi_test0001"}`),
 			abi.OutcomePermanent, "size cap")
@@ -266,7 +266,7 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 	t.Run("mangled response envelope", func(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
-		h.mangle = true
+		h.Mangle = true
 		wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "envelope")
 		retry := create(f.host(), key1, createJSON)
 		if r := decodeResult[paymentResult](t, retry); !r.Replayed || f.numPaymentIntents() != 1 {
@@ -278,7 +278,7 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 	t.Run("no api key", func(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
-		h.config["api_key"] = ""
+		h.Values["api_key"] = ""
 		wantKind(t, create(h, key1, createJSON), abi.OutcomePermanent, "api_key")
 	})
 	t.Run("no key", func(t *testing.T) {
@@ -384,7 +384,7 @@ func TestGetPayment(t *testing.T) {
 	wantKind(t, get(f.host(), "pi_missing"), abi.OutcomePermanent, "resource_missing")
 	h := f.host()
 	wantKind(t, get(h, "pi_../../v1/refunds"), abi.OutcomePermanent, "invalid arguments")
-	if len(h.sent()) != 0 {
+	if len(h.Sent()) != 0 {
 		t.Fatal("invalid id reached the provider")
 	}
 	f.fault = func(w http.ResponseWriter, r *http.Request) bool {
@@ -413,7 +413,7 @@ func TestRefundPayment(t *testing.T) {
 		if r.Refund != o.Receipt || r.Amount != 500 || r.PaymentIntent != pi || r.Replayed {
 			t.Fatalf("refund %+v", r)
 		}
-		if got := h.sent()[0].Get("Idempotency-Key"); got != rkey {
+		if got := h.Sent()[0].Get("Idempotency-Key"); got != rkey {
 			t.Fatalf("Idempotency-Key %q", got)
 		}
 		again := refundOp(f.host(), abi.ExportExecuteWithKey, rkey, refundArgs(pi))
@@ -452,8 +452,8 @@ func TestRefundPayment(t *testing.T) {
 		h := f.host()
 		rec := refundOp(h, abi.ExportReconcile, rkey, `{"payment_intent":"`+pi+`","amount":1}`)
 		wantKind(t, rec, abi.OutcomeApplied, "")
-		if rec.Receipt != o.Receipt || len(h.sent()) != 2 {
-			t.Fatalf("receipt %q (want %q) after %d requests", rec.Receipt, o.Receipt, len(h.sent()))
+		if rec.Receipt != o.Receipt || len(h.Sent()) != 2 {
+			t.Fatalf("receipt %q (want %q) after %d requests", rec.Receipt, o.Receipt, len(h.Sent()))
 		}
 		wantKind(t, refundOp(f.host(), abi.ExportReconcile, "ck_absent", `{"payment_intent":"`+pi+`","amount":1}`),
 			abi.OutcomeNotApplied, "none of the 151 refunds")

@@ -109,7 +109,7 @@ func TestSandboxErrors(t *testing.T) {
 		abi.OutcomePermanent, "idempotency_error")
 	wantKind(t, create(h, "ck_3", `{"amount":10,"currency":"usd","payment_method":"pm_card_visa"}`),
 		abi.OutcomePermanent, "invalid_request_error")
-	h.config["api_key"] = "sk_live_wrong"
+	h.Values["api_key"] = "sk_live_wrong"
 	wantKind(t, create(h, "ck_4", createJSON), abi.OutcomePermanent, "401")
 }
 

@@ -1,0 +1,188 @@
+// Package guesttest runs connector handlers natively in tests: Host is a
+// guest.Host that performs real HTTP with net/http while enforcing an origin
+// allowlist, a per-request timeout and a body size cap the way the connhost
+// host's http capability does, and records what the connector sent and
+// logged.
+//
+// It is for connector tests only; a connector module never imports it.
+package guesttest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest"
+)
+
+// Host is a guest.Host for native tests. Set its exported fields before the
+// first call; it is safe for concurrent use afterwards.
+type Host struct {
+	// ExecID is what ExecutionID returns.
+	ExecID string
+	// Values are the config values; a key absent from Values is "not
+	// declared", a key mapped to "" is "declared but not set".
+	Values map[string]string
+	// Allow lists the allowed origins, scheme://host:port.
+	Allow []string
+	// Timeout is the default request timeout.
+	Timeout time.Duration
+	// MaxBody caps response bodies (HTTPTooLarge beyond it).
+	MaxBody int64
+	// Mangle, when set, performs the request and then answers HTTPInvalid,
+	// as the guest SDK does when the host's response envelope does not
+	// decode.
+	Mangle bool
+
+	mu       sync.Mutex
+	requests []abi.HTTPRequest
+	logs     []logRecord
+}
+
+type logRecord struct {
+	level int32
+	msg   string
+}
+
+// New returns a Host allowing one origin, with execution id "exec-0001", a
+// 2s timeout and a 1 MiB body cap.
+func New(origin string, values map[string]string) *Host {
+	return &Host{ExecID: "exec-0001", Values: values, Allow: []string{origin}, Timeout: 2 * time.Second, MaxBody: 1 << 20}
+}
+
+// ExecutionID implements guest.Host.
+func (h *Host) ExecutionID() string { return h.ExecID }
+
+// Config implements guest.Host.
+func (h *Host) Config(key string) (string, int32) {
+	v, ok := h.Values[key]
+	switch {
+	case !ok:
+		return "", abi.StatusNotDeclared
+	case v == "":
+		return "", abi.StatusNotSet
+	}
+	return v, 0
+}
+
+// Log implements guest.Host.
+func (h *Host) Log(level int32, msg string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.logs = append(h.logs, logRecord{level, msg})
+}
+
+// Now implements guest.Host.
+func (h *Host) Now() time.Time { return time.Now() }
+
+// Sleep implements guest.Host.
+func (h *Host) Sleep(d time.Duration) bool { time.Sleep(d); return true }
+
+// Sent returns the requests that passed the allowlist.
+func (h *Host) Sent() []abi.HTTPRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]abi.HTTPRequest(nil), h.requests...)
+}
+
+// ErrorLogs returns the messages logged at error level or above.
+func (h *Host) ErrorLogs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, l := range h.logs {
+		if l.level >= abi.LevelError {
+			out = append(out, l.msg)
+		}
+	}
+	return out
+}
+
+// HTTP implements guest.Host.
+func (h *Host) HTTP(req abi.HTTPRequest) abi.HTTPResponse {
+	u, err := url.Parse(req.URL)
+	if err != nil || u.Host == "" {
+		return abi.HTTPResponse{Err: abi.HTTPInvalid, Message: "bad url"}
+	}
+	allowed := false
+	for _, o := range h.Allow {
+		allowed = allowed || o == u.Scheme+"://"+u.Host
+	}
+	if !allowed {
+		return abi.HTTPResponse{Err: abi.HTTPDenied, Message: u.Scheme + "://" + u.Host + " not in allowlist"}
+	}
+	h.mu.Lock()
+	h.requests = append(h.requests, req)
+	h.mu.Unlock()
+
+	timeout := h.Timeout
+	if req.TimeoutMillis > 0 {
+		timeout = time.Duration(req.TimeoutMillis) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, bytes.NewReader(req.Body))
+	if err != nil {
+		return abi.HTTPResponse{Err: abi.HTTPInvalid, Message: err.Error()}
+	}
+	for _, f := range req.Header {
+		hr.Header.Add(f.Name, f.Value)
+	}
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return netFailure(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, h.MaxBody+1))
+	if err != nil {
+		return netFailure(err)
+	}
+	if int64(len(body)) > h.MaxBody {
+		return abi.HTTPResponse{Err: abi.HTTPTooLarge, Message: "body over cap"}
+	}
+	if h.Mangle {
+		return abi.HTTPResponse{Err: abi.HTTPInvalid, Message: "abi: decode http response: truncated"}
+	}
+	out := abi.HTTPResponse{Status: resp.StatusCode, Body: body}
+	for name, vs := range resp.Header {
+		for _, v := range vs {
+			out.Header = append(out.Header, abi.Header{Name: name, Value: v})
+		}
+	}
+	return out
+}
+
+func netFailure(err error) abi.HTTPResponse {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return abi.HTTPResponse{Err: abi.HTTPTimeout, Message: err.Error()}
+	}
+	return abi.HTTPResponse{Err: abi.HTTPNetwork, Message: err.Error()}
+}
+
+// Invoke runs one export of one operation against h.
+func Invoke(h guest.Host, export, op, key, args string) abi.Outcome {
+	return guest.Invoke(h, export, op, key, []byte(args))
+}
+
+// WantKind fails the test unless o has kind want and, when errContains is
+// not empty, an error message containing it.
+func WantKind(t testing.TB, o abi.Outcome, want abi.OutcomeKind, errContains string) {
+	t.Helper()
+	if o.Kind != want {
+		t.Fatalf("outcome = %s (%q, result %s), want %s", o.Kind, o.Error, o.Result, want)
+	}
+	if errContains != "" && !strings.Contains(o.Error, errContains) {
+		t.Fatalf("outcome error %q does not contain %q", o.Error, errContains)
+	}
+}
