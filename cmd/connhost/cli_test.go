@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -298,5 +299,28 @@ func TestSandboxCommand(t *testing.T) {
 	cancel()
 	if code := <-done; code != ExitOK {
 		t.Fatalf("exit %d", code)
+	}
+}
+
+// TestPruneKeepsTheIDFenced: a pruned execution is gone from the ledger but
+// its tool call is never executed again as new.
+func TestPruneKeepsTheIDFenced(t *testing.T) {
+	a := testApp(t)
+	if code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{"msg":"hi"}`); code != ExitOK {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, a, "prune"); code != ExitUsage || !strings.Contains(errOut, "--older-than") {
+		t.Fatalf("prune without an age: %d %q", code, errOut)
+	}
+	time.Sleep(10 * time.Millisecond) // the execution must be older than the age below
+	code, out, errOut := runCLI(t, a, "--json", "prune", "--older-than", "1ms")
+	var rep struct{ Pruned int }
+	if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Pruned != 1 {
+		t.Fatalf("prune: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{"msg":"hi"}`)
+	var p map[string]any
+	if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "pruned" {
+		t.Fatalf("re-issued pruned call: %d %q", code, out)
 	}
 }
