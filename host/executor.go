@@ -227,7 +227,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 		e.register(m, c)
 	}
-	if _, err := e.recover(ctx, opts.RecoveryProgress); err != nil {
+	if _, err := e.recover(ctx, opts.RecoveryProgress, false); err != nil {
 		return nil, fmt.Errorf("host: recovery on open: %w", err)
 	}
 	ok = true

@@ -27,10 +27,15 @@ type RecoveryReport struct {
 // Approved executions wait for their runtime to re-drive them. It reads
 // only the ledger's pending index. Open runs it before admitting new work.
 func (e *Executor) Recover(ctx context.Context) (RecoveryReport, error) {
-	return e.recover(ctx, nil)
+	return e.recover(ctx, nil, true)
 }
 
-func (e *Executor) recover(ctx context.Context, progress func(int)) (RecoveryReport, error) {
+// recover runs one pass. With reread, each record is read again under its
+// flight, because a live call may have moved it since the pending index
+// was read; Open passes false, since no call is admitted before its pass
+// ends, which saves a point read per pending execution (the read that
+// would otherwise grow with the size of the history).
+func (e *Executor) recover(ctx context.Context, progress func(int), reread bool) (RecoveryReport, error) {
 	rep := RecoveryReport{Decisions: map[Status]int{}}
 	var pending []ledger.Record
 	if err := e.led.Pending(ctx, func(r ledger.Record) error {
@@ -48,8 +53,10 @@ func (e *Executor) recover(ctx context.Context, progress func(int)) (RecoveryRep
 			rep.Skipped++
 			continue
 		}
-		// Re-read under the flight: a live call may have moved it.
-		rec, err := e.led.Get(ctx, r.ID)
+		rec, err := r, error(nil)
+		if reread {
+			rec, err = e.led.Get(ctx, r.ID)
+		}
 		if err == nil && !rec.State.Terminal() {
 			var res Result
 			if rec.State == ledger.StateApproved && !e.now().After(rec.Approval.ExpiresAt) {

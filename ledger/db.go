@@ -306,8 +306,11 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 	_ = b.Set(recordKey(rec.ID), v, nil)
 	_ = b.Set(eventKey(rec.ID, ev.Seq), e, nil)
 	switch {
-	case !rec.State.Terminal() && old == nil:
-		_ = b.Set(pendingKey(rec.ID), nil, nil)
+	case !rec.State.Terminal():
+		// The pending entry carries the record itself, so recovery reads
+		// only the pending range: no point read per pending execution into
+		// an LSM that holds the whole history.
+		_ = b.Set(pendingKey(rec.ID), v, nil)
 	case rec.State.Terminal():
 		_ = b.Delete(pendingKey(rec.ID), nil)
 		_ = b.Set(termKey(rec.UpdatedAt, rec.ID), nil, nil)
@@ -460,13 +463,13 @@ func (d *DB) Pending(ctx context.Context, fn func(Record) error) error {
 	defer d.exit()
 	snap := d.db.NewSnapshot()
 	defer snap.Close()
-	return scan(snap, []byte(prefixPending), func(k, _ []byte) error {
+	return scan(snap, []byte(prefixPending), func(k, v []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rec, err := getRecord(snap, string(k[len(prefixPending):]))
+		rec, err := decodeRecord(v)
 		if err != nil {
-			return err
+			return fmt.Errorf("pending entry %q: %w", k, err)
 		}
 		return fn(rec)
 	})

@@ -101,7 +101,12 @@ func checkInvariants(t testing.TB, db *DB) {
 			t.Errorf("invariant: key %q holds record %q", k, rec.ID)
 		}
 		if !rec.State.Terminal() {
-			want[string(pendingKey(id))] = true
+			pk := string(pendingKey(id))
+			want[pk] = true
+			// The pending entry carries the record, byte for byte.
+			if pv, ok := keys[pk]; ok && !bytes.Equal(pv, v) {
+				t.Errorf("invariant: pending entry of %s differs from its record", id)
+			}
 		} else {
 			want[string(termKey(rec.UpdatedAt, id))] = true
 		}
