@@ -1040,16 +1040,7 @@ func (d *demo) spawn(ctx context.Context, crashAt string, args []string) childRe
 	cmd.Dir = d.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	env := make([]string, 0, len(os.Environ())+1)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, crash.EnvVar+"=") {
-			env = append(env, kv)
-		}
-	}
-	if crashAt != "" {
-		env = append(env, crash.EnvVar+"="+crashAt)
-	}
-	cmd.Env = env
+	cmd.Env = crash.Environ(os.Environ(), crashAt)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

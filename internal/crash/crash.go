@@ -117,3 +117,19 @@ func At(name string) {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not deliverable to a handler; wait for it.
 }
+
+// Environ returns base (typically os.Environ()) without any crash point,
+// plus EnvVar=spec when spec is not empty: the environment of a child
+// process that must die at spec, or must not die at all.
+func Environ(base []string, spec string) []string {
+	env := make([]string, 0, len(base)+1)
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, EnvVar+"=") {
+			env = append(env, kv)
+		}
+	}
+	if spec != "" {
+		env = append(env, EnvVar+"="+spec)
+	}
+	return env
+}

@@ -418,16 +418,7 @@ func (c *cell) connhost(ctx context.Context, crashAt string, args ...string) (pr
 		// stray one must not outlive the cell.
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	env := make([]string, 0, len(os.Environ())+1)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, crash.EnvVar+"=") {
-			env = append(env, kv)
-		}
-	}
-	if crashAt != "" {
-		env = append(env, crash.EnvVar+"="+crashAt)
-	}
-	cmd.Env = env
+	cmd.Env = crash.Environ(os.Environ(), crashAt)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
