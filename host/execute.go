@@ -352,7 +352,14 @@ func (e *Executor) dispatch(ctx context.Context, op *operation, rec ledger.Recor
 	if callErr != nil {
 		var ce *CallError
 		if errors.As(callErr, &ce) && !ce.MayHaveActed() {
-			return e.finish(ctx, rec, ledger.StateFailed, &ledger.Outcome{Kind: abi.OutcomePermanent.String(), Error: callErr.Error(), Source: "host"}, "outcome")
+			// The guest never ran: nothing happened, so any policy may try
+			// again. Only a call the module cannot take at all is final.
+			o := &ledger.Outcome{Kind: abi.OutcomePermanent.String(), Error: callErr.Error(), Source: "host"}
+			if ce.Kind == KindUnknownOperation || ce.Kind == KindUnsupportedExport {
+				return e.finish(ctx, rec, ledger.StateFailed, o, "outcome")
+			}
+			o.Kind = abi.OutcomeRetryable.String()
+			return e.retryOrFail(ctx, rec, o, callErr.Error())
 		}
 		// A trap, timeout or garbage answer: the connector may have acted.
 		// That is the same uncertainty as a crash, and gets the same
@@ -364,22 +371,29 @@ func (e *Executor) dispatch(ctx context.Context, op *operation, rec ledger.Recor
 	case abi.OutcomeOK:
 		return e.finish(ctx, rec, ledger.StateSucceeded, outcome, "outcome")
 	case abi.OutcomeRetryable:
-		if rec.Attempt >= rec.MaxAttempts {
-			outcome.Error = fmt.Sprintf("attempts exhausted (%d of %d): %s", rec.Attempt, rec.MaxAttempts, out.Error)
-			return e.finish(ctx, rec, ledger.StateFailed, outcome, "attempts_exhausted")
-		}
-		outcome.Attempt = rec.Attempt
-		next := e.now().Add(e.opts.RetryBackoff(rec.Attempt))
-		rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateRetryWait, Outcome: outcome, NextAttemptAt: next,
-			Event: ledger.Event{Decision: "retry_scheduled", Evidence: out.Error}})
-		if err != nil {
-			return Result{}, err
-		}
-		crash.At(crash.AfterOutcomeRecord)
-		return e.drive(ctx, rec, true)
+		return e.retryOrFail(ctx, rec, outcome, out.Error)
 	default: // permanent (reconcile kinds are refused by the runtime)
 		return e.finish(ctx, rec, ledger.StateFailed, outcome, "outcome")
 	}
+}
+
+// retryOrFail records a retryable failure of the current attempt: a
+// persisted retry_wait with the next attempt's time while attempts remain,
+// failed once they are exhausted.
+func (e *Executor) retryOrFail(ctx context.Context, rec ledger.Record, outcome *ledger.Outcome, why string) (Result, error) {
+	if rec.Attempt >= rec.MaxAttempts {
+		outcome.Error = fmt.Sprintf("attempts exhausted (%d of %d): %s", rec.Attempt, rec.MaxAttempts, why)
+		return e.finish(ctx, rec, ledger.StateFailed, outcome, "attempts_exhausted")
+	}
+	outcome.Attempt = rec.Attempt
+	next := e.now().Add(e.opts.RetryBackoff(rec.Attempt))
+	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateRetryWait, Outcome: outcome, NextAttemptAt: next,
+		Event: ledger.Event{Decision: "retry_scheduled", Evidence: why}})
+	if err != nil {
+		return Result{}, err
+	}
+	crash.At(crash.AfterOutcomeRecord)
+	return e.drive(ctx, rec, true)
 }
 
 // finish records a terminal outcome for the record's current attempt.

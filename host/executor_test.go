@@ -445,3 +445,19 @@ func TestReadOperationIsReExecuted(t *testing.T) {
 	require.Equal(t, host.StatusSucceeded, res.Status)
 	require.Equal(t, 2, h.prov.reads, "a read is safe to run again")
 }
+
+// A call that never reached the guest (here: the connector was closed
+// under the executor) did nothing, so it is retried like any retryable
+// failure instead of being recorded as a permanent one on the first try.
+func TestCallThatNeverEnteredTheGuestIsRetried(t *testing.T) {
+	h := newHarness(t, "manual")
+	c, ok := h.ex.Connector("effect")
+	require.True(t, ok)
+	require.NoError(t, c.Close(context.Background()))
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusFailed, res.Status)
+	require.Contains(t, res.Error, "attempts exhausted (3 of 3)")
+	require.Zero(t, h.prov.count())
+	require.Equal(t, "dispatch>dispatched#1 retry_scheduled>retry_wait#1 retry_dispatch>dispatched#2 retry_scheduled>retry_wait#2 retry_dispatch>dispatched#3 attempts_exhausted>failed#3",
+		joined(h.events(res.ExecutionID)))
+}
