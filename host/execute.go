@@ -421,7 +421,17 @@ func (e *Executor) decideUncertain(ctx context.Context, rec ledger.Record, why s
 		return e.requireRecovery(ctx, rec, "connector_unavailable", why+"; "+err.Error())
 	}
 	switch {
+	case rec.CancelRequested && !op.external():
+		// A read has no effect to account for: honour the cancellation.
+		rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled,
+			Event: ledger.Event{Decision: "cancelled", Evidence: why, Actor: "recovery"}})
+		if err != nil {
+			return Result{}, err
+		}
+		return ResultOf(rec), nil
 	case rec.CancelRequested && rec.Policy != string(manifests.PolicyReconcile):
+		// Retrying would perform what was cancelled; only an operator can
+		// tell whether it happened.
 		return e.requireRecovery(ctx, rec, "cancelled_uncertain", why+"; cancellation was requested")
 	case !op.external():
 		return e.redispatch(ctx, op, rec, "recover_reread", why)
@@ -477,7 +487,14 @@ func (e *Executor) reconcile(ctx context.Context, op *operation, rec ledger.Reco
 		return ResultOf(rec), nil
 	case abi.OutcomeNotApplied:
 		if rec.CancelRequested {
-			return e.requireRecovery(ctx, rec, "cancelled_not_applied", "reconcile: not applied ("+out.Error+"); cancellation was requested, so no retry")
+			// Cooperative cancellation after dispatch: reconcile proved the
+			// call never took effect, so it ends cancelled, not retried.
+			rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled,
+				Event: ledger.Event{Decision: "cancelled_not_applied", Evidence: out.Error, Actor: "recovery", Reason: why}})
+			if err != nil {
+				return Result{}, err
+			}
+			return ResultOf(rec), nil
 		}
 		if rec.Attempt >= rec.MaxAttempts {
 			o := &ledger.Outcome{Kind: out.Kind.String(), Error: "not applied and no attempt left: " + out.Error, Source: "reconciled"}

@@ -461,3 +461,51 @@ func TestCallThatNeverEnteredTheGuestIsRetried(t *testing.T) {
 	require.Equal(t, "dispatch>dispatched#1 retry_scheduled>retry_wait#1 retry_dispatch>dispatched#2 retry_scheduled>retry_wait#2 retry_dispatch>dispatched#3 attempts_exhausted>failed#3",
 		joined(h.events(res.ExecutionID)))
 }
+
+// Cooperative cancellation after dispatch: the cancel is recorded, and the
+// uncertain call is then decided like any other — reconcile proves whether
+// it happened; nothing that was cancelled is retried.
+func TestCancelAfterDispatch(t *testing.T) {
+	cancelUncertain := func(t *testing.T, h *harness, point string) host.Result {
+		t.Helper()
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(point, c)
+		id := ledger.ExecutionID("default", "s1", "c1")
+		res, err := h.ex.Cancel(context.Background(), id, "rita")
+		require.NoError(t, err)
+		require.Equal(t, host.StatusPending, res.Status, "a dispatched call is only asked to cancel")
+		_, err = h.ex.Recover(context.Background())
+		require.NoError(t, err)
+		res = h.exec(c)
+		return res
+	}
+	t.Run("reconcile: not applied ends cancelled", func(t *testing.T) {
+		h := newHarness(t, "reconcile")
+		res := cancelUncertain(t, h, crash.AfterDispatchRecord)
+		require.Equal(t, host.StatusCancelled, res.Status)
+		require.Zero(t, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 cancel_requested>dispatched#1 cancelled_not_applied>cancelled#1", joined(h.events(res.ExecutionID)))
+	})
+	t.Run("reconcile: applied ends succeeded", func(t *testing.T) {
+		h := newHarness(t, "reconcile")
+		res := cancelUncertain(t, h, crash.AfterPluginReturn)
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, 1, h.prov.count())
+	})
+	t.Run("idempotent-retry is not retried after a cancel", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		res := cancelUncertain(t, h, crash.AfterDispatchRecord)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		require.Contains(t, res.Error, "cancelled_uncertain")
+		require.Zero(t, h.prov.count())
+	})
+	t.Run("before dispatch it is cancelled at once", func(t *testing.T) {
+		h := newHarness(t, "manual", withApproval())
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
+		require.NoError(t, err)
+		require.Equal(t, host.StatusCancelled, got.Status)
+		require.Equal(t, host.StatusCancelled, h.exec(call("s1", "c1", `{"n":1}`)).Status)
+		require.Zero(t, h.prov.count())
+	})
+}

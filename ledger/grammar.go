@@ -49,10 +49,13 @@ import "fmt"
 //     (ErrIllegalTransition).
 //  6. t.Resolution is accepted only leaving recovery_required
 //     (else ErrIllegalTransition).
+//  7. dispatched → cancelled only for a record whose cancellation was
+//     requested (Record.CancelRequested): a cooperative cancel that
+//     reconcile proved never took effect. Else ErrIllegalTransition.
 var transitions = map[State][]State{
 	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled},
 	StateApproved:         {StateDispatched, StateExpired, StateCancelled},
-	StateDispatched:       {StateSucceeded, StateFailed, StateRetryWait, StateRecoveryRequired, StateDispatched},
+	StateDispatched:       {StateSucceeded, StateFailed, StateRetryWait, StateRecoveryRequired, StateDispatched, StateCancelled},
 	StateRetryWait:        {StateDispatched, StateFailed, StateCancelled, StateRecoveryRequired},
 	StateRecoveryRequired: {StateSucceeded, StateDispatched, StateAbandoned, StateFailed},
 }
@@ -101,6 +104,11 @@ func checkTransition(rec Record, t Transition) error {
 	// 3. The table.
 	if !allowed(t.From, t.To) {
 		return fmt.Errorf("execution[%s] %s → %s: %w", id, t.From, t.To, ErrIllegalTransition)
+	}
+	// 7. (checked early: it depends only on the record) A dispatched call
+	// is cancelled only after a cancel request.
+	if t.From == StateDispatched && t.To == StateCancelled && !rec.CancelRequested {
+		return fmt.Errorf("execution[%s] dispatched → cancelled without a cancel request: %w", id, ErrIllegalTransition)
 	}
 	// 4. Attempts.
 	switch {
