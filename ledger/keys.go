@@ -12,7 +12,7 @@ import (
 //	m/protocol                          protocol marker: the ProtocolVersion that wrote the directory
 //	r/<id>                              the record (version byte + JSON), or a tombstone once pruned
 //	e/<id*>/<seq u64 BE>                audit event <seq> of execution <id> (version byte + JSON)
-//	p/<id>                              pending index: present iff the record is not terminal
+//	p/<id>                              pending index: present iff the record is not terminal; its value is the record itself
 //	f/<ns*><session*><id*>              fence index: present iff the record is recovery_required
 //	s/<ns*><session*>                   session marker: some execution of the session was created here
 //	t/<unix nanos u64 BE, sign-flipped>/<id>
