@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 // The tests in this file follow the recovery decision table of DESIGN.md,
@@ -508,4 +511,43 @@ func TestCancelAfterDispatch(t *testing.T) {
 		require.Equal(t, host.StatusCancelled, h.exec(call("s1", "c1", `{"n":1}`)).Status)
 		require.Zero(t, h.prov.count())
 	})
+}
+
+// A retry whose time comes while no runtime waits for it is dispatched by
+// the executor's background driver, at its persisted next-attempt time.
+func TestRunDispatchesDueRetries(t *testing.T) {
+	// A backoff the runtime will not wait for.
+	h2 := newHarness(t, "idempotent-retry", withDedup())
+	h2.prov.inject("503")
+	require.NoError(t, h2.ex.Close(context.Background()))
+	ex, err := host.Open(context.Background(), host.Options{
+		DataDir: h2.dir, Manifests: []*manifests.Manifest{h2.manifest()}, ModuleDir: "/",
+		CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"),
+		Now:      h2.clock,
+		Config: func(connector, key string) (string, bool) {
+			return h2.prov.srv.URL, connector == "effect" && key == "base_url"
+		},
+		RetryBackoff:       func(int) time.Duration { return time.Hour },
+		MaxInlineRetryWait: time.Millisecond,
+	})
+	require.NoError(t, err)
+	h2.ex = ex
+	res, err := ex.Execute(context.Background(), call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusPending, res.Status)
+	require.False(t, res.NextAttemptAt.IsZero())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ex.Run(ctx, 5*time.Millisecond)
+	// Before the persisted time nothing is dispatched ...
+	time.Sleep(50 * time.Millisecond)
+	require.Zero(t, h2.prov.count())
+	// ... after it, the driver dispatches attempt 2 without any runtime.
+	h2.advance(2 * time.Hour)
+	require.Eventually(t, func() bool {
+		rec, _, err := ex.Get(context.Background(), res.ExecutionID)
+		return err == nil && rec.State == ledger.StateSucceeded && rec.Attempt == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, h2.prov.count())
 }

@@ -145,6 +145,8 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		}
 	}()
 	logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
+	// Retries come due and approvals expire while no runtime is asking.
+	go ex.Run(ctx, time.Second)
 
 	ln, err := net.Listen("tcp", so.listen)
 	if err != nil {

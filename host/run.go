@@ -1,0 +1,32 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// Run drives the executor's timers until ctx is done: every interval it
+// runs a recovery pass, which dispatches retries whose persisted
+// next-attempt time has come (calls whose runtime is not waiting for
+// them) and expires approval requests past their deadline. A server runs
+// it in its own goroutine; an interval <= 0 means one second. Errors of
+// one pass are logged and the next pass runs anyway.
+func (e *Executor) Run(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.closed:
+			return
+		case <-t.C:
+		}
+		if _, err := e.recover(ctx, nil, true); err != nil && ctx.Err() == nil {
+			e.opts.Logger.Warn("background recovery pass failed", "error", err)
+		}
+	}
+}
