@@ -139,10 +139,40 @@ func (h *httpCap) close() {
 	}
 }
 
-// checkURL reports whether u's origin is allowlisted.
+// asciiLower lowercases ASCII letters only: strings.ToLower maps some
+// non-ASCII letters to ASCII ones (U+0130 "İ" becomes "i"), which would
+// let a Unicode host name compare equal to an allowlisted ASCII one.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+// isASCII reports whether s holds only ASCII bytes.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkURL reports whether u's origin is allowlisted. Host names must be
+// ASCII (internationalized names in their punycode form): net/http would
+// dial the IDNA form of a Unicode name, which is another host than the one
+// compared here.
 func (h *httpCap) checkURL(u *url.URL) error {
-	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
+	if !isASCII(u.Host) {
+		return &deniedError{fmt.Sprintf("host %q is not ASCII (write internationalized names in punycode); connector[%s] capabilities.http %s",
+			u.Host, h.connector, h.allowText)}
+	}
+	scheme := asciiLower(u.Scheme)
+	host := asciiLower(u.Hostname())
 	port := u.Port()
 	if port == "" {
 		switch scheme {
@@ -167,6 +197,14 @@ func (h *httpCap) checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	if err := h.checkURL(req.URL); err != nil {
 		return &deniedError{"redirect: " + err.Error()}
+	}
+	// net/http keeps credentials on a redirect to the same host name even
+	// on another port or scheme; another origin must not get them.
+	first := via[0].URL
+	if asciiLower(req.URL.Scheme) != asciiLower(first.Scheme) || asciiLower(req.URL.Host) != asciiLower(first.Host) {
+		for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+			req.Header.Del(k)
+		}
 	}
 	return nil
 }
@@ -224,6 +262,15 @@ func (h *httpCap) dialContext(ctx context.Context, network, addr string) (net.Co
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
+	}
+	// Defence in depth: the name actually dialled must be an allowlisted
+	// host on this port, whatever checkURL saw.
+	named := false
+	for _, o := range h.allow {
+		named = named || (o.port == port && o.host == asciiLower(strings.Trim(host, "[]")))
+	}
+	if !named {
+		return nil, &deniedError{fmt.Sprintf("dial %s: not an allowlisted host of connector[%s] capabilities.http %s", addr, h.connector, h.allowText)}
 	}
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
