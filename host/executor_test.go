@@ -385,6 +385,17 @@ func TestResumedCallWithoutRecord(t *testing.T) {
 	require.Equal(t, host.StatusRecoveryRequired, res.Status, "no record in an unknown session does not prove it never ran")
 	require.Zero(t, h.prov.count())
 
+	// Resolving that call does not make the legacy session known: another
+	// resumed call from the same old history still stops for an operator,
+	// even after new calls ran in the session.
+	_, err := h.ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{Applied: true, By: "oscar", Reason: "found in the provider"})
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, h.exec(call("legacy", "new-1", `{"n":3}`)).Status)
+	c3 := call("legacy", "c3", `{"n":1}`)
+	c3.Resumed = true
+	require.Equal(t, host.StatusRecoveryRequired, h.exec(c3).Status)
+	require.Equal(t, 1, h.prov.count(), "only the new call ran")
+
 	// In a session the ledger knows, a resumed call with no record never
 	// ran (every call is recorded before dispatch): it executes.
 	h.exec(call("known", "c1", `{"n":1}`))

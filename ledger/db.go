@@ -31,6 +31,10 @@ type DB struct {
 	wo      *pebble.WriteOptions
 	stripes [numStripes]stripe
 	seed    maphash.Seed
+	// sessions serialise the classification of a session by its first
+	// record (see sessionMarker). Taken after a record stripe, never
+	// before one.
+	sessions [64]sync.Mutex
 
 	// closeMu is held for reading by every operation and for writing by
 	// Close, so Close waits for operations in flight.
@@ -277,7 +281,19 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	_ = b.Set(sessionKey(rec.Namespace, rec.SessionID), nil, nil)
+	// The session is classified by its first record, under the session's
+	// lock so two first records cannot race, and never reclassified.
+	sk := sessionKey(rec.Namespace, rec.SessionID)
+	sm := &d.sessions[maphash.Bytes(d.seed, sk)%uint64(len(d.sessions))]
+	sm.Lock()
+	defer sm.Unlock()
+	if _, closer, err := d.db.Get(sk); err == nil {
+		_ = closer.Close()
+	} else if errors.Is(err, pebble.ErrNotFound) {
+		_ = b.Set(sk, sessionMarker(rec), nil)
+	} else {
+		return Record{}, fmt.Errorf("ledger: read session marker: %w", err)
+	}
 	if err := b.Commit(d.wo); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
 	}
@@ -530,14 +546,31 @@ func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (boo
 		return false, err
 	}
 	defer d.exit()
-	_, closer, err := d.db.Get(sessionKey(namespace, sessionID))
+	v, closer, err := d.db.Get(sessionKey(namespace, sessionID))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("ledger: read session marker: %w", err)
 	}
-	return true, closer.Close()
+	legacy := string(v) == legacySession
+	return !legacy, closer.Close()
+}
+
+// legacySession marks a session whose first record was a call resumed from
+// history the ledger did not see: the session predates the ledger, so "no
+// record" never proves "never ran" in it — not even after that first call
+// is resolved, and not for calls added to it later.
+const legacySession = "legacy"
+
+// sessionMarker is the value of a new session's marker: empty (known under
+// the current protocol) unless its first record is a resumed call the
+// ledger had no record of.
+func sessionMarker(first Record) []byte {
+	if first.Resumed && first.State == StateRecoveryRequired {
+		return []byte(legacySession)
+	}
+	return nil
 }
 
 // DefaultListLimit is the number of records List returns when Filter.Limit

@@ -251,8 +251,9 @@ type Filter struct {
 // concurrent use; every write is durable (synced) before it returns.
 type Ledger interface {
 	// Create records a new execution and its first event in one synced
-	// write, and marks the record's session as known under the current
-	// protocol. If a record with rec.ID already exists, nothing is written
+	// write. The first record of a session also classifies the session:
+	// known under the current protocol, or legacy when that first record is
+	// a resumed call the ledger had no record of (see SessionKnown). If a record with rec.ID already exists, nothing is written
 	// and Create returns the existing record and ErrExists.
 	Create(ctx context.Context, rec Record, ev Event) (Record, error)
 	// Get returns a record or ErrNotFound.
@@ -271,8 +272,10 @@ type Ledger interface {
 	Pending(ctx context.Context, fn func(Record) error) error
 	// Fenced returns the recovery_required records of a session.
 	Fenced(ctx context.Context, namespace, sessionID string) ([]Record, error)
-	// SessionKnown reports whether the session was created under the
-	// current protocol (some execution of it was recorded by this ledger).
+	// SessionKnown reports whether the session runs under the current
+	// protocol: its first recorded execution was a call made under it.
+	// A session whose first record was a resumed call with no record (its
+	// history predates the ledger) stays unknown for good.
 	SessionKnown(ctx context.Context, namespace, sessionID string) (bool, error)
 	// List returns records matching f in execution-id order.
 	List(ctx context.Context, f Filter) ([]Record, error)
