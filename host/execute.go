@@ -189,17 +189,24 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 	for {
 		switch rec.State {
 		case ledger.StateAwaitingApproval:
+			if rec.Approval == nil {
+				return e.expire(ctx, rec, "awaiting approval without an approval request")
+			}
 			if e.now().After(rec.Approval.ExpiresAt) {
 				return e.expire(ctx, rec, "approval request expired before a decision")
 			}
 			return ResultOf(rec), nil
 
 		case ledger.StateApproved:
+			a := rec.Approval
+			if a == nil {
+				return e.requireRecovery(ctx, rec, "invalid_record", "approved without an approval")
+			}
 			op, err := e.opOf(rec)
 			if err != nil {
-				return e.requireRecovery(ctx, rec, "connector_unavailable", err.Error())
+				// Nothing was dispatched: the approval cannot be used.
+				return e.expire(ctx, rec, "connector unavailable: "+err.Error())
 			}
-			a := rec.Approval
 			switch {
 			case e.now().After(a.ExpiresAt):
 				return e.expire(ctx, rec, "approval expired before dispatch")
@@ -301,9 +308,13 @@ func errorOf(rec ledger.Record) string {
 }
 
 func (e *Executor) expire(ctx context.Context, rec ledger.Record, reason string) (Result, error) {
-	a := *rec.Approval
-	a.Decision = ledger.ApprovalExpired
-	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateExpired, Approval: &a,
+	var ap *ledger.Approval
+	if rec.Approval != nil {
+		a := *rec.Approval
+		a.Decision = ledger.ApprovalExpired
+		ap = &a
+	}
+	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateExpired, Approval: ap,
 		Event: ledger.Event{Decision: "expired", Reason: reason}})
 	if err != nil {
 		return Result{}, err
@@ -421,7 +432,7 @@ func (e *Executor) decideUncertain(ctx context.Context, rec ledger.Record, why s
 		return e.requireRecovery(ctx, rec, "connector_unavailable", why+"; "+err.Error())
 	}
 	switch {
-	case rec.CancelRequested && !op.external():
+	case rec.CancelRequested && rec.Effect == string(manifests.EffectRead):
 		// A read has no effect to account for: honour the cancellation.
 		rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled,
 			Event: ledger.Event{Decision: "cancelled", Evidence: why, Actor: "recovery"}})
@@ -433,7 +444,9 @@ func (e *Executor) decideUncertain(ctx context.Context, rec ledger.Record, why s
 		// Retrying would perform what was cancelled; only an operator can
 		// tell whether it happened.
 		return e.requireRecovery(ctx, rec, "cancelled_uncertain", why+"; cancellation was requested")
-	case !op.external():
+	case rec.Effect == string(manifests.EffectRead):
+		// The effect class recorded with the intent decides, not today's
+		// manifest: a call recorded as external is never re-run as a read.
 		return e.redispatch(ctx, op, rec, "recover_reread", why)
 	case rec.Policy == string(manifests.PolicyIdempotentRetry):
 		if age := e.now().Sub(rec.CreatedAt); age > e.opts.KeyRetention {

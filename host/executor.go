@@ -165,9 +165,6 @@ type operation struct {
 
 func (o *operation) tool() string { return o.m.Connector.Name + "." + o.op.Name }
 
-// external reports whether the operation has side effects.
-func (o *operation) external() bool { return o.op.Effect != manifests.EffectRead }
-
 // Executor runs tool calls durably: it records the intent before calling a
 // connector and the outcome after, and after a crash it decides from the
 // ledger and the declared policy what to do with each uncertain call.

@@ -562,3 +562,38 @@ func TestRunDispatchesDueRetries(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, h2.prov.count())
 }
+
+// An operator's "not applied, retry" is not an approval: a gated call that
+// was never approved (here: resumed from history the ledger never saw) is
+// not dispatched by it.
+func TestResolveRetryDoesNotBypassApproval(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	c := call("legacy", "c1", `{"n":1}`)
+	c.Resumed = true
+	res := h.exec(c)
+	require.Equal(t, host.StatusRecoveryRequired, res.Status)
+	_, err := h.ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{Retry: true, By: "oscar", Reason: "retry"})
+	require.ErrorIs(t, err, host.ErrApprovalRequired)
+	require.Zero(t, h.prov.count())
+	got, err := h.ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{By: "oscar", Reason: "not applied; will be asked again"})
+	require.NoError(t, err)
+	require.Equal(t, host.StatusAbandoned, got.Status)
+}
+
+// One execution recovery cannot move (here: approved, then its connector
+// was removed from the deployment) must not stop recovery of the others,
+// nor Open.
+func TestRecoveryIsNotStoppedByOneExecution(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	_, err := h.ex.Approve(context.Background(), res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.NoError(t, err)
+	require.NoError(t, h.ex.Close(context.Background()))
+	h.advance(2 * time.Hour) // the approval expires while the connector is gone
+	ex, err := host.Open(context.Background(), host.Options{DataDir: h.dir, CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"), Now: h.clock})
+	require.NoError(t, err, "Open must not fail on an execution whose connector is gone")
+	rec, _, err := ex.Get(context.Background(), res.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateExpired, rec.State, "nothing was dispatched, so the approval just expires")
+	h.ex = ex
+}

@@ -18,6 +18,9 @@ type RecoveryReport struct {
 	Uncertain []UncertainCall `json:"uncertain"`
 	// Skipped counts executions a live call was already driving.
 	Skipped int `json:"skipped"`
+	// Errors lists executions the pass could not move (each stays pending
+	// and is tried again by the next pass).
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Recover applies the recovery decision table to every pending execution:
@@ -75,7 +78,11 @@ func (e *Executor) recover(ctx context.Context, progress func(int), reread bool)
 		}
 		release()
 		if err != nil {
-			return rep, fmt.Errorf("host: recover execution[%s]: %w", r.ID, err)
+			// One execution the pass cannot move must not stop the others
+			// (nor Open): it is reported and stays pending for the next pass.
+			rep.Errors = append(rep.Errors, fmt.Sprintf("execution[%s]: %v", r.ID, err))
+			e.opts.Logger.Error("recovery could not decide an execution", "execution_id", r.ID, "error", err)
+			continue
 		}
 		if progress != nil {
 			progress(i + 1)

@@ -64,6 +64,14 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 		if lerr != nil {
 			return Result{}, lerr
 		}
+		// An operator's resolution is not a reviewer's approval, and a
+		// cancelled call is not to be performed after all.
+		if op.op.RequiresApproval && (rec.Approval == nil || rec.Approval.Decision != ledger.ApprovalApproved) {
+			return ResultOf(rec), fmt.Errorf("%w: execution[%s] was never approved; resolve it as not applied without retry and issue a new call for approval", ErrApprovalRequired, executionID)
+		}
+		if rec.CancelRequested {
+			return ResultOf(rec), fmt.Errorf("%w: execution[%s] was cancelled; it can be abandoned or resolved as applied, not retried", ErrBadCall, executionID)
+		}
 		ev.Decision = "operator_retry"
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, Attempt: rec.Attempt + 1, Resolution: res, Event: ev,
 			Deadline: e.now().Add(op.m.Limits.Timeout)})
