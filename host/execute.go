@@ -374,8 +374,10 @@ func (e *Executor) dispatch(ctx context.Context, op *operation, rec ledger.Recor
 		}
 		// A trap, timeout or garbage answer: the connector may have acted.
 		// That is the same uncertainty as a crash, and gets the same
-		// decision.
-		return e.decideUncertain(ctx, rec, "attempt "+fmt.Sprint(rec.Attempt)+" failed inside the connector: "+callErr.Error())
+		// decision - except that the attempt's request may still be in
+		// flight at the provider right now, so a reconcile waits for it to
+		// settle first (see reconcileSettle).
+		return e.decideUncertainSettled(ctx, rec, "attempt "+fmt.Sprint(rec.Attempt)+" failed inside the connector: "+callErr.Error(), true)
 	}
 	outcome := &ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "connector"}
 	switch out.Kind {
@@ -426,6 +428,20 @@ func (e *Executor) finish(ctx context.Context, rec ledger.Record, to ledger.Stat
 // decideUncertain applies the recovery decision table to a dispatched
 // execution whose outcome is unknown.
 func (e *Executor) decideUncertain(ctx context.Context, rec ledger.Record, why string) (Result, error) {
+	return e.decideUncertainSettled(ctx, rec, why, false)
+}
+
+// reconcileSettle is how long a reconcile waits after an attempt failed in
+// this process (timeout, trap): the host stopped waiting, but the request
+// it sent may still be on its way through the provider, and a lookup made
+// at once would answer "not applied" for an effect about to land - and the
+// re-dispatch would apply it twice. The attempt's own timeout is the
+// measure of how long the provider may take; it is capped at a minute.
+func reconcileSettle(op *operation) time.Duration {
+	return min(op.m.Limits.Timeout, time.Minute)
+}
+
+func (e *Executor) decideUncertainSettled(ctx context.Context, rec ledger.Record, why string, inFlight bool) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
 	op, err := e.opOf(rec)
 	if err != nil {
@@ -455,6 +471,15 @@ func (e *Executor) decideUncertain(ctx context.Context, rec ledger.Record, why s
 		}
 		return e.redispatch(ctx, op, rec, "recover_retry", why)
 	case rec.Policy == string(manifests.PolicyReconcile):
+		if inFlight {
+			t := time.NewTimer(reconcileSettle(op))
+			select {
+			case <-t.C:
+			case <-e.closed:
+				t.Stop()
+				return ResultOf(rec), ErrClosed // still dispatched: the next Open decides
+			}
+		}
 		return e.reconcile(ctx, op, rec, why)
 	default:
 		return e.requireRecovery(ctx, rec, "manual_policy", why)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -596,4 +598,35 @@ func TestRecoveryIsNotStoppedByOneExecution(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledger.StateExpired, rec.State, "nothing was dispatched, so the approval just expires")
 	h.ex = ex
+}
+
+// A slow provider applies attempt 1 after the host's deadline cut the call.
+// A reconcile made at once would find nothing and re-dispatch: two effects
+// under a policy that promises one. The executor lets the attempt settle
+// (its timeout) before it reconciles.
+func TestReconcileAfterTimeoutWaitsForTheAttemptToSettle(t *testing.T) {
+	p := &provider{byKey: map[string]string{}}
+	first := make(chan struct{}, 1)
+	first <- struct{}{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apply" {
+			select {
+			case <-first:
+				time.Sleep(2500 * time.Millisecond) // applied after the 2s timeout
+			default:
+			}
+		}
+		p.serve(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	h := &harness{t: t, dir: t.TempDir(), prov: p, policy: "reconcile", attempts: 3,
+		now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	h.open()
+	t.Cleanup(func() { _ = h.ex.Close(context.Background()) })
+
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, "reconciled", res.Source)
+	require.Equal(t, 1, p.count())
+	require.Equal(t, "dispatch>dispatched#1 reconciled_applied>succeeded#1", joined(h.events(res.ExecutionID)))
 }
