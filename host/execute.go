@@ -41,6 +41,9 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	if call.Namespace == "" {
 		call.Namespace = e.opts.Namespace
 	}
+	// The caller's context travels as a value past the detached dispatch,
+	// so an inline retry wait ends when the caller stops waiting.
+	ctx = context.WithValue(ctx, callerKey{}, ctx)
 	switch {
 	case call.SessionID == "":
 		return Result{}, fmt.Errorf("%w: session_id is required", ErrBadCall)
@@ -147,6 +150,9 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	return e.dispatch(ctx, op, rec)
 }
 
+// callerKey carries an Execute caller's own context (see Execute).
+type callerKey struct{}
+
 func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (Result, error) {
 	rec, err := e.led.Create(ctx, rec, ev)
 	if err != nil {
@@ -243,13 +249,16 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 			}
 			wait := rec.NextAttemptAt.Sub(e.now())
 			if wait > 0 {
-				if !fromCall || wait > e.opts.MaxInlineRetryWait {
+				// Only a live call waits inline (a recovery pass leaves the
+				// retry to its time), and only while its caller does.
+				caller, live := ctx.Value(callerKey{}).(context.Context)
+				if !fromCall || !live || wait > e.opts.MaxInlineRetryWait {
 					return ResultOf(rec), nil
 				}
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
-				case <-ctx.Done():
+				case <-caller.Done():
 					t.Stop()
 					return ResultOf(rec), nil
 				}

@@ -630,3 +630,27 @@ func TestReconcileAfterTimeoutWaitsForTheAttemptToSettle(t *testing.T) {
 	require.Equal(t, 1, p.count())
 	require.Equal(t, "dispatch>dispatched#1 reconciled_applied>succeeded#1", joined(h.events(res.ExecutionID)))
 }
+
+// The inline wait for a scheduled retry ends when the caller stops waiting;
+// the retry stays scheduled in the ledger.
+func TestInlineRetryWaitEndsWithTheCaller(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	require.NoError(t, h.ex.Close(context.Background()))
+	ex, err := host.Open(context.Background(), host.Options{
+		DataDir: h.dir, Manifests: []*manifests.Manifest{h.manifest()}, ModuleDir: "/",
+		CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"), Now: time.Now,
+		Config:             func(c, k string) (string, bool) { return h.prov.srv.URL, c == "effect" && k == "base_url" },
+		RetryBackoff:       func(int) time.Duration { return time.Hour },
+		MaxInlineRetryWait: 2 * time.Hour, // the caller's deadline, not this cap, must end the wait
+	})
+	require.NoError(t, err)
+	h.ex = ex
+	h.prov.inject("503")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := ex.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusPending, res.Status, "returned when the caller's deadline passed")
+	require.False(t, res.NextAttemptAt.IsZero())
+	require.Zero(t, h.prov.count())
+}
