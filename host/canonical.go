@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // canonicalArgs parses a call's arguments, which must be one JSON object,
@@ -15,7 +16,17 @@ import (
 // insignificant white space removed, numbers kept as written. Two argument
 // documents that mean the same thing have the same digest; any change of
 // value changes it.
+//
+// Arguments that two different documents could share a digest with are
+// refused: invalid UTF-8 (decoding would turn every invalid byte into
+// U+FFFD) and duplicate object keys (decoding keeps the last one).
 func canonicalArgs(args []byte) (digest string, err error) {
+	if !utf8.Valid(args) {
+		return "", errors.New("arguments are not valid UTF-8")
+	}
+	if err := noDuplicateKeys(args); err != nil {
+		return "", err
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var v any
@@ -35,4 +46,61 @@ func canonicalArgs(args []byte) (digest string, err error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// noDuplicateKeys walks args token by token and refuses an object that
+// names a key twice. It reports syntax errors as the decoder would.
+func noDuplicateKeys(args []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	type frame struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("arguments are not valid JSON: %w", err)
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if top != nil && top.keys != nil {
+					top.wantKey = true // this value completes a member
+				}
+				f := &frame{}
+				if t == '{' {
+					f.keys, f.wantKey = map[string]bool{}, true
+				}
+				stack = append(stack, f)
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.keys != nil && top.wantKey {
+				if top.keys[t] {
+					return fmt.Errorf("arguments name the key %q twice", t)
+				}
+				top.keys[t] = true
+				top.wantKey = false
+				continue
+			}
+			if top != nil && top.keys != nil {
+				top.wantKey = true
+			}
+		default:
+			if top != nil && top.keys != nil {
+				top.wantKey = true
+			}
+		}
+	}
 }
