@@ -324,3 +324,25 @@ func TestPruneKeepsTheIDFenced(t *testing.T) {
 		t.Fatalf("re-issued pruned call: %d %q", code, out)
 	}
 }
+
+// A config file may hold secrets: a syntax error says where, never what.
+func TestConfigSyntaxErrorsDoNotEchoSecrets(t *testing.T) {
+	for _, line := range []string{
+		"[server]\ntoken = tSECRETVALUE\n",
+		"[server]\ntoken = 99999999999999999999999\n",
+		"[server]\ntoken = \"sk_live_abc\n",
+	} {
+		_, err := parseConfig("connhost.toml", []byte(line), func(string) (string, bool) { return "", false })
+		if err == nil {
+			t.Fatalf("%q parsed", line)
+		}
+		for _, secret := range []string{"SECRETVALUE", "99999999", "sk_live_abc"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q shows the secret", err)
+			}
+		}
+		if !strings.Contains(err.Error(), "connhost.toml:2:") {
+			t.Errorf("error %q does not say where", err)
+		}
+	}
+}

@@ -34,6 +34,16 @@ func isLoopbackListen(addr string) bool {
 		return false
 	}
 	if strings.EqualFold(h, "localhost") {
+		// A name is only as loopback as what it resolves to.
+		addrs, err := net.LookupHost(h)
+		if err != nil || len(addrs) == 0 {
+			return false
+		}
+		for _, a := range addrs {
+			if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+				return false
+			}
+		}
 		return true
 	}
 	ip := net.ParseIP(h)

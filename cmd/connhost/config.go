@@ -161,7 +161,10 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s:%d: %s", path, pe.Position.Line, pe.Message)
+			// The parser quotes what it found, and the line may hold a
+			// secret: show where, and the message without its quotes.
+			return nil, fmt.Errorf("%s:%d: %s (offending text not shown: this file may hold secrets)",
+				path, pe.Position.Line, redactQuoted(pe.Message))
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -385,3 +388,9 @@ func (a *app) warnLogger(logger *slog.Logger) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+var quotedOrLongNumber = regexp.MustCompile(`"[^"]*"|'[^']*'|[0-9_]{6,}`)
+
+// redactQuoted replaces quoted text and long digit runs in a parser message
+// with "…".
+func redactQuoted(msg string) string { return quotedOrLongNumber.ReplaceAllString(msg, "…") }
