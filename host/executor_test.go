@@ -654,3 +654,35 @@ func TestInlineRetryWaitEndsWithTheCaller(t *testing.T) {
 	require.False(t, res.NextAttemptAt.IsZero())
 	require.Zero(t, h.prov.count())
 }
+
+// A call waiting for a retry whose connector disappeared becomes
+// recovery_required; the operator can still record that it was applied,
+// although the ledger holds a retryable error for that attempt.
+func TestOperatorResolvesACallThatWasWaitingForARetry(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	require.NoError(t, h.ex.Close(context.Background()))
+	ex, err := host.Open(context.Background(), host.Options{
+		DataDir: h.dir, Manifests: []*manifests.Manifest{h.manifest()}, ModuleDir: "/",
+		CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"), Now: h.clock,
+		Config:             func(c, k string) (string, bool) { return h.prov.srv.URL, c == "effect" && k == "base_url" },
+		RetryBackoff:       func(int) time.Duration { return time.Hour },
+		MaxInlineRetryWait: time.Millisecond,
+	})
+	require.NoError(t, err)
+	h.prov.inject("503")
+	res, err := ex.Execute(context.Background(), call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusPending, res.Status)
+	require.NoError(t, ex.Close(context.Background()))
+
+	// Reopened without the connector: recovery cannot retry it.
+	ex, err = host.Open(context.Background(), host.Options{DataDir: h.dir, CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"), Now: h.clock})
+	require.NoError(t, err)
+	h.ex = ex
+	rec, _, err := ex.Get(context.Background(), res.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateRecoveryRequired, rec.State)
+	got, err := ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{Applied: true, Receipt: "r-x", By: "oscar", Reason: "done by hand"})
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, got.Status)
+}

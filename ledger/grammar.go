@@ -46,7 +46,9 @@ import "fmt"
 //     recovery_required) the retryable error already recorded for that
 //     attempt, which then becomes final. t.Outcome is optional entering
 //     retry_wait (the retryable error) and refused entering any other state
-//     (ErrIllegalTransition).
+//     (ErrIllegalTransition). One exception: an operator resolving
+//     recovery_required (t.Resolution set) may replace a retryable error
+//     recorded for the attempt, which was never final.
 //  6. t.Resolution is accepted only leaving recovery_required
 //     (else ErrIllegalTransition).
 //  7. dispatched → cancelled only for a record whose cancellation was
@@ -142,7 +144,11 @@ func checkTransition(rec Record, t Transition) error {
 		default:
 			return fmt.Errorf("execution[%s] %s → %s carries an outcome: %w", id, t.From, t.To, ErrIllegalTransition)
 		}
-		if rec.Outcome != nil && rec.Outcome.Attempt == t.Outcome.Attempt {
+		// An operator resolving recovery_required may replace a retryable
+		// error recorded for the attempt: that error was never final.
+		superseded := t.From == StateRecoveryRequired && t.Resolution != nil &&
+			rec.Outcome != nil && rec.Outcome.Kind == "retryable_error"
+		if rec.Outcome != nil && rec.Outcome.Attempt == t.Outcome.Attempt && !superseded {
 			return fmt.Errorf("execution[%s] attempt %d: %w", id, t.Outcome.Attempt, ErrOutcomeRecorded)
 		}
 	}
