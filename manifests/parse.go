@@ -32,7 +32,11 @@ const (
 
 	minMemoryMiB, maxMemoryMiB       = 1, 4096
 	minTimeout, maxTimeout           = time.Millisecond, 10 * time.Minute
-	minMaxOutputKiB, maxMaxOutputKiB = 1, 65536
+	// An outcome is recorded in the ledger (its result base64-encoded)
+	// next to arguments of up to 1 MiB (the HTTP API's body cap); 1 MiB of
+	// output keeps every record well inside the ledger's 4 MiB record cap,
+	// so an outcome that happened can always be written down.
+	minMaxOutputKiB, maxMaxOutputKiB = 1, 1024
 	minInstances, maxInstances       = 1, 256
 	minApprovalTTL, maxApprovalTTL   = time.Second, 30 * 24 * time.Hour
 	minMaxAttempts, maxMaxAttempts   = 1, 20
