@@ -30,8 +30,8 @@ const (
 	DefaultApprovalTTL  = time.Hour
 	DefaultMaxAttempts  = 3
 
-	minMemoryMiB, maxMemoryMiB       = 1, 4096
-	minTimeout, maxTimeout           = time.Millisecond, 10 * time.Minute
+	minMemoryMiB, maxMemoryMiB = 1, 4096
+	minTimeout, maxTimeout     = time.Millisecond, 10 * time.Minute
 	// An outcome is recorded in the ledger (its result base64-encoded)
 	// next to arguments of up to 1 MiB (the HTTP API's body cap); 1 MiB of
 	// output keeps every record well inside the ledger's 4 MiB record cap,
