@@ -148,7 +148,7 @@ func (d Description) Operation(name string) (OperationInfo, bool) {
 // one of execute and execute_with_key.
 func DecodeDescription(b []byte) (Description, error) {
 	var d Description
-	if err := strictUnmarshal(b, &d); err != nil {
+	if err := UnmarshalStrict(b, &d); err != nil {
 		return Description{}, fmt.Errorf("abi: decode description: %w", err)
 	}
 	seen := make(map[string]bool, len(d.Operations))

@@ -7,9 +7,10 @@ import (
 	"io"
 )
 
-// strictUnmarshal decodes one JSON value into v, refusing unknown fields and
-// trailing data.
-func strictUnmarshal(b []byte, v any) error {
+// UnmarshalStrict decodes exactly one JSON value into v, refusing unknown
+// fields and trailing data. The host decodes descriptions with it;
+// connectors decode their arguments with it through guest.DecodeArgs.
+func UnmarshalStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -210,6 +210,13 @@ func Unknown(format string, a ...any) abi.Outcome {
 	return abi.Outcome{Kind: abi.OutcomeUnknown, Error: fmt.Sprintf(format, a...)}
 }
 
+// DecodeArgs decodes a call's JSON arguments into v strictly: unknown
+// fields and trailing data are errors. A strict decode is what keeps the
+// model from smuggling data a connector would silently ignore (an
+// "idempotency_key", say): the execution identity comes only from the
+// Call, never from the arguments.
+func DecodeArgs(args []byte, v any) error { return abi.UnmarshalStrict(args, v) }
+
 // Invoke runs the registered handler for export (one of abi.ExportExecute,
 // abi.ExportExecuteWithKey, abi.ExportReconcile) against h. The wasip1
 // exports use it with the real host functions; connector tests can call it

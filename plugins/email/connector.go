@@ -143,7 +143,7 @@ type sendResult struct {
 // closes that too (the duplicate is dropped by Message-ID).
 func send(c *guest.Call, args []byte) abi.Outcome {
 	var a sendArgs
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("send: invalid arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -268,7 +268,7 @@ type releaseArgs struct {
 // a second relay. The manifest caps the operation at one attempt.
 func releaseMessage(c *guest.Call, args []byte) abi.Outcome {
 	var a releaseArgs
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("release_message: invalid arguments: %v", err)
 	}
 	var bad []string
@@ -338,7 +338,7 @@ func getMessage(c *guest.Call, args []byte) abi.Outcome {
 	var a struct {
 		ID string `json:"id"`
 	}
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("get_message: invalid arguments: %v", err)
 	}
 	if !validMailboxID(a.ID) {
@@ -382,7 +382,7 @@ func searchMessages(c *guest.Call, args []byte) abi.Outcome {
 		Query string `json:"query"`
 		Limit *int   `json:"limit"`
 	}
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("search_messages: invalid arguments: %v", err)
 	}
 	limit := 20

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -282,21 +280,6 @@ func (m *client) findByMessageID(id string) (*summary, *failure) {
 	// Results are newest first: the oldest is the one the first attempt sent.
 	s := found[len(found)-1]
 	return &s, nil
-}
-
-// decodeArgs decodes the model's JSON arguments strictly: unknown fields
-// (including any attempt to pass a "key" or "idempotency_key") and trailing
-// data are errors. The execution identity never comes from here.
-func decodeArgs(args []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON arguments")
-	}
-	return nil
 }
 
 // validMailboxID reports whether id looks like a Mailpit database ID

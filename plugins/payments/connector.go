@@ -106,7 +106,7 @@ func (a *createArgs) validate() error {
 // still holds the key (at least 24 hours).
 func createPayment(c *guest.Call, args []byte) abi.Outcome {
 	var a createArgs
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("create_payment: invalid arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -259,7 +259,7 @@ type paymentView struct {
 // so network errors are simply retryable.
 func getPayment(c *guest.Call, args []byte) abi.Outcome {
 	var a getArgs
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("get_payment: invalid arguments: %v", err)
 	}
 	if !validID(a.PaymentIntent, "pi_") {

@@ -69,7 +69,7 @@ func (a *refundArgs) validate() error {
 // still sends the same key, so retries inside that window deduplicate too.
 func refundPayment(c *guest.Call, args []byte) abi.Outcome {
 	var a refundArgs
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Permanent("refund_payment: invalid arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -120,7 +120,7 @@ const maxRefundPages = 10
 //     Unknown.
 func reconcileRefund(c *guest.Call, args []byte) abi.Outcome {
 	var a refundArgs
-	if err := decodeArgs(args, &a); err != nil {
+	if err := guest.DecodeArgs(args, &a); err != nil {
 		return guest.Unknown("refund_payment reconcile: cannot read the recorded arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -215,21 +213,6 @@ func clip(s string, n int) string {
 		return strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return strings.ToValidUTF8(s, "")
-}
-
-// decodeArgs decodes the model's JSON arguments strictly: unknown fields
-// (including any attempt to pass a "key" or "idempotency_key") and trailing
-// data are errors. The execution identity never comes from here.
-func decodeArgs(args []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON arguments")
-	}
-	return nil
 }
 
 // checkKey validates the idempotency key the host handed over.
