@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -338,6 +339,35 @@ func (in *Injector) Checkpoint(ctx context.Context) (fail bool) {
 
 // ErrorBody renders an emulator's error answer for a status code.
 type ErrorBody func(status int) (contentType string, body []byte)
+
+// Serve answers one request of an emulator whose endpoints are api: a
+// request without a matching rule reaches api untouched; one hit by a rule
+// is answered as the rule says — before the endpoint runs (ServePre), by
+// the endpoint itself for hold and exec_error (which it reads from the
+// request context via Checkpoint), or by the endpoint and then damaged on
+// the way out (ServePost). logger, when set, records each fault under name.
+func (in *Injector) Serve(w http.ResponseWriter, r *http.Request, api http.Handler, errBody ErrorBody, name string, logger *slog.Logger) {
+	rule, hit := in.Take(r.Method, r.URL.Path)
+	if !hit {
+		api.ServeHTTP(w, r)
+		return
+	}
+	if logger != nil {
+		logger.Info(name+" sandbox: fault", "method", r.Method, "path", r.URL.Path, "kind", rule.Kind, "apply", rule.Apply)
+	}
+	if rule.PreExecution() {
+		in.ServePre(w, r, rule, errBody)
+		return
+	}
+	r = r.WithContext(WithRule(r.Context(), rule))
+	if rule.Kind == Hold || rule.Kind == ExecError {
+		api.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, r)
+	in.ServePost(w, r, rule, rec, errBody)
+}
 
 // ServePre answers a request hit by a pre-execution rule (see
 // Rule.PreExecution) without running the endpoint.

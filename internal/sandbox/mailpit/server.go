@@ -29,7 +29,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/mail"
 	"regexp"
 	"sort"
@@ -185,24 +184,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.Requests++
 	s.mu.Unlock()
-	rule, hit := s.faults.Take(r.Method, r.URL.Path)
-	if !hit {
-		s.api.ServeHTTP(w, r)
-		return
-	}
-	s.opts.Logger.Info("mailpit sandbox: fault", "method", r.Method, "path", r.URL.Path, "kind", rule.Kind, "apply", rule.Apply)
-	if rule.PreExecution() {
-		s.faults.ServePre(w, r, rule, errorBodyFor)
-		return
-	}
-	r = r.WithContext(fault.WithRule(r.Context(), rule))
-	if rule.Kind == fault.Hold || rule.Kind == fault.ExecError {
-		s.api.ServeHTTP(w, r)
-		return
-	}
-	rec := httptest.NewRecorder()
-	s.api.ServeHTTP(rec, r)
-	s.faults.ServePost(w, r, rule, rec, errorBodyFor)
+	s.faults.Serve(w, r, s.api, errorBodyFor, "mailpit", s.opts.Logger)
 }
 
 func errorBodyFor(status int) (string, []byte) {
