@@ -11,6 +11,7 @@ import (
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest"
+	"github.com/connhost/connhost/abi/guest/guesttest"
 )
 
 const (
@@ -24,15 +25,6 @@ func sendOp(h guest.Host, key, args string) abi.Outcome {
 
 func reconcileOp(h guest.Host, key string) abi.Outcome {
 	return invoke(h, abi.ExportReconcile, "send", key, sendJSON)
-}
-
-func decodeResult[T any](t *testing.T, o abi.Outcome) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(o.Result, &v); err != nil {
-		t.Fatalf("result %s: %v", o.Result, err)
-	}
-	return v
 }
 
 // TestDescribe proves the module says what the manifest declares.
@@ -87,7 +79,7 @@ func TestSendSuccess(t *testing.T) {
 	h := f.host()
 	o := sendOp(h, key1, sendJSON)
 	wantKind(t, o, abi.OutcomeOK, "")
-	res := decodeResult[sendResult](t, o)
+	res := guesttest.Result[sendResult](t, o)
 	if res.ID == "" || o.Receipt != res.ID || res.MessageID != key1+"@connhost.invalid" || res.AlreadySent {
 		t.Fatalf("result %+v receipt %q", res, o.Receipt)
 	}
@@ -149,7 +141,7 @@ func TestSendRetryDoesNotDuplicate(t *testing.T) {
 	first := sendOp(f.host(), key1, sendJSON)
 	second := sendOp(f.host(), key1, sendJSON)
 	wantKind(t, second, abi.OutcomeOK, "")
-	if r := decodeResult[sendResult](t, second); !r.AlreadySent || second.Receipt != first.Receipt {
+	if r := guesttest.Result[sendResult](t, second); !r.AlreadySent || second.Receipt != first.Receipt {
 		t.Fatalf("second %+v, first receipt %q", r, first.Receipt)
 	}
 	if n := f.numMessages(); n != 1 {
@@ -169,7 +161,7 @@ func TestSubstringTrap(t *testing.T) {
 	wantKind(t, reconcileOp(f.host(), key1), abi.OutcomeNotApplied, "no message")
 	o := sendOp(f.host(), key1, sendJSON)
 	wantKind(t, o, abi.OutcomeOK, "")
-	if r := decodeResult[sendResult](t, o); r.AlreadySent {
+	if r := guesttest.Result[sendResult](t, o); r.AlreadySent {
 		t.Fatal("a look-alike Message-ID counted as an earlier attempt")
 	}
 	rec := reconcileOp(f.host(), key1)
@@ -185,7 +177,7 @@ func TestReconcileSend(t *testing.T) {
 		o := sendOp(f.host(), key1, sendJSON)
 		rec := reconcileOp(f.host(), key1)
 		wantKind(t, rec, abi.OutcomeApplied, "")
-		if rec.Receipt != o.Receipt || decodeResult[sendResult](t, rec).ID != o.Receipt {
+		if rec.Receipt != o.Receipt || guesttest.Result[sendResult](t, rec).ID != o.Receipt {
 			t.Fatalf("receipt %q, want %q", rec.Receipt, o.Receipt)
 		}
 	})
@@ -427,7 +419,7 @@ func TestReads(t *testing.T) {
 	}
 	o := get(f.host(), sent.Receipt)
 	wantKind(t, o, abi.OutcomeOK, "")
-	v := decodeResult[messageView](t, o)
+	v := guesttest.Result[messageView](t, o)
 	if v.ID != sent.Receipt || v.Subject != "Invoice 42" || v.Text != "Hello" || v.MessageID != messageID(key1) {
 		t.Fatalf("view %+v", v)
 	}

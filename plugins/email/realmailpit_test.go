@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest/guesttest"
 	"github.com/connhost/connhost/internal/testenv"
 )
 
@@ -31,7 +32,7 @@ func TestRealMailpit(t *testing.T) {
 	// Mailpit kept our Message-ID.
 	g := invoke(realHost(base), abi.ExportExecute, "get_message", "", `{"id":"`+o.Receipt+`"}`)
 	wantKind(t, g, abi.OutcomeOK, "")
-	if v := decodeResult[messageView](t, g); v.MessageID != messageID(k) || v.Subject != "Invoice 42" {
+	if v := guesttest.Result[messageView](t, g); v.MessageID != messageID(k) || v.Subject != "Invoice 42" {
 		t.Fatalf("stored message %+v", v)
 	}
 
@@ -41,7 +42,7 @@ func TestRealMailpit(t *testing.T) {
 		t.Fatalf("reconcile receipt %q, want %q", rec.Receipt, o.Receipt)
 	}
 	again := sendOp(realHost(base), k, sendJSON)
-	if r := decodeResult[sendResult](t, again); !r.AlreadySent || again.Receipt != o.Receipt {
+	if r := guesttest.Result[sendResult](t, again); !r.AlreadySent || again.Receipt != o.Receipt {
 		t.Fatalf("second send %+v", r)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest/guesttest"
 	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/sandbox/mailpit"
 )
@@ -34,7 +35,7 @@ func TestSandboxSendReconcile(t *testing.T) {
 		t.Fatalf("receipt %q, want %q", rec.Receipt, o.Receipt)
 	}
 	again := sendOp(h, key1, sendJSON)
-	if r := decodeResult[sendResult](t, again); !r.AlreadySent || again.Receipt != o.Receipt {
+	if r := guesttest.Result[sendResult](t, again); !r.AlreadySent || again.Receipt != o.Receipt {
 		t.Fatalf("second send %+v", r)
 	}
 	if n := len(s.Messages()); n != 2 {
@@ -42,7 +43,7 @@ func TestSandboxSendReconcile(t *testing.T) {
 	}
 	g := invoke(h, abi.ExportExecute, "get_message", "", `{"id":"`+o.Receipt+`"}`)
 	wantKind(t, g, abi.OutcomeOK, "")
-	if v := decodeResult[messageView](t, g); v.MessageID != messageID(key1) {
+	if v := guesttest.Result[messageView](t, g); v.MessageID != messageID(key1) {
 		t.Fatalf("message %+v", v)
 	}
 	wantKind(t, invoke(h, abi.ExportExecute, "search_messages", "", `{"query":"tag:`+keyTag(key1)+`"}`), abi.OutcomeOK, "")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest"
+	"github.com/connhost/connhost/abi/guest/guesttest"
 )
 
 const (
@@ -20,15 +20,6 @@ const (
 
 func create(h guest.Host, key, args string) abi.Outcome {
 	return invoke(h, abi.ExportExecuteWithKey, "create_payment", key, args)
-}
-
-func decodeResult[T any](t *testing.T, o abi.Outcome) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(o.Result, &v); err != nil {
-		t.Fatalf("result %s: %v", o.Result, err)
-	}
-	return v
 }
 
 // TestDescribe proves the module says what the manifest declares: the
@@ -55,7 +46,7 @@ func TestCreatePaymentSuccess(t *testing.T) {
 	h := f.host()
 	o := create(h, key1, createJSON)
 	wantKind(t, o, abi.OutcomeOK, "")
-	res := decodeResult[paymentResult](t, o)
+	res := guesttest.Result[paymentResult](t, o)
 	if res.PaymentIntent == "" || o.Receipt != res.PaymentIntent || res.Status != "succeeded" ||
 		res.Amount != 2000 || res.Currency != "usd" || res.Replayed {
 		t.Fatalf("result %+v receipt %q", res, o.Receipt)
@@ -97,7 +88,7 @@ func TestCreatePaymentReplay(t *testing.T) {
 	first := create(f.host(), key1, createJSON)
 	second := create(f.host(), key1, createJSON)
 	wantKind(t, second, abi.OutcomeOK, "")
-	r1, r2 := decodeResult[paymentResult](t, first), decodeResult[paymentResult](t, second)
+	r1, r2 := guesttest.Result[paymentResult](t, first), guesttest.Result[paymentResult](t, second)
 	if r1.Replayed || !r2.Replayed || r1.PaymentIntent != r2.PaymentIntent || second.Receipt != first.Receipt {
 		t.Fatalf("first %+v second %+v", r1, r2)
 	}
@@ -231,7 +222,7 @@ func TestCreatePaymentTimeoutThenRetry(t *testing.T) {
 
 	retry := create(f.host(), key1, createJSON)
 	wantKind(t, retry, abi.OutcomeOK, "")
-	if r := decodeResult[paymentResult](t, retry); !r.Replayed {
+	if r := guesttest.Result[paymentResult](t, retry); !r.Replayed {
 		t.Fatalf("retry not replayed: %+v", r)
 	}
 	if n := f.numPaymentIntents(); n != 1 {
@@ -269,7 +260,7 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 		h.Mangle = true
 		wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "envelope")
 		retry := create(f.host(), key1, createJSON)
-		if r := decodeResult[paymentResult](t, retry); !r.Replayed || f.numPaymentIntents() != 1 {
+		if r := guesttest.Result[paymentResult](t, retry); !r.Replayed || f.numPaymentIntents() != 1 {
 			t.Fatalf("retry %+v, %d PaymentIntents", r, f.numPaymentIntents())
 		}
 		wantKind(t, invoke(h, abi.ExportExecute, "get_payment", "", `{"payment_intent":"pi_test0001"}`),
@@ -374,7 +365,7 @@ func TestGetPayment(t *testing.T) {
 	}
 	o := get(f.host(), created.Receipt)
 	wantKind(t, o, abi.OutcomeOK, "")
-	v := decodeResult[paymentView](t, o)
+	v := guesttest.Result[paymentView](t, o)
 	if v.ID != created.Receipt || v.Amount != 2000 || v.Status != "succeeded" || v.Description == nil || *v.Description != "order 42" {
 		t.Fatalf("view %+v", v)
 	}
@@ -409,7 +400,7 @@ func TestRefundPayment(t *testing.T) {
 		h := f.host()
 		o := refundOp(h, abi.ExportExecuteWithKey, rkey, refundArgs(pi))
 		wantKind(t, o, abi.OutcomeOK, "")
-		r := decodeResult[refundResult](t, o)
+		r := guesttest.Result[refundResult](t, o)
 		if r.Refund != o.Receipt || r.Amount != 500 || r.PaymentIntent != pi || r.Replayed {
 			t.Fatalf("refund %+v", r)
 		}
@@ -417,7 +408,7 @@ func TestRefundPayment(t *testing.T) {
 			t.Fatalf("Idempotency-Key %q", got)
 		}
 		again := refundOp(f.host(), abi.ExportExecuteWithKey, rkey, refundArgs(pi))
-		if r2 := decodeResult[refundResult](t, again); !r2.Replayed || again.Receipt != o.Receipt {
+		if r2 := guesttest.Result[refundResult](t, again); !r2.Replayed || again.Receipt != o.Receipt {
 			t.Fatalf("replay %+v", r2)
 		}
 		if f.numRefunds() != 1 {

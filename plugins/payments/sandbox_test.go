@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest/guesttest"
 	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/sandbox/stripe"
 )
@@ -36,7 +37,7 @@ func TestSandboxCreateAndReplay(t *testing.T) {
 	wantKind(t, first, abi.OutcomeOK, "")
 	second := create(h, key1, createJSON)
 	wantKind(t, second, abi.OutcomeOK, "")
-	if r := decodeResult[paymentResult](t, second); !r.Replayed || second.Receipt != first.Receipt {
+	if r := guesttest.Result[paymentResult](t, second); !r.Replayed || second.Receipt != first.Receipt {
 		t.Fatalf("replay %+v", r)
 	}
 	declined := create(h, "ck_declined", `{"amount":2000,"currency":"usd","payment_method":"pm_card_chargeDeclined"}`)
@@ -60,7 +61,7 @@ func TestSandboxAppliedButAnswerLost(t *testing.T) {
 			wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "")
 			retry := create(h, key1, createJSON)
 			wantKind(t, retry, abi.OutcomeOK, "")
-			if r := decodeResult[paymentResult](t, retry); !r.Replayed {
+			if r := guesttest.Result[paymentResult](t, retry); !r.Replayed {
 				t.Fatalf("retry not replayed: %+v", r)
 			}
 			if st := s.Stats(); st.ChargesSucceeded != 1 {

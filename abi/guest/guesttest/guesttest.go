@@ -10,6 +10,7 @@ package guesttest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -185,4 +186,15 @@ func WantKind(t testing.TB, o abi.Outcome, want abi.OutcomeKind, errContains str
 	if errContains != "" && !strings.Contains(o.Error, errContains) {
 		t.Fatalf("outcome error %q does not contain %q", o.Error, errContains)
 	}
+}
+
+// Result decodes o's JSON result into a T, failing the test if it does not
+// decode.
+func Result[T any](t testing.TB, o abi.Outcome) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(o.Result, &v); err != nil {
+		t.Fatalf("result %s: %v", o.Result, err)
+	}
+	return v
 }
