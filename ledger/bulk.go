@@ -57,6 +57,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 	now := d.opts.Now()
 	b := d.db.NewBatch()
 	defer func() { _ = b.Close() }()
+	var fences []fenceChange
 	for i, rec := range recs {
 		if rec.UpdatedAt.IsZero() {
 			rec.UpdatedAt = now
@@ -67,9 +68,11 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 		rec.Version, rec.Events = RecordVersion, 1
 		ev := Event{Seq: 1, Time: rec.UpdatedAt, ExecutionID: rec.ID, ToolCallID: rec.ToolCallID,
 			Attempt: rec.Attempt, To: rec.State, Decision: "bulk_load", Actor: "bulk_load"}
-		if _, err := d.writeRecord(b, nil, rec, ev); err != nil {
+		_, fc, err := d.writeRecord(b, nil, rec, ev)
+		if err != nil {
 			return err
 		}
+		fences = append(fences, fc)
 		_ = b.Set(sessionKey(rec.Namespace, rec.SessionID), nil, nil)
 		if (i+1)%bulkBatchRecords == 0 {
 			if err := ctx.Err(); err != nil {
@@ -78,6 +81,8 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return fmt.Errorf("ledger: bulk load commit: %w", err)
 			}
+			d.noteFences(fences...)
+			fences = fences[:0]
 			_ = b.Close()
 			b = d.db.NewBatch()
 		}
@@ -85,6 +90,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("ledger: bulk load commit: %w", err)
 	}
+	d.noteFences(fences...)
 	if err := d.db.Flush(); err != nil {
 		return fmt.Errorf("ledger: bulk load flush: %w", err)
 	}

@@ -36,6 +36,15 @@ type DB struct {
 	// before one.
 	sessions [64]sync.Mutex
 
+	// fences counts the fence entries (f/) of each session, keyed by its
+	// fence prefix. Open loads it from the index and every commit that adds
+	// or removes an entry updates it after the commit, so Fenced answers
+	// the common case - no uncertain call in the session - without opening
+	// an iterator. The ledger owns its directory (Pebble locks it), so no
+	// other writer can change the index behind the count.
+	fenceMu sync.RWMutex
+	fences  map[string]int
+
 	// closeMu is held for reading by every operation and for writing by
 	// Close, so Close waits for operations in flight.
 	closeMu sync.RWMutex
@@ -136,7 +145,46 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		_ = pdb.Close()
 		return nil, err
 	}
+	if err := d.loadFences(); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// loadFences counts the fence index per session.
+func (d *DB) loadFences() error {
+	d.fences = make(map[string]int)
+	return scan(d.db, []byte(prefixFence), func(k, _ []byte) error {
+		p, ok := fenceSessionPrefix(k)
+		if !ok {
+			return fmt.Errorf("%w: fence key %q", ErrCorrupt, k)
+		}
+		d.fences[string(p)]++
+		return nil
+	})
+}
+
+// fenceChange is one fence entry added (+1) or removed (-1) by a write,
+// applied to DB.fences once the write is committed.
+type fenceChange struct {
+	session string // the session's fence prefix
+	delta   int
+}
+
+func (d *DB) noteFences(changes ...fenceChange) {
+	d.fenceMu.Lock()
+	defer d.fenceMu.Unlock()
+	for _, c := range changes {
+		if c.delta == 0 {
+			continue
+		}
+		if n := d.fences[c.session] + c.delta; n > 0 {
+			d.fences[c.session] = n
+		} else {
+			delete(d.fences, c.session)
+		}
+	}
 }
 
 type protocolMarker struct {
@@ -277,47 +325,70 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 
 	b := d.db.NewBatch()
 	defer b.Close()
-	rec, err = d.writeRecord(b, nil, rec, ev)
+	rec, fc, err := d.writeRecord(b, nil, rec, ev)
 	if err != nil {
 		return Record{}, err
 	}
-	// The session is classified by its first record, under the session's
-	// lock so two first records cannot race, and never reclassified.
+	// The session is classified by its first record and never
+	// reclassified. Once its marker is committed no lock is needed; until
+	// then the session's lock is held across the commit, so two first
+	// records cannot race. Only a session's first records wait for each
+	// other; later ones commit (and group-commit) in parallel.
 	sk := sessionKey(rec.Namespace, rec.SessionID)
-	sm := &d.sessions[maphash.Bytes(d.seed, sk)%uint64(len(d.sessions))]
-	sm.Lock()
-	defer sm.Unlock()
-	if _, closer, err := d.db.Get(sk); err == nil {
-		_ = closer.Close()
-	} else if errors.Is(err, pebble.ErrNotFound) {
-		_ = b.Set(sk, sessionMarker(rec), nil)
-	} else {
-		return Record{}, fmt.Errorf("ledger: read session marker: %w", err)
+	marked, err := d.has(sk)
+	if err != nil {
+		return Record{}, err
+	}
+	if !marked {
+		sm := &d.sessions[maphash.Bytes(d.seed, sk)%uint64(len(d.sessions))]
+		sm.Lock()
+		defer sm.Unlock()
+		if marked, err = d.has(sk); err != nil {
+			return Record{}, err
+		}
+		if !marked {
+			_ = b.Set(sk, sessionMarker(rec), nil)
+		}
 	}
 	if err := b.Commit(d.wo); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
 	}
+	d.noteFences(fc)
 	st.remember(rec)
 	return rec, nil
+}
+
+// has reports whether key is present.
+func (d *DB) has(key []byte) (bool, error) {
+	_, closer, err := d.db.Get(key)
+	switch {
+	case err == nil:
+		return true, closer.Close()
+	case errors.Is(err, pebble.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("ledger: read %q: %w", key, err)
+	}
 }
 
 // writeRecord adds to b the record, its newest event and every index change
 // between old (nil for a new record) and rec. It returns the record as it
 // will read back: times are normalized (UTC, no monotonic reading) so that
 // what a write returns equals what a later Get decodes.
-func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, error) {
+func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, fenceChange, error) {
+	var fc fenceChange
 	normalizeTimes(&rec)
 	ev.Time = normTime(ev.Time)
 	v, err := encodeRecord(rec)
 	if err != nil {
-		return Record{}, err
+		return Record{}, fc, err
 	}
 	if len(v) > d.opts.MaxRecordBytes {
-		return Record{}, fmt.Errorf("execution[%s] is %d bytes, limit %d: %w", rec.ID, len(v), d.opts.MaxRecordBytes, ErrTooLarge)
+		return Record{}, fc, fmt.Errorf("execution[%s] is %d bytes, limit %d: %w", rec.ID, len(v), d.opts.MaxRecordBytes, ErrTooLarge)
 	}
 	e, err := encodeEvent(ev)
 	if err != nil {
-		return Record{}, err
+		return Record{}, fc, err
 	}
 	_ = b.Set(recordKey(rec.ID), v, nil)
 	_ = b.Set(eventKey(rec.ID, ev.Seq), e, nil)
@@ -335,10 +406,12 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 	switch isFenced := rec.State == StateRecoveryRequired; {
 	case isFenced && !wasFenced:
 		_ = b.Set(fenceKey(rec.Namespace, rec.SessionID, rec.ID), nil, nil)
+		fc = fenceChange{string(fencePrefix(rec.Namespace, rec.SessionID)), +1}
 	case !isFenced && wasFenced:
 		_ = b.Delete(fenceKey(old.Namespace, old.SessionID, old.ID), nil)
+		fc = fenceChange{string(fencePrefix(old.Namespace, old.SessionID)), -1}
 	}
-	return rec, nil
+	return rec, fc, nil
 }
 
 // Get implements Ledger. For a pruned id it returns ErrPruned together with
@@ -406,13 +479,14 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 
 	b := d.db.NewBatch()
 	defer b.Close()
-	rec, err := d.writeRecord(b, &old, rec, ev)
+	rec, fc, err := d.writeRecord(b, &old, rec, ev)
 	if err != nil {
 		return Record{}, err
 	}
 	if err := b.Commit(d.wo); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
 	}
+	d.noteFences(fc)
 	st.remember(rec)
 	return rec, nil
 }
@@ -491,16 +565,23 @@ func (d *DB) Pending(ctx context.Context, fn func(Record) error) error {
 	})
 }
 
-// Fenced implements Ledger, reading only the session's fence index.
+// Fenced implements Ledger. A session without fence entries is answered
+// from memory; otherwise it reads only the session's fence index.
 func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) ([]Record, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer d.exit()
+	prefix := fencePrefix(namespace, sessionID)
+	d.fenceMu.RLock()
+	n := d.fences[string(prefix)]
+	d.fenceMu.RUnlock()
+	if n == 0 {
+		return nil, nil
+	}
 	snap := d.db.NewSnapshot()
 	defer snap.Close()
 	var recs []Record
-	prefix := fencePrefix(namespace, sessionID)
 	err := scan(snap, prefix, func(k, _ []byte) error {
 		id, ok := unescape(k[len(prefix):])
 		if !ok {

@@ -72,7 +72,8 @@ func rawKeys(t testing.TB, db *DB) map[string][]byte {
 // recovery_required ones (under their session), t/ exactly the terminal
 // ones (at their UpdatedAt), every record's session has a marker, every
 // record has events 1..Events whose last one ends in its state, and a
-// tombstone has no events or index entries.
+// tombstone has no events or index entries. The in-memory fence counts
+// must match f/.
 func checkInvariants(t testing.TB, db *DB) {
 	t.Helper()
 	keys := rawKeys(t, db)
@@ -149,6 +150,18 @@ func checkInvariants(t testing.TB, db *DB) {
 		}
 		st.Unlock()
 	}
+	// The in-memory fence count agrees with the stored fence index.
+	stored := map[string]int{}
+	for k := range keys {
+		if p, ok := fenceSessionPrefix([]byte(k)); ok {
+			stored[string(p)]++
+		}
+	}
+	db.fenceMu.RLock()
+	if !reflect.DeepEqual(stored, db.fences) {
+		t.Errorf("invariant: fence counts %v, stored fence index %v", db.fences, stored)
+	}
+	db.fenceMu.RUnlock()
 	var extra, missing []string
 	for k := range keys {
 		// Session markers outlive pruned records, so they are not extra.

@@ -73,6 +73,32 @@ func fenceKey(ns, session, id string) []byte {
 	return appendEscaped(fencePrefix(ns, session), id)
 }
 
+// fenceSessionPrefix returns the part of a fence key that names its
+// session: the fencePrefix of (namespace, session).
+func fenceSessionPrefix(k []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(k, []byte(prefixFence)) {
+		return nil, false
+	}
+	i, parts := len(prefixFence), 0
+	for i+1 < len(k) && parts < 2 {
+		switch {
+		case k[i] != 0:
+			i++
+		case k[i+1] == 0xff:
+			i += 2
+		case k[i+1] == 1:
+			i += 2
+			parts++
+		default:
+			return nil, false
+		}
+	}
+	if parts != 2 {
+		return nil, false
+	}
+	return k[:i], true
+}
+
 // termNanos maps a time to an unsigned integer that sorts like the time
 // (the sign bit is flipped so times before 1970 sort first).
 func termNanos(t time.Time) uint64 { return uint64(t.UnixNano()) ^ (1 << 63) }
