@@ -11,96 +11,104 @@ import (
 	"unicode/utf8"
 )
 
-// canonicalArgs parses a call's arguments, which must be one JSON object,
-// and returns the hex sha256 of their canonical form: object keys sorted,
-// insignificant white space removed, numbers kept as written. Two argument
-// documents that mean the same thing have the same digest; any change of
-// value changes it.
+// parseArgs parses a call's arguments, which must be one JSON object, in a
+// single pass. It returns the decoded document (numbers as json.Number, the
+// form the schema validator reads) and the hex sha256 of its canonical
+// form: object keys sorted, insignificant white space removed, numbers
+// kept as written. Two argument documents that mean the same thing have
+// the same digest; any change of value changes it.
 //
 // Arguments that two different documents could share a digest with are
 // refused: invalid UTF-8 (decoding would turn every invalid byte into
 // U+FFFD) and duplicate object keys (decoding keeps the last one).
-func canonicalArgs(args []byte) (digest string, err error) {
+func parseArgs(args []byte) (doc map[string]any, digest string, err error) {
 	if !utf8.Valid(args) {
-		return "", errors.New("arguments are not valid UTF-8")
-	}
-	if err := noDuplicateKeys(args); err != nil {
-		return "", err
+		return nil, "", errors.New("arguments are not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("arguments are not valid JSON: %w", err)
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, "", syntaxError(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, "", errors.New("arguments must be a JSON object")
+	}
+	v, err := decodeValue(dec, tok)
+	if err != nil {
+		return nil, "", err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", errors.New("arguments hold more than one JSON value")
+		return nil, "", errors.New("arguments hold more than one JSON value")
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return "", errors.New("arguments must be a JSON object")
-	}
+	doc = v.(map[string]any)
 	// encoding/json sorts map keys and writes json.Number verbatim.
-	canon, err := json.Marshal(v)
+	canon, err := json.Marshal(doc)
 	if err != nil {
-		return "", fmt.Errorf("canonicalize arguments: %w", err)
+		return nil, "", fmt.Errorf("canonicalize arguments: %w", err)
 	}
 	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	return doc, hex.EncodeToString(sum[:]), nil
 }
 
-// noDuplicateKeys walks args token by token and refuses an object that
-// names a key twice. It reports syntax errors as the decoder would.
-func noDuplicateKeys(args []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	type frame struct {
-		keys    map[string]bool
-		wantKey bool
+// canonicalArgs returns the digest parseArgs computes.
+func canonicalArgs(args []byte) (string, error) {
+	_, d, err := parseArgs(args)
+	return d, err
+}
+
+// decodeValue builds the value that starts with tok, refusing an object
+// that names a key twice. The decoder bounds the nesting depth.
+func decodeValue(dec *json.Decoder, tok json.Token) (any, error) {
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, syntaxError(err)
+			}
+			k, _ := kt.(string) // the decoder only yields string keys here
+			if _, dup := obj[k]; dup {
+				return nil, fmt.Errorf("arguments name the key %q twice", k)
+			}
+			vt, err := dec.Token()
+			if err != nil {
+				return nil, syntaxError(err)
+			}
+			if obj[k], err = decodeValue(dec, vt); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return nil, syntaxError(err)
+		}
+		return obj, nil
+	case json.Delim('['):
+		arr := []any{}
+		for dec.More() {
+			vt, err := dec.Token()
+			if err != nil {
+				return nil, syntaxError(err)
+			}
+			v, err := decodeValue(dec, vt)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, syntaxError(err)
+		}
+		return arr, nil
+	default:
+		return tok, nil // string, json.Number, bool or nil
 	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("arguments are not valid JSON: %w", err)
-		}
-		top := (*frame)(nil)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if top != nil && top.keys != nil {
-					top.wantKey = true // this value completes a member
-				}
-				f := &frame{}
-				if t == '{' {
-					f.keys, f.wantKey = map[string]bool{}, true
-				}
-				stack = append(stack, f)
-			case '}', ']':
-				stack = stack[:len(stack)-1]
-			}
-		case string:
-			if top != nil && top.keys != nil && top.wantKey {
-				if top.keys[t] {
-					return fmt.Errorf("arguments name the key %q twice", t)
-				}
-				top.keys[t] = true
-				top.wantKey = false
-				continue
-			}
-			if top != nil && top.keys != nil {
-				top.wantKey = true
-			}
-		default:
-			if top != nil && top.keys != nil {
-				top.wantKey = true
-			}
-		}
+}
+
+func syntaxError(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
 	}
+	return fmt.Errorf("arguments are not valid JSON: %w", err)
 }

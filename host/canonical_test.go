@@ -1,6 +1,9 @@
 package host
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestCanonicalArgsDigest(t *testing.T) {
 	same := [][2]string{
@@ -57,9 +60,21 @@ func FuzzCanonicalArgs(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// The digest is stable and the canonical form is itself accepted.
+		// Only one valid JSON object is accepted, the digest is stable,
+		// and the canonical form has the same digest.
+		if !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
 		if d2, err := canonicalArgs(b); err != nil || d2 != d {
 			t.Fatalf("unstable: %s vs %s (%v)", d, d2, err)
+		}
+		doc, _, _ := parseArgs(b)
+		canon, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d3, err := canonicalArgs(canon); err != nil || d3 != d {
+			t.Fatalf("canonical form %s: digest %s (%v), want %s", canon, d3, err, d)
 		}
 	})
 }

@@ -56,11 +56,11 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	digest, err := canonicalArgs(call.Arguments)
+	doc, digest, err := parseArgs(call.Arguments)
 	if err != nil {
 		return Result{}, &ArgumentsError{Tool: call.Tool, Err: err}
 	}
-	if err := op.op.ValidateArgs(call.Arguments); err != nil {
+	if err := op.op.ValidateDoc(doc); err != nil {
 		return Result{}, &ArgumentsError{Tool: call.Tool, Err: err}
 	}
 	id := ledger.ExecutionID(call.Namespace, call.SessionID, call.ToolCallID)
@@ -70,31 +70,30 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	}
 	defer release()
 
-	rec, err := e.led.Get(ctx, id)
-	switch {
-	case err == nil:
-		if rec.ArgsDigest != digest || rec.Connector != op.m.Connector.Name || rec.Operation != op.op.Name {
-			return Result{}, &IntentMismatchError{
-				ExecutionID: id, ToolCallID: call.ToolCallID,
-				RecordedTool: rec.Connector + "." + rec.Operation, GivenTool: call.Tool,
-				RecordedDigest: rec.ArgsDigest, GivenDigest: digest,
-			}
-		}
-		return e.drive(ctx, rec, true)
-	case errors.Is(err, ledger.ErrPruned):
-		return Result{}, fmt.Errorf("%w: execution[%s]", ErrPruned, id)
-	case !errors.Is(err, ledger.ErrNotFound):
+	fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID)
+	if err != nil {
 		return Result{}, err
 	}
-
-	if fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID); err != nil {
-		return Result{}, err
-	} else if len(fenced) > 0 {
-		return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
+	if len(fenced) > 0 || call.Resumed {
+		// The rare paths decide on "is there a record?" before creating
+		// one: a recorded call is driven even in a fenced session, and a
+		// resumed call is judged by its session's history.
+		rec, err := e.led.Get(ctx, id)
+		switch {
+		case err == nil:
+			return e.driveRecorded(ctx, call, op, digest, rec)
+		case errors.Is(err, ledger.ErrPruned):
+			return Result{}, fmt.Errorf("%w: execution[%s]", ErrPruned, id)
+		case !errors.Is(err, ledger.ErrNotFound):
+			return Result{}, err
+		}
+		if len(fenced) > 0 {
+			return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
+		}
 	}
 
 	now := e.now()
-	rec = ledger.Record{
+	rec := ledger.Record{
 		Version: ledger.RecordVersion, ID: id,
 		Namespace: call.Namespace, SessionID: call.SessionID, ToolCallID: call.ToolCallID,
 		Connector: op.m.Connector.Name, Operation: op.op.Name,
@@ -117,7 +116,12 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 			rec.State = ledger.StateRecoveryRequired
 			ev.Decision = "resumed_without_record"
 			ev.Reason = "call resumed from history that predates this ledger: no record does not prove it never ran"
-			return e.create(ctx, rec, ev)
+			created, err := e.led.Create(ctx, rec, ev)
+			if err != nil {
+				return e.createFailed(ctx, call, op, digest, created, err)
+			}
+			e.opts.Observer.Transition(created.State, ev.Decision)
+			return ResultOf(created), nil
 		}
 	}
 	if op.op.RequiresApproval {
@@ -128,11 +132,13 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 		}
 		ev.Decision = "intent"
 		ev.Evidence = "approval " + rec.Approval.ID + " requested"
-		res, err := e.create(ctx, rec, ev)
-		if err == nil {
-			crash.At(crash.AfterIntent)
+		created, err := e.led.Create(ctx, rec, ev)
+		if err != nil {
+			return e.createFailed(ctx, call, op, digest, created, err)
 		}
-		return res, err
+		e.opts.Observer.Transition(created.State, ev.Decision)
+		crash.At(crash.AfterIntent)
+		return ResultOf(created), nil
 	}
 	// The intent of an ungated call is its dispatch record: one synced
 	// write before the connector runs (see RATIONALE.md).
@@ -140,27 +146,46 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	rec.Attempt = 1
 	rec.Deadline = now.Add(op.m.Limits.Timeout)
 	ev.Decision = "dispatch"
-	rec, err = e.led.Create(ctx, rec, ev)
+	created, err := e.led.Create(ctx, rec, ev)
 	if err != nil {
-		return Result{}, err
+		return e.createFailed(ctx, call, op, digest, created, err)
 	}
-	e.opts.Observer.Transition(rec.State, ev.Decision)
+	e.opts.Observer.Transition(created.State, ev.Decision)
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
-	return e.dispatch(ctx, op, rec)
+	return e.dispatch(ctx, op, created)
+}
+
+// driveRecorded answers a call whose execution is already recorded: the
+// same call is driven from its durable state, another one under the same
+// ids is an *IntentMismatchError.
+func (e *Executor) driveRecorded(ctx context.Context, call Call, op *operation, digest string, rec ledger.Record) (Result, error) {
+	if rec.ArgsDigest != digest || rec.Connector != op.m.Connector.Name || rec.Operation != op.op.Name {
+		return Result{}, &IntentMismatchError{
+			ExecutionID: rec.ID, ToolCallID: call.ToolCallID,
+			RecordedTool: rec.Connector + "." + rec.Operation, GivenTool: call.Tool,
+			RecordedDigest: rec.ArgsDigest, GivenDigest: digest,
+		}
+	}
+	return e.drive(ctx, rec, true)
+}
+
+// createFailed handles a Create that found the execution recorded (the
+// common case of a call sent again skips a separate lookup: Create's own
+// existence check answers it) or pruned.
+func (e *Executor) createFailed(ctx context.Context, call Call, op *operation, digest string, existing ledger.Record, err error) (Result, error) {
+	switch {
+	case errors.Is(err, ledger.ErrExists):
+		return e.driveRecorded(ctx, call, op, digest, existing)
+	case errors.Is(err, ledger.ErrPruned):
+		return Result{}, fmt.Errorf("%w: execution[%s]", ErrPruned, existing.ID)
+	default:
+		return Result{}, err
+	}
 }
 
 // callerKey carries an Execute caller's own context (see Execute).
 type callerKey struct{}
-
-func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (Result, error) {
-	rec, err := e.led.Create(ctx, rec, ev)
-	if err != nil {
-		return Result{}, err
-	}
-	e.opts.Observer.Transition(rec.State, ev.Decision)
-	return ResultOf(rec), nil
-}
 
 func fencedError(ns, session string, recs []ledger.Record) *FencedError {
 	fe := &FencedError{Namespace: ns, SessionID: session}

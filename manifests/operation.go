@@ -95,14 +95,22 @@ func (op *Operation) ValidateArgs(args []byte) error {
 	if err != nil {
 		return &ArgsError{Operation: op.Name, Problems: []ArgProblem{{Msg: "not valid JSON: " + err.Error()}}}
 	}
-	if _, ok := doc.(map[string]any); !ok {
+	obj, ok := doc.(map[string]any)
+	if !ok {
 		return &ArgsError{Operation: op.Name, Problems: []ArgProblem{{Msg: "arguments must be a JSON object"}}}
 	}
+	return op.ValidateDoc(obj)
+}
+
+// ValidateDoc is ValidateArgs for arguments already decoded the way
+// jsonschema.UnmarshalJSON decodes them (numbers as json.Number), so a
+// caller that parses the arguments anyway does not parse them twice.
+func (op *Operation) ValidateDoc(doc map[string]any) error {
 	sch := op.Schema()
 	if sch == nil {
 		return &ArgsError{Operation: op.Name, Problems: []ArgProblem{{Msg: "operation has no valid input schema"}}}
 	}
-	err = sch.Validate(doc)
+	err := sch.Validate(doc)
 	if err == nil {
 		return nil
 	}
