@@ -137,18 +137,18 @@ func checkInvariants(t testing.TB, db *DB) {
 			t.Errorf("invariant: %s attempt %d > max %d", id, rec.Attempt, rec.MaxAttempts)
 		}
 	}
-	// The write path's per-stripe cache holds only non-terminal records,
+	// The write path's per-shard cache holds only non-terminal records,
 	// each equal to what is stored.
-	for i := range db.stripes {
-		st := &db.stripes[i]
-		st.Lock()
-		for id, cached := range st.recent {
+	for i := range db.recent {
+		st := &db.recent[i]
+		st.mu.Lock()
+		for id, cached := range st.m {
 			stored, err := decodeRecord(keys[string(recordKey(id))])
 			if err != nil || cached.State.Terminal() || !reflect.DeepEqual(cached, stored) {
 				t.Errorf("invariant: cached %s = %+v, stored %+v (%v)", id, cached, stored, err)
 			}
 		}
-		st.Unlock()
+		st.mu.Unlock()
 	}
 	// The in-memory fence count agrees with the stored fence index.
 	stored := map[string]int{}

@@ -39,7 +39,8 @@ type Options struct {
 	MaxRecordBytes int
 	// CacheBytes is the size of the block cache that keeps recently read
 	// parts of the on-disk tables in memory (Create's existence check, Get,
-	// recovery's Pending scan).
+	// recovery's Pending scan). The memtables (up to 3 × 32 MiB) come on
+	// top of it.
 	// The default value is DefaultCacheBytes (64 MiB).
 	CacheBytes int64
 	// Logger receives the storage engine's messages (informational
