@@ -6,16 +6,17 @@ import (
 	"time"
 )
 
-// Value encodings. A record is one version byte (1..RecordVersion) followed
-// by the JSON of Record; an event is one version byte (1..EventVersion)
-// followed by the JSON of Event. A later release that changes either form
-// bumps the version and keeps decoding the old ones. A pruned record is
-// replaced by a tombstone: the byte tombstoneTag followed by the JSON of
-// tombstone. Decoders never panic on arbitrary bytes (see the fuzz tests).
+// Value encodings. A record is one version byte followed by the record:
+// version 1 is the JSON of Record (written by earlier releases, still
+// read), version 2 the binary encoding of binary.go (written now). Events
+// likewise (EventVersion). A later release that changes either form bumps
+// the version and keeps decoding the old ones. A pruned record is replaced
+// by a tombstone: the byte tombstoneTag followed by the JSON of tombstone.
+// Decoders never panic on arbitrary bytes (see the fuzz tests).
 
 // EventVersion is the version of the event encoding written by this
 // release. Decoders accept every version up to it.
-const EventVersion = 1
+const EventVersion = 2
 
 // tombstoneTag marks a tombstone value under r/. It is outside the range
 // of record versions for the life of this format.
@@ -43,12 +44,12 @@ func (t tombstone) record() Record {
 }
 
 func encodeRecord(r Record) ([]byte, error) {
-	r.Version = RecordVersion
-	b, err := json.Marshal(r)
+	b, err := appendRecordV2(make([]byte, 1, 512), r)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode record %q: %w", r.ID, err)
 	}
-	return append([]byte{RecordVersion}, b...), nil
+	b[0] = RecordVersion
+	return b, nil
 }
 
 // decodeRecord decodes a record value. It returns ErrCorrupt (wrapping the
@@ -70,7 +71,19 @@ func decodeRecord(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: record version %d, this release reads 1..%d", ErrCorrupt, v, RecordVersion)
 	}
 	var r Record
-	if err := json.Unmarshal(b[1:], &r); err != nil {
+	var err error
+	switch v {
+	case 1:
+		if err = json.Unmarshal(b[1:], &r); err == nil {
+			// Read as the binary form would: a record that this release
+			// could not write back is refused now, not on its next write.
+			normalize(&r)
+			_, err = appendRecordV2(nil, r)
+		}
+	default:
+		r, err = decodeRecordV2(b[1:])
+	}
+	if err != nil {
 		return Record{}, fmt.Errorf("%w: record: %w", ErrCorrupt, err)
 	}
 	r.Version = v
@@ -106,11 +119,12 @@ func decodeTombstone(b []byte) (tombstone, error) {
 }
 
 func encodeEvent(e Event) ([]byte, error) {
-	b, err := json.Marshal(e)
+	b, err := appendEventV2(make([]byte, 1, 128), e)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode event %q/%d: %w", e.ExecutionID, e.Seq, err)
 	}
-	return append([]byte{EventVersion}, b...), nil
+	b[0] = EventVersion
+	return b, nil
 }
 
 // decodeEvent decodes an event value; anything else is ErrCorrupt.
@@ -123,7 +137,17 @@ func decodeEvent(b []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: event version %d, this release reads 1..%d", ErrCorrupt, v, EventVersion)
 	}
 	var e Event
-	if err := json.Unmarshal(b[1:], &e); err != nil {
+	var err error
+	switch v {
+	case 1:
+		if err = json.Unmarshal(b[1:], &e); err == nil {
+			e.Time = normTime(e.Time)
+			_, err = appendEventV2(nil, e)
+		}
+	default:
+		e, err = decodeEventV2(b[1:])
+	}
+	if err != nil {
 		return Event{}, fmt.Errorf("%w: event: %w", ErrCorrupt, err)
 	}
 	if e.Seq == 0 {

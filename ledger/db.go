@@ -418,7 +418,7 @@ func (d *DB) has(key []byte) (bool, error) {
 // what a write returns equals what a later Get decodes.
 func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, fenceChange, error) {
 	var fc fenceChange
-	normalizeTimes(&rec)
+	normalize(&rec)
 	ev.Time = normTime(ev.Time)
 	v, err := encodeRecord(rec)
 	if err != nil {
@@ -870,7 +870,17 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 // monotonic clock reading.
 func normTime(t time.Time) time.Time { return t.Round(0).UTC() }
 
-func normalizeTimes(r *Record) {
+// normalize gives r the form a later read decodes: times as normTime
+// returns them, empty byte slices nil.
+func normalize(r *Record) {
+	if len(r.Args) == 0 {
+		r.Args = nil
+	}
+	if r.Outcome != nil && r.Outcome.Result != nil && len(r.Outcome.Result) == 0 {
+		o := *r.Outcome
+		o.Result = nil
+		r.Outcome = &o
+	}
 	r.CreatedAt, r.UpdatedAt = normTime(r.CreatedAt), normTime(r.UpdatedAt)
 	r.Deadline, r.NextAttemptAt = normTime(r.Deadline), normTime(r.NextAttemptAt)
 	if r.Approval != nil {

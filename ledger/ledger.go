@@ -64,8 +64,8 @@ func (s State) Terminal() bool {
 }
 
 // RecordVersion is the version of the record encoding written by this
-// release. Decoders accept every version up to it.
-const RecordVersion = 1
+// release (2: binary; 1: JSON). Decoders accept every version up to it.
+const RecordVersion = 2
 
 // Record is one execution: what was asked, under which policy, and where it
 // stands. Records are values: the ledger returns copies.
