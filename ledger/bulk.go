@@ -105,40 +105,64 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 // needs. It returns the wall time per operation and operations per second.
 // It exists so that benchmarks outside this package need not import Pebble.
 func RawSyncBench(ctx context.Context, dir string, ops, concurrency int) (perOp time.Duration, perSecond float64, err error) {
-	if ops < 1 || concurrency < 1 {
-		return 0, 0, fmt.Errorf("%w: ops %d and concurrency %d must be >= 1", ErrInvalid, ops, concurrency)
-	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{discardLogger()}, FormatMajorVersion: pebble.FormatNewest})
+	rb, err := OpenRawBench(dir)
 	if err != nil {
-		return 0, 0, fmt.Errorf("ledger: raw bench open %s: %w", dir, err)
+		return 0, 0, err
 	}
 	defer func() {
-		if cerr := db.Close(); err == nil {
+		if cerr := rb.Close(); err == nil {
 			err = cerr
 		}
 	}()
-	record := make([]byte, 600)
-	event := make([]byte, 200)
-	for i := range record {
-		record[i] = byte('a' + i%26)
-	}
-	copy(event, record)
+	return rb.Run(ctx, ops, concurrency)
+}
 
-	var next atomic.Int64
+// RawBench is RawSyncBench on a database that stays open across runs, so
+// a benchmark can alternate rounds of it with rounds of the ledger and both
+// see the same machine load and a database of the same age. Each
+// operation writes new keys.
+type RawBench struct {
+	db            *pebble.DB
+	next          atomic.Int64
+	record, event []byte
+}
+
+// OpenRawBench opens a plain Pebble database in dir for RawBench.Run. The
+// caller must Close it.
+func OpenRawBench(dir string) (*RawBench, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{discardLogger()}, FormatMajorVersion: pebble.FormatNewest})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: raw bench open %s: %w", dir, err)
+	}
+	rb := &RawBench{db: db, record: make([]byte, 600), event: make([]byte, 200)}
+	for i := range rb.record {
+		rb.record[i] = byte('a' + i%26)
+	}
+	copy(rb.event, rb.record)
+	return rb, nil
+}
+
+// Close closes the database.
+func (rb *RawBench) Close() error { return rb.db.Close() }
+
+// Run performs ops operations from concurrency goroutines (see
+// RawSyncBench) and returns the wall time per operation and operations per
+// second.
+func (rb *RawBench) Run(ctx context.Context, ops, concurrency int) (perOp time.Duration, perSecond float64, err error) {
+	if ops < 1 || concurrency < 1 {
+		return 0, 0, fmt.Errorf("%w: ops %d and concurrency %d must be >= 1", ErrInvalid, ops, concurrency)
+	}
+	var done atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
-	for g := 0; g < concurrency; g++ {
+	for range concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(ops) || ctx.Err() != nil {
-					return
-				}
-				if err := rawOp(db, i, record, event); err != nil {
+			for done.Add(1) <= int64(ops) && ctx.Err() == nil {
+				if err := rawOp(rb.db, rb.next.Add(1), rb.record, rb.event); err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}

@@ -29,6 +29,10 @@ func (a *app) benchCommand() *cobra.Command {
             executions, alone and behind --history terminal ones (bulk-loaded,
             so the setup is quick).
 
+Raw and execute runs alternate in --rounds short rounds, so both see the
+same machine load; each figure is the median over the rounds and each
+ratio the median of the per-round ratios.
+
 It prints each figure and its ratio to the baseline. It needs the source
 tree (it builds the no-op test connector) and writes only to a temporary
 directory.`,
@@ -36,8 +40,8 @@ directory.`,
   connhost bench ledger --history 1000000 --pending 1000 --concurrency 64 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.History < 0 || o.Pending < 1 || o.Concurrency < 1 {
-				return usagef("bench ledger needs --history >= 0, --pending >= 1 and --concurrency >= 1")
+			if o.History < 0 || o.Pending < 1 || o.Concurrency < 1 || o.Rounds < 1 {
+				return usagef("bench ledger needs --history >= 0, --pending >= 1, --concurrency >= 1 and --rounds >= 1")
 			}
 			if !a.g.json {
 				o.Progress = func(phase string) { fmt.Fprintf(a.stderr, "bench: %s\n", phase) }
@@ -59,6 +63,7 @@ directory.`,
 			fmt.Fprintf(w, "throughput at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f× (target ≥ 0.5×)\n", rep.Concurrency, rep.ExecuteParPerSecond, rep.RawParPerSecond, rep.ParRatio)
 			fmt.Fprintf(w, "open + recover\t%.1f ms with %d history\t%.1f ms pending only\t%.2f× (target ≤ 1.5×)\n", rep.RecoverWithHistoryMs, rep.History, rep.RecoverPendingOnlyMs, rep.RecoverRatio)
 			fmt.Fprintf(w, "disk\t%.0f bytes/execution\t\t\n", rep.BytesPerExecution)
+			fmt.Fprintf(w, "(medians of %d rounds)\t\t\t\n", rep.Rounds)
 			return w.Flush()
 		},
 	}
@@ -66,6 +71,7 @@ directory.`,
 	f.IntVar(&o.History, "history", 1_000_000, "terminal executions in the history")
 	f.IntVar(&o.Pending, "pending", 1000, "pending executions to recover")
 	f.IntVar(&o.Concurrency, "concurrency", 64, "concurrent writers and callers")
+	f.IntVar(&o.Rounds, "rounds", 5, "alternating rounds of raw and execute runs")
 	c.AddCommand(ledgerCmd)
 	return c
 }

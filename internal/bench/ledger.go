@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +36,15 @@ type LedgerOptions struct {
 	// value is 64.
 	Concurrency int
 	// SeqOps is the number of sequential operations measured. The default
-	// value is 300.
+	// value is 500.
 	SeqOps int
 	// ParOps is the number of operations at Concurrency. The default value
-	// is 40 per writer.
+	// is 100 per writer.
 	ParOps int
+	// Rounds is the number of alternating rounds the sequential and the
+	// concurrent measurements are split into (see RunLedger). The default
+	// value is 5.
+	Rounds int
 	// Progress, when set, receives one line per phase.
 	Progress func(phase string)
 }
@@ -58,10 +63,13 @@ func (o *LedgerOptions) ensureDefaults() {
 		o.Concurrency = 64
 	}
 	if o.SeqOps == 0 {
-		o.SeqOps = 300
+		o.SeqOps = 500
 	}
 	if o.ParOps == 0 {
-		o.ParOps = 40 * o.Concurrency
+		o.ParOps = 100 * o.Concurrency
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 5
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -70,7 +78,9 @@ func (o *LedgerOptions) ensureDefaults() {
 
 // LedgerReport is the result of RunLedger. Raw is two synced Pebble batches
 // per operation: the floor an execution (intent+dispatch, then outcome)
-// cannot beat.
+// cannot beat. Each figure is the median over the rounds, and each ratio
+// the median of the per-round ratios (a round's raw and execute runs ran
+// back to back, under the same load).
 type LedgerReport struct {
 	RawSeqMicros         float64 `json:"raw_seq_us"`
 	RawParPerSecond      float64 `json:"raw_par_per_s"`
@@ -82,6 +92,7 @@ type LedgerReport struct {
 	SeqRatio             float64 `json:"execute_seq_over_raw_seq"`
 	ParRatio             float64 `json:"execute_par_over_raw_par"`
 	RecoverRatio         float64 `json:"recover_history_over_pending_only"`
+	Rounds               int     `json:"rounds"`
 	History              int     `json:"history"`
 	Pending              int     `json:"pending"`
 	Concurrency          int     `json:"concurrency"`
@@ -108,7 +119,7 @@ input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additi
 // RunLedger measures the ledger and the executor; see LedgerReport.
 func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	o.ensureDefaults()
-	rep := LedgerReport{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency}
+	rep := LedgerReport{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency, Rounds: o.Rounds}
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "connhost-bench-")
 		if err != nil {
@@ -118,18 +129,16 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	defer os.RemoveAll(o.Dir)
 
-	o.Progress("raw pebble, sequential")
-	perOp, _, err := ledger.RawSyncBench(ctx, filepath.Join(o.Dir, "raw-seq"), o.SeqOps, 1)
+	rawSeq, err := ledger.OpenRawBench(filepath.Join(o.Dir, "raw-seq"))
 	if err != nil {
 		return rep, err
 	}
-	rep.RawSeqMicros = float64(perOp) / float64(time.Microsecond)
-	o.Progress(fmt.Sprintf("raw pebble, %d writers", o.Concurrency))
-	_, perSec, err := ledger.RawSyncBench(ctx, filepath.Join(o.Dir, "raw-par"), o.ParOps, o.Concurrency)
+	defer rawSeq.Close()
+	rawPar, err := ledger.OpenRawBench(filepath.Join(o.Dir, "raw-par"))
 	if err != nil {
 		return rep, err
 	}
-	rep.RawParPerSecond = perSec
+	defer rawPar.Close()
 
 	o.Progress("building the noop connector")
 	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/noop")
@@ -155,28 +164,54 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		}
 		return err
 	}
-	for range 20 { // warm the pool and the ledger
-		if err := run(); err != nil {
-			ex.Close(ctx)
-			return rep, err
-		}
-	}
-	o.Progress("execute, sequential")
-	start := time.Now()
-	for range o.SeqOps {
-		if err := run(); err != nil {
-			ex.Close(ctx)
-			return rep, err
-		}
-	}
-	rep.ExecuteSeqMicros = float64(time.Since(start)) / float64(o.SeqOps) / float64(time.Microsecond)
-	o.Progress(fmt.Sprintf("execute, %d callers", o.Concurrency))
-	perSec, err = parallel(o.ParOps, o.Concurrency, run)
-	if err != nil {
+	// Warm the pool to its full size, and both write paths.
+	if _, err := parallel(2*o.Concurrency, o.Concurrency, run); err != nil {
 		ex.Close(ctx)
 		return rep, err
 	}
-	rep.ExecuteParPerSecond = perSec
+	if _, _, err := rawPar.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
+		ex.Close(ctx)
+		return rep, err
+	}
+
+	// Alternate short rounds of raw and execute, so that both see the same
+	// machine load and databases of similar age: on a shared machine the
+	// load changes within seconds, and one long run of each compares two
+	// different machines.
+	var rawSeqUs, exSeqUs, seqRatios, rawPerS, exPerS, parRatios []float64
+	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
+	for r := range o.Rounds {
+		o.Progress(fmt.Sprintf("round %d of %d: raw and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
+		perOp, _, err := rawSeq.Run(ctx, seqOps, 1)
+		if err != nil {
+			ex.Close(ctx)
+			return rep, err
+		}
+		start := time.Now()
+		for range seqOps {
+			if err := run(); err != nil {
+				ex.Close(ctx)
+				return rep, err
+			}
+		}
+		raw := float64(perOp) / float64(time.Microsecond)
+		exe := float64(time.Since(start)) / float64(seqOps) / float64(time.Microsecond)
+		rawSeqUs, exSeqUs, seqRatios = append(rawSeqUs, raw), append(exSeqUs, exe), append(seqRatios, exe/raw)
+
+		_, rawRate, err := rawPar.Run(ctx, parOps, o.Concurrency)
+		if err != nil {
+			ex.Close(ctx)
+			return rep, err
+		}
+		exRate, err := parallel(parOps, o.Concurrency, run)
+		if err != nil {
+			ex.Close(ctx)
+			return rep, err
+		}
+		rawPerS, exPerS, parRatios = append(rawPerS, rawRate), append(exPerS, exRate), append(parRatios, exRate/rawRate)
+	}
+	rep.RawSeqMicros, rep.ExecuteSeqMicros, rep.SeqRatio = median(rawSeqUs), median(exSeqUs), median(seqRatios)
+	rep.RawParPerSecond, rep.ExecuteParPerSecond, rep.ParRatio = median(rawPerS), median(exPerS), median(parRatios)
 	total := int(seq.Load())
 	if err := ex.Close(ctx); err != nil {
 		return rep, err
@@ -197,8 +232,6 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.SeqRatio = rep.ExecuteSeqMicros / rep.RawSeqMicros
-	rep.ParRatio = rep.ExecuteParPerSecond / rep.RawParPerSecond
 	rep.RecoverRatio = rep.RecoverWithHistoryMs / rep.RecoverPendingOnlyMs
 	return rep, nil
 }
@@ -301,6 +334,20 @@ func recoverTime(ctx context.Context, dir string, history, pending int, m *manif
 		return 0, fmt.Errorf("bench: recovery saw %d pending executions, loaded %d", rep.Pending, pending)
 	}
 	return float64(elapsed) / float64(time.Millisecond), nil
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); xs is reordered.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 1 {
+		return xs[n/2]
+	} else {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
 }
 
 func dirSize(dir string) (int64, error) {

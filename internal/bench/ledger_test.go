@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunLedger runs the whole measurement at a small scale: every figure
+// is measured (positive), and the scratch directory is removed.
+func TestRunLedger(t *testing.T) {
+	dir := t.TempDir() + "/scratch"
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	var phases []string
+	rep, err := RunLedger(context.Background(), LedgerOptions{
+		Dir: dir, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 3,
+		Progress: func(p string) { phases = append(phases, p) },
+	})
+	require.NoError(t, err)
+	for name, v := range map[string]float64{
+		"raw_seq_us": rep.RawSeqMicros, "raw_par_per_s": rep.RawParPerSecond,
+		"execute_seq_us": rep.ExecuteSeqMicros, "execute_par_per_s": rep.ExecuteParPerSecond,
+		"recover_with_history_ms": rep.RecoverWithHistoryMs, "recover_pending_only_ms": rep.RecoverPendingOnlyMs,
+		"bytes_per_execution": rep.BytesPerExecution,
+		"seq ratio":           rep.SeqRatio, "par ratio": rep.ParRatio, "recover ratio": rep.RecoverRatio,
+	} {
+		require.Positive(t, v, name)
+	}
+	require.Equal(t, 3, rep.Rounds)
+	require.Equal(t, 300, rep.History)
+	require.Contains(t, phases, "round 3 of 3: raw and execute, sequential and with 4 callers")
+	_, err = os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "scratch directory left behind: %v", err)
+}
+
+func TestMedian(t *testing.T) {
+	require.Equal(t, 0.0, median(nil))
+	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	require.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+}
