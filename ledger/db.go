@@ -47,6 +47,11 @@ type DB struct {
 	fenceMu sync.RWMutex
 	fences  map[string]int
 
+	// marked holds session markers known to be committed, so the Creates
+	// of a known session skip reading its marker (see sessionMarked).
+	markedMu sync.RWMutex
+	marked   map[string]struct{}
+
 	// closeMu is held for reading by every operation and for writing by
 	// Close, so Close waits for operations in flight.
 	closeMu sync.RWMutex
@@ -376,9 +381,11 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	// records cannot race. Only a session's first records wait for each
 	// other; later ones commit (and group-commit) in parallel.
 	sk := sessionKey(rec.Namespace, rec.SessionID)
-	marked, err := d.has(sk)
-	if err != nil {
-		return Record{}, err
+	marked := d.sessionMarked(sk)
+	if !marked {
+		if marked, err = d.has(sk); err != nil {
+			return Record{}, err
+		}
 	}
 	if !marked {
 		sm := &d.sessions[maphash.Bytes(d.seed, sk)%uint64(len(d.sessions))]
@@ -396,7 +403,33 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	}
 	d.noteFences(fc)
 	d.remember(rec)
+	d.noteSessionMarked(sk)
 	return rec, nil
+}
+
+// sessionMarked reports whether sk is known to have a committed session
+// marker. Markers are never deleted, so a yes stays true.
+func (d *DB) sessionMarked(sk []byte) bool {
+	d.markedMu.RLock()
+	defer d.markedMu.RUnlock()
+	_, ok := d.marked[string(sk)]
+	return ok
+}
+
+// maxMarkedSessions bounds the set of sessions known to be marked; past
+// it, the set starts again (and Create reads a marker to learn it again).
+const maxMarkedSessions = 1 << 16
+
+func (d *DB) noteSessionMarked(sk []byte) {
+	if d.sessionMarked(sk) {
+		return
+	}
+	d.markedMu.Lock()
+	defer d.markedMu.Unlock()
+	if d.marked == nil || len(d.marked) >= maxMarkedSessions {
+		d.marked = make(map[string]struct{})
+	}
+	d.marked[string(sk)] = struct{}{}
 }
 
 // has reports whether key is present.
