@@ -22,7 +22,8 @@ import (
 //     connector;
 //   - a recorded execution with another digest (or tool) is an
 //     *IntentMismatchError; nothing is dispatched;
-//   - a new call in a fenced session is a *FencedError;
+//   - a new call in a fenced session is a *FencedError, and so is the
+//     re-drive of an approved call or a due retry in one (see heldByFence);
 //   - a new call flagged Resumed in a session the ledger does not know
 //     becomes recovery_required: "no record" does not prove "never ran";
 //   - a new call of an operation that requires approval is recorded as
@@ -248,6 +249,9 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 			case a.ConsumedBy != 0:
 				return e.expire(ctx, rec, "approval already consumed")
 			}
+			if res, held, err := e.heldByFence(ctx, rec, fromCall); held || err != nil {
+				return res, err
+			}
 			consumed := *a
 			consumed.ConsumedBy = rec.Attempt + 1
 			rec, err = e.apply(ctx, rec, ledger.Transition{
@@ -288,6 +292,9 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 					return ResultOf(rec), nil
 				}
 			}
+			if res, held, err := e.heldByFence(ctx, rec, fromCall); held || err != nil {
+				return res, err
+			}
 			rec, err = e.apply(ctx, rec, ledger.Transition{
 				To: ledger.StateDispatched, Attempt: rec.Attempt + 1,
 				Deadline: e.now().Add(op.m.Limits.Timeout),
@@ -313,6 +320,26 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 			res.Recorded = fromCall
 			return res, nil
 		}
+	}
+}
+
+// heldByFence reports whether rec's next dispatch (an approved call's
+// first, or a retry) must wait because its session is fenced: an uncertain
+// call in the session stops every new attempt in it, not only new calls,
+// until an operator resolves it - the approved or retried action may depend
+// on what the uncertain one did. A live call gets the *FencedError; a
+// recovery pass leaves the record as it is for a later pass.
+func (e *Executor) heldByFence(ctx context.Context, rec ledger.Record, fromCall bool) (res Result, held bool, err error) {
+	fenced, err := e.led.Fenced(ctx, rec.Namespace, rec.SessionID)
+	switch {
+	case err != nil:
+		return Result{}, true, err
+	case len(fenced) == 0:
+		return Result{}, false, nil
+	case fromCall:
+		return Result{}, true, fencedError(rec.Namespace, rec.SessionID, fenced)
+	default:
+		return ResultOf(rec), true, nil
 	}
 }
 

@@ -526,6 +526,37 @@ func TestCancelAfterDispatch(t *testing.T) {
 	})
 }
 
+// Cancel cannot settle a call whose outcome is unknown: on a
+// recovery_required execution it is refused with ErrRecoveryRequired (the
+// message points at connhost resolve) and changes nothing; on a terminal
+// execution it returns the result unchanged.
+func TestCancelRecoveryRequiredIsRefused(t *testing.T) {
+	h := newHarness(t, "manual")
+	c := call("s1", "c1", `{"n":1}`)
+	h.execCrashAt(crash.AfterPluginReturn, c)
+	h.reopen()
+	res := h.exec(c)
+	require.Equal(t, host.StatusRecoveryRequired, res.Status)
+	before := joined(h.events(res.ExecutionID))
+
+	got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
+	require.ErrorIs(t, err, host.ErrRecoveryRequired)
+	require.Contains(t, err.Error(), "connhost resolve "+res.ExecutionID)
+	require.Equal(t, host.StatusRecoveryRequired, got.Status)
+	require.Equal(t, res.ExecutionID, got.ExecutionID)
+	require.Equal(t, before, joined(h.events(res.ExecutionID)), "a refused cancel records nothing")
+	_, err = h.ex.Execute(context.Background(), call("s1", "c2", `{"n":2}`))
+	require.ErrorIs(t, err, host.ErrSessionFenced, "the session stays fenced")
+
+	// A terminal execution is returned unchanged, without an error.
+	done := h.exec(call("s2", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusSucceeded, done.Status)
+	got, err = h.ex.Cancel(context.Background(), done.ExecutionID, "rita")
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, got.Status)
+	require.Equal(t, "dispatch>dispatched#1 outcome>succeeded#1", joined(h.events(done.ExecutionID)))
+}
+
 // A retry whose time comes while no runtime waits for it is dispatched by
 // the executor's background driver, at its persisted next-attempt time.
 func TestRunDispatchesDueRetries(t *testing.T) {
@@ -685,4 +716,42 @@ func TestOperatorResolvesACallThatWasWaitingForARetry(t *testing.T) {
 	got, err := ex.Resolve(context.Background(), res.ExecutionID, host.Resolution{Applied: true, Receipt: "r-x", By: "oscar", Reason: "done by hand"})
 	require.NoError(t, err)
 	require.Equal(t, host.StatusSucceeded, got.Status)
+}
+
+// An uncertain call fences its session for every new attempt, not only for
+// new calls: an approved call is not dispatched, nor a retry run, while
+// another call of the session waits for an operator (the approved action
+// may depend on what the uncertain one did).
+func TestFenceHoldsApprovedCalls(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "manual", withApproval())
+	approve := func(c host.Call) {
+		t.Helper()
+		res := h.exec(c)
+		require.Equal(t, host.StatusAwaitingApproval, res.Status)
+		_, err := h.ex.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+		require.NoError(t, err)
+	}
+	b := call("s1", "b", `{"n":2}`)
+	approve(b)
+	a := call("s1", "a", `{"n":1}`)
+	approve(a)
+	h.execCrashAt(crash.AfterPluginReturn, a)
+	h.reopen() // recovery: a is recovery_required, b stays approved
+	require.Equal(t, 1, h.prov.count())
+
+	_, err := h.ex.Execute(ctx, b)
+	var fe *host.FencedError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "a", fe.Calls[0].ToolCallID)
+	rep, err := h.ex.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Decisions[host.StatusPending], "a recovery pass leaves the approved call waiting")
+	require.Equal(t, 1, h.prov.count(), "the approved call was not dispatched while its session was fenced")
+
+	res := h.exec(a)
+	_, err = h.ex.Resolve(ctx, res.ExecutionID, host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, h.exec(b).Status, "dispatched once the fence is lifted")
+	require.Equal(t, 2, h.prov.count())
 }
