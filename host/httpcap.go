@@ -30,10 +30,10 @@ import (
 //  3. on the addresses dialled: the host name is resolved by the host and
 //     every address is checked before connecting. A loopback, private,
 //     link-local, unspecified or otherwise internal address is allowed only
-//     when an entry on the same port names that literal IP, or names
-//     "localhost" and the address is loopback. So a name that resolves (or
-//     is rebound) to 127.0.0.1 is denied unless the allowlist says
-//     127.0.0.1 or localhost itself.
+//     when an entry with the request's scheme and port names that literal
+//     IP, or names "localhost" and the address is loopback. So a name that
+//     resolves (or is rebound) to 127.0.0.1 is denied unless the allowlist
+//     says 127.0.0.1 or localhost itself, for that scheme.
 //
 // There is no cookie jar, no proxy from the environment, and no Host header
 // override. Bodies are capped both ways; a request never outlives the
@@ -45,6 +45,28 @@ type origin struct {
 }
 
 func (o origin) String() string { return o.scheme + "://" + net.JoinHostPort(o.host, o.port) }
+
+// schemeKey is the context key under which schemeTransport passes a
+// request's scheme to the dialler: an allowlist entry is a scheme as well as
+// an address, and the dialler sees only "host:port".
+type schemeKey struct{}
+
+// schemeTransport puts each request's scheme, redirects included, into the
+// context the transport dials with. Connections are pooled per scheme, so a
+// connection dialled for one scheme never serves another.
+type schemeTransport struct{ *http.Transport }
+
+func (t schemeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := context.WithValue(req.Context(), schemeKey{}, asciiLower(req.URL.Scheme))
+	return t.Transport.RoundTrip(req.WithContext(ctx))
+}
+
+// schemeOf returns the scheme schemeTransport recorded in ctx, or "" (which
+// no allowlist entry matches) when there is none.
+func schemeOf(ctx context.Context) string {
+	s, _ := ctx.Value(schemeKey{}).(string)
+	return s
+}
 
 // deniedError is a request the allowlist refused.
 type deniedError struct{ msg string }
@@ -112,7 +134,7 @@ func newHTTPCap(connector string, entries []string, opts *RuntimeOptions) (*http
 	}
 	h.allowText = "[" + strings.Join(names, " ") + "]"
 	if h.dial == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second, Control: h.control}
+		d := &net.Dialer{Timeout: 10 * time.Second, ControlContext: h.control}
 		h.dial = d.DialContext
 	}
 	var tlsConf = opts.TLSClientConfig
@@ -129,7 +151,7 @@ func newHTTPCap(connector string, entries []string, opts *RuntimeOptions) (*http
 		TLSHandshakeTimeout:    10 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	h.client = &http.Client{Transport: h.transport, CheckRedirect: h.checkRedirect, Jar: nil}
+	h.client = &http.Client{Transport: schemeTransport{h.transport}, CheckRedirect: h.checkRedirect, Jar: nil}
 	return h, nil
 }
 
@@ -235,14 +257,18 @@ var internalPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 }
 
-// checkAddr reports whether connecting to ip:port is allowed.
-func (h *httpCap) checkAddr(ip netip.Addr, port string) error {
+// checkAddr reports whether connecting to ip:port for a request with the
+// given scheme is allowed. An entry admits an internal address for its own
+// scheme only, as checkURL matches host name entries: "http://127.0.0.1:8025"
+// must not let an https request (say, from a name rebound to 127.0.0.1)
+// reach that port.
+func (h *httpCap) checkAddr(scheme string, ip netip.Addr, port string) error {
 	ip = ip.Unmap()
 	if !internal(ip) {
 		return nil
 	}
 	for _, o := range h.allow {
-		if o.port != port {
+		if o.scheme != scheme || o.port != port {
 			continue
 		}
 		if lit, err := netip.ParseAddr(o.host); err == nil && lit.Unmap() == ip {
@@ -252,8 +278,8 @@ func (h *httpCap) checkAddr(ip netip.Addr, port string) error {
 			return nil
 		}
 	}
-	return &deniedError{fmt.Sprintf("address %s is internal and not named in connector[%s] capabilities.http %s",
-		net.JoinHostPort(ip.String(), port), h.connector, h.allowText)}
+	return &deniedError{fmt.Sprintf("address %s is internal and not named for %s in connector[%s] capabilities.http %s",
+		net.JoinHostPort(ip.String(), port), scheme, h.connector, h.allowText)}
 }
 
 // dialContext resolves addr's host itself, checks every address, and dials
@@ -264,10 +290,11 @@ func (h *httpCap) dialContext(ctx context.Context, network, addr string) (net.Co
 		return nil, err
 	}
 	// Defence in depth: the name actually dialled must be an allowlisted
-	// host on this port, whatever checkURL saw.
+	// host on this port for the request's scheme, whatever checkURL saw.
+	scheme := schemeOf(ctx)
 	named := false
 	for _, o := range h.allow {
-		named = named || (o.port == port && o.host == asciiLower(strings.Trim(host, "[]")))
+		named = named || (o.scheme == scheme && o.port == port && o.host == asciiLower(strings.Trim(host, "[]")))
 	}
 	if !named {
 		return nil, &deniedError{fmt.Sprintf("dial %s: not an allowlisted host of connector[%s] capabilities.http %s", addr, h.connector, h.allowText)}
@@ -287,7 +314,7 @@ func (h *httpCap) dialContext(ctx context.Context, network, addr string) (net.Co
 	// One internal address among the answers is enough to refuse: a
 	// rebinding name must not get a second chance.
 	for _, ip := range ips {
-		if err := h.checkAddr(ip, port); err != nil {
+		if err := h.checkAddr(scheme, ip, port); err != nil {
 			return nil, &deniedError{fmt.Sprintf("%s resolves to %v: %v", host, ip, err)}
 		}
 	}
@@ -302,13 +329,14 @@ func (h *httpCap) dialContext(ctx context.Context, network, addr string) (net.Co
 	return nil, lastErr
 }
 
-// control re-checks the address the default dialer actually connects to.
-func (h *httpCap) control(network, address string, _ syscall.RawConn) error {
+// control re-checks the address the default dialer actually connects to;
+// ctx is dialContext's, so it carries the request's scheme.
+func (h *httpCap) control(ctx context.Context, network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return &deniedError{fmt.Sprintf("cannot check dialled address %q: %v", address, err)}
 	}
-	return h.checkAddr(ap.Addr(), strconv.Itoa(int(ap.Port())))
+	return h.checkAddr(schemeOf(ctx), ap.Addr(), strconv.Itoa(int(ap.Port())))
 }
 
 // originOf returns scheme://host:port of a URL for logs (never its path or

@@ -188,6 +188,72 @@ func TestHTTPRebinding(t *testing.T) {
 	})
 }
 
+// TestHTTPInternalAddressNeedsSameScheme: a literal internal entry admits
+// its address for its own scheme only. Here the allowlist names
+// https://127.0.0.1:P, and http://rebind.test:P rebinds to 127.0.0.1: the
+// plain http request must not reach port P.
+func TestHTTPInternalAddressNeedsSameScheme(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "internal") })
+	res := fakeResolver{"rebind.test": loopback}
+	t.Run("other scheme", func(t *testing.T) {
+		_, get := probe(t, RuntimeOptions{Resolver: res}, "https://127.0.0.1:"+s.port(), "http://rebind.test:"+s.port())
+		r := get("http://rebind.test:" + s.port() + "/")
+		if r.Err != "denied" {
+			t.Fatalf("got %+v, want denied", r)
+		}
+		contains(t, r.Message, "127.0.0.1:"+s.port())
+		if s.hits.Load() != 0 {
+			t.Fatal("an http request reached an address allowlisted for https only")
+		}
+	})
+	t.Run("same scheme", func(t *testing.T) {
+		_, get := probe(t, RuntimeOptions{Resolver: res}, "http://127.0.0.1:"+s.port(), "http://rebind.test:"+s.port())
+		if r := get("http://rebind.test:" + s.port() + "/"); r.Err != "ok" || r.Body != "internal" {
+			t.Fatalf("got %+v", r)
+		}
+	})
+}
+
+// TestHTTPSAllowed: the request's scheme reaches the dialler for TLS
+// connections too (HTTP/1.1 and HTTP/2), so an https entry naming a
+// loopback address admits it, and the http entry on the same port does not.
+func TestHTTPSAllowed(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2=%t", h2), func(t *testing.T) {
+			s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.Proto) }))
+			s.EnableHTTP2 = h2
+			s.StartTLS()
+			t.Cleanup(s.Close)
+			_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+			opts := RuntimeOptions{TLSClientConfig: s.Client().Transport.(*http.Transport).TLSClientConfig,
+				Resolver: fakeResolver{"tls.test": loopback}}
+			opts.EnsureDefaults()
+			h, err := newHTTPCap("c", []string{"https://127.0.0.1:" + port}, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.close()
+			resp := h.do(context.Background(), abi.HTTPRequest{Method: "GET", URL: s.URL + "/"})
+			want := "HTTP/1.1"
+			if h2 {
+				want = "HTTP/2.0"
+			}
+			if resp.Err != abi.HTTPOK || string(resp.Body) != want {
+				t.Fatalf("got err=%v %q body %q, want %s", resp.Err, resp.Message, resp.Body, want)
+			}
+			h, err = newHTTPCap("c", []string{"http://127.0.0.1:" + port, "https://tls.test:" + port}, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.close()
+			resp = h.do(context.Background(), abi.HTTPRequest{Method: "GET", URL: "https://tls.test:" + port + "/"})
+			if resp.Err != abi.HTTPDenied {
+				t.Fatalf("https to a loopback port allowlisted for http only: err=%v %q", resp.Err, resp.Message)
+			}
+		})
+	}
+}
+
 func TestHTTPResponseTooLarge(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/chunked" {
@@ -238,31 +304,36 @@ func TestCheckAddr(t *testing.T) {
 		{"https", "api.stripe.com", "443"},
 	}}
 	tests := []struct {
-		addr, port string
-		ok         bool
+		scheme, addr, port string
+		ok                 bool
 	}{
-		{"93.184.216.34", "443", true},
-		{"127.0.0.1", "8025", true},
-		{"::ffff:127.0.0.1", "8025", true},
-		{"127.0.0.1", "443", false},
-		{"127.0.0.2", "8025", false},
-		{"127.0.0.5", "9000", true},
-		{"::1", "9000", true},
-		{"10.1.2.3", "443", false},
-		{"192.168.0.1", "443", false},
-		{"172.16.0.1", "443", false},
-		{"169.254.169.254", "443", false},
-		{"0.0.0.0", "443", false},
-		{"100.64.0.1", "443", false},
-		{"fd00::1", "443", false},
-		{"fe80::1", "443", false},
-		{"::", "443", false},
-		{"64:ff9b::a00:1", "443", false},
+		{"https", "93.184.216.34", "443", true},
+		{"http", "127.0.0.1", "8025", true},
+		{"http", "::ffff:127.0.0.1", "8025", true},
+		{"http", "127.0.0.1", "443", false},
+		{"http", "127.0.0.2", "8025", false},
+		{"http", "127.0.0.5", "9000", true},
+		{"http", "::1", "9000", true},
+		// An entry admits its internal address for its own scheme only.
+		{"https", "127.0.0.1", "8025", false},
+		{"https", "::ffff:127.0.0.1", "8025", false},
+		{"https", "127.0.0.5", "9000", false},
+		{"", "127.0.0.1", "8025", false},
+		{"https", "10.1.2.3", "443", false},
+		{"https", "192.168.0.1", "443", false},
+		{"https", "172.16.0.1", "443", false},
+		{"https", "169.254.169.254", "443", false},
+		{"https", "0.0.0.0", "443", false},
+		{"https", "100.64.0.1", "443", false},
+		{"https", "fd00::1", "443", false},
+		{"https", "fe80::1", "443", false},
+		{"https", "::", "443", false},
+		{"https", "64:ff9b::a00:1", "443", false},
 	}
 	for _, tc := range tests {
-		err := h.checkAddr(netip.MustParseAddr(tc.addr), tc.port)
+		err := h.checkAddr(tc.scheme, netip.MustParseAddr(tc.addr), tc.port)
 		if (err == nil) != tc.ok {
-			t.Errorf("checkAddr(%s, %s) = %v, want ok=%v", tc.addr, tc.port, err, tc.ok)
+			t.Errorf("checkAddr(%s, %s, %s) = %v, want ok=%v", tc.scheme, tc.addr, tc.port, err, tc.ok)
 		}
 	}
 }

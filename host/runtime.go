@@ -70,7 +70,7 @@ type RuntimeOptions struct {
 	Resolver Resolver
 	// Dial opens connections for the http capability, always to a checked
 	// literal address. The default value is a net.Dialer with a 10s timeout
-	// whose Control re-checks the address connected to.
+	// whose ControlContext re-checks the address connected to.
 	Dial DialFunc
 	// TLSClientConfig is the TLS configuration of the http capability
 	// (tests set RootCAs). The default value is nil: system roots.
