@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
@@ -151,6 +153,48 @@ url_env = "MISSING"
 	}
 	if _, err := parseConfig("c.toml", []byte("[server\n"), env); err == nil || !strings.Contains(err.Error(), "c.toml:") {
 		t.Errorf("syntax error without file:line: %v", err)
+	}
+}
+
+// TestConfigRefusesEmptyEnv: a variable named by a "_env" key that is set
+// but empty is refused like an unset one, naming file:line, key and
+// variable; an empty secret is never used.
+func TestConfigRefusesEmptyEnv(t *testing.T) {
+	env := func(k string) (string, bool) {
+		v, ok := map[string]string{"EMPTY_TOKEN": "", "EMPTY_KEY": ""}[k]
+		return v, ok
+	}
+	text := `
+[server]
+token_env = "EMPTY_TOKEN"
+
+[connectors.noop]
+api_key_env = "EMPTY_KEY"
+url_env = "UNSET"
+`
+	c, err := parseConfig("connhost.toml", []byte(text), env)
+	if err == nil {
+		t.Fatalf("empty variables accepted: %v", c)
+	}
+	for _, want := range []string{
+		"connhost.toml:3: environment variable EMPTY_TOKEN (token_env) is empty",
+		"connhost.toml:6: environment variable EMPTY_KEY (api_key_env) is empty",
+		"connhost.toml:7: environment variable UNSET (url_env) is not set",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestProblemForRecoveryRequired: the CLI reports Cancel's refusal of a
+// recovery_required execution with the HTTP API's code, not as internal.
+func TestProblemForRecoveryRequired(t *testing.T) {
+	err := withResult(fmt.Errorf("%w: execution[ex_1] … (connhost resolve ex_1)", host.ErrRecoveryRequired),
+		host.Result{ExecutionID: "ex_1", Status: host.StatusRecoveryRequired})
+	p := problemFor(err, false)
+	if p.Code != httpapi.CodeRecoveryRequired || p.Execution == nil || p.ExecutionID != "ex_1" || !strings.Contains(p.Detail, "connhost resolve") {
+		t.Fatalf("problem: %+v", p)
 	}
 }
 

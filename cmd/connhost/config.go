@@ -213,8 +213,8 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 			if tokenEnv != "" {
 				if c.Server.Token != "" {
 					bad("server.token_env", "set token or token_env, not both")
-				} else if val, ok := env(tokenEnv); !ok || val == "" {
-					bad("server.token_env", "environment variable %s (token_env) is not set", tokenEnv)
+				} else if val, msg := envValue(env, tokenEnv); msg != "" {
+					bad("server.token_env", "environment variable %s (token_env) %s", tokenEnv, msg)
 				} else {
 					c.Server.Token, c.Server.tokenLine = val, lines["server.token_env"]
 				}
@@ -245,9 +245,9 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 							bad(key, "set %s or %s, not both", base, k)
 							continue
 						}
-						val, ok := env(s)
-						if !ok {
-							bad(key, "environment variable %s (%s) is not set", s, k)
+						val, msg := envValue(env, s)
+						if msg != "" {
+							bad(key, "environment variable %s (%s) %s", s, k, msg)
 							continue
 						}
 						vals[base] = configValue{value: val, env: s, line: lines[key]}
@@ -266,6 +266,21 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// envValue looks up the variable a "_env" key names; msg says why it is
+// unusable. An empty value is refused like a missing one: a deployment
+// that forgot to export a secret must fail at startup, not send requests
+// (or accept API calls) with an empty key.
+func envValue(env func(string) (string, bool), name string) (val, msg string) {
+	val, ok := env(name)
+	switch {
+	case !ok:
+		return "", "is not set"
+	case val == "":
+		return "", "is empty"
+	}
+	return val, ""
 }
 
 // originList reads an allow_http value: a list of distinct
