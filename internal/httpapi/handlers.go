@@ -251,10 +251,12 @@ func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeBadRequest, err.Error()))
 		return
 	}
+	// A failure here is the server's (a manifest whose names cannot be
+	// mapped for a model): fail logs it and answers a generic internal
+	// problem, so connector and operation names stay out of the answer.
 	v, err := tooldefs.Build(a.ex.Manifests(), f)
 	if err != nil {
-		a.opts.Logger.ErrorContext(r.Context(), "httpapi: tool definitions", "err", err)
-		writeProblem(w, NewProblem(CodeInternal, err.Error()))
+		a.fail(w, r, fmt.Errorf("tool definitions: %w", err), host.Result{})
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

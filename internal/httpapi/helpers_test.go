@@ -66,9 +66,9 @@ type testEnv struct {
 // the manifests in testdata/manifests (connectors "noop" and "gated", both
 // backed by the internal/testconnectors/noop module, and "probe", backed by
 // internal/testconnectors/httpprobe) and a Prometheus
-// registry wired through NewObserver. The executor is closed when the test
-// ends.
-func newTestExecutor(t *testing.T) *testEnv {
+// registry wired through NewObserver. extra manifests are loaded too. The
+// executor is closed when the test ends.
+func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -93,6 +93,7 @@ func newTestExecutor(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ms = append(ms, extra...)
 	env := &testEnv{reg: prometheus.NewRegistry(), clock: &testClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}, dir: dir}
 	ex, err := host.Open(ctx, host.Options{
 		DataDir:       filepath.Join(dir, "data"),

@@ -166,7 +166,7 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearerToken(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(got))
 		// Comparing fixed-size digests keeps the comparison constant-time
 		// regardless of the presented token's length.
@@ -177,6 +177,17 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken returns the credentials of an "Authorization: Bearer <token>"
+// header. The scheme is matched case-insensitively, as RFC 9110 §11.1
+// requires: clients that send "bearer" must not be turned away.
+func bearerToken(h string) (string, bool) {
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	return h[len(prefix):], true
 }
 
 // checkHost refuses, when no token is configured, requests whose Host is

@@ -3,12 +3,16 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/manifests"
 )
 
 // TestExecuteStatuses proves that every execution status is a 200 answer
@@ -146,6 +150,40 @@ func TestAuth(t *testing.T) {
 	good.post("/v1/executions", execReq("s", "c", "noop.echo", `{}`)).result(t)
 	if r := good.get("/v1/tools"); r.status != http.StatusOK {
 		t.Fatalf("tools with token: %d %s", r.status, r.body)
+	}
+}
+
+// TestAuthSchemeCaseInsensitive: the auth scheme is case-insensitive
+// (RFC 9110 §11.1); the token itself is not.
+func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	env := newTestExecutor(t)
+	srv := env.serve(t, Options{Token: "s3cret"})
+	for _, tc := range []struct {
+		header string
+		status int
+	}{
+		{"Bearer s3cret", http.StatusOK},
+		{"bearer s3cret", http.StatusOK},
+		{"BEARER s3cret", http.StatusOK},
+		{"bEaReR s3cret", http.StatusOK},
+		{"bearer S3CRET", http.StatusUnauthorized},
+		{"Basic s3cret", http.StatusUnauthorized},
+		{"Bearers3cret", http.StatusUnauthorized},
+		{"bearer", http.StatusUnauthorized},
+	} {
+		req, err := http.NewRequest("GET", srv.URL+"/v1/tools", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", tc.header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("Authorization %q: status %d, want %d", tc.header, resp.StatusCode, tc.status)
+		}
 	}
 }
 
@@ -304,6 +342,26 @@ func TestAbandon(t *testing.T) {
 	}
 }
 
+// TestCancelRecoveryRequired: cancel on a recovery_required execution is a
+// recovery_required problem carrying the execution and pointing at
+// resolve; on a terminal execution it answers the result unchanged.
+func TestCancelRecoveryRequired(t *testing.T) {
+	env := newTestExecutor(t)
+	c := client{t: t, base: env.serve(t, Options{}).URL}
+	resumed := execReq("s-old", "c1", "noop.echo", `{}`)
+	resumed["resumed"] = true
+	rr := c.post("/v1/executions", resumed).result(t)
+	p := c.post("/v1/executions/"+rr.ExecutionID+"/cancel", CancelRequest{By: "rita"}).problem(t, CodeRecoveryRequired)
+	if p.ExecutionID != rr.ExecutionID || p.Execution == nil || p.Execution.Status != host.StatusRecoveryRequired ||
+		!strings.Contains(p.Detail, "connhost resolve") {
+		t.Fatalf("cancel of recovery_required: %+v", p)
+	}
+	done := c.post("/v1/executions", execReq("s1", "c1", "noop.echo", `{}`)).result(t)
+	if res := c.post("/v1/executions/"+done.ExecutionID+"/cancel", CancelRequest{By: "rita"}).result(t); res.Status != host.StatusSucceeded {
+		t.Fatalf("cancel of a terminal execution: %+v", res)
+	}
+}
+
 func TestListPaging(t *testing.T) {
 	env := newTestExecutor(t)
 	c := client{t: t, base: env.serve(t, Options{}).URL}
@@ -352,6 +410,62 @@ func TestTools(t *testing.T) {
 	if len(mcp.Tools) != 4 || mcp.Tools[1]["name"] != "noop.echo" || mcp.Tools[1]["inputSchema"] == nil {
 		t.Fatalf("mcp: %+v", mcp)
 	}
+}
+
+// TestToolsInternalErrorIsGeneric: a failure to build the definitions is
+// the server's; its cause (here the connector name, which cannot be mapped
+// for OpenAI) goes to the log, not into the problem's detail. A bad format
+// is the client's and keeps its specific detail.
+func TestToolsInternalErrorIsGeneric(t *testing.T) {
+	m, err := manifests.Parse("bad.toml", []byte(`
+[connector]
+name = "bad__name"
+version = "0.1.0"
+abi = 1
+module = "noop.wasm"
+
+[[operation]]
+name = "echo"
+description = "Echo."
+effect = "external"
+recovery = "manual"
+input_schema = '{"type": "object"}'
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newTestExecutor(t, m)
+	var logs logBuffer
+	c := client{t: t, base: env.serve(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}).URL}
+	p := c.get("/v1/tools").problem(t, CodeInternal)
+	if strings.Contains(p.Detail, "bad__name") || p.Detail != ProblemOf(errors.New("x"), host.Result{}).Detail {
+		t.Errorf("internal detail leaked or not the generic one: %q", p.Detail)
+	}
+	if !strings.Contains(logs.String(), "bad__name") {
+		t.Errorf("cause not logged: %s", logs.String())
+	}
+	p = c.get("/v1/tools?format=gemini").problem(t, CodeBadRequest)
+	if !strings.Contains(p.Detail, "gemini") {
+		t.Errorf("bad format detail: %q", p.Detail)
+	}
+}
+
+// logBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestMetrics(t *testing.T) {
