@@ -26,7 +26,8 @@ var (
 	// ErrApprovalRequired: the call waits for a reviewer.
 	ErrApprovalRequired = errors.New("host: approval required")
 	// ErrRecoveryRequired: the call's outcome is unknown and needs an
-	// operator.
+	// operator. It is Result.Err of a recovery_required execution, and the
+	// error of Cancel on one: only Resolve settles such a call.
 	ErrRecoveryRequired = errors.New("host: recovery required")
 	// ErrNotFound: no execution or approval with that id.
 	ErrNotFound = errors.New("host: not found")

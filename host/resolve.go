@@ -92,7 +92,10 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 // Cancel asks for an execution to be cancelled. Before dispatch it is
 // cancelled at once; once dispatched, cancellation is cooperative: the flag
 // is recorded and, if the outcome turns out unknown, recovery never
-// re-dispatches it (it reconciles, or asks an operator).
+// re-dispatches it (it reconciles, or asks an operator). A
+// recovery_required execution is refused with ErrRecoveryRequired: its
+// effect may have happened, so only an operator's Resolve settles it. A
+// terminal execution is returned unchanged.
 func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, error) {
 	if by == "" {
 		return Result{}, fmt.Errorf("%w: cancel needs the requester's identity", ErrBadCall)
@@ -117,6 +120,11 @@ func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, 
 	case ledger.StateDispatched:
 		ev.Decision = "cancel_requested"
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, CancelRequested: true, Event: ev})
+	case ledger.StateRecoveryRequired:
+		// Returning the record unchanged would read as "nothing to cancel"
+		// while the session stays fenced and the effect may have happened.
+		return ResultOf(rec), fmt.Errorf("%w: execution[%s] has an unknown outcome, which cancelling cannot settle; an operator must resolve it (connhost resolve %s)",
+			ErrRecoveryRequired, executionID, executionID)
 	default:
 		return ResultOf(rec), nil
 	}

@@ -181,7 +181,8 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
 		errors.Is(err, host.ErrIntentMismatch), errors.Is(err, host.ErrSessionFenced), errors.Is(err, host.ErrNotFound),
 		errors.Is(err, host.ErrApprovalDigest), errors.Is(err, host.ErrApprovalExpired), errors.Is(err, host.ErrNotAwaitingApproval),
-		errors.Is(err, host.ErrNotRecoveryRequired), errors.Is(err, host.ErrPruned), errors.Is(err, host.ErrClosed):
+		errors.Is(err, host.ErrNotRecoveryRequired), errors.Is(err, host.ErrRecoveryRequired), errors.Is(err, host.ErrPruned),
+		errors.Is(err, host.ErrClosed):
 		var rr *resultError
 		if errors.As(err, &rr) {
 			res = rr.res

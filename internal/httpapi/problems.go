@@ -27,6 +27,7 @@ const (
 	CodeApprovalExpired        Code = "approval_expired"
 	CodeNotAwaitingApproval    Code = "not_awaiting_approval"
 	CodeNotRecoveryRequired    Code = "not_recovery_required"
+	CodeRecoveryRequired       Code = "recovery_required"
 	CodePruned                 Code = "pruned"
 	CodeUnauthorized           Code = "unauthorized"
 	CodeForbiddenHost          Code = "forbidden_host"
@@ -54,6 +55,7 @@ var codes = map[Code]codeInfo{
 	CodeApprovalExpired:        {http.StatusGone, "Approval expired"},
 	CodeNotAwaitingApproval:    {http.StatusConflict, "Execution is not awaiting approval"},
 	CodeNotRecoveryRequired:    {http.StatusConflict, "Execution is not recovery_required"},
+	CodeRecoveryRequired:       {http.StatusConflict, "Execution is recovery_required; only a resolution settles it"},
 	CodePruned:                 {http.StatusGone, "Execution pruned by retention"},
 	CodeUnauthorized:           {http.StatusUnauthorized, "Missing or wrong bearer token"},
 	CodeForbiddenHost:          {http.StatusForbidden, "Host header not allowed"},
@@ -92,7 +94,7 @@ type Problem struct {
 	UncertainCalls []host.UncertainCall `json:"uncertain_calls,omitempty"`
 	// Execution is the execution's current state when an operation was
 	// refused because of it (not_awaiting_approval, not_recovery_required,
-	// approval_digest_mismatch, approval_expired).
+	// recovery_required, approval_digest_mismatch, approval_expired).
 	Execution *host.Result `json:"execution,omitempty"`
 }
 
@@ -151,6 +153,8 @@ func ProblemOf(err error, res host.Result) *Problem {
 		p = NewProblem(CodeNotAwaitingApproval, err.Error())
 	case errors.Is(err, host.ErrNotRecoveryRequired):
 		p = NewProblem(CodeNotRecoveryRequired, err.Error())
+	case errors.Is(err, host.ErrRecoveryRequired):
+		p = NewProblem(CodeRecoveryRequired, err.Error())
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
 	default:

@@ -26,6 +26,7 @@ func problemOfCases() []problemOfCase {
 		{wrap(host.ErrApprovalExpired), host.Result{}, CodeApprovalExpired},
 		{wrap(host.ErrNotAwaitingApproval), host.Result{}, CodeNotAwaitingApproval},
 		{wrap(host.ErrNotRecoveryRequired), host.Result{}, CodeNotRecoveryRequired},
+		{wrap(host.ErrRecoveryRequired), host.Result{ExecutionID: "ex_1"}, CodeRecoveryRequired},
 		{wrap(host.ErrPruned), host.Result{}, CodePruned},
 		{host.ErrClosed, host.Result{}, CodeUnavailable},
 		{errors.New("disk on fire"), host.Result{}, CodeInternal},
