@@ -95,7 +95,9 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 // re-dispatches it (it reconciles, or asks an operator). A
 // recovery_required execution is refused with ErrRecoveryRequired: its
 // effect may have happened, so only an operator's Resolve settles it. A
-// terminal execution is returned unchanged.
+// terminal execution is returned unchanged. A call that is running in this
+// process right now cannot be interrupted: Cancel waits for its attempt to
+// end (at most the operation's timeout) and returns what it recorded.
 func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, error) {
 	if by == "" {
 		return Result{}, fmt.Errorf("%w: cancel needs the requester's identity", ErrBadCall)

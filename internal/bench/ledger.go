@@ -222,17 +222,31 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	rep.BytesPerExecution = float64(size) / float64(total)
 
-	o.Progress(fmt.Sprintf("recovery: %d pending only", o.Pending))
-	rep.RecoverPendingOnlyMs, err = recoverTime(ctx, filepath.Join(o.Dir, "rec-pending"), 0, o.Pending, m)
-	if err != nil {
+	o.Progress(fmt.Sprintf("recovery: loading %d pending only", o.Pending))
+	pendingDir := filepath.Join(o.Dir, "rec-pending")
+	if err := loadRecovery(ctx, pendingDir, 0, o.Pending, m); err != nil {
 		return rep, err
 	}
-	o.Progress(fmt.Sprintf("recovery: %d pending + %d history (bulk load)", o.Pending, o.History))
-	rep.RecoverWithHistoryMs, err = recoverTime(ctx, filepath.Join(o.Dir, "rec-history"), o.History, o.Pending, m)
-	if err != nil {
+	o.Progress(fmt.Sprintf("recovery: loading %d pending + %d history (bulk load)", o.Pending, o.History))
+	historyDir := filepath.Join(o.Dir, "rec-history")
+	if err := loadRecovery(ctx, historyDir, o.History, o.Pending, m); err != nil {
 		return rep, err
 	}
-	rep.RecoverRatio = rep.RecoverWithHistoryMs / rep.RecoverPendingOnlyMs
+	// Alternate the two opens, as the write measurements alternate.
+	o.Progress("recovery: opening each ledger")
+	var pendingMs, historyMs, ratios []float64
+	for range recoverOpens {
+		p, err := timeOpen(ctx, pendingDir, o.Pending)
+		if err != nil {
+			return rep, err
+		}
+		h, err := timeOpen(ctx, historyDir, o.Pending)
+		if err != nil {
+			return rep, err
+		}
+		pendingMs, historyMs, ratios = append(pendingMs, p), append(historyMs, h), append(ratios, h/p)
+	}
+	rep.RecoverPendingOnlyMs, rep.RecoverWithHistoryMs, rep.RecoverRatio = median(pendingMs), median(historyMs), median(ratios)
 	return rep, nil
 }
 
@@ -260,14 +274,13 @@ func parallel(ops, workers int, fn func() error) (perSecond float64, err error) 
 	return float64(ops) / time.Since(start).Seconds(), nil
 }
 
-// recoverTime bulk-loads history terminal executions and pending ones
-// awaiting approval (recovery must read and keep them), then measures
-// opening the executor, which opens the ledger and runs recovery before it
-// returns.
-func recoverTime(ctx context.Context, dir string, history, pending int, m *manifests.Manifest) (float64, error) {
+// loadRecovery bulk-loads history terminal executions and pending ones
+// awaiting approval (recovery must read and keep them) into a ledger in
+// dir, compacted as a live ledger would be.
+func loadRecovery(ctx context.Context, dir string, history, pending int, m *manifests.Manifest) error {
 	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(dir, "ledger")})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	now := time.Now().UTC()
 	const chunk = 50_000
@@ -300,31 +313,35 @@ func recoverTime(ctx context.Context, dir string, history, pending int, m *manif
 		}
 		if err := add(r); err != nil {
 			db.Close()
-			return 0, err
+			return err
 		}
 	}
 	if err := flush(); err != nil {
 		db.Close()
-		return 0, err
+		return err
 	}
 	// A live ledger's history has been compacted in the background long
 	// before a restart; a freshly bulk-loaded one has not.
 	if err := db.Compact(ctx); err != nil {
 		db.Close()
-		return 0, err
+		return err
 	}
-	if err := db.Close(); err != nil {
-		return 0, err
-	}
-	// Open without connectors: the measurement is the ledger's open plus
-	// the recovery pass, not the compilation of a module (pending approvals
-	// need no connector to be examined).
+	return db.Close()
+}
+
+// timeOpen measures opening an executor on dir, which opens the ledger and
+// runs recovery before it returns, in milliseconds. It opens without
+// connectors: the measurement is the ledger's open plus the recovery pass,
+// not the compilation of a module (pending approvals need no connector to
+// be examined, and recovery leaves them as they are, so every open sees
+// the same ledger).
+func timeOpen(ctx context.Context, dir string, pending int) (float64, error) {
 	start := time.Now()
 	ex, err := host.Open(ctx, host.Options{DataDir: dir})
 	if err != nil {
 		return 0, err
 	}
-	elapsed := time.Since(start)
+	ms := float64(time.Since(start)) / float64(time.Millisecond)
 	rep, err := ex.Recover(ctx) // confirm what recovery saw
 	ex.Close(ctx)
 	if err != nil {
@@ -333,8 +350,11 @@ func recoverTime(ctx context.Context, dir string, history, pending int, m *manif
 	if rep.Pending != pending {
 		return 0, fmt.Errorf("bench: recovery saw %d pending executions, loaded %d", rep.Pending, pending)
 	}
-	return float64(elapsed) / float64(time.Millisecond), nil
+	return ms, nil
 }
+
+// recoverOpens is the number of timed opens of each recovery ledger.
+const recoverOpens = 7
 
 // median returns the median of xs (the mean of the middle two for an even
 // count); xs is reordered.
