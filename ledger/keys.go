@@ -10,8 +10,8 @@ import (
 // each keyspace is one contiguous range that an iterator bounds exactly:
 //
 //	m/protocol                          protocol marker: the ProtocolVersion that wrote the directory
-//	r/<id>                              the record (version byte + JSON), or a tombstone once pruned
-//	e/<id*>/<seq u64 BE>                audit event <seq> of execution <id> (version byte + JSON)
+//	r/<id>                              the record (version byte + value, see codec.go), or a tombstone once pruned
+//	e/<id*>/<seq u64 BE>                audit event <seq> of execution <id> (version byte + value)
 //	p/<id>                              pending index: present iff the record is not terminal; its value is the record itself
 //	f/<ns*><session*><id*>              fence index: present iff the record is recovery_required
 //	s/<ns*><session*>                   session marker: some execution of the session was created here
