@@ -30,8 +30,9 @@ func (a *app) benchCommand() *cobra.Command {
             so the setup is quick).
 
 Raw and execute runs alternate in --rounds short rounds, so both see the
-same machine load; each figure is the median over the rounds and each
-ratio the median of the per-round ratios.
+same machine load, and the two recovery ledgers are opened alternately
+seven times each; each figure is a median and each ratio the median of
+the per-round ratios.
 
 It prints each figure and its ratio to the baseline. It needs the source
 tree (it builds the no-op test connector) and writes only to a temporary
