@@ -58,6 +58,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 	b := d.db.NewBatch()
 	defer func() { _ = b.Close() }()
 	var fences []fenceChange
+	sessions := map[string]struct{}{}
 	for i, rec := range recs {
 		if rec.UpdatedAt.IsZero() {
 			rec.UpdatedAt = now
@@ -73,7 +74,19 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 			return err
 		}
 		fences = append(fences, fc)
-		_ = b.Set(sessionKey(rec.Namespace, rec.SessionID), nil, nil)
+		// A session keeps the classification of its first record, as in
+		// Create: the marker is written only for a session that has none.
+		sk := sessionKey(rec.Namespace, rec.SessionID)
+		if _, seen := sessions[string(sk)]; !seen {
+			sessions[string(sk)] = struct{}{}
+			marked, err := d.has(sk)
+			if err != nil {
+				return err
+			}
+			if !marked {
+				_ = b.Set(sk, sessionMarker(rec), nil)
+			}
+		}
 		if (i+1)%bulkBatchRecords == 0 {
 			if err := ctx.Err(); err != nil {
 				return err

@@ -40,10 +40,11 @@ type DB struct {
 
 	// fences counts the fence entries (f/) of each session, keyed by its
 	// fence prefix. Open loads it from the index and every commit that adds
-	// or removes an entry updates it after the commit, so Fenced answers
-	// the common case - no uncertain call in the session - without opening
-	// an iterator. The ledger owns its directory (Pebble locks it), so no
-	// other writer can change the index behind the count.
+	// or removes an entry updates it (see commit: it may over-report for a
+	// moment, never under-report), so Fenced answers the common case - no
+	// uncertain call in the session - without opening an iterator. The
+	// ledger owns its directory (Pebble locks it), so no other writer can
+	// change the index behind the count.
 	fenceMu sync.RWMutex
 	fences  map[string]int
 
@@ -216,6 +217,24 @@ type fenceChange struct {
 	delta   int
 }
 
+// commit commits b, whose writes change the fence index by fc, so that the
+// fence count never under-reports: an added entry is counted before the
+// commit (and uncounted if the commit fails), a removed one after it. A
+// count that is briefly too high only makes Fenced read the index.
+func (d *DB) commit(b *pebble.Batch, fc fenceChange) error {
+	if fc.delta > 0 {
+		d.noteFences(fc)
+	}
+	err := b.Commit(d.wo)
+	switch {
+	case err != nil && fc.delta > 0:
+		d.noteFences(fenceChange{fc.session, -fc.delta})
+	case err == nil && fc.delta < 0:
+		d.noteFences(fc)
+	}
+	return err
+}
+
 func (d *DB) noteFences(changes ...fenceChange) {
 	if !slices.ContainsFunc(changes, func(c fenceChange) bool { return c.delta != 0 }) {
 		return
@@ -265,11 +284,25 @@ func (d *DB) checkProtocol() error {
 		return fmt.Errorf("%w: %s has an unreadable protocol marker %q, this release speaks protocol %d",
 			ErrProtocol, d.opts.Dir, v, ProtocolVersion)
 	}
-	if m.Protocol != ProtocolVersion {
+	switch m.Protocol {
+	case ProtocolVersion:
+		return nil
+	case 1:
+		// Protocol 1 stored JSON values, which this release still reads;
+		// it writes binary ones (record and event version 2) that a
+		// protocol-1 release cannot. Raising the marker first makes such a
+		// release refuse the whole directory at Open, instead of failing
+		// on one record after another.
+		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
+		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
+			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
+		}
+		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", 1, "to", ProtocolVersion)
+		return nil
+	default:
 		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
 			ErrProtocol, d.opts.Dir, m.Protocol, ProtocolVersion)
 	}
-	return nil
 }
 
 func (d *DB) empty() (bool, error) {
@@ -398,10 +431,9 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 			_ = b.Set(sk, sessionMarker(rec), nil)
 		}
 	}
-	if err := b.Commit(d.wo); err != nil {
+	if err := d.commit(b, fc); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
 	}
-	d.noteFences(fc)
 	d.remember(rec)
 	d.noteSessionMarked(sk)
 	return rec, nil
@@ -521,6 +553,7 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	}
 	now := d.opts.Now()
 	rec := old
+	rec.Version = RecordVersion // what this write stores, whatever old was read from
 	rec.State, rec.Attempt, rec.UpdatedAt = t.To, t.Attempt, now
 	if !t.Deadline.IsZero() {
 		rec.Deadline = t.Deadline
@@ -554,10 +587,9 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	if err != nil {
 		return Record{}, err
 	}
-	if err := b.Commit(d.wo); err != nil {
+	if err := d.commit(b, fc); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
 	}
-	d.noteFences(fc)
 	d.remember(rec)
 	return rec, nil
 }

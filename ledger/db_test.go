@@ -556,3 +556,67 @@ func TestBlockCacheSurvivesMemtables(t *testing.T) {
 	require.Less(t, after.Misses-before.Misses, int64(20), "repeated reads of a record missed the block cache")
 	require.GreaterOrEqual(t, after.Hits-before.Hits, int64(100), "repeated reads of a record were not served by the block cache")
 }
+
+// BulkLoad keeps a session's classification: a session whose first record
+// was a resumed call with no record stays legacy, whatever is loaded into
+// it later, and a new session loaded in bulk is known.
+func TestBulkLoadKeepsSessionClassification(t *testing.T) {
+	ctx := context.Background()
+	db := openMem(t, nil)
+	first := dispatchedRecord("resumed")
+	first.State, first.Attempt, first.Resumed = StateRecoveryRequired, 0, true
+	_, err := db.Create(ctx, first, Event{})
+	require.NoError(t, err)
+	later := dispatchedRecord("later")
+	later.State = StateSucceeded
+	fresh := dispatchedRecord("fresh")
+	fresh.SessionID, fresh.State = "s2", StateSucceeded
+	require.NoError(t, db.BulkLoad(ctx, []Record{later, fresh}))
+	known, err := db.SessionKnown(ctx, DefaultNamespace, "s1")
+	require.NoError(t, err)
+	require.False(t, known, "a bulk load reclassified a legacy session as known")
+	known, err = db.SessionKnown(ctx, DefaultNamespace, "s2")
+	require.NoError(t, err)
+	require.True(t, known)
+	checkInvariants(t, db)
+}
+
+// A protocol-1 directory (JSON values) is read and its marker raised, so
+// a protocol-1 release refuses it at Open once this one has written binary
+// values into it.
+func TestProtocol1Upgrade(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	old := dispatchedRecord("old")
+	old.Version, old.Events = 1, 1
+	j, err := json.Marshal(old)
+	require.NoError(t, err)
+	b := db.db.NewBatch()
+	require.NoError(t, b.Set(recordKey("old"), append([]byte{1}, j...), nil))
+	require.NoError(t, b.Set(pendingKey("old"), append([]byte{1}, j...), nil))
+	require.NoError(t, b.Set(sessionKey(old.Namespace, old.SessionID), nil, nil))
+	ev, err := json.Marshal(Event{Seq: 1, ExecutionID: "old", To: StateDispatched, Attempt: 1, Decision: "dispatch"})
+	require.NoError(t, err)
+	require.NoError(t, b.Set(eventKey("old", 1), append([]byte{1}, ev...), nil))
+	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":1}`), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	defer db.Close()
+	v, closer, err := db.db.Get(protocolKey)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
+	require.NoError(t, closer.Close())
+	rec, err := db.Get(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.Version)
+	got, err := db.Apply(ctx, "old", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
+		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
+	require.NoError(t, err)
+	require.Equal(t, RecordVersion, got.Version)
+	checkInvariants(t, db)
+}

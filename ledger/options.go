@@ -10,9 +10,10 @@ import (
 )
 
 // ProtocolVersion is the version of the ledger's on-disk protocol (key
-// layout and marker) written by this release. Open refuses a data directory
-// whose marker names another version with ErrProtocol.
-const ProtocolVersion = 1
+// layout, marker and value encodings) written by this release: 2 since
+// values are binary (1 stored JSON). Open upgrades a protocol-1 directory,
+// whose values it reads, and refuses any other version with ErrProtocol.
+const ProtocolVersion = 2
 
 // DefaultMaxRecordBytes is the default value of Options.MaxRecordBytes.
 const DefaultMaxRecordBytes = 4 << 20
