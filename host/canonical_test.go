@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -44,6 +45,27 @@ func TestCanonicalArgsRefusesAmbiguousDocuments(t *testing.T) {
 		if d, err := canonicalArgs([]byte(args)); err == nil {
 			t.Errorf("canonicalArgs(%q) = %s, want an error", args, d)
 		}
+	}
+	// Unpaired surrogate escapes decode to U+FFFD, like "\ufffd" itself.
+	for _, args := range []string{`{"a":"\ud800"}`, `{"a":"\udc00"}`, `{"a":"x\ud800\u0041"}`, `{"\udbff":1}`, `{"a":"\ud800\ud800"}`} {
+		if d, err := canonicalArgs([]byte(args)); err == nil {
+			t.Errorf("canonicalArgs(%s) = %s, want an error", args, d)
+		}
+	}
+	for _, args := range []string{`{"a":"\ud83d\ude00"}`, `{"a":"\\ud800"}`, `{"\uD83D\uDE00":"\"\\"}`, `{"a":"\ufffd"}`} {
+		if _, err := canonicalArgs([]byte(args)); err != nil {
+			t.Errorf("canonicalArgs(%s): %v", args, err)
+		}
+	}
+	// Nesting is bounded as encoding/json bounds it.
+	deep := func(n int) []byte {
+		return []byte(`{"a":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
+	}
+	if _, err := canonicalArgs(deep(maxArgsDepth - 1)); err != nil {
+		t.Errorf("%d levels: %v", maxArgsDepth, err)
+	}
+	if _, err := canonicalArgs(deep(maxArgsDepth)); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+		t.Errorf("%d levels: %v, want refused", maxArgsDepth+1, err)
 	}
 	// Keys repeated in different objects are fine.
 	if _, err := canonicalArgs([]byte(`{"a":{"k":1},"b":{"k":1},"k":[{"k":2}]}`)); err != nil {

@@ -107,6 +107,14 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	}
 	ev := ledger.Event{Actor: "executor"}
 
+	// before_intent means "a new call, nothing recorded yet": a call sent
+	// again must not reach it, so with the point armed the record is looked
+	// up first, as Create would find it.
+	if crash.Armed(crash.BeforeIntent) && len(fenced) == 0 && !call.Resumed {
+		if existing, err := e.led.Get(ctx, id); err == nil {
+			return e.driveRecorded(ctx, call, op, digest, existing)
+		}
+	}
 	crash.At(crash.BeforeIntent)
 	if call.Resumed {
 		known, err := e.led.SessionKnown(ctx, call.Namespace, call.SessionID)
@@ -249,7 +257,7 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 			case a.ConsumedBy != 0:
 				return e.expire(ctx, rec, "approval already consumed")
 			}
-			if res, held, err := e.heldByFence(ctx, rec, fromCall); held || err != nil {
+			if res, held, err := e.heldByFence(ctx, rec); held || err != nil {
 				return res, err
 			}
 			consumed := *a
@@ -292,7 +300,7 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 					return ResultOf(rec), nil
 				}
 			}
-			if res, held, err := e.heldByFence(ctx, rec, fromCall); held || err != nil {
+			if res, held, err := e.heldByFence(ctx, rec); held || err != nil {
 				return res, err
 			}
 			rec, err = e.apply(ctx, rec, ledger.Transition{
@@ -327,16 +335,18 @@ func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) 
 // first, or a retry) must wait because its session is fenced: an uncertain
 // call in the session stops every new attempt in it, not only new calls,
 // until an operator resolves it - the approved or retried action may depend
-// on what the uncertain one did. A live call gets the *FencedError; a
-// recovery pass leaves the record as it is for a later pass.
-func (e *Executor) heldByFence(ctx context.Context, rec ledger.Record, fromCall bool) (res Result, held bool, err error) {
+// on what the uncertain one did. A live call (Execute) gets the
+// *FencedError; a recovery pass or an operator's Resolve leaves the record
+// as it is for a later pass.
+func (e *Executor) heldByFence(ctx context.Context, rec ledger.Record) (res Result, held bool, err error) {
 	fenced, err := e.led.Fenced(ctx, rec.Namespace, rec.SessionID)
+	_, live := ctx.Value(callerKey{}).(context.Context) // set by Execute only
 	switch {
 	case err != nil:
 		return Result{}, true, err
 	case len(fenced) == 0:
 		return Result{}, false, nil
-	case fromCall:
+	case live:
 		return Result{}, true, fencedError(rec.Namespace, rec.SessionID, fenced)
 	default:
 		return ResultOf(rec), true, nil

@@ -755,3 +755,19 @@ func TestFenceHoldsApprovedCalls(t *testing.T) {
 	require.Equal(t, host.StatusSucceeded, h.exec(b).Status, "dispatched once the fence is lifted")
 	require.Equal(t, 2, h.prov.count())
 }
+
+// before_intent means "a new call, nothing recorded yet": a call sent again
+// never reaches it, so a kill armed there hits only new calls.
+func TestBeforeIntentOnlyForNewCalls(t *testing.T) {
+	h := newHarness(t, "manual")
+	c := call("s1", "c1", `{"n":1}`)
+	require.Equal(t, host.StatusSucceeded, h.exec(c).Status)
+	var hits []string
+	restore := crash.SetHook(func(p string) { hits = append(hits, p) })
+	defer restore()
+	res := h.exec(c)
+	require.True(t, res.Recorded)
+	require.NotContains(t, hits, crash.BeforeIntent, "a re-sent call reached before_intent")
+	h.exec(call("s1", "c2", `{"n":2}`))
+	require.Contains(t, hits, crash.BeforeIntent)
+}

@@ -101,6 +101,13 @@ func SetHook(fn func(point string)) (restore func()) {
 	return func() { hook.Store(prev) }
 }
 
+// Armed reports whether reaching name could stop the process: name is the
+// armed point, or a hook is set. Callers use it to keep a point's meaning
+// exact where establishing it costs work (one atomic load when unset).
+func Armed(name string) bool {
+	return hook.Load() != nil || (armed.Load() && name == point)
+}
+
 // At kills the process with SIGKILL if name is the armed point and this is
 // the n-th time it is reached. It never returns in that case.
 func At(name string) {

@@ -37,3 +37,22 @@ func TestHookReplacesTheKill(t *testing.T) {
 		t.Fatalf("hook saw %v", seen)
 	}
 }
+
+func TestArmed(t *testing.T) {
+	defer Arm("")
+	if Armed(BeforeIntent) {
+		t.Fatal("armed with nothing set")
+	}
+	if err := Arm("before_intent:2"); err != nil {
+		t.Fatal(err)
+	}
+	if !Armed(BeforeIntent) || Armed(AfterIntent) {
+		t.Fatal("Armed does not follow the armed point")
+	}
+	Arm("")
+	restore := SetHook(func(string) {})
+	defer restore()
+	if !Armed(AfterIntent) {
+		t.Fatal("a hook arms every point")
+	}
+}
