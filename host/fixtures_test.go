@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -76,24 +76,6 @@ func testManifest(tb testing.TB, connector, fixtureName string, operations []*ma
 	return m, LoadOptions{ModulePath: path}
 }
 
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testCacheDir is a wazero compilation cache shared by the tests of this
 // process and later runs (wazero writes entries atomically), so each test
 // does not recompile the fixtures.
@@ -106,9 +88,9 @@ func testCacheDir(tb testing.TB) string {
 }
 
 // newTestRuntime returns a runtime logging JSON into the returned buffer.
-func newTestRuntime(tb testing.TB, opts RuntimeOptions) (*Runtime, *logBuffer) {
+func newTestRuntime(tb testing.TB, opts RuntimeOptions) (*Runtime, *testenv.LogBuffer) {
 	tb.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	if opts.CacheDir == "" {
 		opts.CacheDir = testCacheDir(tb)
 	}

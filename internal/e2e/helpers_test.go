@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,13 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/sandbox/fault"
+	"github.com/connhost/connhost/internal/testenv"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -32,7 +31,7 @@ const defaultFrom = "agent@connhost.test"
 // log records captured.
 type conn struct {
 	*host.Connector
-	logs *logBuffer
+	logs *testenv.LogBuffer
 }
 
 // loadOption changes the manifest copy before Load.
@@ -81,7 +80,7 @@ func load(tb testing.TB, name, wasm, digest, baseURL string, cfg map[string]stri
 	for _, o := range opts {
 		o(m)
 	}
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	ctx := context.Background()
 	rt, err := host.NewRuntime(ctx, host.RuntimeOptions{
 		CacheDir: shared.wazeroCache,
@@ -252,22 +251,4 @@ func resetSandboxAtCleanup(tb testing.TB) {
 			tb.Errorf("reset sandbox: %v", err)
 		}
 	})
-}
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/testenv"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -435,7 +435,7 @@ input_schema = '{"type": "object"}'
 		t.Fatal(err)
 	}
 	env := newTestExecutor(t, m)
-	var logs logBuffer
+	var logs testenv.LogBuffer
 	c := client{t: t, base: env.serve(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}).URL}
 	p := c.get("/v1/tools").problem(t, CodeInternal)
 	if strings.Contains(p.Detail, "bad__name") || p.Detail != ProblemOf(errors.New("x"), host.Result{}).Detail {
@@ -448,24 +448,6 @@ input_schema = '{"type": "object"}'
 	if !strings.Contains(p.Detail, "gemini") {
 		t.Errorf("bad format detail: %q", p.Detail)
 	}
-}
-
-// logBuffer is a bytes.Buffer safe for the server's concurrent log writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestMetrics(t *testing.T) {
