@@ -111,7 +111,8 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 }
 
 // RawSyncBench is the baseline the ledger's write path is measured against:
-// it opens a plain Pebble database in dir (which should be new and empty)
+// it opens a Pebble database configured as a ledger's (memtables, cache,
+// filters) but without the ledger, in dir (which should be new and empty),
 // and performs ops operations from concurrency goroutines, each operation
 // being two synced batch commits — a ~600-byte record value, then a record
 // overwrite plus a ~200-byte event key — the fsyncs one ungated execution
@@ -143,7 +144,10 @@ type RawBench struct {
 // OpenRawBench opens a plain Pebble database in dir for RawBench.Run. The
 // caller must Close it.
 func OpenRawBench(dir string) (*RawBench, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{discardLogger()}, FormatMajorVersion: pebble.FormatNewest})
+	opts := Options{Dir: dir, Logger: discardLogger()}
+	popts := pebbleOptions(*opts.EnsureDefaults())
+	defer popts.Cache.Unref()
+	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: raw bench open %s: %w", dir, err)
 	}

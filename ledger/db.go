@@ -140,6 +140,38 @@ func cloneRecord(r Record) Record {
 	return r
 }
 
+// pebbleOptions returns the Pebble configuration of a ledger, which the
+// raw baseline (RawBench) uses too, so that the benchmarks compare the
+// ledger's work with the same engine doing only the writes. The caller
+// owns the returned options' cache reference.
+func pebbleOptions(opts Options) *pebble.Options {
+	// Pebble accounts its memtables against the block cache (it reserves
+	// each one's size there), so a cache of CacheBytes alone would be
+	// entirely taken by memtables once they reach full size, and every
+	// read - Create's existence check included - would go to the files.
+	// The cache is sized for the memtables it must hold (the active one,
+	// those being flushed and the one kept for reuse) plus CacheBytes.
+	// The memtables are larger than Pebble's 4 MiB default: each execution
+	// writes a few KiB, and fewer flushes mean less background work
+	// competing with the commit path.
+	const memTableSize, memTableStop = 32 << 20, 2
+	popts := &pebble.Options{
+		Logger:                      pebbleLogger{opts.Logger},
+		FormatMajorVersion:          pebble.FormatNewest,
+		Cache:                       pebble.NewCache(opts.CacheBytes + (memTableStop+1)*memTableSize),
+		MemTableSize:                memTableSize,
+		MemTableStopWritesThreshold: memTableStop,
+	}
+	// Bloom filters on every level: Create's existence check is a Get of
+	// an id that is almost always absent, which without a filter reads an
+	// index block of every overlapping table.
+	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	if opts.fs != nil {
+		popts.FS = opts.fs
+	}
+	return popts
+}
+
 // Open opens (creating if needed) the ledger in opts.Dir. A new directory
 // gets a protocol marker; an existing one must carry the marker of
 // ProtocolVersion, else Open fails with ErrProtocol naming both versions.
@@ -152,32 +184,8 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	// Pebble accounts its memtables against the block cache (it reserves
-	// each one's size there), so a cache of CacheBytes alone would be
-	// entirely taken by memtables once they reach full size, and every
-	// read - Create's existence check included - would go to the files.
-	// The cache is sized for the memtables it must hold (the active one,
-	// those being flushed and the one kept for reuse) plus CacheBytes.
-	// The memtables are larger than Pebble's 4 MiB default: each execution
-	// writes a few KiB, and fewer flushes mean less background work
-	// competing with the commit path.
-	const memTableSize, memTableStop = 32 << 20, 2
-	cache := pebble.NewCache(opts.CacheBytes + (memTableStop+1)*memTableSize)
-	defer cache.Unref() // the DB holds its own reference
-	popts := &pebble.Options{
-		Logger:                      pebbleLogger{opts.Logger},
-		FormatMajorVersion:          pebble.FormatNewest,
-		Cache:                       cache,
-		MemTableSize:                memTableSize,
-		MemTableStopWritesThreshold: memTableStop,
-	}
-	// Bloom filters on every level: Create's existence check is a Get of
-	// an id that is almost always absent, which without a filter reads an
-	// index block of every overlapping table.
-	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	if opts.fs != nil {
-		popts.FS = opts.fs
-	}
+	popts := pebbleOptions(opts)
+	defer popts.Cache.Unref() // the DB holds its own reference
 	pdb, err := pebble.Open(opts.Dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", opts.Dir, err)
