@@ -7,6 +7,7 @@ import (
 
 	"github.com/connhost/connhost/abi/guest"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/manifests/manifesttest"
 )
 
 // TestManifest proves manifests/email.toml and this module agree: the
@@ -18,7 +19,7 @@ func TestManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkManifest(t, m)
+	manifesttest.CheckManifest(t, m, guest.Describe())
 	for _, k := range []string{"base_url", "default_from", "basic_auth"} {
 		if !slices.Contains(m.Capabilities.Config, k) {
 			t.Errorf("config key %q used but not declared", k)
@@ -42,53 +43,5 @@ func TestManifest(t *testing.T) {
 		"get_message":     {`{"id":"a/b"}`},
 		"search_messages": {`{"query":""}`, `{"query":"x","limit":51}`},
 	}
-	checkSchemas(t, m, valid, invalid)
-}
-
-func checkManifest(t *testing.T, m *manifests.Manifest) {
-	t.Helper()
-	d := guest.Describe()
-	if len(d.Operations) != len(m.Operations) {
-		t.Errorf("module has %d operations, manifest %d", len(d.Operations), len(m.Operations))
-	}
-	for _, op := range m.Operations {
-		info, ok := d.Operation(op.Name)
-		if !ok {
-			t.Errorf("manifest operation %q not implemented", op.Name)
-			continue
-		}
-		switch {
-		case op.Effect == manifests.EffectRead && !info.Execute:
-			t.Errorf("%s: a read must answer execute", op.Name)
-		case op.Recovery == manifests.PolicyIdempotentRetry && !info.ExecuteWithKey:
-			t.Errorf("%s: idempotent-retry without execute_with_key", op.Name)
-		case op.Recovery == manifests.PolicyReconcile && !info.Reconcile:
-			t.Errorf("%s: reconcile without a reconcile export", op.Name)
-		case op.Effect == manifests.EffectExternal && op.Recovery == "":
-			t.Errorf("%s: external operation without a policy", op.Name)
-		}
-	}
-}
-
-func checkSchemas(t *testing.T, m *manifests.Manifest, valid, invalid map[string][]string) {
-	t.Helper()
-	for name, cases := range valid {
-		op, ok := m.Operation(name)
-		if !ok {
-			t.Fatalf("no operation %q", name)
-		}
-		for _, args := range cases {
-			if err := op.ValidateArgs([]byte(args)); err != nil {
-				t.Errorf("%s: schema rejects %s: %v", name, args, err)
-			}
-		}
-	}
-	for name, cases := range invalid {
-		op, _ := m.Operation(name)
-		for _, args := range cases {
-			if err := op.ValidateArgs([]byte(args)); err == nil {
-				t.Errorf("%s: schema accepts %s", name, args)
-			}
-		}
-	}
+	manifesttest.CheckSchemas(t, m, valid, invalid)
 }
