@@ -125,11 +125,10 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 			rec.State = ledger.StateRecoveryRequired
 			ev.Decision = "resumed_without_record"
 			ev.Reason = "call resumed from history that predates this ledger: no record does not prove it never ran"
-			created, err := e.led.Create(ctx, rec, ev)
+			created, err := e.create(ctx, rec, ev)
 			if err != nil {
 				return e.createFailed(ctx, call, op, digest, created, err)
 			}
-			e.opts.Observer.Transition(created.State, ev.Decision)
 			return ResultOf(created), nil
 		}
 	}
@@ -141,11 +140,10 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 		}
 		ev.Decision = "intent"
 		ev.Evidence = "approval " + rec.Approval.ID + " requested"
-		created, err := e.led.Create(ctx, rec, ev)
+		created, err := e.create(ctx, rec, ev)
 		if err != nil {
 			return e.createFailed(ctx, call, op, digest, created, err)
 		}
-		e.opts.Observer.Transition(created.State, ev.Decision)
 		crash.At(crash.AfterIntent)
 		return ResultOf(created), nil
 	}
@@ -155,11 +153,10 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	rec.Attempt = 1
 	rec.Deadline = now.Add(op.m.Limits.Timeout)
 	ev.Decision = "dispatch"
-	created, err := e.led.Create(ctx, rec, ev)
+	created, err := e.create(ctx, rec, ev)
 	if err != nil {
 		return e.createFailed(ctx, call, op, digest, created, err)
 	}
-	e.opts.Observer.Transition(created.State, ev.Decision)
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
 	return e.dispatch(ctx, op, created)
@@ -177,6 +174,16 @@ func (e *Executor) driveRecorded(ctx context.Context, call Call, op *operation, 
 		}
 	}
 	return e.drive(ctx, rec, true)
+}
+
+// create records a new execution and reports it to the observer. On
+// failure it returns what Create returned, for createFailed.
+func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	created, err := e.led.Create(ctx, rec, ev)
+	if err == nil {
+		e.opts.Observer.Transition(created.State, ev.Decision)
+	}
+	return created, err
 }
 
 // createFailed handles a Create that found the execution recorded (the
