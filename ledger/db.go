@@ -219,7 +219,7 @@ func (d *DB) loadFences() error {
 }
 
 // fenceChange is one fence entry added (+1) or removed (-1) by a write,
-// applied to DB.fences once the write is committed.
+// applied to DB.fences around its commit (see commit).
 type fenceChange struct {
 	session string // the session's fence prefix
 	delta   int
