@@ -256,6 +256,15 @@ func (c *Connector) Call(ctx context.Context, req CallRequest) (abi.Outcome, err
 		// The guest answered, but the deadline passed meanwhile: wazero's
 		// watcher may close the module at any moment, so do not reuse it.
 		c.pool.drop(inst)
+		if out.Kind != abi.OutcomeOK && out.Kind != abi.OutcomeApplied {
+			// Any other answer may be the connector's reaction to the host
+			// cutting its request at the deadline ("timed out, so not
+			// applied: retry") while the provider goes on to apply it. Only
+			// a success is taken; otherwise the call timed out, and the
+			// executor decides as for any uncertain attempt.
+			return fail(KindTimeout, true, fmt.Errorf("deadline %s (limits.timeout %v) exceeded; the connector's answer after it is not taken (%s: %s)",
+				deadlineOf(dctx), c.limits.Timeout, out.Kind, out.Error))
+		}
 		return out, nil
 	}
 	c.pool.put(inst)

@@ -72,7 +72,7 @@ func TestCallBeforeGuest(t *testing.T) {
 func TestCallMisbehavingGuest(t *testing.T) {
 	rt, logs := newTestRuntime(t, RuntimeOptions{})
 	m, lo := testManifest(t, "trap", "trap",
-		ops("ok", "trap", "nilderef", "panic", "loop", "sleep", "hostsleep", "oom", "big", "exit"))
+		ops("ok", "trap", "nilderef", "panic", "loop", "sleep", "hostsleep", "late", "oom", "big", "exit"))
 	m.Limits.Timeout = 200 * time.Millisecond
 	m.Limits.MaxOutputKiB = 16
 	m.Limits.MemoryMiB = 64
@@ -97,6 +97,9 @@ func TestCallMisbehavingGuest(t *testing.T) {
 		{"loop", `{}`, KindTimeout, "limits.timeout 200ms", nil},
 		{"sleep", `{}`, KindTimeout, "limits.timeout 200ms", nil},
 		{"hostsleep", `{}`, KindTimeout, "limits.timeout 200ms", nil},
+		// An answer other than success after the deadline is not taken: the
+		// request the host cut may still land at the provider.
+		{"late", `{}`, KindTimeout, "limits.timeout 200ms", nil},
 		{"oom", `{}`, KindMemoryLimit, "limits.memory_mib 32", cmem},
 		{"big", `{"n": 65536}`, KindOutputTooLarge, "max_output_kib 16", nil},
 	}

@@ -8,6 +8,8 @@
 //   - sleep: time.Sleep(1h) (WASI poll_oneoff on the host).
 //   - hostsleep: sleeps 1h through the connhost sleep host function, then
 //     spins (it must never get to answer).
+//   - late: sleeps like hostsleep, then answers retryable at once: a
+//     connector that takes the deadline for "not applied".
 //   - oom: allocates until the memory limit is hit.
 //   - big: returns a result of {"n": N} bytes of JSON string, N from args.
 //   - exit: os.Exit(3).
@@ -63,6 +65,10 @@ func init() {
 			for {
 				counter++
 			}
+		}),
+		op("late", func(c *guest.Call, args []byte) abi.Outcome {
+			c.Sleep(time.Hour) // cut at the deadline
+			return guest.Retryable("timed out, so surely not applied")
 		}),
 		op("oom", func(c *guest.Call, args []byte) abi.Outcome {
 			for {
