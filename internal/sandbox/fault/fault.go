@@ -374,14 +374,7 @@ func (in *Injector) Serve(w http.ResponseWriter, r *http.Request, api http.Handl
 func (in *Injector) ServePre(w http.ResponseWriter, r *http.Request, rule Rule, errBody ErrorBody) {
 	switch rule.Kind {
 	case Status:
-		st := rule.Status
-		if st == 0 {
-			st = http.StatusInternalServerError
-		}
-		ct, b := errBody(st)
-		w.Header().Set("Content-Type", ct)
-		w.WriteHeader(st)
-		_, _ = w.Write(b)
+		writeStatus(w, rule, errBody)
 	case HTML:
 		writeHTML(w, rule)
 	case Truncated:
@@ -406,14 +399,7 @@ func (in *Injector) ServePre(w http.ResponseWriter, r *http.Request, rule Rule, 
 func (in *Injector) ServePost(w http.ResponseWriter, r *http.Request, rule Rule, rec *httptest.ResponseRecorder, errBody ErrorBody) {
 	switch rule.Kind {
 	case Status:
-		st := rule.Status
-		if st == 0 {
-			st = http.StatusInternalServerError
-		}
-		ct, b := errBody(st)
-		w.Header().Set("Content-Type", ct)
-		w.WriteHeader(st)
-		_, _ = w.Write(b)
+		writeStatus(w, rule, errBody)
 	case HTML:
 		writeHTML(w, rule)
 	case Truncated:
@@ -460,6 +446,19 @@ func (in *Injector) hang(ctx context.Context, rule Rule) {
 	case <-ctx.Done():
 	case <-in.closed:
 	}
+}
+
+// writeStatus answers the rule's status (500 when unset) with the
+// provider's error body for it.
+func writeStatus(w http.ResponseWriter, rule Rule, errBody ErrorBody) {
+	st := rule.Status
+	if st == 0 {
+		st = http.StatusInternalServerError
+	}
+	ct, b := errBody(st)
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(st)
+	_, _ = w.Write(b)
 }
 
 func writeHTML(w http.ResponseWriter, rule Rule) {
