@@ -55,12 +55,6 @@ func parseArgs(args []byte) (doc map[string]any, digest string, err error) {
 	return doc, hex.EncodeToString(sum[:]), nil
 }
 
-// canonicalArgs returns the digest parseArgs computes.
-func canonicalArgs(args []byte) (string, error) {
-	_, d, err := parseArgs(args)
-	return d, err
-}
-
 // maxArgsDepth bounds the nesting of arguments, as encoding/json's Decode
 // does (Token, which decodeValue reads with, does not): a deeper document
 // would recurse through decodeValue and the canonical encoding without

@@ -6,6 +6,12 @@ import (
 	"testing"
 )
 
+// canonicalArgs returns the digest parseArgs computes.
+func canonicalArgs(args []byte) (string, error) {
+	_, d, err := parseArgs(args)
+	return d, err
+}
+
 func TestCanonicalArgsDigest(t *testing.T) {
 	same := [][2]string{
 		{`{"a":1,"b":"x"}`, ` { "b" : "x" , "a" : 1 } `},
