@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,10 @@ type LedgerReport struct {
 	History              int     `json:"history"`
 	Pending              int     `json:"pending"`
 	Concurrency          int     `json:"concurrency"`
+	// GOMAXPROCS and CPUs describe the process the figures were measured
+	// in: connhost runs with two Ps more than CPUs unless told otherwise.
+	GOMAXPROCS int `json:"gomaxprocs"`
+	CPUs       int `json:"cpus"`
 }
 
 const noopManifest = `
@@ -119,7 +124,8 @@ input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additi
 // RunLedger measures the ledger and the executor; see LedgerReport.
 func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	o.ensureDefaults()
-	rep := LedgerReport{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency, Rounds: o.Rounds}
+	rep := LedgerReport{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency, Rounds: o.Rounds,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU()}
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "connhost-bench-")
 		if err != nil {
@@ -129,16 +135,14 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	defer os.RemoveAll(o.Dir)
 
-	rawSeq, err := ledger.OpenRawBench(filepath.Join(o.Dir, "raw-seq"))
+	// One raw database for the sequential and the concurrent runs, as the
+	// executor has one ledger for both: each sequential round then writes
+	// into a database of the same age as the executor's.
+	raw, err := ledger.OpenRawBench(filepath.Join(o.Dir, "raw"))
 	if err != nil {
 		return rep, err
 	}
-	defer rawSeq.Close()
-	rawPar, err := ledger.OpenRawBench(filepath.Join(o.Dir, "raw-par"))
-	if err != nil {
-		return rep, err
-	}
-	defer rawPar.Close()
+	defer raw.Close()
 
 	o.Progress("building the noop connector")
 	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/noop")
@@ -169,7 +173,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		ex.Close(ctx)
 		return rep, err
 	}
-	if _, _, err := rawPar.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
+	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
 		ex.Close(ctx)
 		return rep, err
 	}
@@ -182,7 +186,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
 	for r := range o.Rounds {
 		o.Progress(fmt.Sprintf("round %d of %d: raw and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
-		perOp, _, err := rawSeq.Run(ctx, seqOps, 1)
+		perOp, _, err := raw.Run(ctx, seqOps, 1)
 		if err != nil {
 			ex.Close(ctx)
 			return rep, err
@@ -194,11 +198,11 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 				return rep, err
 			}
 		}
-		raw := float64(perOp) / float64(time.Microsecond)
-		exe := float64(time.Since(start)) / float64(seqOps) / float64(time.Microsecond)
-		rawSeqUs, exSeqUs, seqRatios = append(rawSeqUs, raw), append(exSeqUs, exe), append(seqRatios, exe/raw)
+		rawUs := float64(perOp) / float64(time.Microsecond)
+		exeUs := float64(time.Since(start)) / float64(seqOps) / float64(time.Microsecond)
+		rawSeqUs, exSeqUs, seqRatios = append(rawSeqUs, rawUs), append(exSeqUs, exeUs), append(seqRatios, exeUs/rawUs)
 
-		_, rawRate, err := rawPar.Run(ctx, parOps, o.Concurrency)
+		_, rawRate, err := raw.Run(ctx, parOps, o.Concurrency)
 		if err != nil {
 			ex.Close(ctx)
 			return rep, err
