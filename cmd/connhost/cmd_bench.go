@@ -64,8 +64,11 @@ directory.`,
 			fmt.Fprintf(w, "throughput at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f× (target ≥ 0.5×)\n", rep.Concurrency, rep.ExecuteParPerSecond, rep.RawParPerSecond, rep.ParRatio)
 			fmt.Fprintf(w, "open + recover\t%.1f ms with %d history\t%.1f ms pending only\t%.2f× (target ≤ 1.5×)\n", rep.RecoverWithHistoryMs, rep.History, rep.RecoverPendingOnlyMs, rep.RecoverRatio)
 			fmt.Fprintf(w, "disk\t%.0f bytes/execution\t\t\n", rep.BytesPerExecution)
-			fmt.Fprintf(w, "(medians of %d rounds)\t\t\t\n", rep.Rounds)
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "(medians of %d rounds; GOMAXPROCS %d on %d CPUs)\n", rep.Rounds, rep.GOMAXPROCS, rep.CPUs)
+			return nil
 		},
 	}
 	f := ledgerCmd.Flags()

@@ -15,6 +15,7 @@ import (
 )
 
 func main() {
+	raiseGOMAXPROCS()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
