@@ -23,13 +23,16 @@ func (a *app) benchCommand() *cobra.Command {
   raw       two synced Pebble batches per operation (the floor of an
             execution: intent+dispatch, then outcome), sequential and with
             --concurrency writers;
+  ledger    the ledger's writes of an execution alone (Create, then Apply
+            of the outcome), without parsing, validation or a connector
+            call: what the ledger costs, apart from what the executor adds;
   execute   Execute with a no-op connector, sequential and with
             --concurrency callers;
   recovery  opening the ledger and running recovery with --pending pending
             executions, alone and behind --history terminal ones (bulk-loaded,
             so the setup is quick).
 
-Raw and execute runs alternate in --rounds short rounds, so both see the
+Raw, ledger and execute runs alternate in --rounds short rounds, so both see the
 same machine load, and the two recovery ledgers are opened alternately
 seven times each; each figure is a median and each ratio the median of
 the per-round ratios.
@@ -61,7 +64,9 @@ directory.`,
 			w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "measure\tvalue\tbaseline\tratio\n")
 			fmt.Fprintf(w, "sequential latency\t%.0f µs/execution\t%.0f µs/op raw\t%.2f× (target ≤ 1.3×)\n", rep.ExecuteSeqMicros, rep.RawSeqMicros, rep.SeqRatio)
+			fmt.Fprintf(w, "  ledger writes alone\t%.0f µs/execution\t\t%.2f×\n", rep.LedgerSeqMicros, rep.LedgerSeqRatio)
 			fmt.Fprintf(w, "throughput at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f× (target ≥ 0.5×)\n", rep.Concurrency, rep.ExecuteParPerSecond, rep.RawParPerSecond, rep.ParRatio)
+			fmt.Fprintf(w, "  ledger writes alone\t%.0f executions/s\t\t%.2f×\n", rep.LedgerParPerSecond, rep.LedgerParRatio)
 			fmt.Fprintf(w, "open + recover\t%.1f ms with %d history\t%.1f ms pending only\t%.2f× (target ≤ 1.5×)\n", rep.RecoverWithHistoryMs, rep.History, rep.RecoverPendingOnlyMs, rep.RecoverRatio)
 			fmt.Fprintf(w, "disk\t%.0f bytes/execution\t\t\n", rep.BytesPerExecution)
 			if err := w.Flush(); err != nil {

@@ -79,17 +79,24 @@ func (o *LedgerOptions) ensureDefaults() {
 
 // LedgerReport is the result of RunLedger. Raw is two synced Pebble batches
 // per operation: the floor an execution (intent+dispatch, then outcome)
-// cannot beat. Each figure is the median over the rounds, and each ratio
-// the median of the per-round ratios (a round's raw and execute runs ran
-// back to back, under the same load).
+// cannot beat. Ledger is the ledger's writes alone (Create, then Apply of
+// the outcome, for records shaped like the executor's), without parsing,
+// validation or a connector call: it separates what the ledger costs from
+// what the executor adds. Each figure is the median over the rounds, and
+// each ratio the median of the per-round ratios (a round's raw, ledger and
+// execute runs ran back to back, under the same load).
 type LedgerReport struct {
 	RawSeqMicros         float64 `json:"raw_seq_us"`
 	RawParPerSecond      float64 `json:"raw_par_per_s"`
+	LedgerSeqMicros      float64 `json:"ledger_seq_us"`
+	LedgerParPerSecond   float64 `json:"ledger_par_per_s"`
 	ExecuteSeqMicros     float64 `json:"execute_seq_us"`
 	ExecuteParPerSecond  float64 `json:"execute_par_per_s"`
 	RecoverWithHistoryMs float64 `json:"recover_with_history_ms"`
 	RecoverPendingOnlyMs float64 `json:"recover_pending_only_ms"`
 	BytesPerExecution    float64 `json:"bytes_per_execution"`
+	LedgerSeqRatio       float64 `json:"ledger_seq_over_raw_seq"`
+	LedgerParRatio       float64 `json:"ledger_par_over_raw_par"`
 	SeqRatio             float64 `json:"execute_seq_over_raw_seq"`
 	ParRatio             float64 `json:"execute_par_over_raw_par"`
 	RecoverRatio         float64 `json:"recover_history_over_pending_only"`
@@ -168,56 +175,23 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		}
 		return err
 	}
-	// Warm the pool to its full size, and both write paths.
+	// Warm the pool to its full size, and the write paths.
 	if _, err := parallel(2*o.Concurrency, o.Concurrency, run); err != nil {
 		ex.Close(ctx)
 		return rep, err
 	}
-	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
+	led, writeOnly, err := ledgerWrites(ctx, filepath.Join(o.Dir, "ledger-only"), ex)
+	if err != nil {
 		ex.Close(ctx)
 		return rep, err
 	}
-
-	// Alternate short rounds of raw and execute, so that both see the same
-	// machine load and databases of similar age: on a shared machine the
-	// load changes within seconds, and one long run of each compares two
-	// different machines.
-	var rawSeqUs, exSeqUs, seqRatios, rawPerS, exPerS, parRatios []float64
-	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
-	for r := range o.Rounds {
-		o.Progress(fmt.Sprintf("round %d of %d: raw and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
-		perOp, _, err := raw.Run(ctx, seqOps, 1)
-		if err != nil {
-			ex.Close(ctx)
-			return rep, err
-		}
-		start := time.Now()
-		for range seqOps {
-			if err := run(); err != nil {
-				ex.Close(ctx)
-				return rep, err
-			}
-		}
-		rawUs := float64(perOp) / float64(time.Microsecond)
-		exeUs := float64(time.Since(start)) / float64(seqOps) / float64(time.Microsecond)
-		rawSeqUs, exSeqUs, seqRatios = append(rawSeqUs, rawUs), append(exSeqUs, exeUs), append(seqRatios, exeUs/rawUs)
-
-		_, rawRate, err := raw.Run(ctx, parOps, o.Concurrency)
-		if err != nil {
-			ex.Close(ctx)
-			return rep, err
-		}
-		exRate, err := parallel(parOps, o.Concurrency, run)
-		if err != nil {
-			ex.Close(ctx)
-			return rep, err
-		}
-		rawPerS, exPerS, parRatios = append(rawPerS, rawRate), append(exPerS, exRate), append(parRatios, exRate/rawRate)
-	}
-	rep.RawSeqMicros, rep.ExecuteSeqMicros, rep.SeqRatio = median(rawSeqUs), median(exSeqUs), median(seqRatios)
-	rep.RawParPerSecond, rep.ExecuteParPerSecond, rep.ParRatio = median(rawPerS), median(exPerS), median(parRatios)
+	defer led.Close()
+	err = measureWrites(ctx, o, &rep, raw, writeOnly, run)
 	total := int(seq.Load())
-	if err := ex.Close(ctx); err != nil {
+	if cerr := ex.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return rep, err
 	}
 	size, err := dirSize(filepath.Join(exDir, "ledger"))
@@ -252,6 +226,111 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	rep.RecoverPendingOnlyMs, rep.RecoverWithHistoryMs, rep.RecoverRatio = median(pendingMs), median(historyMs), median(ratios)
 	return rep, nil
+}
+
+// measureWrites alternates short rounds of raw, ledger-only and execute
+// runs, sequential and at o.Concurrency, so that all three see the same
+// machine load and databases of similar age (on a shared machine the load
+// changes within seconds, and one long run of each compares different
+// machines), and fills rep's write figures.
+func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *ledger.RawBench, writeOnly, execute func() error) error {
+	if err := runRaw(ctx, raw, 2*o.Concurrency, o.Concurrency, new(float64), new(float64)); err != nil {
+		return err
+	}
+	if _, err := parallel(2*o.Concurrency, o.Concurrency, writeOnly); err != nil {
+		return err
+	}
+	var rawUs, ledUs, exeUs, ledSeqRatios, exeSeqRatios []float64
+	var rawPerS, ledPerS, exePerS, ledParRatios, exeParRatios []float64
+	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
+	for r := range o.Rounds {
+		o.Progress(fmt.Sprintf("round %d of %d: raw, ledger and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
+		var rUs, lUs, eUs, rRate, lRate, eRate float64
+		if err := runRaw(ctx, raw, seqOps, 1, &rUs, new(float64)); err != nil {
+			return err
+		}
+		lUs, err := sequential(seqOps, writeOnly)
+		if err != nil {
+			return err
+		}
+		if eUs, err = sequential(seqOps, execute); err != nil {
+			return err
+		}
+		if err := runRaw(ctx, raw, parOps, o.Concurrency, new(float64), &rRate); err != nil {
+			return err
+		}
+		if lRate, err = parallel(parOps, o.Concurrency, writeOnly); err != nil {
+			return err
+		}
+		if eRate, err = parallel(parOps, o.Concurrency, execute); err != nil {
+			return err
+		}
+		rawUs, ledUs, exeUs = append(rawUs, rUs), append(ledUs, lUs), append(exeUs, eUs)
+		ledSeqRatios, exeSeqRatios = append(ledSeqRatios, lUs/rUs), append(exeSeqRatios, eUs/rUs)
+		rawPerS, ledPerS, exePerS = append(rawPerS, rRate), append(ledPerS, lRate), append(exePerS, eRate)
+		ledParRatios, exeParRatios = append(ledParRatios, lRate/rRate), append(exeParRatios, eRate/rRate)
+	}
+	rep.RawSeqMicros, rep.LedgerSeqMicros, rep.ExecuteSeqMicros = median(rawUs), median(ledUs), median(exeUs)
+	rep.LedgerSeqRatio, rep.SeqRatio = median(ledSeqRatios), median(exeSeqRatios)
+	rep.RawParPerSecond, rep.LedgerParPerSecond, rep.ExecuteParPerSecond = median(rawPerS), median(ledPerS), median(exePerS)
+	rep.LedgerParRatio, rep.ParRatio = median(ledParRatios), median(exeParRatios)
+	return nil
+}
+
+// runRaw runs ops raw operations from concurrency writers and stores the
+// microseconds per operation and the operations per second.
+func runRaw(ctx context.Context, raw *ledger.RawBench, ops, concurrency int, us, perSecond *float64) error {
+	perOp, rate, err := raw.Run(ctx, ops, concurrency)
+	*us, *perSecond = float64(perOp)/float64(time.Microsecond), rate
+	return err
+}
+
+// ledgerWrites opens a ledger in dir and returns it with a function that
+// performs the ledger's writes of one ungated execution, Create
+// (dispatched) then Apply (succeeded), for a record shaped like the
+// executor's first bench execution.
+func ledgerWrites(ctx context.Context, dir string, ex *host.Executor) (*ledger.DB, func() error, error) {
+	tmpl, err := ex.Ledger().Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "bench", "t1"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if tmpl.State != ledger.StateSucceeded || tmpl.Outcome == nil {
+		return nil, nil, fmt.Errorf("bench: template execution is %s, want succeeded with an outcome", tmpl.State)
+	}
+	outcome := *tmpl.Outcome
+	led, err := ledger.Open(ctx, ledger.Options{Dir: dir})
+	if err != nil {
+		return nil, nil, err
+	}
+	var seq atomic.Int64
+	return led, func() error {
+		rec := tmpl
+		call := fmt.Sprint("w", seq.Add(1))
+		rec.ID, rec.ToolCallID = ledger.ExecutionID(rec.Namespace, rec.SessionID, call), call
+		rec.IdempotencyKey = ledger.IdempotencyKey(rec.Namespace, rec.Connector, rec.ID)
+		rec.State, rec.Attempt, rec.Outcome, rec.Events = ledger.StateDispatched, 1, nil, 0
+		rec.CreatedAt, rec.UpdatedAt = time.Time{}, time.Time{}
+		if _, err := led.Create(ctx, rec, ledger.Event{Actor: "executor", Decision: "dispatch"}); err != nil {
+			return err
+		}
+		_, err := led.Apply(ctx, rec.ID, ledger.Transition{
+			From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
+			Outcome: &outcome, Event: ledger.Event{Actor: "executor", Decision: "outcome"},
+		})
+		return err
+	}, nil
+}
+
+// sequential runs fn ops times, one after another, and returns the
+// microseconds per call.
+func sequential(ops int, fn func() error) (float64, error) {
+	start := time.Now()
+	for range ops {
+		if err := fn(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(time.Since(start)) / float64(ops) / float64(time.Microsecond), nil
 }
 
 func parallel(ops, workers int, fn func() error) (perSecond float64, err error) {

@@ -21,6 +21,8 @@ func TestRunLedger(t *testing.T) {
 	require.NoError(t, err)
 	for name, v := range map[string]float64{
 		"raw_seq_us": rep.RawSeqMicros, "raw_par_per_s": rep.RawParPerSecond,
+		"ledger_seq_us": rep.LedgerSeqMicros, "ledger_par_per_s": rep.LedgerParPerSecond,
+		"ledger seq ratio": rep.LedgerSeqRatio, "ledger par ratio": rep.LedgerParRatio,
 		"execute_seq_us": rep.ExecuteSeqMicros, "execute_par_per_s": rep.ExecuteParPerSecond,
 		"recover_with_history_ms": rep.RecoverWithHistoryMs, "recover_pending_only_ms": rep.RecoverPendingOnlyMs,
 		"bytes_per_execution": rep.BytesPerExecution,
@@ -30,7 +32,7 @@ func TestRunLedger(t *testing.T) {
 	}
 	require.Equal(t, 3, rep.Rounds)
 	require.Equal(t, 300, rep.History)
-	require.Contains(t, phases, "round 3 of 3: raw and execute, sequential and with 4 callers")
+	require.Contains(t, phases, "round 3 of 3: raw, ledger and execute, sequential and with 4 callers")
 	_, err = os.Stat(dir)
 	require.True(t, os.IsNotExist(err), "scratch directory left behind: %v", err)
 }
