@@ -32,10 +32,10 @@ func (a *app) benchCommand() *cobra.Command {
             executions, alone and behind --history terminal ones (bulk-loaded,
             so the setup is quick).
 
-Raw, ledger and execute runs alternate in --rounds short rounds, so both see the
-same machine load, and the two recovery ledgers are opened alternately
-seven times each; each figure is a median and each ratio the median of
-the per-round ratios.
+Raw, ledger and execute runs alternate in --rounds short rounds, so all
+three see the same machine load, and the two recovery ledgers are opened
+alternately seven times each; each figure is a median and each ratio the
+median of the per-round ratios.
 
 It prints each figure and its ratio to the baseline. It needs the source
 tree (it builds the no-op test connector) and writes only to a temporary
