@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -26,26 +27,23 @@ func parseArgs(args []byte) (doc map[string]any, digest string, err error) {
 	if !utf8.Valid(args) {
 		return nil, "", errors.New("arguments are not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, "", syntaxError(err)
+	p := argParser{b: args}
+	p.space()
+	switch {
+	case p.i == len(p.b):
+		return nil, "", p.fail()
+	case p.b[p.i] != '{':
+		if strings.IndexByte(`["-0123456789tfn`, p.b[p.i]) >= 0 {
+			return nil, "", errors.New("arguments must be a JSON object")
+		}
+		return nil, "", p.fail()
 	}
-	if tok != json.Delim('{') {
-		return nil, "", errors.New("arguments must be a JSON object")
-	}
-	v, err := decodeValue(dec, tok, 1)
-	if err != nil {
+	if doc, err = p.object(1); err != nil {
 		return nil, "", err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if p.space(); p.i != len(p.b) {
 		return nil, "", errors.New("arguments hold more than one JSON value")
 	}
-	if err := pairedSurrogates(args); err != nil {
-		return nil, "", err
-	}
-	doc = v.(map[string]any)
 	// encoding/json sorts map keys and writes json.Number verbatim.
 	canon, err := json.Marshal(doc)
 	if err != nil {
@@ -56,96 +54,294 @@ func parseArgs(args []byte) (doc map[string]any, digest string, err error) {
 }
 
 // maxArgsDepth bounds the nesting of arguments, as encoding/json's Decode
-// does (Token, which decodeValue reads with, does not): a deeper document
-// would recurse through decodeValue and the canonical encoding without
-// limit.
+// does: a deeper document would recurse through the parser and the
+// canonical encoding without limit.
 const maxArgsDepth = 10000
 
-// decodeValue builds the value that starts with tok at nesting depth,
-// refusing an object that names a key twice.
-func decodeValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
-	if tok == json.Delim('{') || tok == json.Delim('[') {
-		if depth > maxArgsDepth {
-			return nil, fmt.Errorf("arguments are nested deeper than %d levels", maxArgsDepth)
+// argParser is a JSON parser (RFC 8259) for call arguments, which are
+// valid UTF-8 (parseArgs checks first). It builds what encoding/json's
+// Decode with UseNumber builds - map[string]any, []any, string,
+// json.Number, bool and nil - and refuses what would make two different
+// documents decode alike: a key named twice in one object and a UTF-16
+// surrogate escape that is not half of a pair. It replaced a walk over
+// json.Decoder.Token, which allocated per token (see RATIONALE.md);
+// FuzzArgParserMatchesEncodingJSON holds it to encoding/json's grammar.
+type argParser struct {
+	b []byte
+	i int
+}
+
+func (p *argParser) space() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
 		}
-	}
-	switch tok {
-	case json.Delim('{'):
-		obj := map[string]any{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return nil, syntaxError(err)
-			}
-			k, _ := kt.(string) // the decoder only yields string keys here
-			if _, dup := obj[k]; dup {
-				return nil, fmt.Errorf("arguments name the key %q twice", k)
-			}
-			vt, err := dec.Token()
-			if err != nil {
-				return nil, syntaxError(err)
-			}
-			if obj[k], err = decodeValue(dec, vt, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // '}'
-			return nil, syntaxError(err)
-		}
-		return obj, nil
-	case json.Delim('['):
-		arr := []any{}
-		for dec.More() {
-			vt, err := dec.Token()
-			if err != nil {
-				return nil, syntaxError(err)
-			}
-			v, err := decodeValue(dec, vt, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return nil, syntaxError(err)
-		}
-		return arr, nil
-	default:
-		return tok, nil // string, json.Number, bool or nil
 	}
 }
 
-// pairedSurrogates refuses a \u escape of a UTF-16 surrogate that is not
-// part of a high-low pair: encoding/json decodes it to U+FFFD, so
-// "\ud800" would share a digest with "\ufffd". args is valid JSON.
-func pairedSurrogates(args []byte) error {
-	inString := false
-	for i := 0; i < len(args); i++ {
-		c := args[i]
-		switch {
-		case c == '"':
-			inString = !inString
-		case !inString || c != '\\':
-		case i+1 < len(args) && args[i+1] != 'u':
-			i++ // a one-character escape
-		default:
-			r := hex4(args, i+2)
-			i += 5
-			switch {
-			case r >= 0xd800 && r < 0xdc00:
-				if i+6 < len(args) && args[i+1] == '\\' && args[i+2] == 'u' {
-					if lo := hex4(args, i+3); lo >= 0xdc00 && lo < 0xe000 {
-						i += 6
-						continue
-					}
-				}
-				return errors.New("arguments hold an unpaired UTF-16 surrogate escape")
-			case r >= 0xdc00 && r < 0xe000:
-				return errors.New("arguments hold an unpaired UTF-16 surrogate escape")
-			}
-		}
+// fail reports the character at the current offset, or the end of the
+// input.
+func (p *argParser) fail() error {
+	if p.i >= len(p.b) {
+		return errors.New("arguments are not valid JSON: unexpected end of input")
+	}
+	r, _ := utf8.DecodeRune(p.b[p.i:])
+	return fmt.Errorf("arguments are not valid JSON: invalid character %q at offset %d", r, p.i)
+}
+
+// expect consumes c, after white space, or fails.
+func (p *argParser) expect(c byte) error {
+	if p.space(); p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return nil
+	}
+	return p.fail()
+}
+
+// next skips white space and reports whether c comes next, consuming it
+// if so.
+func (p *argParser) next(c byte) bool {
+	if p.space(); p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *argParser) value(depth int) (any, error) {
+	if p.space(); p.i == len(p.b) {
+		return nil, p.fail()
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.string()
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	default:
+		return nil, p.fail()
+	}
+}
+
+func (p *argParser) literal(lit string) error {
+	if !bytes.HasPrefix(p.b[p.i:], []byte(lit)) {
+		return p.fail()
+	}
+	p.i += len(lit)
+	return nil
+}
+
+func nestedTooDeep(depth int) error {
+	if depth > maxArgsDepth {
+		return fmt.Errorf("arguments are nested deeper than %d levels", maxArgsDepth)
 	}
 	return nil
+}
+
+// object reads an object at its '{', the depth'th container from the top.
+func (p *argParser) object(depth int) (map[string]any, error) {
+	if err := nestedTooDeep(depth); err != nil {
+		return nil, err
+	}
+	p.i++
+	obj := map[string]any{}
+	if p.next('}') {
+		return obj, nil
+	}
+	for {
+		if p.space(); p.i == len(p.b) || p.b[p.i] != '"' {
+			return nil, p.fail()
+		}
+		k, err := p.string()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := obj[k]; dup {
+			return nil, fmt.Errorf("arguments name the key %q twice", k)
+		}
+		if err := p.expect(':'); err != nil {
+			return nil, err
+		}
+		if obj[k], err = p.value(depth + 1); err != nil {
+			return nil, err
+		}
+		if p.next('}') {
+			return obj, nil
+		}
+		if err := p.expect(','); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// array reads an array at its '[', the depth'th container from the top.
+func (p *argParser) array(depth int) ([]any, error) {
+	if err := nestedTooDeep(depth); err != nil {
+		return nil, err
+	}
+	p.i++
+	arr := []any{} // empty, not nil: the canonical form is [], not null
+	if p.next(']') {
+		return arr, nil
+	}
+	for {
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		arr = append(arr, v)
+		if p.next(']') {
+			return arr, nil
+		}
+		if err := p.expect(','); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, kept as
+// written.
+func (p *argParser) number() (json.Number, error) {
+	start := p.i
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(p.b) && p.b[p.i] == '0':
+		p.i++
+	case digits() == 0:
+		return "", p.fail()
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return "", p.fail()
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return "", p.fail()
+		}
+	}
+	return json.Number(p.b[start:p.i]), nil
+}
+
+// string reads a string at its opening quote and returns it decoded.
+func (p *argParser) string() (string, error) {
+	p.i++
+	start := p.i
+	for p.i < len(p.b) {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			s := string(p.b[start:p.i])
+			p.i++
+			return s, nil
+		case c == '\\':
+			return p.escaped(append([]byte(nil), p.b[start:p.i]...))
+		case c < 0x20:
+			return "", p.fail()
+		}
+		p.i++
+	}
+	return "", p.fail()
+}
+
+// escaped continues a string, decoded so far into out, at a backslash.
+func (p *argParser) escaped(out []byte) (string, error) {
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(out), nil
+		case c < 0x20:
+			return "", p.fail()
+		case c != '\\':
+			out = append(out, c)
+			p.i++
+			continue
+		}
+		if p.i++; p.i == len(p.b) {
+			return "", p.fail()
+		}
+		switch e := p.b[p.i]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, err := p.unicodeEscape()
+			if err != nil {
+				return "", err
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", p.fail()
+		}
+		p.i++
+	}
+	return "", p.fail()
+}
+
+// unicodeEscape reads the four hex digits after "\u" (p.i is at the 'u'),
+// and the low half's escape that must follow a high surrogate, leaving p.i
+// at the last digit read. encoding/json would decode an unpaired surrogate
+// to U+FFFD, so "\ud800" would share a digest with "\ufffd": it is
+// refused.
+func (p *argParser) unicodeEscape() (rune, error) {
+	r := hex4(p.b, p.i+1)
+	if r < 0 {
+		p.i++
+		return 0, p.fail()
+	}
+	p.i += 4
+	switch {
+	case r >= 0xd800 && r < 0xdc00:
+		lo := -1
+		if p.i+2 < len(p.b) && p.b[p.i+1] == '\\' && p.b[p.i+2] == 'u' {
+			lo = hex4(p.b, p.i+3)
+		}
+		if lo < 0xdc00 || lo >= 0xe000 {
+			return 0, errors.New("arguments hold an unpaired UTF-16 surrogate escape")
+		}
+		p.i += 6
+		return utf16.DecodeRune(rune(r), rune(lo)), nil
+	case r >= 0xdc00 && r < 0xe000:
+		return 0, errors.New("arguments hold an unpaired UTF-16 surrogate escape")
+	}
+	return rune(r), nil
 }
 
 // hex4 returns the value of the four hex digits at b[i:], or -1.
@@ -167,11 +363,4 @@ func hex4(b []byte, i int) int {
 		}
 	}
 	return v
-}
-
-func syntaxError(err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("arguments are not valid JSON: %w", err)
 }

@@ -1,9 +1,16 @@
 package host
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // canonicalArgs returns the digest parseArgs computes.
@@ -105,4 +112,145 @@ func FuzzCanonicalArgs(f *testing.F) {
 			t.Fatalf("canonical form %s: digest %s (%v), want %s", canon, d3, err, d)
 		}
 	})
+}
+
+// FuzzArgParserMatchesEncodingJSON holds argParser to encoding/json: every
+// input is accepted by both or refused by both, and an accepted one yields
+// the same document and digest. The reference is the walk over
+// json.Decoder.Token that argParser replaced.
+func FuzzArgParserMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1}`, ` {"a" : [1, -0, 1.5e-3, 2E+10, true, false, null, "x\"y\\z\/\b\f\n\r\t\u00e9\ud83d\ude00"]} `,
+		`{"":{},"b":[],"c":[[]],"d":{"e":{}}}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":-}`, `{"a":1e}`,
+		`{"a":tru}`, `{"a":nul}`, `{"a":1,}`, `{"a":[1,]}`, `{,}`, `{"a"}`, `{"a":}`, `{"a":1 "b":2}`,
+		`{"a":"\ud800"}`, `{"a":"\ud800\u0041"}`, `{"a":"\udc00"}`, `{"a":"\u12"}`, `{"a":"\x"}`, "{\"a\":\"\t\"}",
+		`{"a":1}x`, `{"a":1}{}`, `[]`, `"s"`, `12`, `true`, `x`, ``, ` `, `{"k":1,"k":2}`, `{"k":1,"\u006b":2}`,
+		`{"a":"\/"}`, `{"a":"é"}`, `{"a":-12.5E-7}`, `{"a":0e0}`, `{"a":-01}`, `{"a":1.5.5}`, "{\"a\":1}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		doc, d, err := parseArgs(b)
+		wantDoc, wantD, wantErr := parseArgsReference(b)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: parseArgs error %v, encoding/json error %v", b, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if d != wantD || !reflect.DeepEqual(doc, wantDoc) {
+			t.Fatalf("%q: parseArgs %#v (%s), encoding/json %#v (%s)", b, doc, d, wantDoc, wantD)
+		}
+	})
+}
+
+// parseArgsReference is parseArgs as it was built on json.Decoder.Token
+// (and the refusals it added: duplicate keys, unpaired surrogate escapes,
+// nesting deeper than maxArgsDepth).
+func parseArgsReference(args []byte) (map[string]any, string, error) {
+	if !utf8.Valid(args) {
+		return nil, "", errors.New("invalid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, "", err
+	}
+	if tok != json.Delim('{') {
+		return nil, "", errors.New("not an object")
+	}
+	v, err := referenceValue(dec, tok, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, "", errors.New("more than one value")
+	}
+	if err := referenceSurrogates(args); err != nil {
+		return nil, "", err
+	}
+	doc := v.(map[string]any)
+	canon, err := json.Marshal(doc)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(canon)
+	return doc, hex.EncodeToString(sum[:]), nil
+}
+
+func referenceValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
+	if (tok == json.Delim('{') || tok == json.Delim('[')) && depth > maxArgsDepth {
+		return nil, errors.New("too deep")
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			if _, dup := obj[k]; dup {
+				return nil, errors.New("duplicate key")
+			}
+			vt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			if obj[k], err = referenceValue(dec, vt, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		_, err := dec.Token()
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for dec.More() {
+			vt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := referenceValue(dec, vt, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := dec.Token()
+		return arr, err
+	default:
+		return tok, nil
+	}
+}
+
+func referenceSurrogates(args []byte) error {
+	inString := false
+	for i := 0; i < len(args); i++ {
+		c := args[i]
+		switch {
+		case c == '"':
+			inString = !inString
+		case !inString || c != '\\':
+		case i+1 < len(args) && args[i+1] != 'u':
+			i++
+		default:
+			r := hex4(args, i+2)
+			i += 5
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				if i+6 < len(args) && args[i+1] == '\\' && args[i+2] == 'u' {
+					if lo := hex4(args, i+3); lo >= 0xdc00 && lo < 0xe000 {
+						i += 6
+						continue
+					}
+				}
+				return errors.New("unpaired surrogate")
+			case r >= 0xdc00 && r < 0xe000:
+				return errors.New("unpaired surrogate")
+			}
+		}
+	}
+	return nil
 }
