@@ -9,7 +9,8 @@ import (
 // DefaultNamespace is the namespace of calls that do not name one.
 const DefaultNamespace = "default"
 
-var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+// idEncoding is base32 (RFC 4648) in lower case, without padding.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // ExecutionID derives the execution id of a tool call. It is a pure
 // function of (namespace, session id, tool-call id), so a live turn and a
@@ -44,16 +45,18 @@ func ExecutionIDOfApproval(id string) (executionID string, ok bool) {
 	return "ex_" + rest, true
 }
 
-func digest32(parts ...string) string {
-	h := sha256.New()
-	var n [4]byte
-	for _, p := range parts {
+func digest32(domain, a, b, c string) string {
+	// One stack buffer for the common sizes; longer ids spill to the heap.
+	var buf [256]byte
+	in := buf[:0]
+	for _, p := range [...]string{domain, a, b, c} {
 		l := len(p)
-		n[0], n[1], n[2], n[3] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-		h.Write(n[:])
-		h.Write([]byte(p))
+		in = append(in, byte(l>>24), byte(l>>16), byte(l>>8), byte(l))
+		in = append(in, p...)
 	}
-	sum := h.Sum(nil)
+	sum := sha256.Sum256(in)
 	// 20 bytes = 160 bits, 32 base32 characters.
-	return strings.ToLower(idEncoding.EncodeToString(sum[:20]))
+	var out [32]byte
+	idEncoding.Encode(out[:], sum[:20])
+	return string(out[:])
 }

@@ -54,3 +54,12 @@ func TestIdempotencyKeyScoped(t *testing.T) {
 	require.NotEqual(t, k, IdempotencyKey("other", "payments", ex))
 	require.NotEqual(t, ApprovalID(ex), ApprovalID(ExecutionID("default", "s", "d")))
 }
+
+// TestIdentityGolden pins derived ids: they are keys of records already on
+// disk and keys already sent to providers, so they can never change.
+func TestIdentityGolden(t *testing.T) {
+	require.Equal(t, "ex_wgysujihjvjvf7cr7vdjdsu655t6lw2h", ExecutionID("default", "sess-1", "call-1"))
+	require.Equal(t, "ex_x37cqzcewllgyktcjpqjn5xgd2low43s", ExecutionID("", "", ""))
+	require.Equal(t, "ex_mflhvswsm7ygdtvvvy3f7srvlqkh4f4v", ExecutionID("ns", "\u00e9\x00", "toolu_01ABC"))
+	require.Equal(t, "ck_xleymptirsipvzc3vkxfczkqef2huqxc", IdempotencyKey("default", "payments", "ex_wgysujihjvjvf7cr7vdjdsu655t6lw2h"))
+}
