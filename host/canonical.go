@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,8 +11,8 @@ import (
 	"unicode/utf8"
 )
 
-// parseArgs parses a call's arguments, which must be one JSON object, in a
-// single pass. It returns the decoded document (numbers as json.Number, the
+// parseArgs parses a call's arguments, which must be one JSON object, into
+// a document in one parse. It returns the decoded document (numbers as json.Number, the
 // form the schema validator reads) and the hex sha256 of its canonical
 // form: object keys sorted, insignificant white space removed, numbers
 // kept as written. Two argument documents that mean the same thing have
@@ -28,20 +27,19 @@ func parseArgs(args []byte) (doc map[string]any, digest string, err error) {
 		return nil, "", errors.New("arguments are not valid UTF-8")
 	}
 	p := argParser{b: args}
-	p.space()
-	switch {
-	case p.i == len(p.b):
-		return nil, "", p.fail()
-	case p.b[p.i] != '{':
-		if strings.IndexByte(`["-0123456789tfn`, p.b[p.i]) >= 0 {
-			return nil, "", errors.New("arguments must be a JSON object")
+	if p.space(); p.i == len(p.b) || p.b[p.i] != '{' {
+		if _, err := p.value(1); err != nil {
+			return nil, "", err
 		}
-		return nil, "", p.fail()
+		return nil, "", errors.New("arguments must be a JSON object")
 	}
 	if doc, err = p.object(1); err != nil {
 		return nil, "", err
 	}
 	if p.space(); p.i != len(p.b) {
+		if _, err := p.value(1); err != nil {
+			return nil, "", err
+		}
 		return nil, "", errors.New("arguments hold more than one JSON value")
 	}
 	// encoding/json sorts map keys and writes json.Number verbatim.
@@ -136,10 +134,12 @@ func (p *argParser) value(depth int) (any, error) {
 }
 
 func (p *argParser) literal(lit string) error {
-	if !bytes.HasPrefix(p.b[p.i:], []byte(lit)) {
-		return p.fail()
+	for k := range len(lit) {
+		if p.i == len(p.b) || p.b[p.i] != lit[k] {
+			return p.fail()
+		}
+		p.i++
 	}
-	p.i += len(lit)
 	return nil
 }
 
@@ -323,7 +323,11 @@ func (p *argParser) escaped(out []byte) (string, error) {
 func (p *argParser) unicodeEscape() (rune, error) {
 	r := hex4(p.b, p.i+1)
 	if r < 0 {
+		// Point the error at the first character that is not a hex digit.
 		p.i++
+		for p.i < len(p.b) && strings.IndexByte("0123456789abcdefABCDEF", p.b[p.i]) >= 0 {
+			p.i++
+		}
 		return 0, p.fail()
 	}
 	p.i += 4

@@ -254,3 +254,27 @@ func referenceSurrogates(args []byte) error {
 	}
 	return nil
 }
+
+// TestArgParserErrors: a refusal names what is wrong and where, so a
+// runtime can show the model or its author the mistake.
+func TestArgParserErrors(t *testing.T) {
+	for args, want := range map[string]string{
+		`{"a":"\u00G0"}`: `invalid character 'G' at offset 10`,
+		`{"a":"\u12`:     `unexpected end of input`,
+		`{"a":tru}`:      `invalid character '}' at offset 8`,
+		`{"a":1,}`:       `invalid character '}' at offset 7`,
+		`{"a":01}`:       `invalid character '1' at offset 6`,
+		`-x`:             `invalid character 'x' at offset 1`,
+		`[1]`:            `must be a JSON object`,
+		`{}x`:            `invalid character 'x' at offset 2`,
+		`{} {}`:          `more than one JSON value`,
+		``:               `unexpected end of input`,
+		`{"k":1,"k":2}`:  `name the key "k" twice`,
+		`{"a":"\ud800"}`: `unpaired UTF-16 surrogate escape`,
+	} {
+		_, _, err := parseArgs([]byte(args))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseArgs(%s) = %v, want an error containing %q", args, err, want)
+		}
+	}
+}
