@@ -11,12 +11,12 @@ import (
 	"unicode/utf8"
 )
 
-// parseArgs parses a call's arguments, which must be one JSON object, into
-// a document in one parse. It returns the decoded document (numbers as json.Number, the
-// form the schema validator reads) and the hex sha256 of its canonical
-// form: object keys sorted, insignificant white space removed, numbers
-// kept as written. Two argument documents that mean the same thing have
-// the same digest; any change of value changes it.
+// parseArgs parses a call's arguments, which must be one JSON object. It
+// returns the decoded document (numbers as json.Number, the form the
+// schema validator reads) and the hex sha256 of its canonical form: object
+// keys sorted, insignificant white space removed, numbers kept as written.
+// Two argument documents that mean the same thing have the same digest;
+// any change of value changes it.
 //
 // Arguments that two different documents could share a digest with are
 // refused: invalid UTF-8 and unpaired UTF-16 surrogate escapes (decoding
