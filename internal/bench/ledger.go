@@ -234,7 +234,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 // changes within seconds, and one long run of each compares different
 // machines), and fills rep's write figures.
 func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *ledger.RawBench, writeOnly, execute func() error) error {
-	if err := runRaw(ctx, raw, 2*o.Concurrency, o.Concurrency, new(float64), new(float64)); err != nil {
+	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
 		return err
 	}
 	if _, err := parallel(2*o.Concurrency, o.Concurrency, writeOnly); err != nil {
@@ -245,24 +245,29 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
 	for r := range o.Rounds {
 		o.Progress(fmt.Sprintf("round %d of %d: raw, ledger and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
-		var rUs, lUs, eUs, rRate, lRate, eRate float64
-		if err := runRaw(ctx, raw, seqOps, 1, &rUs, new(float64)); err != nil {
+		rawPerOp, _, err := raw.Run(ctx, seqOps, 1)
+		if err != nil {
 			return err
 		}
+		rUs := float64(rawPerOp) / float64(time.Microsecond)
 		lUs, err := sequential(seqOps, writeOnly)
 		if err != nil {
 			return err
 		}
-		if eUs, err = sequential(seqOps, execute); err != nil {
+		eUs, err := sequential(seqOps, execute)
+		if err != nil {
 			return err
 		}
-		if err := runRaw(ctx, raw, parOps, o.Concurrency, new(float64), &rRate); err != nil {
+		_, rRate, err := raw.Run(ctx, parOps, o.Concurrency)
+		if err != nil {
 			return err
 		}
-		if lRate, err = parallel(parOps, o.Concurrency, writeOnly); err != nil {
+		lRate, err := parallel(parOps, o.Concurrency, writeOnly)
+		if err != nil {
 			return err
 		}
-		if eRate, err = parallel(parOps, o.Concurrency, execute); err != nil {
+		eRate, err := parallel(parOps, o.Concurrency, execute)
+		if err != nil {
 			return err
 		}
 		rawUs, ledUs, exeUs = append(rawUs, rUs), append(ledUs, lUs), append(exeUs, eUs)
@@ -275,14 +280,6 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	rep.RawParPerSecond, rep.LedgerParPerSecond, rep.ExecuteParPerSecond = median(rawPerS), median(ledPerS), median(exePerS)
 	rep.LedgerParRatio, rep.ParRatio = median(ledParRatios), median(exeParRatios)
 	return nil
-}
-
-// runRaw runs ops raw operations from concurrency writers and stores the
-// microseconds per operation and the operations per second.
-func runRaw(ctx context.Context, raw *ledger.RawBench, ops, concurrency int, us, perSecond *float64) error {
-	perOp, rate, err := raw.Run(ctx, ops, concurrency)
-	*us, *perSecond = float64(perOp)/float64(time.Microsecond), rate
-	return err
 }
 
 // ledgerWrites opens a ledger in dir and returns it with a function that
