@@ -235,15 +235,15 @@ func (h *harness) manifest() *manifests.Manifest {
 	return m
 }
 
-func (h *harness) open() {
-	h.t.Helper()
-	m := h.manifest()
-	ex, err := host.Open(context.Background(), host.Options{
+// options are the Options open uses: the harness's clock and provider, a
+// millisecond retry backoff and a one-second inline retry wait.
+func (h *harness) options() host.Options {
+	return host.Options{
 		DataDir: h.dir,
 		// One compilation cache for every harness: compiling the module
 		// again for each test costs seconds (tens under -race).
 		CacheDir:  filepath.Join(os.TempDir(), "connhost-example-cache"),
-		Manifests: []*manifests.Manifest{m},
+		Manifests: []*manifests.Manifest{h.manifest()},
 		ModuleDir: "/",
 		Now:       h.clock,
 		Config: func(connector, key string) (string, bool) {
@@ -254,7 +254,25 @@ func (h *harness) open() {
 		},
 		RetryBackoff:       func(int) time.Duration { return time.Millisecond },
 		MaxInlineRetryWait: time.Second,
-	})
+	}
+}
+
+func (h *harness) open() {
+	h.t.Helper()
+	ex, err := host.Open(context.Background(), h.options())
+	require.NoError(h.t, err)
+	h.ex = ex
+}
+
+// reopenWith closes the executor and opens a new one on the same data
+// directory with open's options changed by adjust.
+func (h *harness) reopenWith(adjust func(*host.Options)) {
+	h.t.Helper()
+	require.NoError(h.t, h.ex.Close(context.Background()))
+	h.ex = nil
+	o := h.options()
+	adjust(&o)
+	ex, err := host.Open(context.Background(), o)
 	require.NoError(h.t, err)
 	h.ex = ex
 }

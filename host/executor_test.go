@@ -17,7 +17,6 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/ledger"
-	"github.com/connhost/connhost/manifests"
 )
 
 // The tests in this file follow the recovery decision table of DESIGN.md,
@@ -563,19 +562,11 @@ func TestRunDispatchesDueRetries(t *testing.T) {
 	// A backoff the runtime will not wait for.
 	h2 := newHarness(t, "idempotent-retry", withDedup())
 	h2.prov.inject("503")
-	require.NoError(t, h2.ex.Close(context.Background()))
-	ex, err := host.Open(context.Background(), host.Options{
-		DataDir: h2.dir, Manifests: []*manifests.Manifest{h2.manifest()}, ModuleDir: "/",
-		CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"),
-		Now:      h2.clock,
-		Config: func(connector, key string) (string, bool) {
-			return h2.prov.srv.URL, connector == "effect" && key == "base_url"
-		},
-		RetryBackoff:       func(int) time.Duration { return time.Hour },
-		MaxInlineRetryWait: time.Millisecond,
+	h2.reopenWith(func(o *host.Options) {
+		o.RetryBackoff = func(int) time.Duration { return time.Hour }
+		o.MaxInlineRetryWait = time.Millisecond
 	})
-	require.NoError(t, err)
-	h2.ex = ex
+	ex := h2.ex
 	res, err := ex.Execute(context.Background(), call("s1", "c1", `{"n":1}`))
 	require.NoError(t, err)
 	require.Equal(t, host.StatusPending, res.Status)
@@ -666,16 +657,12 @@ func TestReconcileAfterTimeoutWaitsForTheAttemptToSettle(t *testing.T) {
 // the retry stays scheduled in the ledger.
 func TestInlineRetryWaitEndsWithTheCaller(t *testing.T) {
 	h := newHarness(t, "idempotent-retry", withDedup())
-	require.NoError(t, h.ex.Close(context.Background()))
-	ex, err := host.Open(context.Background(), host.Options{
-		DataDir: h.dir, Manifests: []*manifests.Manifest{h.manifest()}, ModuleDir: "/",
-		CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"), Now: time.Now,
-		Config:             func(c, k string) (string, bool) { return h.prov.srv.URL, c == "effect" && k == "base_url" },
-		RetryBackoff:       func(int) time.Duration { return time.Hour },
-		MaxInlineRetryWait: 2 * time.Hour, // the caller's deadline, not this cap, must end the wait
+	h.reopenWith(func(o *host.Options) {
+		o.Now = time.Now
+		o.RetryBackoff = func(int) time.Duration { return time.Hour }
+		o.MaxInlineRetryWait = 2 * time.Hour // the caller's deadline, not this cap, must end the wait
 	})
-	require.NoError(t, err)
-	h.ex = ex
+	ex := h.ex
 	h.prov.inject("503")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -691,15 +678,11 @@ func TestInlineRetryWaitEndsWithTheCaller(t *testing.T) {
 // although the ledger holds a retryable error for that attempt.
 func TestOperatorResolvesACallThatWasWaitingForARetry(t *testing.T) {
 	h := newHarness(t, "idempotent-retry", withDedup())
-	require.NoError(t, h.ex.Close(context.Background()))
-	ex, err := host.Open(context.Background(), host.Options{
-		DataDir: h.dir, Manifests: []*manifests.Manifest{h.manifest()}, ModuleDir: "/",
-		CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache"), Now: h.clock,
-		Config:             func(c, k string) (string, bool) { return h.prov.srv.URL, c == "effect" && k == "base_url" },
-		RetryBackoff:       func(int) time.Duration { return time.Hour },
-		MaxInlineRetryWait: time.Millisecond,
+	h.reopenWith(func(o *host.Options) {
+		o.RetryBackoff = func(int) time.Duration { return time.Hour }
+		o.MaxInlineRetryWait = time.Millisecond
 	})
-	require.NoError(t, err)
+	ex := h.ex
 	h.prov.inject("503")
 	res, err := ex.Execute(context.Background(), call("s1", "c1", `{"n":1}`))
 	require.NoError(t, err)
