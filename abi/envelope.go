@@ -8,14 +8,23 @@ import (
 // OutcomeKind is the typed result of a connector call.
 type OutcomeKind uint8
 
-// Outcome kinds. Execute and execute_with_key return OK, Retryable or
-// Permanent; reconcile returns Applied, NotApplied or Unknown.
+// Outcome kinds. Execute and execute_with_key return OK, Retryable,
+// Permanent, Uncertain or InProgress; reconcile returns Applied, NotApplied
+// or Unknown.
+//
+// The execute kinds say what the connector knows about its attempt's
+// effect: OK (it happened), Retryable and Permanent (it did not happen),
+// Uncertain (it may have happened), InProgress (the provider is still
+// working on an earlier request with the same key). The host never reports
+// an execution failed while an attempt may have taken effect.
 const (
 	// OutcomeOK: the operation took effect (or, for a read, answered).
 	// Result holds its JSON result; Receipt may name the external object.
 	OutcomeOK OutcomeKind = 1
-	// OutcomeRetryable: the operation did not take effect and may be tried
-	// again (rate limits, provider 5xx, in-flight duplicates).
+	// OutcomeRetryable: this attempt did not take effect and may be tried
+	// again (a rate limit or a refusal before the provider acted, a request
+	// that never left). An answer that cannot rule out an effect is
+	// OutcomeUncertain, not this.
 	OutcomeRetryable OutcomeKind = 2
 	// OutcomePermanent: the operation did not take effect and retrying the
 	// same input cannot help (declined card, invalid request).
@@ -29,6 +38,17 @@ const (
 	// OutcomeUnknown: reconcile could not decide (provider unreachable,
 	// search not yet consistent). The host treats it as recovery_required.
 	OutcomeUnknown OutcomeKind = 6
+	// OutcomeUncertain: the attempt may have taken effect and the connector
+	// cannot tell (the request was sent and the answer was lost, timed out,
+	// or was a provider error that leaves the result open, such as a 5xx to
+	// a POST). The host applies the operation's declared recovery policy,
+	// exactly as after a crash.
+	OutcomeUncertain OutcomeKind = 7
+	// OutcomeInProgress: the provider says an earlier request with this
+	// execution's idempotency key is still being processed (Stripe's 409
+	// idempotency_key_in_use). Nothing is known yet; the host waits and asks
+	// again with the same key later. It is never a failure.
+	OutcomeInProgress OutcomeKind = 8
 )
 
 var outcomeNames = [...]string{
@@ -38,11 +58,13 @@ var outcomeNames = [...]string{
 	OutcomeApplied:    "applied",
 	OutcomeNotApplied: "not_applied",
 	OutcomeUnknown:    "unknown",
+	OutcomeUncertain:  "uncertain",
+	OutcomeInProgress: "in_progress",
 }
 
 // String returns the kind's name as used in the ledger and the API
 // ("ok", "retryable_error", "permanent_error", "applied", "not_applied",
-// "unknown").
+// "unknown", "uncertain", "in_progress").
 func (k OutcomeKind) String() string {
 	if k.Valid() {
 		return outcomeNames[k]
@@ -51,11 +73,11 @@ func (k OutcomeKind) String() string {
 }
 
 // Valid reports whether k is one of the defined kinds.
-func (k OutcomeKind) Valid() bool { return k >= OutcomeOK && k <= OutcomeUnknown }
+func (k OutcomeKind) Valid() bool { return k >= OutcomeOK && k <= OutcomeInProgress }
 
 // ForReconcile reports whether k is a reconcile answer (applied, not_applied,
 // unknown) rather than an execute answer.
-func (k OutcomeKind) ForReconcile() bool { return k.Valid() && k >= OutcomeApplied }
+func (k OutcomeKind) ForReconcile() bool { return k >= OutcomeApplied && k <= OutcomeUnknown }
 
 // Outcome is the envelope a connector returns from execute, execute_with_key
 // and reconcile.

@@ -202,7 +202,7 @@ func TestDecodersRefuseAnotherEnvelopesTag(t *testing.T) {
 }
 
 func TestDecodeOutcomeRefusesUnknownKind(t *testing.T) {
-	for _, kind := range []uint8{0, 7, 0x80, 0xFF} {
+	for _, kind := range []uint8{0, 9, 0x80, 0xFF} {
 		b := abi.Outcome{Kind: abi.OutcomeKind(kind)}.AppendBinary(nil)
 		if _, err := abi.DecodeOutcome(b); !errors.Is(err, abi.ErrBadKind) {
 			t.Errorf("kind %d: err = %v, want ErrBadKind", kind, err)
@@ -344,7 +344,9 @@ func TestOutcomeKindNamesAndClasses(t *testing.T) {
 		{abi.OutcomeApplied, "applied", true, true},
 		{abi.OutcomeNotApplied, "not_applied", true, true},
 		{abi.OutcomeUnknown, "unknown", true, true},
-		{7, "outcome(7)", false, false},
+		{abi.OutcomeUncertain, "uncertain", true, false},
+		{abi.OutcomeInProgress, "in_progress", true, false},
+		{9, "outcome(9)", false, false},
 		{255, "outcome(255)", false, false},
 	}
 	for _, tc := range tests {

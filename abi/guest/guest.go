@@ -4,8 +4,11 @@
 // plumbing (exports, host imports, envelopes).
 //
 // A handler returns a typed [abi.Outcome] built with [OK], [Retryable],
-// [Permanent] (execute and execute_with_key) or [Applied], [NotApplied],
-// [Unknown] (reconcile). A handler that panics traps the instance: the host
+// [Permanent], [Uncertain], [InProgress] (execute and execute_with_key) or
+// [Applied], [NotApplied], [Unknown] (reconcile). Pick the one that tells
+// the truth about the effect: Retryable and Permanent promise that this
+// attempt did nothing; when a request was sent and its answer is lost, the
+// truth is Uncertain. A handler that panics traps the instance: the host
 // treats that as an uncertain outcome and applies the operation's declared
 // recovery policy. The SDK does not recover panics into errors, because a
 // panic after the provider applied the effect is not a failure.
@@ -188,9 +191,31 @@ func withResult(kind abi.OutcomeKind, result any, receipt string) abi.Outcome {
 	return abi.Outcome{Kind: kind, Result: b, Receipt: receipt}
 }
 
-// Retryable reports a failure that did not take effect and may be retried.
+// Retryable reports a failure of this attempt that did not take effect and
+// may be retried: a rate limit or refusal before the provider acted, a
+// request that was never sent. When the request may have been acted on
+// (its answer was lost, timed out, or leaves the result open), return
+// [Uncertain] instead: the host trusts Retryable to mean "nothing happened"
+// and may end the execution failed once attempts run out.
 func Retryable(format string, a ...any) abi.Outcome {
 	return abi.Outcome{Kind: abi.OutcomeRetryable, Error: fmt.Sprintf(format, a...)}
+}
+
+// Uncertain reports an attempt that may have taken effect: the request was
+// sent and its answer was lost, timed out, or does not settle the result
+// (e.g. a provider 5xx to a POST). The host then applies the operation's
+// recovery policy, as after a crash: re-dispatch with the same key
+// (idempotent-retry), reconcile, or ask an operator (manual).
+func Uncertain(format string, a ...any) abi.Outcome {
+	return abi.Outcome{Kind: abi.OutcomeUncertain, Error: fmt.Sprintf(format, a...)}
+}
+
+// InProgress reports that the provider is still processing an earlier
+// request with this call's idempotency key (e.g. Stripe's 409
+// idempotency_key_in_use). The host waits and asks again with the same key;
+// it never turns this answer into a failure.
+func InProgress(format string, a ...any) abi.Outcome {
+	return abi.Outcome{Kind: abi.OutcomeInProgress, Error: fmt.Sprintf(format, a...)}
 }
 
 // Permanent reports a failure that did not take effect and will not succeed
