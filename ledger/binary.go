@@ -59,6 +59,7 @@ const (
 	tagRecResolution
 	tagRecCancelRequested
 	tagRecEvents
+	tagRecUncertain // since protocol 3
 )
 
 // Approval field tags.
@@ -253,6 +254,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	}
 	e.bool(tagRecCancelRequested, r.CancelRequested)
 	e.uint(tagRecEvents, r.Events)
+	e.bool(tagRecUncertain, r.Uncertain)
 	return e.b, nil
 }
 
@@ -477,6 +479,8 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.CancelRequested = true
 		case tagRecEvents:
 			r.Events = d.uint()
+		case tagRecUncertain:
+			r.Uncertain = true
 		default:
 			d.unknown(t)
 		}

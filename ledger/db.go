@@ -295,17 +295,17 @@ func (d *DB) checkProtocol() error {
 	switch m.Protocol {
 	case ProtocolVersion:
 		return nil
-	case 1:
-		// Protocol 1 stored JSON values, which this release still reads;
-		// it writes binary ones (record and event version 2) that a
-		// protocol-1 release cannot. Raising the marker first makes such a
-		// release refuse the whole directory at Open, instead of failing
-		// on one record after another.
+	case 1, 2:
+		// Protocol 1 stored JSON values and protocol 2 records without
+		// the Uncertain field; this release reads both, and writes values
+		// that a release of either cannot. Raising the marker first makes
+		// such a release refuse the whole directory at Open, instead of
+		// failing on one record after another.
 		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
 		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
 			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
 		}
-		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", 1, "to", ProtocolVersion)
+		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
 		return nil
 	default:
 		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
@@ -583,6 +583,12 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	}
 	if t.CancelRequested {
 		rec.CancelRequested = true
+	}
+	switch {
+	case t.Uncertain:
+		rec.Uncertain = true
+	case t.RuledOut || rec.State.Terminal():
+		rec.Uncertain = false
 	}
 	rec.Events = old.Events + 1
 	ev := t.Event

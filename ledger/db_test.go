@@ -620,3 +620,33 @@ func TestProtocol1Upgrade(t *testing.T) {
 	require.Equal(t, RecordVersion, got.Version)
 	checkInvariants(t, db)
 }
+
+// A protocol-2 directory (records without the Uncertain field) opens, its
+// records read unchanged, and its marker is raised, so that a protocol-2
+// release, whose decoder refuses the new field, refuses the directory at
+// Open instead of failing on the first uncertain record.
+func TestProtocol2Upgrade(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	_, err = db.Create(ctx, dispatchedRecord("old"), Event{Decision: "dispatch"})
+	require.NoError(t, err)
+	require.NoError(t, db.db.Set(protocolKey, []byte(`{"protocol":2}`), pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	defer db.Close()
+	v, closer, err := db.db.Get(protocolKey)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
+	require.NoError(t, closer.Close())
+	got, err := db.Apply(ctx, "old", Transition{From: StateDispatched, FromAttempt: 1, To: StateDispatched, Attempt: 2, Uncertain: true})
+	require.NoError(t, err)
+	require.True(t, got.Uncertain)
+	reread, err := db.Get(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, got, reread)
+	checkInvariants(t, db)
+}

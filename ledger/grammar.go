@@ -54,6 +54,16 @@ import "fmt"
 //  7. dispatched → cancelled only for a record whose cancellation was
 //     requested (Record.CancelRequested): a cooperative cancel that
 //     reconcile proved never took effect. Else ErrIllegalTransition.
+//  8. Uncertainty. t.Uncertain marks the record Uncertain (an attempt may
+//     have taken effect), t.RuledOut clears the mark (evidence that none
+//     did); both at once is ErrIllegalTransition, and so is t.Uncertain on
+//     a read, which has no effect to be uncertain about. A record that is
+//     Uncertain after the transition may not enter failed or cancelled:
+//     those answers tell a runtime that nothing happened, and it would
+//     issue the call again. It ends succeeded, recovery_required (an
+//     operator decides) or abandoned, or failed/cancelled with RuledOut.
+//  9. A read (Effect "read") never enters recovery_required, so it never
+//     fences its session: an uncertain read is read again or fails.
 var transitions = map[State][]State{
 	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled},
 	StateApproved:         {StateDispatched, StateExpired, StateCancelled},
@@ -167,8 +177,25 @@ func checkTransition(rec Record, t Transition) error {
 	if t.Resolution != nil && t.From != StateRecoveryRequired {
 		return fmt.Errorf("execution[%s] %s → %s carries a resolution: %w", id, t.From, t.To, ErrIllegalTransition)
 	}
+	// 8. Uncertainty.
+	switch {
+	case t.Uncertain && t.RuledOut:
+		return fmt.Errorf("execution[%s] %s → %s both marks and clears uncertainty: %w", id, t.From, t.To, ErrIllegalTransition)
+	case t.Uncertain && rec.Effect == EffectRead:
+		return fmt.Errorf("execution[%s] is a read and cannot be marked uncertain: %w", id, ErrIllegalTransition)
+	case (t.To == StateFailed || t.To == StateCancelled) && (t.Uncertain || rec.Uncertain && !t.RuledOut):
+		return fmt.Errorf("execution[%s] %s → %s: an attempt may have taken effect and nothing rules it out: %w",
+			id, t.From, t.To, ErrIllegalTransition)
+	}
+	// 9. Reads never fence.
+	if t.To == StateRecoveryRequired && rec.Effect == EffectRead {
+		return fmt.Errorf("execution[%s] is a read and never enters recovery_required: %w", id, ErrIllegalTransition)
+	}
 	return nil
 }
+
+// EffectRead is Record.Effect of an operation without side effects.
+const EffectRead = "read"
 
 // checkCreate validates a record Create is asked to start.
 func checkCreate(rec Record) error {
@@ -181,6 +208,9 @@ func checkCreate(rec Record) error {
 	if rec.Outcome != nil || rec.Resolution != nil {
 		return fmt.Errorf("execution[%s] created with an outcome or resolution: %w", rec.ID, ErrIllegalTransition)
 	}
+	if rec.Uncertain {
+		return fmt.Errorf("execution[%s] created uncertain: %w", rec.ID, ErrIllegalTransition)
+	}
 	switch rec.State {
 	case StateAwaitingApproval:
 		if rec.Attempt != 0 {
@@ -191,6 +221,9 @@ func checkCreate(rec Record) error {
 			return fmt.Errorf("execution[%s] created dispatched at attempt %d, must be 1: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
 		}
 	case StateRecoveryRequired:
+		if rec.Effect == EffectRead {
+			return fmt.Errorf("execution[%s] is a read and cannot be created recovery_required: %w", rec.ID, ErrIllegalTransition)
+		}
 		if rec.Attempt != 0 && rec.Attempt != 1 {
 			return fmt.Errorf("execution[%s] created recovery_required at attempt %d, must be 0 or 1: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
 		}

@@ -20,9 +20,10 @@ import (
 //
 // Commands:
 //
-//	create id=<id> state=<state> attempt=<n> max=<n> [ns=<ns>] [session=<s>] [tool=<id>] [args=<digest>]
+//	create id=<id> state=<state> attempt=<n> max=<n> [ns=<ns>] [session=<s>] [tool=<id>] [args=<digest>] [effect=read|external]
 //	apply id=<id> from=<state> to=<state> attempt=<n> [fromattempt=<n>]
 //	      [outcome=<kind>[@<attempt>]] [resolution=applied|retry|abandon] [cancel] [approval=<decision>]
+//	      [uncertain] [ruledout]
 //	      fromattempt defaults to attempt-1 when entering dispatched (unless
 //	      cancel is set and from=dispatched), else to attempt.
 //	get id=<id> | events id=<id> | pending | fenced [ns=<ns>] session=<s>
@@ -85,6 +86,9 @@ func fmtRecord(r Record) string {
 	if r.CancelRequested {
 		b.WriteString(" cancel_requested")
 	}
+	if r.Uncertain {
+		b.WriteString(" uncertain")
+	}
 	return b.String()
 }
 
@@ -109,6 +113,7 @@ func runGrammarCmd(t *testing.T, ctx context.Context, dbp **DB, fs vfs.FS, clock
 			ToolCallID: arg(d, "tool", "call-"+id), ArgsDigest: arg(d, "args", "digest-"+id),
 			State: State(arg(d, "state", "")), Attempt: intArg(t, d, "attempt", 0),
 			MaxAttempts: intArg(t, d, "max", 3), Resumed: arg(d, "resumed", "") == "true",
+			Effect: arg(d, "effect", "external"),
 		}
 		got, err := db.Create(ctx, rec, Event{Actor: "executor"})
 		if err != nil {
@@ -129,7 +134,8 @@ func runGrammarCmd(t *testing.T, ctx context.Context, dbp **DB, fs vfs.FS, clock
 			defFrom = attempt - 1
 		}
 		tr := Transition{From: from, To: to, Attempt: attempt, FromAttempt: intArg(t, d, "fromattempt", defFrom),
-			CancelRequested: cancel, Event: Event{Decision: arg(d, "decision", "step"), Actor: "test"}}
+			CancelRequested: cancel, Event: Event{Decision: arg(d, "decision", "step"), Actor: "test"},
+			Uncertain: arg(d, "uncertain", "") == "true", RuledOut: arg(d, "ruledout", "") == "true"}
 		if o := arg(d, "outcome", ""); o != "" {
 			kind, at, found := strings.Cut(o, "@")
 			oa := attempt

@@ -120,6 +120,12 @@ type Record struct {
 	Resolution *Resolution `json:"resolution,omitempty"`
 	// CancelRequested records a cooperative cancellation request.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Uncertain is set while an earlier attempt may have taken effect at
+	// the provider and nothing has ruled it out since (a crash or a lost
+	// answer, then a re-dispatch or a wait). Such an execution never ends
+	// failed or cancelled without evidence (see grammar.go, rule 8): a
+	// runtime that read "failed" would issue the call again.
+	Uncertain bool `json:"uncertain,omitempty"`
 
 	// Events is the number of events in the audit trail.
 	Events uint64 `json:"events"`
@@ -232,6 +238,13 @@ type Transition struct {
 	Resolution *Resolution
 	// CancelRequested sets the cancellation flag (it is never cleared).
 	CancelRequested bool
+	// Uncertain marks the record Uncertain: the attempt it leaves may have
+	// taken effect. RuledOut clears the mark: the transition rests on
+	// evidence that no attempt so far took effect (reconcile answered
+	// not_applied, the provider answered definitively under the same
+	// idempotency key, an operator said so). Setting both is illegal.
+	Uncertain bool
+	RuledOut  bool
 
 	Event Event
 }

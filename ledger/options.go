@@ -10,10 +10,11 @@ import (
 )
 
 // ProtocolVersion is the version of the ledger's on-disk protocol (key
-// layout, marker and value encodings) written by this release: 2 since
-// values are binary (1 stored JSON). Open upgrades a protocol-1 directory,
-// whose values it reads, and refuses any other version with ErrProtocol.
-const ProtocolVersion = 2
+// layout, marker and value encodings) written by this release: 3 since
+// records carry the Uncertain field, 2 since values are binary (1 stored
+// JSON). Open upgrades a protocol-1 or -2 directory, whose values it reads,
+// and refuses any other version with ErrProtocol.
+const ProtocolVersion = 3
 
 // DefaultMaxRecordBytes is the default value of Options.MaxRecordBytes.
 const DefaultMaxRecordBytes = 4 << 20
