@@ -40,6 +40,7 @@ const (
 	minInstances, maxInstances       = 1, 256
 	minApprovalTTL, maxApprovalTTL   = time.Second, 30 * 24 * time.Hour
 	minMaxAttempts, maxMaxAttempts   = 1, 20
+	maxReconcileSettle               = 24 * time.Hour
 )
 
 var (
@@ -582,6 +583,13 @@ func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath str
 	op.ApprovalTTL = p.duration(get("approval_ttl"), minApprovalTTL, maxApprovalTTL, DefaultApprovalTTL)
 	op.MaxAttempts = p.integer(get("max_attempts"), false, minMaxAttempts, maxMaxAttempts, DefaultMaxAttempts)
 	{
+		f := get("reconcile_settle")
+		op.ReconcileSettle = p.duration(f, 0, maxReconcileSettle, m.Limits.Timeout)
+		if f.set && op.Recovery != PolicyReconcile {
+			p.add(f.line, f.label, "applies only to recovery = %q (this operation declares %q)", PolicyReconcile, op.Recovery)
+		}
+	}
+	{
 		f := get("input_schema")
 		if s, ok := p.str(f, true); ok {
 			op.InputSchema = s
@@ -604,7 +612,7 @@ var knownKeys = map[string]bool{
 	"limits.memory_mib": true, "limits.timeout": true, "limits.max_output_kib": true, "limits.instances": true,
 	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
-	"operation.input_schema": true,
+	"operation.input_schema": true, "operation.reconcile_settle": true,
 }
 
 // unknownKeys reports keys the manifest format does not define: top-level

@@ -3,6 +3,7 @@ package manifests
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,4 +245,17 @@ func TestErrorsAreDistinct(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ReconcileSettle defaults to the operation's timeout and may be declared
+// down to zero on a reconcile operation.
+func TestReconcileSettle(t *testing.T) {
+	const head = "[connector]\nname = \"s\"\nversion = \"0.1.0\"\nabi = 1\nmodule = \"s.wasm\"\n[limits]\ntimeout = \"7s\"\n"
+	const op = "[[operation]]\nname = %q\ndescription = \"Send a message, reconciled.\"\neffect = \"external\"\nrecovery = \"reconcile\"\n%sinput_schema = '{\"type\": \"object\"}'\n"
+	m, err := Parse("s.toml", []byte(head+fmt.Sprintf(op, "dflt", "")+fmt.Sprintf(op, "zero", "reconcile_settle = \"0s\"\n")))
+	require.NoError(t, err)
+	dflt, _ := m.Operation("dflt")
+	zero, _ := m.Operation("zero")
+	require.Equal(t, 7*time.Second, dflt.ReconcileSettle, "default: limits.timeout")
+	require.Equal(t, time.Duration(0), zero.ReconcileSettle)
 }
