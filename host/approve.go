@@ -70,9 +70,9 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 	a.By, a.Reason, a.DecidedAt = d.By, d.Reason, e.now()
 	t := ledger.Transition{Approval: &a, Event: ledger.Event{Actor: d.By, Reason: d.Reason, Evidence: "digest " + d.ArgsDigest}}
 	if approve {
-		a.Decision, t.To, t.Event.Decision = ledger.ApprovalApproved, ledger.StateApproved, "approved"
+		a.Decision, t.To, t.Event.Decision = ledger.ApprovalApproved, ledger.StateApproved, string(DecisionApproved)
 	} else {
-		a.Decision, t.To, t.Event.Decision = ledger.ApprovalRejected, ledger.StateRejected, "rejected"
+		a.Decision, t.To, t.Event.Decision = ledger.ApprovalRejected, ledger.StateRejected, string(DecisionRejected)
 	}
 	rec, err = e.apply(ctx, rec, t)
 	if err != nil {

@@ -25,7 +25,8 @@ import (
 //   - a new call in a fenced session is a *FencedError, and so is the
 //     re-drive of an approved call or a due retry in one (see heldByFence);
 //   - a new call flagged Resumed in a session the ledger does not know
-//     becomes recovery_required: "no record" does not prove "never ran";
+//     becomes recovery_required: "no record" does not prove "never ran"
+//     (a read simply runs: it has nothing to duplicate);
 //   - a new call of an operation that requires approval is recorded as
 //     awaiting_approval;
 //   - otherwise the intent is recorded as dispatched (one synced write)
@@ -42,9 +43,6 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	if call.Namespace == "" {
 		call.Namespace = e.opts.Namespace
 	}
-	// The caller's context travels as a value past the detached dispatch,
-	// so an inline retry wait ends when the caller stops waiting.
-	ctx = context.WithValue(ctx, callerKey{}, ctx)
 	switch {
 	case call.SessionID == "":
 		return Result{}, fmt.Errorf("%w: session_id is required", ErrBadCall)
@@ -116,14 +114,15 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 		}
 	}
 	crash.At(crash.BeforeIntent)
-	if call.Resumed {
+	if call.Resumed && op.op.Effect != manifests.EffectRead {
+		// A read has nothing to duplicate: a resumed read simply runs.
 		known, err := e.led.SessionKnown(ctx, call.Namespace, call.SessionID)
 		if err != nil {
 			return Result{}, err
 		}
 		if !known {
 			rec.State = ledger.StateRecoveryRequired
-			ev.Decision = "resumed_without_record"
+			ev.Decision = string(DecisionResumedWithoutRecord)
 			ev.Reason = "call resumed from history that predates this ledger: no record does not prove it never ran"
 			created, err := e.create(ctx, rec, ev)
 			if err != nil {
@@ -138,7 +137,7 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 			ID: ledger.ApprovalID(id), ArgsDigest: digest, PolicyVersion: op.policyV,
 			RequestedAt: now, ExpiresAt: now.Add(op.op.ApprovalTTL), Decision: ledger.ApprovalPending,
 		}
-		ev.Decision = "intent"
+		ev.Decision = string(DecisionIntent)
 		ev.Evidence = "approval " + rec.Approval.ID + " requested"
 		created, err := e.create(ctx, rec, ev)
 		if err != nil {
@@ -152,14 +151,14 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	rec.State = ledger.StateDispatched
 	rec.Attempt = 1
 	rec.Deadline = now.Add(op.m.Limits.Timeout)
-	ev.Decision = "dispatch"
+	ev.Decision = string(DecisionDispatch)
 	created, err := e.create(ctx, rec, ev)
 	if err != nil {
 		return e.createFailed(ctx, call, op, digest, created, err)
 	}
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
-	return e.dispatch(ctx, op, created)
+	return e.attempt(ctx, ctx, op, created)
 }
 
 // driveRecorded answers a call whose execution is already recorded: the
@@ -173,7 +172,7 @@ func (e *Executor) driveRecorded(ctx context.Context, call Call, op *operation, 
 			RecordedDigest: rec.ArgsDigest, GivenDigest: digest,
 		}
 	}
-	return e.drive(ctx, rec, true)
+	return e.advance(ctx, ctx, rec, observed{})
 }
 
 // create records a new execution and reports it to the observer. On
@@ -199,9 +198,6 @@ func (e *Executor) createFailed(ctx context.Context, call Call, op *operation, d
 		return Result{}, err
 	}
 }
-
-// callerKey carries an Execute caller's own context (see Execute).
-type callerKey struct{}
 
 func fencedError(ns, session string, recs []ledger.Record) *FencedError {
 	fe := &FencedError{Namespace: ns, SessionID: session}
@@ -230,134 +226,261 @@ func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transi
 	return out, nil
 }
 
-// drive moves a recorded execution forward from its durable state, following
-// the recovery decision table. The caller holds the execution's flight.
-func (e *Executor) drive(ctx context.Context, rec ledger.Record, fromCall bool) (Result, error) {
+// observed is what one connector call (an attempt or a reconcile) told
+// this process.
+type observed struct {
+	ev evidence
+	// out is the connector's answer; for a call that failed in the host,
+	// an outcome the host wrote (Source "host").
+	out ledger.Outcome
+	// detail says what happened, for the audit trail.
+	detail string
+}
+
+// attempt calls the connector for the freshly dispatched record rec and
+// advances the execution from its answer.
+func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record) (Result, error) {
+	ctx = context.WithoutCancel(ctx)
+	return e.advance(ctx, caller, rec, e.call(ctx, op, rec))
+}
+
+// advance moves rec forward, one step of the decision table (decide.go) at
+// a time, until a step answers. obs is what this process has just learnt
+// about the current attempt (nothing, for a record as found).
+//
+// caller is the context of the runtime waiting for the answer (Execute),
+// or nil when nobody waits (a recovery pass, an operator's resolution): a
+// live call waits inline for a retry that is due soon and gets a
+// *FencedError in a fenced session; otherwise the record is left for a
+// later pass. Connector calls and ledger writes are detached from every
+// caller's cancellation: once an attempt is dispatched, abandoning it half
+// way would only turn a known outcome into an unknown one. The operation's
+// timeout still bounds each call. The caller holds the execution's flight.
+func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs observed) (Result, error) {
+	ctx = context.WithoutCancel(ctx)
+	worked := false // whether this request moved the execution
+	why := ""       // the last uncertainty, carried into the decision it leads to
+	// waited is the end of the last inline wait: its timer fired, so the
+	// time is at least that, whatever the clock (Options.Now) says.
+	var waited time.Time
 	for {
-		switch rec.State {
-		case ledger.StateAwaitingApproval:
-			if rec.Approval == nil {
-				return e.expire(ctx, rec, "awaiting approval without an approval request")
+		op, _ := e.opOf(rec)
+		var fenced []ledger.Record
+		if rec.State == ledger.StateApproved || rec.State == ledger.StateRetryWait {
+			var err error
+			if fenced, err = e.led.Fenced(ctx, rec.Namespace, rec.SessionID); err != nil {
+				return Result{}, err
 			}
-			if e.now().After(rec.Approval.ExpiresAt) {
-				return e.expire(ctx, rec, "approval request expired before a decision")
+		}
+		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
+		act := decide(f)
+		if obs.ev == evNone && rec.State == ledger.StateDispatched {
+			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)
+		} else if obs.ev == evUncertain {
+			why = obs.detail
+		}
+		var err error
+		switch act.Step {
+		case stepAnswer:
+			res := ResultOf(rec)
+			res.Recorded = caller != nil && !worked && rec.State.Terminal()
+			if rec.State == ledger.StateRecoveryRequired {
+				if reason, err := e.recoveryReason(ctx, rec); err != nil {
+					return Result{}, err
+				} else if reason != "" {
+					res.Error = reason
+				}
+			}
+			return res, nil
+
+		case stepHold:
+			if caller != nil {
+				return Result{}, fencedError(rec.Namespace, rec.SessionID, fenced)
 			}
 			return ResultOf(rec), nil
 
-		case ledger.StateApproved:
-			a := rec.Approval
-			if a == nil {
-				return e.requireRecovery(ctx, rec, "invalid_record", "approved without an approval")
-			}
-			op, err := e.opOf(rec)
-			if err != nil {
-				// Nothing was dispatched: the approval cannot be used.
-				return e.expire(ctx, rec, "connector unavailable: "+err.Error())
-			}
-			switch {
-			case e.now().After(a.ExpiresAt):
-				return e.expire(ctx, rec, "approval expired before dispatch")
-			case a.ArgsDigest != rec.ArgsDigest:
-				return e.expire(ctx, rec, "approval was given for other arguments")
-			case a.PolicyVersion != op.policyV:
-				return e.expire(ctx, rec, "operation policy changed since the approval (was "+a.PolicyVersion+", now "+op.policyV+")")
-			case a.ConsumedBy != 0:
-				return e.expire(ctx, rec, "approval already consumed")
-			}
-			if res, held, err := e.heldByFence(ctx, rec); held || err != nil {
-				return res, err
-			}
-			consumed := *a
-			consumed.ConsumedBy = rec.Attempt + 1
-			rec, err = e.apply(ctx, rec, ledger.Transition{
-				To: ledger.StateDispatched, Attempt: rec.Attempt + 1, Approval: &consumed,
-				Deadline: e.now().Add(op.m.Limits.Timeout),
-				Event:    ledger.Event{Decision: "dispatch", Evidence: "approval " + a.ID + " by " + a.By},
-			})
-			if err != nil {
-				return Result{}, err
-			}
-			crash.At(crash.AfterDispatchRecord)
-			return e.dispatch(ctx, op, rec)
-
-		case ledger.StateDispatched:
-			// The caller holds the flight, so no call of this execution is
-			// running in this process: the outcome of the recorded attempt
-			// is unknown (a crash, or a call that never reported back).
-			return e.decideUncertain(ctx, rec, "dispatched attempt "+fmt.Sprint(rec.Attempt)+" has no recorded outcome")
-
-		case ledger.StateRetryWait:
-			op, err := e.opOf(rec)
-			if err != nil {
-				return e.requireRecovery(ctx, rec, "connector_unavailable", err.Error())
-			}
-			wait := rec.NextAttemptAt.Sub(e.now())
-			if wait > 0 {
-				// Only a live call waits inline (a recovery pass leaves the
-				// retry to its time), and only while its caller does.
-				caller, live := ctx.Value(callerKey{}).(context.Context)
-				if !fromCall || !live || wait > e.opts.MaxInlineRetryWait {
-					return ResultOf(rec), nil
-				}
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-caller.Done():
-					t.Stop()
-					return ResultOf(rec), nil
-				}
-			}
-			if res, held, err := e.heldByFence(ctx, rec); held || err != nil {
-				return res, err
-			}
-			rec, err = e.apply(ctx, rec, ledger.Transition{
-				To: ledger.StateDispatched, Attempt: rec.Attempt + 1,
-				Deadline: e.now().Add(op.m.Limits.Timeout),
-				Event:    ledger.Event{Decision: "retry_dispatch", Evidence: errorOf(rec)},
-			})
-			if err != nil {
-				return Result{}, err
-			}
-			crash.At(crash.AfterDispatchRecord)
-			return e.dispatch(ctx, op, rec)
-
-		case ledger.StateRecoveryRequired:
+		case stepWait:
 			res := ResultOf(rec)
-			if why, err := e.recoveryReason(ctx, rec); err != nil {
-				return Result{}, err
-			} else if why != "" {
-				res.Error = why
+			res.NextAttemptAt = act.Until
+			d := act.Until.Sub(e.now())
+			if caller == nil || d > e.opts.MaxInlineRetryWait {
+				return res, nil
 			}
-			return res, nil
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-caller.Done():
+				t.Stop()
+				return res, nil
+			case <-e.closed:
+				t.Stop()
+				return res, nil
+			}
+			obs, waited = observed{}, act.Until
 
-		default: // terminal states
-			res := ResultOf(rec)
-			res.Recorded = fromCall
-			return res, nil
+		case stepDispatch:
+			if op == nil {
+				return Result{}, fmt.Errorf("host: execution[%s]: dispatch without a loaded operation", rec.ID)
+			}
+			if rec, err = e.apply(ctx, rec, e.dispatchTransition(rec, op, act, obs, why)); err != nil {
+				return Result{}, err
+			}
+			worked = true
+			crash.At(crash.AfterDispatchRecord)
+			obs = e.call(ctx, op, rec)
+
+		case stepReconcile:
+			if op == nil {
+				return Result{}, fmt.Errorf("host: execution[%s]: reconcile without a loaded operation", rec.ID)
+			}
+			obs = e.reconcileCall(ctx, op, rec, why)
+
+		case stepRecord:
+			if rec, err = e.apply(ctx, rec, e.recordTransition(rec, act, obs, why)); err != nil {
+				return Result{}, err
+			}
+			worked = true
+			switch act.To {
+			case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRetryWait:
+				crash.At(crash.AfterOutcomeRecord)
+			}
+			obs = observed{}
 		}
 	}
 }
 
-// heldByFence reports whether rec's next dispatch (an approved call's
-// first, or a retry) must wait because its session is fenced: an uncertain
-// call in the session stops every new attempt in it, not only new calls,
-// until an operator resolves it - the approved or retried action may depend
-// on what the uncertain one did. A live call (Execute) gets the
-// *FencedError; a recovery pass or an operator's Resolve leaves the record
-// as it is for a later pass.
-func (e *Executor) heldByFence(ctx context.Context, rec ledger.Record) (res Result, held bool, err error) {
-	fenced, err := e.led.Fenced(ctx, rec.Namespace, rec.SessionID)
-	_, live := ctx.Value(callerKey{}).(context.Context) // set by Execute only
-	switch {
-	case err != nil:
-		return Result{}, true, err
-	case len(fenced) == 0:
-		return Result{}, false, nil
-	case live:
-		return Result{}, true, fencedError(rec.Namespace, rec.SessionID, fenced)
-	default:
-		return ResultOf(rec), true, nil
+// facts gathers what decide needs about rec.
+func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, fenced bool, notBefore time.Time) facts {
+	now := e.now()
+	if now.Before(notBefore) {
+		now = notBefore
 	}
+	f := facts{
+		State: rec.State, Read: rec.Effect == string(manifests.EffectRead), Policy: manifests.Policy(rec.Policy),
+		Attempt: rec.Attempt, MaxAttempts: rec.MaxAttempts, Uncertain: rec.Uncertain, CancelRequested: rec.CancelRequested,
+		Loaded: op != nil, Live: live, Fenced: fenced, Now: now, Age: now.Sub(rec.CreatedAt), KeyRetention: e.opts.KeyRetention,
+		NextAttemptAt: rec.NextAttemptAt, Evidence: obs.ev,
+		Backoff: e.opts.RetryBackoff(rec.Attempt), InFlightBackoff: e.opts.InFlightBackoff(rec.Attempt),
+	}
+	if op != nil {
+		f.SettleAt = rec.Deadline.Add(op.op.ReconcileSettle)
+	}
+	if a := rec.Approval; a != nil {
+		f.HasApproval, f.ApprovalExpiresAt = true, a.ExpiresAt
+		switch {
+		case a.ArgsDigest != rec.ArgsDigest:
+			f.ApprovalProblem = "approval was given for other arguments"
+		case op != nil && a.PolicyVersion != op.policyV:
+			f.ApprovalProblem = "operation policy changed since the approval (was " + a.PolicyVersion + ", now " + op.policyV + ")"
+		case a.ConsumedBy != 0:
+			f.ApprovalProblem = "approval already consumed"
+		}
+	}
+	return f
+}
+
+// recoveryActor names the actor of decisions taken on an unknown outcome:
+// the crash matrix and the audit trail tell recovery's decisions apart
+// from the normal course by it.
+func recoveryActor(d DecisionCode, obs observed) string {
+	switch d {
+	case DecisionRecoverRetry, DecisionRecoverReread, DecisionReconciledApplied, DecisionReconciledNotApplied,
+		DecisionCancelledNotApplied, DecisionManualPolicy, DecisionKeyRetentionPassed, DecisionExhaustedUncertain,
+		DecisionReconcileUnknown, DecisionReconcileError, DecisionCancelledUncertain, DecisionPermanentAfterUnknown,
+		DecisionConnectorUnavailable, DecisionInFlightExhausted:
+		return "recovery"
+	}
+	if obs.ev == evNone || obs.ev == evUncertain {
+		return "recovery"
+	}
+	return "executor"
+}
+
+// dispatchTransition is the transition into dispatched at attempt+1.
+func (e *Executor) dispatchTransition(rec ledger.Record, op *operation, act action, obs observed, why string) ledger.Transition {
+	t := ledger.Transition{To: ledger.StateDispatched, Attempt: rec.Attempt + 1,
+		Deadline: e.now().Add(op.m.Limits.Timeout), Uncertain: act.Uncertain, RuledOut: act.RuledOut,
+		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(act.Decision, obs)}}
+	switch rec.State {
+	case ledger.StateApproved:
+		consumed := *rec.Approval
+		consumed.ConsumedBy = rec.Attempt + 1
+		t.Approval = &consumed
+		t.Event.Evidence = "approval " + consumed.ID + " by " + consumed.By
+	case ledger.StateRetryWait:
+		t.Event.Evidence = errorOf(rec)
+	default: // a re-dispatch of an attempt whose outcome is unknown or not applied
+		t.Event.Evidence = why
+		if act.Decision == DecisionReconciledNotApplied {
+			t.Event.Evidence = "reconcile: not applied: " + obs.detail
+			t.Event.Reason = why
+		}
+	}
+	return t
+}
+
+// recordTransition is the transition of a stepRecord action.
+func (e *Executor) recordTransition(rec ledger.Record, act action, obs observed, why string) ledger.Transition {
+	t := ledger.Transition{To: act.To, NextAttemptAt: act.Until, Uncertain: act.Uncertain, RuledOut: act.RuledOut,
+		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(act.Decision, obs), Reason: act.Reason}}
+	// The attempt's outcome, when the transition carries one: what the
+	// connector answered, or what the host saw.
+	outcome := func(errText string) *ledger.Outcome {
+		if rec.Outcome != nil && rec.Outcome.Attempt == rec.Attempt {
+			return nil // already recorded (a retry_wait's error becomes final)
+		}
+		o := obs.out
+		if o.Kind == "" {
+			o = ledger.Outcome{Kind: abi.OutcomeUncertain.String(), Source: "host"}
+		}
+		if errText != "" {
+			o.Error = errText
+		}
+		o.Attempt = rec.Attempt
+		return &o
+	}
+	evidence := obs.detail
+	if evidence == "" {
+		evidence = why
+	}
+	switch act.To {
+	case ledger.StateSucceeded:
+		t.Outcome = outcome("")
+		t.Event.Evidence = t.Outcome.Receipt
+		if act.Decision == DecisionReconciledApplied {
+			t.Event.Reason = why
+		}
+	case ledger.StateFailed:
+		errText := ""
+		switch act.Decision {
+		case DecisionExhausted:
+			errText = fmt.Sprintf("attempts exhausted (%d of %d): %s", rec.Attempt, rec.MaxAttempts, evidence)
+		case DecisionReconciledNotApplied:
+			errText = "not applied and no attempt left: " + obs.detail
+		case DecisionConnectorUnavailable:
+			errText = "connector unavailable: " + evidence
+		}
+		t.Outcome = outcome(errText)
+		t.Event.Evidence = evidence
+	case ledger.StateRetryWait:
+		t.Outcome = outcome("")
+		t.Event.Evidence = evidence
+	case ledger.StateRecoveryRequired:
+		t.Event.Evidence = evidence
+		if act.Decision == DecisionKeyRetentionPassed {
+			t.Event.Evidence = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again",
+				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.opts.KeyRetention)
+		}
+	case ledger.StateExpired:
+		if rec.Approval != nil {
+			a := *rec.Approval
+			a.Decision = ledger.ApprovalExpired
+			t.Approval = &a
+		}
+	case ledger.StateCancelled:
+		t.Event.Evidence = evidence
+	}
+	return t
 }
 
 // recoveryReason returns the decision and evidence that made rec
@@ -385,30 +508,19 @@ func errorOf(rec ledger.Record) string {
 	return ""
 }
 
+// expire ends an approval request that can no longer be used.
 func (e *Executor) expire(ctx context.Context, rec ledger.Record, reason string) (Result, error) {
-	var ap *ledger.Approval
-	if rec.Approval != nil {
-		a := *rec.Approval
-		a.Decision = ledger.ApprovalExpired
-		ap = &a
-	}
-	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateExpired, Approval: ap,
-		Event: ledger.Event{Decision: "expired", Reason: reason}})
+	return e.advanceRecord(ctx, rec, record(ledger.StateExpired, DecisionExpired).because(reason))
+}
+
+// advanceRecord performs one recorded action outside the loop (for the
+// operator and reviewer APIs) and answers with the new record.
+func (e *Executor) advanceRecord(ctx context.Context, rec ledger.Record, act action) (Result, error) {
+	rec, err := e.apply(ctx, rec, e.recordTransition(rec, act, observed{}, ""))
 	if err != nil {
 		return Result{}, err
 	}
 	return ResultOf(rec), nil
-}
-
-func (e *Executor) requireRecovery(ctx context.Context, rec ledger.Record, decision, evidence string) (Result, error) {
-	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateRecoveryRequired,
-		Event: ledger.Event{Decision: decision, Evidence: evidence, Actor: "recovery"}})
-	if err != nil {
-		return Result{}, err
-	}
-	res := ResultOf(rec)
-	res.Error = decision + ": " + evidence
-	return res, nil
 }
 
 // exportFor picks the entry point of a dispatch: execute_with_key whenever
@@ -421,203 +533,69 @@ func exportFor(op *operation) string {
 	return abi.ExportExecute
 }
 
-// dispatch calls the connector for the dispatched record rec and records the
-// typed outcome. The connector call and the outcome write run detached from
-// the caller's cancellation: once an attempt is dispatched, abandoning it
-// half-way would only turn a known outcome into an unknown one. The
-// operation's timeout still bounds the call.
-func (e *Executor) dispatch(ctx context.Context, op *operation, rec ledger.Record) (Result, error) {
-	ctx = context.WithoutCancel(ctx)
+// call runs the dispatched attempt of rec and says what it told.
+func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) observed {
 	export := exportFor(op)
 	req := CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Args: rec.Args}
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}
 	start := time.Now()
-	out, callErr := op.conn.Call(ctx, req)
-	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, export, time.Since(start), callErr)
+	out, err := op.conn.Call(ctx, req)
+	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
 	crash.At(crash.AfterPluginReturn)
 
-	if callErr != nil {
+	if err != nil {
 		var ce *CallError
-		if errors.As(callErr, &ce) && !ce.MayHaveActed() {
+		if errors.As(err, &ce) && !ce.MayHaveActed() {
 			// The guest never ran: nothing happened, so any policy may try
 			// again. Only a call the module cannot take at all is final.
-			o := &ledger.Outcome{Kind: abi.OutcomePermanent.String(), Error: callErr.Error(), Source: "host"}
+			host := ledger.Outcome{Kind: abi.OutcomeRetryable.String(), Error: err.Error(), Source: "host"}
 			if ce.Kind == KindUnknownOperation || ce.Kind == KindUnsupportedExport {
-				return e.finish(ctx, rec, ledger.StateFailed, o, "outcome")
+				host.Kind = abi.OutcomePermanent.String()
+				return observed{ev: evUnsupported, out: host, detail: err.Error()}
 			}
-			o.Kind = abi.OutcomeRetryable.String()
-			return e.retryOrFail(ctx, rec, o, callErr.Error())
+			return observed{ev: evRetryable, out: host, detail: err.Error()}
 		}
 		// A trap, timeout or garbage answer: the connector may have acted.
-		// That is the same uncertainty as a crash, and gets the same
-		// decision - except that the attempt's request may still be in
-		// flight at the provider right now, so a reconcile waits for it to
-		// settle first (see reconcileSettle).
-		return e.decideUncertainSettled(ctx, rec, "attempt "+fmt.Sprint(rec.Attempt)+" failed inside the connector: "+callErr.Error(), true)
+		return observed{ev: evUncertain, detail: fmt.Sprintf("attempt %d failed inside the connector: %v", rec.Attempt, err)}
 	}
-	outcome := &ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "connector"}
+	o := ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "connector"}
+	obs := observed{out: o, detail: out.Error}
 	switch out.Kind {
 	case abi.OutcomeOK:
-		return e.finish(ctx, rec, ledger.StateSucceeded, outcome, "outcome")
+		obs.ev, obs.detail = evOK, out.Receipt
 	case abi.OutcomeRetryable:
-		return e.retryOrFail(ctx, rec, outcome, out.Error)
+		obs.ev = evRetryable
+	case abi.OutcomeUncertain:
+		obs.ev = evUncertain
+		obs.detail = fmt.Sprintf("attempt %d may have taken effect: %s", rec.Attempt, out.Error)
+	case abi.OutcomeInProgress:
+		obs.ev = evInProgress
 	default: // permanent (reconcile kinds are refused by the runtime)
-		return e.finish(ctx, rec, ledger.StateFailed, outcome, "outcome")
+		obs.ev = evPermanent
 	}
+	return obs
 }
 
-// retryOrFail records a retryable failure of the current attempt: a
-// persisted retry_wait with the next attempt's time while attempts remain,
-// failed once they are exhausted.
-func (e *Executor) retryOrFail(ctx context.Context, rec ledger.Record, outcome *ledger.Outcome, why string) (Result, error) {
-	if rec.Attempt >= rec.MaxAttempts {
-		outcome.Error = fmt.Sprintf("attempts exhausted (%d of %d): %s", rec.Attempt, rec.MaxAttempts, why)
-		return e.finish(ctx, rec, ledger.StateFailed, outcome, "attempts_exhausted")
-	}
-	outcome.Attempt = rec.Attempt
-	next := e.now().Add(e.opts.RetryBackoff(rec.Attempt))
-	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateRetryWait, Outcome: outcome, NextAttemptAt: next,
-		Event: ledger.Event{Decision: "retry_scheduled", Evidence: why}})
-	if err != nil {
-		return Result{}, err
-	}
-	crash.At(crash.AfterOutcomeRecord)
-	return e.drive(ctx, rec, true)
-}
-
-// finish records a terminal outcome for the record's current attempt.
-func (e *Executor) finish(ctx context.Context, rec ledger.Record, to ledger.State, o *ledger.Outcome, decision string) (Result, error) {
-	o.Attempt = rec.Attempt
-	evidence := o.Receipt
-	if evidence == "" {
-		evidence = o.Error
-	}
-	rec, err := e.apply(ctx, rec, ledger.Transition{To: to, Outcome: o,
-		Event: ledger.Event{Decision: decision, Evidence: evidence}})
-	if err != nil {
-		return Result{}, err
-	}
-	crash.At(crash.AfterOutcomeRecord)
-	return ResultOf(rec), nil
-}
-
-// decideUncertain applies the recovery decision table to a dispatched
-// execution whose outcome is unknown.
-func (e *Executor) decideUncertain(ctx context.Context, rec ledger.Record, why string) (Result, error) {
-	return e.decideUncertainSettled(ctx, rec, why, false)
-}
-
-// reconcileSettle is how long a reconcile waits after an attempt failed in
-// this process (timeout, trap): the host stopped waiting, but the request
-// it sent may still be on its way through the provider, and a lookup made
-// at once would answer "not applied" for an effect about to land - and the
-// re-dispatch would apply it twice. The attempt's own timeout is the
-// measure of how long the provider may take; it is capped at a minute.
-func reconcileSettle(op *operation) time.Duration {
-	return min(op.m.Limits.Timeout, time.Minute)
-}
-
-func (e *Executor) decideUncertainSettled(ctx context.Context, rec ledger.Record, why string, inFlight bool) (Result, error) {
-	ctx = context.WithoutCancel(ctx)
-	op, err := e.opOf(rec)
-	if err != nil {
-		return e.requireRecovery(ctx, rec, "connector_unavailable", why+"; "+err.Error())
-	}
-	switch {
-	case rec.CancelRequested && rec.Effect == string(manifests.EffectRead):
-		// A read has no effect to account for: honour the cancellation.
-		rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled,
-			Event: ledger.Event{Decision: "cancelled", Evidence: why, Actor: "recovery"}})
-		if err != nil {
-			return Result{}, err
-		}
-		return ResultOf(rec), nil
-	case rec.CancelRequested && rec.Policy != string(manifests.PolicyReconcile):
-		// Retrying would perform what was cancelled; only an operator can
-		// tell whether it happened.
-		return e.requireRecovery(ctx, rec, "cancelled_uncertain", why+"; cancellation was requested")
-	case rec.Effect == string(manifests.EffectRead):
-		// The effect class recorded with the intent decides, not today's
-		// manifest: a call recorded as external is never re-run as a read.
-		return e.redispatch(ctx, op, rec, "recover_reread", why)
-	case rec.Policy == string(manifests.PolicyIdempotentRetry):
-		if age := e.now().Sub(rec.CreatedAt); age > e.opts.KeyRetention {
-			return e.requireRecovery(ctx, rec, "key_retention_passed",
-				fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again", why, age.Round(time.Second), e.opts.KeyRetention))
-		}
-		return e.redispatch(ctx, op, rec, "recover_retry", why)
-	case rec.Policy == string(manifests.PolicyReconcile):
-		if inFlight {
-			t := time.NewTimer(reconcileSettle(op))
-			select {
-			case <-t.C:
-			case <-e.closed:
-				t.Stop()
-				return ResultOf(rec), ErrClosed // still dispatched: the next Open decides
-			}
-		}
-		return e.reconcile(ctx, op, rec, why)
-	default:
-		return e.requireRecovery(ctx, rec, "manual_policy", why)
-	}
-}
-
-// redispatch dispatches attempt+1 of an uncertain execution with the same
-// idempotency key, or asks an operator when no attempt is left.
-func (e *Executor) redispatch(ctx context.Context, op *operation, rec ledger.Record, decision, why string) (Result, error) {
-	if rec.Attempt >= rec.MaxAttempts {
-		return e.requireRecovery(ctx, rec, "attempts_exhausted_uncertain", why)
-	}
-	rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, Attempt: rec.Attempt + 1,
-		Deadline: e.now().Add(op.m.Limits.Timeout),
-		Event:    ledger.Event{Decision: decision, Evidence: why, Actor: "recovery"}})
-	if err != nil {
-		return Result{}, err
-	}
-	crash.At(crash.AfterDispatchRecord)
-	return e.dispatch(ctx, op, rec)
-}
-
-// reconcile asks the connector whether the uncertain attempt took effect.
-func (e *Executor) reconcile(ctx context.Context, op *operation, rec ledger.Record, why string) (Result, error) {
+// reconcileCall asks the connector whether the uncertain attempt took
+// effect. why is the uncertainty that led here.
+func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) observed {
 	req := CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Args: rec.Args}
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
 	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
 	crash.At(crash.AfterReconcileReturn)
 	if err != nil {
-		return e.requireRecovery(ctx, rec, "reconcile_error", why+"; reconcile failed: "+err.Error())
+		return observed{ev: evReconcileError, detail: why + "; reconcile failed: " + err.Error()}
 	}
+	o := ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "reconciled"}
 	switch out.Kind {
 	case abi.OutcomeApplied:
-		o := &ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Source: "reconciled"}
-		o.Attempt = rec.Attempt
-		rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateSucceeded, Outcome: o,
-			Event: ledger.Event{Decision: "reconciled_applied", Evidence: out.Receipt, Actor: "recovery", Reason: why}})
-		if err != nil {
-			return Result{}, err
-		}
-		crash.At(crash.AfterOutcomeRecord)
-		return ResultOf(rec), nil
+		return observed{ev: evApplied, out: o, detail: out.Receipt}
 	case abi.OutcomeNotApplied:
-		if rec.CancelRequested {
-			// Cooperative cancellation after dispatch: reconcile proved the
-			// call never took effect, so it ends cancelled, not retried.
-			rec, err := e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled,
-				Event: ledger.Event{Decision: "cancelled_not_applied", Evidence: out.Error, Actor: "recovery", Reason: why}})
-			if err != nil {
-				return Result{}, err
-			}
-			return ResultOf(rec), nil
-		}
-		if rec.Attempt >= rec.MaxAttempts {
-			o := &ledger.Outcome{Kind: out.Kind.String(), Error: "not applied and no attempt left: " + out.Error, Source: "reconciled"}
-			return e.finish(ctx, rec, ledger.StateFailed, o, "reconciled_not_applied")
-		}
-		return e.redispatch(ctx, op, rec, "reconciled_not_applied", "reconcile: not applied: "+out.Error)
+		return observed{ev: evNotApplied, out: o, detail: out.Error}
 	default:
-		return e.requireRecovery(ctx, rec, "reconcile_unknown", why+"; reconcile: "+out.Error)
+		return observed{ev: evUnknown, out: o, detail: why + "; reconcile: " + out.Error}
 	}
 }

@@ -53,15 +53,22 @@ type Options struct {
 	// RetryBackoff is the wait before attempt n+1 after attempt n failed
 	// retryably. The default value is 200ms·2^(n-1), capped at 30s.
 	RetryBackoff func(attempt int) time.Duration
+	// InFlightBackoff is the wait before attempt n+1 after attempt n was
+	// answered "in progress" (the provider is still processing an earlier
+	// request with the execution's key). It is longer than RetryBackoff:
+	// the earlier request has to finish before a new one can learn its
+	// result. The default value is 2s·2^(n-1), capped at 1m.
+	InFlightBackoff func(attempt int) time.Duration
 	// KeyRetention is how long providers are trusted to remember an
 	// idempotency key (Stripe documents at least 24h). An uncertain
 	// idempotent-retry execution older than that is not re-dispatched: the
 	// provider may have forgotten the key and would apply the effect again,
 	// so it becomes recovery_required. The default value is 24h.
 	KeyRetention time.Duration
-	// MaxInlineRetryWait bounds how long Execute waits for a scheduled
-	// retry before returning status "pending"; later calls (or Recover)
-	// drive it. The default value is 5s.
+	// MaxInlineRetryWait bounds how long Execute waits inline (for a
+	// scheduled retry, or for an attempt to settle before its reconcile
+	// answer counts) before returning status "pending" with NextAttemptAt;
+	// later calls (or Recover, or Run) drive it. The default value is 5s.
 	MaxInlineRetryWait time.Duration
 	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
 	// caps). CacheDir, Logger and Config are set from the fields above.
@@ -92,6 +99,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.RetryBackoff == nil {
 		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.InFlightBackoff == nil {
+		o.InFlightBackoff = DefaultInFlightBackoff
 	}
 	if o.KeyRetention == 0 {
 		o.KeyRetention = 24 * time.Hour
@@ -139,6 +149,17 @@ func DefaultRetryBackoff(attempt int) time.Duration {
 		return 30 * time.Second
 	}
 	return min(200*time.Millisecond<<(attempt-1), 30*time.Second)
+}
+
+// DefaultInFlightBackoff is 2s·2^(attempt-1), capped at 1m.
+func DefaultInFlightBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 6 {
+		return time.Minute
+	}
+	return min(2*time.Second<<(attempt-1), time.Minute)
 }
 
 // invoker is what the executor needs from a loaded connector; *Connector

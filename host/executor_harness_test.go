@@ -34,16 +34,26 @@ type provider struct {
 	byKey   map[string]string // key → receipt of the first effect
 	keyless int
 	// faults is consumed one per /apply request: "" (normal), "503",
-	// "400", "apply_then_503", "apply_then_hang".
+	// "400", "409", "apply_then_503", "apply_then_hang", "hold" (park the
+	// request, its key claimed, until release; meanwhile a request with
+	// the same key is answered 409 as by an idempotent provider; then
+	// apply, whether or not the client is still there).
 	faults []string
+	// inflight holds the keys of held requests; held is signalled when a
+	// request parks, release lets the parked ones go.
+	inflight map[string]bool
+	held     chan struct{}
+	release  chan struct{}
 	// lookup overrides /lookup: "" (normal), "500".
 	lookup string
-	reads  int
+	// readHang makes every /read hang until the client gives up.
+	readHang bool
+	reads    int
 	srv    *httptest.Server
 }
 
 func newProvider(t *testing.T) *provider {
-	p := &provider{byKey: map[string]string{}}
+	p := &provider{byKey: map[string]string{}, inflight: map[string]bool{}, held: make(chan struct{}, 16), release: make(chan struct{})}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
@@ -52,6 +62,24 @@ func newProvider(t *testing.T) *provider {
 func (p *provider) inject(faults ...string) {
 	p.mu.Lock()
 	p.faults = append(p.faults, faults...)
+	p.mu.Unlock()
+}
+
+// waitHeld waits until a request is parked by a "hold" fault.
+func (p *provider) waitHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no request was held")
+	}
+}
+
+// releaseHeld lets every parked request go on and apply its effect.
+func (p *provider) releaseHeld() {
+	p.mu.Lock()
+	close(p.release)
+	p.release = make(chan struct{})
 	p.mu.Unlock()
 }
 
@@ -71,15 +99,25 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 			fault, p.faults = p.faults[0], p.faults[1:]
 		}
 		key := r.Header.Get("X-Key")
-		switch fault {
-		case "503", "400":
+		if p.dedup && key != "" && p.inflight[key] {
 			p.mu.Unlock()
-			code := 503
-			if fault == "400" {
-				code = 400
-			}
+			http.Error(w, "a request with this key is in progress", 409)
+			return
+		}
+		switch fault {
+		case "503", "400", "409":
+			p.mu.Unlock()
+			code := map[string]int{"503": 503, "400": 400, "409": 409}[fault]
 			http.Error(w, "injected", code)
 			return
+		case "hold":
+			p.inflight[key] = true
+			release := p.release
+			p.mu.Unlock()
+			p.held <- struct{}{}
+			<-release
+			p.mu.Lock()
+			delete(p.inflight, key)
 		}
 		receipt, replay := p.byKey[key]
 		if !(p.dedup && replay && key != "") {
@@ -119,7 +157,12 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/read":
 		p.reads++
+		hang := p.readHang
 		p.mu.Unlock()
+		if hang {
+			<-r.Context().Done()
+			return
+		}
 		_, _ = w.Write([]byte(`{"read":true}`))
 	default:
 		p.mu.Unlock()
@@ -235,8 +278,8 @@ func (h *harness) manifest() *manifests.Manifest {
 	return m
 }
 
-// options are the Options open uses: the harness's clock and provider, a
-// millisecond retry backoff and a one-second inline retry wait.
+// options are the Options open uses: the harness's clock and provider,
+// millisecond retry and in-flight backoffs and a one-second inline wait.
 func (h *harness) options() host.Options {
 	return host.Options{
 		DataDir: h.dir,
@@ -253,6 +296,7 @@ func (h *harness) options() host.Options {
 			return "", false
 		},
 		RetryBackoff:       func(int) time.Duration { return time.Millisecond },
+		InFlightBackoff:    func(int) time.Duration { return time.Millisecond },
 		MaxInlineRetryWait: time.Second,
 	}
 }

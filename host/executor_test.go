@@ -252,13 +252,21 @@ func TestUncertainAfterPluginReturn(t *testing.T) {
 
 // Row "dispatched, no outcome" reached before the provider was touched.
 func TestUncertainAfterDispatchRecord(t *testing.T) {
-	t.Run("reconcile: not_applied re-dispatches attempt+1", func(t *testing.T) {
+	t.Run("reconcile: not_applied re-dispatches attempt+1 once the attempt has settled", func(t *testing.T) {
 		h := newHarness(t, "reconcile")
 		c := call("s1", "c1", `{"n":1}`)
 		h.execCrashAt(crash.AfterDispatchRecord, c)
 		require.Zero(t, h.prov.count())
 		h.reopen()
+		// Straight after the crash, attempt 1 may still be on its way to
+		// the provider: "not applied" is not evidence until its deadline
+		// plus the settle time (2s + 2s here) has passed.
 		res := h.exec(c)
+		require.Equal(t, host.StatusPending, res.Status)
+		require.Equal(t, h.clock().Add(4*time.Second), res.NextAttemptAt)
+		require.Zero(t, h.prov.count())
+		h.advance(4 * time.Second)
+		res = h.exec(c)
 		require.Equal(t, host.StatusSucceeded, res.Status)
 		require.Equal(t, 2, res.Attempt)
 		require.Equal(t, 1, h.prov.count())
@@ -356,6 +364,8 @@ func TestCrashMatrixInProcess(t *testing.T) {
 			}
 			h.crashDuring(c.point, approveAndRun)
 			h.reopen()
+			// Time passes: an attempt cut by the crash has settled.
+			h.advance(5 * time.Second)
 			// The runtime re-issues the call (and, for a call still awaiting
 			// approval, the reviewer approves it).
 			res := h.exec(tc)
@@ -489,6 +499,7 @@ func TestCancelAfterDispatch(t *testing.T) {
 		res, err := h.ex.Cancel(context.Background(), id, "rita")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusPending, res.Status, "a dispatched call is only asked to cancel")
+		h.advance(5 * time.Second) // the attempt has settled
 		_, err = h.ex.Recover(context.Background())
 		require.NoError(t, err)
 		res = h.exec(c)
@@ -643,7 +654,16 @@ func TestReconcileAfterTimeoutWaitsForTheAttemptToSettle(t *testing.T) {
 	t.Cleanup(p.srv.Close)
 	h := &harness{t: t, dir: t.TempDir(), prov: p, policy: "reconcile", attempts: 3,
 		now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	h.open()
+	o := h.options()
+	// Real time: the attempt's deadline (2s) and settle time (2s) must
+	// really pass. Reconcile right after the timeout finds nothing (the
+	// provider applies at 2.5s); that "not applied" is not evidence yet,
+	// so the executor waits until the attempt has settled and asks again.
+	o.Now = time.Now
+	o.MaxInlineRetryWait = 10 * time.Second
+	ex, err := host.Open(context.Background(), o)
+	require.NoError(t, err)
+	h.ex = ex
 	t.Cleanup(func() { _ = h.ex.Close(context.Background()) })
 
 	res := h.exec(call("s1", "c1", `{"n":1}`))

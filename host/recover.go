@@ -27,7 +27,8 @@ type RecoveryReport struct {
 // expired approval requests expire, dispatched executions without an outcome
 // are re-dispatched with the same key (idempotent-retry), reconciled
 // (reconcile) or parked as recovery_required (manual), and due retries run.
-// Approved executions wait for their runtime to re-drive them. It reads
+// Approved executions wait for their runtime to re-drive them, and so do
+// executions in a fenced session. It reads
 // only the ledger's pending index. Open runs it before admitting new work.
 func (e *Executor) Recover(ctx context.Context) (RecoveryReport, error) {
 	return e.recover(ctx, nil, true)
@@ -62,12 +63,7 @@ func (e *Executor) recover(ctx context.Context, progress func(int), reread bool)
 		}
 		if err == nil && !rec.State.Terminal() {
 			var res Result
-			if rec.State == ledger.StateApproved && !e.now().After(rec.Approval.ExpiresAt) {
-				// Dispatch when the runtime re-drives the call, not before.
-				res = ResultOf(rec)
-			} else {
-				res, err = e.drive(ctx, rec, false)
-			}
+			res, err = e.advance(ctx, nil, rec, observed{})
 			if err == nil {
 				rep.Pending++
 				rep.Decisions[res.Status]++

@@ -56,7 +56,7 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 	ev := ledger.Event{Actor: r.By, Reason: r.Reason}
 	switch {
 	case r.Applied:
-		ev.Decision, ev.Evidence = "operator_applied", r.Receipt
+		ev.Decision, ev.Evidence = string(DecisionOperatorApplied), r.Receipt
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateSucceeded, Resolution: res, Event: ev,
 			Outcome: &ledger.Outcome{Kind: "operator", Result: r.Result, Receipt: r.Receipt, Source: "operator", Attempt: rec.Attempt}})
 	case r.Retry:
@@ -72,15 +72,17 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 		if rec.CancelRequested {
 			return ResultOf(rec), fmt.Errorf("%w: execution[%s] was cancelled; it can be abandoned or resolved as applied, not retried", ErrBadCall, executionID)
 		}
-		ev.Decision = "operator_retry"
+		// The operator's word that nothing happened is the evidence that
+		// clears the execution's uncertainty.
+		ev.Decision = string(DecisionOperatorRetry)
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, Attempt: rec.Attempt + 1, Resolution: res, Event: ev,
-			Deadline: e.now().Add(op.m.Limits.Timeout)})
+			Deadline: e.now().Add(op.m.Limits.Timeout), RuledOut: true})
 		if err != nil {
 			return Result{}, err
 		}
-		return e.dispatch(ctx, op, rec)
+		return e.attempt(ctx, nil, op, rec)
 	default:
-		ev.Decision = "operator_abandon"
+		ev.Decision = string(DecisionOperatorAbandon)
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateAbandoned, Resolution: res, Event: ev})
 	}
 	if err != nil {
@@ -115,14 +117,20 @@ func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, 
 		return Result{}, err
 	}
 	ev := ledger.Event{Actor: by}
-	switch rec.State {
-	case ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateRetryWait:
-		ev.Decision = "cancelled"
+	switch {
+	case rec.State == ledger.StateRetryWait && rec.Uncertain:
+		// An earlier attempt may have taken effect: "cancelled" would tell
+		// the runtime it did not. Only an operator can settle it now.
+		ev.Decision = string(DecisionCancelledUncertain)
+		ev.Evidence = "cancel requested while an earlier attempt's effect is unknown"
+		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateRecoveryRequired, CancelRequested: true, Event: ev})
+	case rec.State == ledger.StateAwaitingApproval || rec.State == ledger.StateApproved || rec.State == ledger.StateRetryWait:
+		ev.Decision = string(DecisionCancelled)
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled, Event: ev})
-	case ledger.StateDispatched:
-		ev.Decision = "cancel_requested"
+	case rec.State == ledger.StateDispatched:
+		ev.Decision = string(DecisionCancelAsked)
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, CancelRequested: true, Event: ev})
-	case ledger.StateRecoveryRequired:
+	case rec.State == ledger.StateRecoveryRequired:
 		// Returning the record unchanged would read as "nothing to cancel"
 		// while the session stays fenced and the effect may have happened.
 		return ResultOf(rec), fmt.Errorf("%w: execution[%s] has an unknown outcome, which cancelling cannot settle; an operator must resolve it (connhost resolve %s)",

@@ -5,13 +5,16 @@
 //
 //   - apply (execute_with_key, reconcile): POST {base_url}/apply with header
 //     X-Key: <key> and the arguments as body. 200 → ok (the body is the
-//     result, header X-Receipt the receipt); 429/503 → retryable; other 4xx
-//     → permanent; a transport failure → retryable. reconcile: GET
-//     {base_url}/lookup?key=<key>: 200 → applied (body, X-Receipt); 404 →
-//     not_applied; anything else → unknown.
+//     result, header X-Receipt the receipt); 429/503 → retryable (the test
+//     provider refuses those before acting); 409 → in_progress (an earlier
+//     request with the key is still running); other 5xx → uncertain; other
+//     4xx → permanent; a transport failure → uncertain (the request may
+//     have arrived). reconcile: GET {base_url}/lookup?key=<key>: 200 →
+//     applied (body, X-Receipt); 404 → not_applied; anything else → unknown.
 //   - plain (execute only): POST {base_url}/apply without a key; same
 //     mapping.
-//   - read (execute, effect read): GET {base_url}/read.
+//   - read (execute, effect read): GET {base_url}/read; a transport failure
+//     or 5xx → retryable (a read may always run again).
 package main
 
 import (
@@ -35,7 +38,11 @@ func init() {
 		guest.Operation{
 			Name: "read",
 			Execute: func(c *guest.Call, args []byte) abi.Outcome {
-				return classify(c, request(c, "GET", "/read", "", nil))
+				r := request(c, "GET", "/read", "", nil)
+				if r.Err != abi.HTTPOK || r.Status >= 500 {
+					return guest.Retryable("read: %s %d: %s", r.Err, r.Status, r.Message)
+				}
+				return classify(c, r)
 			},
 		},
 	)
@@ -60,11 +67,15 @@ func post(c *guest.Call, key string, args []byte) abi.Outcome {
 func classify(c *guest.Call, r abi.HTTPResponse) abi.Outcome {
 	switch {
 	case r.Err != abi.HTTPOK:
-		return guest.Retryable("transport: %s: %s", r.Err, r.Message)
+		return guest.Uncertain("transport: %s: %s", r.Err, r.Message)
 	case r.Status == 200:
 		return guest.OK(r.Body, r.Get("X-Receipt"))
-	case r.Status == 429 || r.Status >= 500:
+	case r.Status == 409:
+		return guest.InProgress("provider answered 409: an earlier request with the key is running")
+	case r.Status == 429 || r.Status == 503:
 		return guest.Retryable("provider answered %d", r.Status)
+	case r.Status >= 500:
+		return guest.Uncertain("provider answered %d", r.Status)
 	default:
 		return guest.Permanent("provider answered %d: %s", r.Status, r.Body)
 	}

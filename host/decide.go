@@ -1,0 +1,388 @@
+package host
+
+import (
+	"time"
+
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
+)
+
+// The recovery decision table, as one pure function: decide looks at what
+// is known about one execution (its durable state, its declared policy, and
+// what the last attempt or reconcile said) and returns the next step. The
+// executor's loop (advance, in execute.go) performs the step, records it,
+// and asks again, until a step answers the caller. Nothing here reads the
+// ledger, calls a connector or looks at a clock: testdata/decide holds the
+// table's cases, one row each.
+//
+// The rules that bind every row:
+//   - An attempt that may have reached the provider makes the execution
+//     uncertain; it then ends succeeded, recovery_required, or failed /
+//     cancelled only on evidence that nothing was applied (the ledger
+//     refuses the rest, see ledger/grammar.go rule 8).
+//   - "in progress" at the provider is a reason to wait, never a failure.
+//   - reconcile's not_applied is evidence only once no earlier attempt can
+//     still land (the operation's settle time after the attempt's
+//     deadline); before that the executor waits and asks again.
+//   - Reads have no effect: an uncertain read is read again or fails; it
+//     never fences its session.
+
+// step is what the executor does next with an execution.
+type step uint8
+
+const (
+	// stepAnswer: answer with the record as it stands (terminal, waiting
+	// for a reviewer, an operator, or for the runtime to re-drive it).
+	stepAnswer step = iota + 1
+	// stepHold: the session is fenced. A live call gets a *FencedError; a
+	// recovery pass leaves the record for a later pass.
+	stepHold
+	// stepWait: nothing to do before Until. A live call waits inline when
+	// that is soon enough; otherwise the answer is "pending".
+	stepWait
+	// stepDispatch: record attempt+1 as dispatched and call the connector.
+	stepDispatch
+	// stepReconcile: ask the connector whether the attempt took effect.
+	stepReconcile
+	// stepRecord: record the transition to action.To.
+	stepRecord
+)
+
+var stepNames = [...]string{stepAnswer: "answer", stepHold: "hold", stepWait: "wait",
+	stepDispatch: "dispatch", stepReconcile: "reconcile", stepRecord: "record"}
+
+func (s step) String() string {
+	if int(s) < len(stepNames) && stepNames[s] != "" {
+		return stepNames[s]
+	}
+	return "step(?)"
+}
+
+// DecisionCode names a decision in the audit trail (ledger.Event.Decision).
+// The names are stable: operators, dashboards and tests read them.
+type DecisionCode string
+
+// Decisions.
+const (
+	// DecisionNone: nothing was decided (the step only answers or waits).
+	DecisionNone DecisionCode = ""
+
+	// Normal course.
+	DecisionIntent        DecisionCode = "intent"          // a gated call's intent, awaiting approval
+	DecisionDispatch      DecisionCode = "dispatch"        // first dispatch (ungated intent, or an approved call)
+	DecisionOutcome       DecisionCode = "outcome"         // the connector's answer, recorded as is
+	DecisionRetry         DecisionCode = "retry_scheduled" // the attempt did nothing; the next one is scheduled
+	DecisionRetryDispatch DecisionCode = "retry_dispatch"  // a scheduled retry is due
+	DecisionExhausted     DecisionCode = "attempts_exhausted"
+	DecisionApproved      DecisionCode = "approved"
+	DecisionRejected      DecisionCode = "rejected"
+	DecisionExpired       DecisionCode = "expired"
+	DecisionCancelled     DecisionCode = "cancelled"
+	DecisionCancelAsked   DecisionCode = "cancel_requested"
+
+	// The provider is still working on an earlier request with the key.
+	DecisionInFlight          DecisionCode = "in_flight_wait"
+	DecisionInFlightExhausted DecisionCode = "in_flight_at_provider"
+
+	// Recovery of an attempt whose outcome is unknown.
+	DecisionRecoverRetry         DecisionCode = "recover_retry"  // idempotent-retry: same key, attempt+1
+	DecisionRecoverReread        DecisionCode = "recover_reread" // a read: read again
+	DecisionReconcile            DecisionCode = "reconcile"
+	DecisionReconciledApplied    DecisionCode = "reconciled_applied"
+	DecisionReconciledNotApplied DecisionCode = "reconciled_not_applied"
+	DecisionCancelledNotApplied  DecisionCode = "cancelled_not_applied"
+	DecisionSettleWait           DecisionCode = "settle_wait" // not_applied, but an attempt may still land
+
+	// recovery_required, and why.
+	DecisionManualPolicy          DecisionCode = "manual_policy"
+	DecisionKeyRetentionPassed    DecisionCode = "key_retention_passed"
+	DecisionExhaustedUncertain    DecisionCode = "attempts_exhausted_uncertain"
+	DecisionReconcileUnknown      DecisionCode = "reconcile_unknown"
+	DecisionReconcileError        DecisionCode = "reconcile_error"
+	DecisionCancelledUncertain    DecisionCode = "cancelled_uncertain"
+	DecisionPermanentAfterUnknown DecisionCode = "permanent_after_uncertain"
+	DecisionConnectorUnavailable  DecisionCode = "connector_unavailable"
+	DecisionResumedWithoutRecord  DecisionCode = "resumed_without_record"
+	DecisionInvalidRecord         DecisionCode = "invalid_record"
+
+	// Operators.
+	DecisionOperatorApplied DecisionCode = "operator_applied"
+	DecisionOperatorRetry   DecisionCode = "operator_retry"
+	DecisionOperatorAbandon DecisionCode = "operator_abandon"
+)
+
+// evidence is what this process learnt about the current attempt.
+type evidence uint8
+
+const (
+	// evNone: nothing learnt here; the record is as found. For a
+	// dispatched record that means a crash, or an attempt whose answer
+	// this process no longer waits for: its outcome is unknown.
+	evNone evidence = iota
+	// evOK: the connector answered ok.
+	evOK
+	// evRetryable: the attempt did nothing and may run again (the
+	// connector said so, or the call failed before the guest ran).
+	evRetryable
+	// evPermanent: the attempt did nothing and repeating it cannot
+	// help.
+	evPermanent
+	// evUnsupported: the module cannot take the call at all (the
+	// operation or entry point is gone). Nothing ran.
+	evUnsupported
+	// evUncertain: the attempt may have taken effect (the connector
+	// said so, or it trapped, timed out or answered garbage).
+	evUncertain
+	// evInProgress: the provider is still processing an earlier
+	// request with this key.
+	evInProgress
+	// evApplied, evNotApplied, evUnknown: reconcile's
+	// answers; evReconcileError: reconcile itself failed.
+	evApplied
+	evNotApplied
+	evUnknown
+	evReconcileError
+)
+
+var evidenceNames = [...]string{evNone: "none", evOK: "ok", evRetryable: "retryable",
+	evPermanent: "permanent", evUnsupported: "unsupported", evUncertain: "uncertain",
+	evInProgress: "in_progress", evApplied: "applied", evNotApplied: "not_applied",
+	evUnknown: "unknown", evReconcileError: "reconcile_error"}
+
+func (e evidence) String() string {
+	if int(e) < len(evidenceNames) {
+		return evidenceNames[e]
+	}
+	return "evidence(?)"
+}
+
+// facts is everything decide needs to know about one execution.
+type facts struct {
+	State  ledger.State
+	Read   bool             // the operation has no side effect
+	Policy manifests.Policy // the policy recorded with the intent
+	// Attempt and MaxAttempts: the current attempt and the cap.
+	Attempt, MaxAttempts int
+	// Uncertain: an earlier attempt may have taken effect (Record.Uncertain).
+	Uncertain       bool
+	CancelRequested bool
+	// Loaded: the record's connector and operation are loaded.
+	Loaded bool
+	// Live: a runtime is waiting for the answer (Execute). A recovery pass
+	// or an operator's resolution is not live.
+	Live bool
+	// Fenced: the session holds recovery_required executions.
+	Fenced bool
+	Now    time.Time
+	// Age is the time since the intent was recorded; KeyRetention how long
+	// the provider remembers an idempotency key.
+	Age, KeyRetention time.Duration
+	// NextAttemptAt: when a retry_wait record is due.
+	NextAttemptAt time.Time
+	// SettleAt: from when a reconcile answer of not_applied is evidence
+	// (the attempt's deadline plus the operation's settle time).
+	SettleAt time.Time
+	// HasApproval, ApprovalExpiresAt and ApprovalProblem describe the
+	// approval of a gated call; ApprovalProblem says why an approval cannot
+	// authorise the dispatch (other arguments, another policy, consumed).
+	HasApproval       bool
+	ApprovalExpiresAt time.Time
+	ApprovalProblem   string
+	// Evidence: what the last attempt or reconcile said in this process.
+	Evidence evidence
+	// Backoff and InFlightBackoff: the waits before the next attempt after
+	// a retryable failure and after an "in progress" answer.
+	Backoff, InFlightBackoff time.Duration
+}
+
+// action is decide's answer.
+type action struct {
+	Step     step
+	Decision DecisionCode
+	// To is the state stepRecord enters.
+	To ledger.State
+	// Until: the end of a stepWait; the next attempt's time of a stepRecord
+	// into retry_wait.
+	Until time.Time
+	// Uncertain marks the record uncertain (the attempt it leaves may have
+	// taken effect); RuledOut clears the mark on evidence. See
+	// ledger.Transition.
+	Uncertain, RuledOut bool
+	// Reason explains the decision where its name does not.
+	Reason string
+}
+
+func answer() action { return action{Step: stepAnswer} }
+
+func record(to ledger.State, d DecisionCode) action { return action{Step: stepRecord, To: to, Decision: d} }
+
+func wait(until time.Time, d DecisionCode) action { return action{Step: stepWait, Until: until, Decision: d} }
+
+func dispatch(d DecisionCode) action { return action{Step: stepDispatch, Decision: d} }
+
+func (a action) because(reason string) action { a.Reason = reason; return a }
+
+// decide returns the next step for an execution. It is the recovery
+// decision table of docs/design.md; it has no side effects.
+func decide(f facts) action {
+	switch f.State {
+	case ledger.StateAwaitingApproval:
+		switch {
+		case !f.HasApproval:
+			return record(ledger.StateExpired, DecisionExpired).because("awaiting approval without an approval request")
+		case f.Now.After(f.ApprovalExpiresAt):
+			return record(ledger.StateExpired, DecisionExpired).because("approval request expired before a decision")
+		}
+		return answer()
+
+	case ledger.StateApproved:
+		switch {
+		case !f.HasApproval:
+			// Nothing was dispatched: expiring is the truth.
+			return record(ledger.StateExpired, DecisionInvalidRecord).because("approved without an approval")
+		case f.Now.After(f.ApprovalExpiresAt):
+			return record(ledger.StateExpired, DecisionExpired).because("approval expired before dispatch")
+		case !f.Live:
+			// An approved call is dispatched when its runtime re-drives it.
+			return answer()
+		case !f.Loaded:
+			return record(ledger.StateExpired, DecisionExpired).because("connector unavailable")
+		case f.ApprovalProblem != "":
+			return record(ledger.StateExpired, DecisionExpired).because(f.ApprovalProblem)
+		case f.Fenced:
+			return action{Step: stepHold}
+		}
+		return dispatch(DecisionDispatch)
+
+	case ledger.StateRetryWait:
+		switch {
+		case !f.Loaded && f.Read:
+			return record(ledger.StateFailed, DecisionConnectorUnavailable)
+		case !f.Loaded:
+			return record(ledger.StateRecoveryRequired, DecisionConnectorUnavailable)
+		case f.Now.Before(f.NextAttemptAt):
+			return wait(f.NextAttemptAt, DecisionNone)
+		case f.Fenced:
+			return action{Step: stepHold}
+		case f.Uncertain && f.Policy == manifests.PolicyIdempotentRetry && f.Age > f.KeyRetention:
+			return record(ledger.StateRecoveryRequired, DecisionKeyRetentionPassed)
+		}
+		return dispatch(DecisionRetryDispatch)
+
+	case ledger.StateDispatched:
+		return decideAttempt(f)
+	}
+	// recovery_required waits for an operator; terminal states never move.
+	return answer()
+}
+
+// decideAttempt decides for a dispatched record from what its attempt (or
+// reconcile) said.
+func decideAttempt(f facts) action {
+	left := f.Attempt < f.MaxAttempts
+	switch f.Evidence {
+	case evOK:
+		return record(ledger.StateSucceeded, DecisionOutcome)
+	case evApplied:
+		return record(ledger.StateSucceeded, DecisionReconciledApplied)
+
+	case evPermanent, evUnsupported:
+		if f.Uncertain && f.Policy != manifests.PolicyIdempotentRetry {
+			// This attempt did nothing, but an earlier one may have, and
+			// only a key the provider honours ties the two answers together.
+			return record(ledger.StateRecoveryRequired, DecisionPermanentAfterUnknown)
+		}
+		// Under idempotent-retry the provider answered for the key, so for
+		// every attempt: the answer is evidence.
+		a := record(ledger.StateFailed, DecisionOutcome)
+		a.RuledOut = f.Uncertain
+		return a
+
+	case evRetryable:
+		switch {
+		case left:
+			a := record(ledger.StateRetryWait, DecisionRetry)
+			a.Until = f.Now.Add(f.Backoff)
+			return a
+		case f.Uncertain:
+			return record(ledger.StateRecoveryRequired, DecisionExhaustedUncertain)
+		}
+		return record(ledger.StateFailed, DecisionExhausted)
+
+	case evInProgress:
+		switch {
+		case f.Read:
+			return decideAttempt(withEvidence(f, evRetryable))
+		case f.Policy == manifests.PolicyManual || f.Policy == "":
+			return record(ledger.StateRecoveryRequired, DecisionManualPolicy)
+		case left:
+			a := record(ledger.StateRetryWait, DecisionInFlight)
+			a.Until, a.Uncertain = f.Now.Add(f.InFlightBackoff), true
+			return a
+		}
+		return record(ledger.StateRecoveryRequired, DecisionInFlightExhausted)
+
+	case evNotApplied:
+		var a action
+		switch {
+		case f.Now.Before(f.SettleAt):
+			// An earlier attempt may still land: not yet evidence.
+			return wait(f.SettleAt, DecisionSettleWait)
+		case f.CancelRequested:
+			a = record(ledger.StateCancelled, DecisionCancelledNotApplied)
+		case left:
+			a = dispatch(DecisionReconciledNotApplied)
+		default:
+			a = record(ledger.StateFailed, DecisionReconciledNotApplied)
+		}
+		a.RuledOut = true
+		return a
+	case evUnknown:
+		return record(ledger.StateRecoveryRequired, DecisionReconcileUnknown)
+	case evReconcileError:
+		return record(ledger.StateRecoveryRequired, DecisionReconcileError)
+	}
+	// evNone, evUncertain: the attempt's outcome is unknown.
+	return decideUnknown(f)
+}
+
+// decideUnknown is the heart of the table: a dispatched attempt whose
+// outcome is unknown, decided by the policy recorded with the intent.
+func decideUnknown(f facts) action {
+	left := f.Attempt < f.MaxAttempts
+	switch {
+	case f.Read && !f.Loaded:
+		return record(ledger.StateFailed, DecisionConnectorUnavailable)
+	case f.Read && f.CancelRequested:
+		return record(ledger.StateCancelled, DecisionCancelled)
+	case f.Read && left:
+		return dispatch(DecisionRecoverReread)
+	case f.Read:
+		return record(ledger.StateFailed, DecisionExhausted)
+	case !f.Loaded:
+		return record(ledger.StateRecoveryRequired, DecisionConnectorUnavailable)
+	case f.CancelRequested && f.Policy != manifests.PolicyReconcile:
+		// Retrying would perform what was cancelled; only an operator can
+		// tell whether it happened.
+		return record(ledger.StateRecoveryRequired, DecisionCancelledUncertain)
+	}
+	switch f.Policy {
+	case manifests.PolicyIdempotentRetry:
+		switch {
+		case f.Age > f.KeyRetention:
+			return record(ledger.StateRecoveryRequired, DecisionKeyRetentionPassed)
+		case left:
+			a := dispatch(DecisionRecoverRetry)
+			a.Uncertain = true
+			return a
+		}
+		return record(ledger.StateRecoveryRequired, DecisionExhaustedUncertain)
+	case manifests.PolicyReconcile:
+		// applied is evidence at once; not_applied waits for the attempt
+		// to settle (see evNotApplied).
+		return action{Step: stepReconcile, Decision: DecisionReconcile}
+	}
+	return record(ledger.StateRecoveryRequired, DecisionManualPolicy)
+}
+
+func withEvidence(f facts, e evidence) facts { f.Evidence = e; return f }

@@ -1,0 +1,140 @@
+package host_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/ledger"
+)
+
+// A provider still processing a crashed attempt answers "in progress" to
+// every retry with the same key. That is a reason to wait, never a
+// failure: once attempts run out the execution is recovery_required, and
+// when the held request lands there is exactly one effect. A runtime told
+// "failed" would have issued the call again under a new tool-call id.
+func TestInFlightAttemptIsNeverReportedFailed(t *testing.T) {
+	t.Run("crash while the provider holds the attempt", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		h.prov.inject("hold")
+		c := call("s1", "c1", `{"n":1}`)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// The attempt times out (2s) while held; the process dies right
+			// after the connector returns, before anything is recorded.
+			h.execCrashAt(crash.AfterPluginReturn, c)
+		}()
+		h.prov.waitHeld(t)
+		<-done
+		h.reopen() // recovery: same key again → 409 in progress
+		res := h.exec(c)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status, "attempts exhausted while the provider was still working: not failed")
+		require.Contains(t, res.Error, string(host.DecisionInFlightExhausted))
+		require.Zero(t, h.prov.count(), "the held request has not landed yet")
+		require.Equal(t, "dispatch>dispatched#1 recover_retry>dispatched#2 in_flight_wait>retry_wait#2 retry_dispatch>dispatched#3 in_flight_at_provider>recovery_required#3",
+			joined(h.events(res.ExecutionID)))
+
+		h.prov.releaseHeld()
+		require.Eventually(t, func() bool { return h.prov.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.Equal(t, host.StatusRecoveryRequired, h.exec(c).Status, "only an operator settles it")
+		require.Equal(t, 1, h.prov.count())
+	})
+	t.Run("the provider outlasts the connector's timeout without a crash", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		h.prov.inject("hold")
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		h.prov.releaseHeld()
+		require.Eventually(t, func() bool { return h.prov.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+	})
+	t.Run("the held request lands before the next attempt: its result is replayed", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		h.reopenWith(func(o *host.Options) {
+			o.InFlightBackoff = func(int) time.Duration { return time.Hour }
+		})
+		h.prov.inject("hold")
+		c := call("s1", "c1", `{"n":1}`)
+		res := h.exec(c)
+		require.Equal(t, host.StatusPending, res.Status, "in progress at the provider: wait")
+		require.Equal(t, h.clock().Add(time.Hour), res.NextAttemptAt)
+		h.prov.releaseHeld()
+		require.Eventually(t, func() bool { return h.prov.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+		h.advance(time.Hour)
+		res = h.exec(c)
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, "r-1", res.Receipt, "the provider replayed the held request's result")
+		require.Equal(t, 1, h.prov.count())
+	})
+	t.Run("refused attempts after an uncertain one end recovery_required", func(t *testing.T) {
+		// Attempt 1's answer is lost (uncertain), attempts 2 and 3 are
+		// refused before the provider acts (retryable): attempt 1 may
+		// still have happened, so "failed" would be a lie.
+		h := newHarness(t, "idempotent-retry", withDedup())
+		h.prov.inject("apply_then_hang", "503", "503")
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		require.Contains(t, res.Error, string(host.DecisionExhaustedUncertain))
+		require.Equal(t, 1, h.prov.count())
+	})
+	t.Run("refused attempts without an uncertain one end failed", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		h.prov.inject("503", "503", "503")
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		require.Equal(t, host.StatusFailed, res.Status)
+		require.Zero(t, h.prov.count())
+	})
+}
+
+// Reads never fence: a read whose every attempt times out fails (the
+// runtime may simply ask again), and its session stays open.
+func TestReadsNeverFence(t *testing.T) {
+	h := newHarness(t, "manual")
+	h.prov.readHang = true
+	read := host.Call{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: []byte(`{}`)}
+	res := h.exec(read)
+	require.Equal(t, host.StatusFailed, res.Status)
+	require.Equal(t, 3, res.Attempt)
+	require.Equal(t, 3, h.prov.reads)
+	fenced, err := h.ex.Ledger().Fenced(context.Background(), "default", "s1")
+	require.NoError(t, err)
+	require.Empty(t, fenced)
+	h.prov.readHang = false
+	require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "c2", `{"n":1}`)).Status, "the session is not fenced")
+
+	// A read found dispatched after a crash is read again.
+	c := host.Call{SessionID: "s2", ToolCallID: "r2", Tool: "effect.read", Arguments: []byte(`{}`)}
+	h.execCrashAt(crash.AfterDispatchRecord, c)
+	h.reopen()
+	res = h.exec(c)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 2, res.Attempt)
+
+	// A resumed read in a session the ledger never saw simply runs.
+	c = host.Call{SessionID: "legacy", ToolCallID: "r3", Tool: "effect.read", Arguments: []byte(`{}`), Resumed: true}
+	require.Equal(t, host.StatusSucceeded, h.exec(c).Status)
+}
+
+// Cancelling a call that waits for a retry while an earlier attempt may
+// have taken effect cannot answer "cancelled": an operator decides.
+func TestCancelOfAnUncertainRetryWaitNeedsAnOperator(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	h.reopenWith(func(o *host.Options) {
+		o.InFlightBackoff = func(int) time.Duration { return time.Hour }
+	})
+	h.prov.inject("409")
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusPending, res.Status)
+	got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
+	require.NoError(t, err)
+	require.Equal(t, host.StatusRecoveryRequired, got.Status)
+	rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
+	require.NoError(t, err)
+	require.True(t, rec.CancelRequested)
+	require.True(t, rec.Uncertain)
+	require.Equal(t, ledger.StateRecoveryRequired, rec.State)
+}
