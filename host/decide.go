@@ -214,9 +214,13 @@ type action struct {
 
 func answer() action { return action{Step: stepAnswer} }
 
-func record(to ledger.State, d DecisionCode) action { return action{Step: stepRecord, To: to, Decision: d} }
+func record(to ledger.State, d DecisionCode) action {
+	return action{Step: stepRecord, To: to, Decision: d}
+}
 
-func wait(until time.Time, d DecisionCode) action { return action{Step: stepWait, Until: until, Decision: d} }
+func wait(until time.Time, d DecisionCode) action {
+	return action{Step: stepWait, Until: until, Decision: d}
+}
 
 func dispatch(d DecisionCode) action { return action{Step: stepDispatch, Decision: d} }
 

@@ -49,7 +49,7 @@ type provider struct {
 	// readHang makes every /read hang until the client gives up.
 	readHang bool
 	reads    int
-	srv    *httptest.Server
+	srv      *httptest.Server
 }
 
 func newProvider(t *testing.T) *provider {
