@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -117,7 +118,9 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				}
 			}
 			cfg := devConfig(paymentsURL, emailURL, file)
+			anon := httpapi.DevLoopback
 			return a.serveAPI(ctx, serveOptions{
+				anonymous:     &anon,
 				listen:        listen,
 				configFunc:    cfg,
 				allowUnpinned: true,

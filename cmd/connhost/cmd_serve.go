@@ -115,7 +115,10 @@ func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
 type serveOptions struct {
 	listen string
 	token  string
-	config *Config
+	// anonymous acts for every request when there is no token; nil is
+	// httpapi's default, the runtime-only httpapi.LoopbackRuntime.
+	anonymous *httpapi.Principal
+	config    *Config
 	// configFunc overrides config (dev hands the sandbox URLs).
 	configFunc func(connector, key string) (string, bool)
 	// allowUnpinned loads unpinned modules (dev).
@@ -162,8 +165,16 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	apiOpts := httpapi.Options{Anonymous: so.anonymous, Logger: logger, Registry: reg}
+	if so.token != "" {
+		apiOpts.Principals = []httpapi.Principal{{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: so.token}}
+	}
+	handler, err := httpapi.New(ex, apiOpts)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
-		Handler:           httpapi.New(ex, httpapi.Options{Token: so.token, Logger: logger, Registry: reg}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
