@@ -126,6 +126,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 			cfg := devConfig(paymentsURL, emailURL, file)
 			anon := httpapi.DevLoopback
 			return a.serveAPI(ctx, serveOptions{
+				command:       "dev",
 				anonymous:     &anon,
 				listen:        listen,
 				configFunc:    cfg,
@@ -206,6 +207,7 @@ func renderDevBanner(w io.Writer, api, payments, email, tool string) {
 		fmt.Fprintf(w, "    (a gated call answers awaiting_approval: approve it with\n")
 		fmt.Fprintf(w, "     curl -s -X POST %s/v1/approvals/<approval.id>/approve -H 'Content-Type: application/json' \\\n", api)
 		fmt.Fprintf(w, "       -d '{\"digest\":\"<approval.args_digest>\"}'\n")
+		fmt.Fprintf(w, "     or connhost approve <approval.id> --digest <approval.args_digest>,\n")
 		fmt.Fprintf(w, "     then send the same call again to run it)\n")
 	}
 	fmt.Fprintf(w, "  curl -s '%s/v1/executions?state=recovery_required'\n\n", api)

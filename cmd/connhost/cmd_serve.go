@@ -88,8 +88,11 @@ answer 403 approval_not_configured, and the startup log says approvals are
 disabled. Without any token, serve answers only loopback requests, which
 may execute and read.
 
-Unknown keys, and connector keys the manifest does not declare, are errors
-reported with file:line. Flags given on the command line win over the file.`,
+While it runs, serve writes server.json (URL and pid) into the data
+directory, so that connhost approve, reject, resolve and cancel find it and
+go through its API. Unknown keys, and connector keys the manifest does not
+declare, are errors reported with file:line. Flags given on the command
+line win over the file.`,
 		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) CONNHOST_TOKEN_RITA=$(openssl rand -hex 32) connhost serve --config connhost.toml
   connhost serve --config connhost.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
@@ -109,7 +112,7 @@ reported with file:line. Flags given on the command line win over the file.`,
 			if !isLoopbackListen(cfg.Server.Listen) && len(principals) == 0 {
 				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
 			}
-			return a.serveAPI(cmd.Context(), serveOptions{listen: cfg.Server.Listen, principals: principals, config: cfg})
+			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg})
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
@@ -130,7 +133,9 @@ func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
 }
 
 type serveOptions struct {
-	listen string
+	// command is "serve" or "dev" (written into the discovery file).
+	command string
+	listen  string
 	// principals are the API's credentials (see httpapi.Options).
 	principals []httpapi.Principal
 	// anonymous acts for every request when there are no principals; nil
@@ -174,7 +179,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	start := time.Now()
 	ex, err := a.open(ctx, o)
 	if err != nil {
-		return err
+		return lockedError(ctx, a.g.data, err)
 	}
 	defer func() {
 		if err := ex.Close(context.WithoutCancel(ctx)); err != nil {
@@ -201,6 +206,17 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	url := "http://" + ln.Addr().String()
+	// The discovery file is written before the startup line, so that
+	// whoever waits for that line finds the file.
+	removeInfo, err := writeServerInfo(a.g.data, serverInfo{
+		URL: clientURL(ln.Addr()), PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
+	})
+	if err != nil {
+		// The API works without it; only the CLI's way to find it is lost.
+		logger.Warn("cannot write the discovery file: connhost approve and resolve will not find this server", "err", err)
+	} else {
+		defer removeInfo()
+	}
 	logAuthority(logger, apiOpts)
 	logger.Info("serving the HTTP API", "url", url, "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
 	if so.ready != nil {

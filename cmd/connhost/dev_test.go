@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +49,10 @@ func TestDevServesAPI(t *testing.T) {
 		t.Fatalf("startup line %q: %v", line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	si, err := readServerInfo(dirs.data)
+	if err != nil || si.URL != urls["api"] || si.PID != os.Getpid() || si.Command != "dev" || si.Auth {
+		t.Fatalf("discovery file %+v (api %s): %v", si, urls["api"], err)
+	}
 	body := `{"session_id":"s1","tool_call_id":"c1","tool":"noop.echo","arguments":{"msg":"dev"}}`
 	resp, err := http.Post(urls["api"]+"/v1/executions", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -67,6 +74,9 @@ func TestDevServesAPI(t *testing.T) {
 	}
 	if !sb.closed {
 		t.Error("sandbox not closed")
+	}
+	if _, err := readServerInfo(dirs.data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("discovery file left behind: %v", err)
 	}
 }
 
@@ -109,7 +119,7 @@ func TestLogAuthority(t *testing.T) {
 func TestDevBannerSaysAnyoneCanApprove(t *testing.T) {
 	var buf strings.Builder
 	renderDevBanner(&buf, "http://127.0.0.1:8420", "http://127.0.0.1:1", "http://127.0.0.1:2", "gated.echo")
-	for _, w := range []string{"anyone on this machine can approve, reject and resolve", `recorded as "dev-loopback"`} {
+	for _, w := range []string{"anyone on this machine can approve, reject and resolve", `recorded as "dev-loopback"`, "connhost approve <approval.id>"} {
 		if !strings.Contains(buf.String(), w) {
 			t.Errorf("banner lacks %q:\n%s", w, buf.String())
 		}
