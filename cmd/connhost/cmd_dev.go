@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -71,6 +72,12 @@ provider sandbox (local emulators of the Stripe and Mailpit APIs) unless
 --payments-url and --email-url point elsewhere, serves the HTTP API on
 loopback without a token, and prints what to try next. Ctrl-C stops it all.
 
+dev has no credentials: anyone on this machine can execute, approve, reject
+and resolve calls through its API, and every decision is recorded as
+"dev-loopback" (a "by" sent in the body is kept in the reason as an
+unverified claim). For real approvals, use connhost serve with approver
+principals (see connhost serve --help).
+
 With --json it prints one startup line {"api": URL, "payments": URL,
 "email": URL} on stdout and logs JSON on stderr.`,
 		Example: `  connhost dev
@@ -117,7 +124,10 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				}
 			}
 			cfg := devConfig(paymentsURL, emailURL, file)
+			anon := httpapi.DevLoopback
 			return a.serveAPI(ctx, serveOptions{
+				command:       "dev",
+				anonymous:     &anon,
 				listen:        listen,
 				configFunc:    cfg,
 				allowUnpinned: true,
@@ -187,6 +197,8 @@ func renderDevBanner(w io.Writer, api, payments, email, tool string) {
 	fmt.Fprintf(w, "  API       %s   (OpenAPI: %s/openapi.json)\n", api, api)
 	fmt.Fprintf(w, "  payments  %s\n", payments)
 	fmt.Fprintf(w, "  email     %s\n\n", email)
+	fmt.Fprintf(w, "No tokens: anyone on this machine can approve, reject and resolve calls\n")
+	fmt.Fprintf(w, "through this API; decisions are recorded as %q.\n\n", httpapi.DevLoopback.Name)
 	fmt.Fprintf(w, "Try:\n")
 	fmt.Fprintf(w, "  curl -s '%s/v1/tools?format=openai'\n", api)
 	if tool != "" {
@@ -194,7 +206,8 @@ func renderDevBanner(w io.Writer, api, payments, email, tool string) {
 		fmt.Fprintf(w, "    -d '{\"session_id\":\"s1\",\"tool_call_id\":\"call_1\",\"tool\":\"%s\",\"arguments\":%s}'\n", tool, exampleArgs(tool))
 		fmt.Fprintf(w, "    (a gated call answers awaiting_approval: approve it with\n")
 		fmt.Fprintf(w, "     curl -s -X POST %s/v1/approvals/<approval.id>/approve -H 'Content-Type: application/json' \\\n", api)
-		fmt.Fprintf(w, "       -d '{\"by\":\"you\",\"digest\":\"<approval.args_digest>\"}'\n")
+		fmt.Fprintf(w, "       -d '{\"digest\":\"<approval.args_digest>\"}'\n")
+		fmt.Fprintf(w, "     or connhost approve <approval.id> --digest <approval.args_digest>,\n")
 		fmt.Fprintf(w, "     then send the same call again to run it)\n")
 	}
 	fmt.Fprintf(w, "  curl -s '%s/v1/executions?state=recovery_required'\n\n", api)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 
@@ -298,10 +300,11 @@ func renderReport(w io.Writer, rep host.RecoveryReport) {
 func (a *app) resolveCommand() *cobra.Command {
 	var (
 		applied, notApplied, retry, abandon bool
-		by, reason, result, receipt         string
+		reason, result, receipt             string
+		df                                  decisionFlags
 	)
 	c := &cobra.Command{
-		Use:   "resolve <execution-id> --applied|--not-applied [--retry|--abandon] --by NAME --reason TEXT",
+		Use:   "resolve <execution-id> --applied|--not-applied [--retry|--abandon] --reason TEXT",
 		Short: "Resolve a recovery_required execution",
 		Long: `resolve records an operator's decision on an execution whose outcome
 recovery could not decide. Check the provider first (connhost history shows
@@ -312,10 +315,12 @@ the idempotency key and any receipt), then:
   --not-applied --retry     it did not happen: dispatch again with the same key;
   --not-applied --abandon   it did not happen and must not: abandon it.
 
-Every resolution is audited with --by and --reason. Once a session holds no
-recovery_required execution it is no longer fenced.`,
-		Example: `  connhost resolve ex_3q7l… --applied --receipt pi_3N2x… --by olga --reason "found in the Stripe dashboard"
-  connhost resolve ex_3q7l… --not-applied --retry --by olga --reason "no PaymentIntent with this key"`,
+Every resolution is audited with who made it and --reason. Once a session
+holds no recovery_required execution it is no longer fenced. Through a
+server, resolving needs an approver's or an operator's token.
+` + decisionHelp,
+		Example: `  connhost resolve ex_3q7l… --applied --receipt pi_3N2x… --reason "found in the Stripe dashboard"
+  CONNHOST_APPROVER_TOKEN=… connhost resolve ex_3q7l… --not-applied --retry --reason "no PaymentIntent with this key"`,
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if retry && applied {
@@ -330,20 +335,23 @@ recovery_required execution it is no longer fenced.`,
 			if (result != "" || receipt != "") && !applied {
 				return usagef("--result and --receipt go with --applied")
 			}
-			r := host.Resolution{Applied: applied, Retry: retry, Receipt: receipt, By: by, Reason: reason}
+			r := host.Resolution{Applied: applied, Retry: retry, Receipt: receipt, Reason: reason}
 			if result != "" {
 				raw, err := a.readArg(result)
 				if err != nil {
 					return usagef("--result: %v", err)
 				}
+				if !json.Valid(raw) {
+					return usagef("--result is not valid JSON")
+				}
 				r.Result = raw
 			}
-			var res host.Result
-			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
-				var err error
-				res, err = ex.Resolve(cmd.Context(), args[0], r)
-				return withResult(err, res)
-			})
+			body := httpapi.ResolveRequest{Applied: &applied, Result: r.Result, Receipt: receipt, Retry: retry, By: df.by, Reason: reason}
+			res, err := a.decide(cmd.Context(), df, "resolve", request{path: "/v1/executions/" + url.PathEscape(args[0]) + "/resolve", body: body},
+				func(ex *host.Executor, by string) (host.Result, error) {
+					r.By = by
+					return ex.Resolve(cmd.Context(), args[0], r)
+				})
 			if err != nil {
 				return err
 			}
@@ -356,41 +364,42 @@ recovery_required execution it is no longer fenced.`,
 	f.BoolVar(&notApplied, "not-applied", false, "the effect did not happen")
 	f.BoolVar(&retry, "retry", false, "with --not-applied: dispatch again with the same idempotency key")
 	f.BoolVar(&abandon, "abandon", false, "with --not-applied: abandon the execution")
-	f.StringVar(&by, "by", "", "operator name (required)")
 	f.StringVar(&reason, "reason", "", "why (required; audited)")
 	f.StringVar(&result, "result", "", "with --applied: the JSON result to record, or @file")
 	f.StringVar(&receipt, "receipt", "", "with --applied: the provider's id of the effect")
+	df.register(c, `operator name recorded when the ledger is opened directly (default "local:<OS user>"); through a server, your principal's name`)
 	c.MarkFlagsOneRequired("applied", "not-applied")
 	c.MarkFlagsMutuallyExclusive("applied", "not-applied")
 	c.MarkFlagsMutuallyExclusive("retry", "abandon")
-	_ = c.MarkFlagRequired("by")
 	_ = c.MarkFlagRequired("reason")
 	return c
 }
 
 func (a *app) approveCommand(approve bool) *cobra.Command {
-	var by, digest, reason string
+	var (
+		digest, reason string
+		df             decisionFlags
+	)
 	verb, Verb := "approve", "Approve"
 	if !approve {
 		verb, Verb = "reject", "Reject"
 	}
 	c := &cobra.Command{
-		Use:     verb + " <approval-id> --by NAME --digest D [--reason TEXT]",
-		Short:   Verb + " a call that awaits approval",
-		Example: fmt.Sprintf("  connhost %s ap_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --by rita --digest 9f86d081884c7d65… --reason \"checked the amount\"", verb),
-		Args:    exactArgs(1, "an approval id"),
+		Use:   verb + " <approval-id> --digest D [--reason TEXT]",
+		Short: Verb + " a call that awaits approval",
+		Example: fmt.Sprintf("  connhost %s ap_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --digest 9f86d081884c7d65… --reason \"checked the amount\"\n"+
+			"  CONNHOST_APPROVER_TOKEN=… connhost %s ap_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --digest 9f86d081884c7d65… --server http://127.0.0.1:8420", verb, verb),
+		Args: exactArgs(1, "an approval id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := host.Decision{By: by, ArgsDigest: digest, Reason: reason}
-			var res host.Result
-			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
-				var err error
-				if approve {
-					res, err = ex.Approve(cmd.Context(), args[0], d)
-				} else {
-					res, err = ex.Reject(cmd.Context(), args[0], d)
-				}
-				return withResult(err, res)
-			})
+			body := httpapi.DecisionRequest{By: df.by, Digest: digest, Reason: reason}
+			res, err := a.decide(cmd.Context(), df, verb, request{path: "/v1/approvals/" + url.PathEscape(args[0]) + "/" + verb, body: body},
+				func(ex *host.Executor, by string) (host.Result, error) {
+					d := host.Decision{By: by, ArgsDigest: digest, Reason: reason}
+					if approve {
+						return ex.Approve(cmd.Context(), args[0], d)
+					}
+					return ex.Reject(cmd.Context(), args[0], d)
+				})
 			if err != nil {
 				return err
 			}
@@ -403,18 +412,54 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 the args digest of the approval request (connhost history shows it). The
 approval is bound to that digest and the operation's policy version, and is
 consumed by the first dispatch; the runtime re-drives the call (same session,
-tool-call id and arguments) to dispatch it.`
+tool-call id and arguments) to dispatch it. Through a server, approving needs
+an approver's token.
+` + decisionHelp
 	} else {
 		c.Long = `reject rejects an approval request; the execution becomes rejected and is
-never dispatched. --digest is optional for a rejection.`
+never dispatched. --digest is optional for a rejection. Through a server,
+rejecting needs an approver's token.
+` + decisionHelp
 	}
 	f := c.Flags()
-	f.StringVar(&by, "by", "", "reviewer name (required)")
 	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown")
 	f.StringVar(&reason, "reason", "", "why (audited)")
-	_ = c.MarkFlagRequired("by")
+	df.register(c, `reviewer name recorded when the ledger is opened directly (default "local:<OS user>"); through a server, your principal's name`)
 	if approve {
 		_ = c.MarkFlagRequired("digest")
 	}
+	return c
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	var df decisionFlags
+	c := &cobra.Command{
+		Use:   "cancel <execution-id>",
+		Short: "Cancel an execution",
+		Long: `cancel cancels an execution. Before dispatch (awaiting approval, approved,
+waiting for a retry) it is cancelled at once; once dispatched, cancellation
+is cooperative: it is recorded, and if the outcome turns out unknown,
+recovery never dispatches the call again. A recovery_required execution is
+refused: its effect may have happened, so only connhost resolve settles it.
+A terminal execution is shown unchanged. Through a server, cancelling needs
+an operator's (or the runtime's) token.
+` + decisionHelp,
+		Example: `  connhost cancel ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3
+  CONNHOST_APPROVER_TOKEN=… connhost cancel ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --json`,
+		Args: exactArgs(1, "an execution id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := a.decide(cmd.Context(), df, "cancel",
+				request{path: "/v1/executions/" + url.PathEscape(args[0]) + "/cancel", body: httpapi.CancelRequest{By: df.by}},
+				func(ex *host.Executor, by string) (host.Result, error) {
+					return ex.Cancel(cmd.Context(), args[0], by)
+				})
+			if err != nil {
+				return err
+			}
+			a.printResult(res)
+			return nil
+		},
+	}
+	df.register(c, `requester name recorded when the ledger is opened directly (default "local:<OS user>"); through a server, your principal's name`)
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ const DefaultListen = "127.0.0.1:8420"
 
 // errPublicWithoutToken refuses a non-loopback listen address without a
 // bearer token.
-var errPublicWithoutToken = errors.New("refusing to listen on a non-loopback address without a bearer token (set [server] token_env in the config)")
+var errPublicWithoutToken = errors.New("refusing to listen on a non-loopback address without a bearer token (set [server] token_env, or add [[principals]], in the config)")
 
 // isLoopbackListen reports whether addr ("host:port") binds only loopback
 // interfaces. An empty host (":8420") binds every interface.
@@ -61,20 +62,38 @@ server) until SIGINT or SIGTERM, then drains requests and closes the ledger.
 
 It listens on loopback by default and refuses a non-loopback address unless
 a bearer token is configured. The config file (TOML) holds the server
-settings and the connectors' config values; secrets should come from the
-environment (token_env, <key>_env) and are never printed or logged:
+settings, the credentials and the connectors' config values; secrets should
+come from the environment (token_env, <key>_env) and are never printed or
+logged:
 
   [server]
   listen = "127.0.0.1:8420"
-  token_env = "CONNHOST_TOKEN"
+  token_env = "CONNHOST_TOKEN"        # the runtime's token (principal "runtime")
+
+  [[principals]]                      # repeatable: one per reviewer
+  name = "rita"                       # recorded as the reviewer
+  roles = ["approver"]                # runtime, approver, operator
+  token_env = "CONNHOST_TOKEN_RITA"
 
   [connectors.payments]
   base_url = "https://api.stripe.com"
   api_key_env = "STRIPE_SECRET_KEY"
 
-Unknown keys, and connector keys the manifest does not declare, are errors
-reported with file:line. Flags given on the command line win over the file.`,
-		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) connhost serve --config connhost.toml
+Approving is another authority than executing. The runtime's token may
+execute, cancel, recover and read, never approve, reject or resolve (403
+forbidden_role). An "approver" approves, rejects and resolves; an "operator"
+resolves, cancels and recovers. A decision is recorded under the name of the
+principal whose token made it. Without an approver, approve and reject
+answer 403 approval_not_configured, and the startup log says approvals are
+disabled. Without any token, serve answers only loopback requests, which
+may execute and read.
+
+While it runs, serve writes server.json (URL and pid) into the data
+directory, so that connhost approve, reject, resolve and cancel find it and
+go through its API. Unknown keys, and connector keys the manifest does not
+declare, are errors reported with file:line. Flags given on the command
+line win over the file.`,
+		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) CONNHOST_TOKEN_RITA=$(openssl rand -hex 32) connhost serve --config connhost.toml
   connhost serve --config connhost.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -89,10 +108,11 @@ reported with file:line. Flags given on the command line win over the file.`,
 			if cmd.Flags().Changed("listen") || cfg.Server.Listen == "" {
 				cfg.Server.Listen = listen
 			}
-			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.Token == "" {
+			principals := cfg.principals()
+			if !isLoopbackListen(cfg.Server.Listen) && len(principals) == 0 {
 				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
 			}
-			return a.serveAPI(cmd.Context(), serveOptions{listen: cfg.Server.Listen, token: cfg.Server.Token, config: cfg})
+			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg})
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
@@ -113,9 +133,15 @@ func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
 }
 
 type serveOptions struct {
-	listen string
-	token  string
-	config *Config
+	// command is "serve" or "dev" (written into the discovery file).
+	command string
+	listen  string
+	// principals are the API's credentials (see httpapi.Options).
+	principals []httpapi.Principal
+	// anonymous acts for every request when there are no principals; nil
+	// is httpapi's default, the runtime-only httpapi.LoopbackRuntime.
+	anonymous *httpapi.Principal
+	config    *Config
 	// configFunc overrides config (dev hands the sandbox URLs).
 	configFunc func(connector, key string) (string, bool)
 	// allowUnpinned loads unpinned modules (dev).
@@ -129,7 +155,13 @@ type serveOptions struct {
 // serveAPI opens the executor and serves the API until ctx is done.
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
+	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger}
+	apiOpts.EnsureDefaults()
+	if err := apiOpts.Validate(); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
+	apiOpts.Registry = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins}
 	if o.config == nil && so.config != nil {
@@ -147,7 +179,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	start := time.Now()
 	ex, err := a.open(ctx, o)
 	if err != nil {
-		return err
+		return lockedError(ctx, a.g.data, err)
 	}
 	defer func() {
 		if err := ex.Close(context.WithoutCancel(ctx)); err != nil {
@@ -162,15 +194,31 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	handler, err := httpapi.New(ex, apiOpts)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
-		Handler:           httpapi.New(ex, httpapi.Options{Token: so.token, Logger: logger, Registry: reg}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	url := "http://" + ln.Addr().String()
-	logger.Info("serving the HTTP API", "url", url, "auth", so.token != "")
+	// The discovery file is written before the startup line, so that
+	// whoever waits for that line finds the file.
+	removeInfo, err := writeServerInfo(a.g.data, serverInfo{
+		URL: clientURL(ln.Addr()), PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
+	})
+	if err != nil {
+		// The API works without it; only the CLI's way to find it is lost.
+		logger.Warn("cannot write the discovery file: connhost approve and resolve will not find this server", "err", err)
+	} else {
+		defer removeInfo()
+	}
+	logAuthority(logger, apiOpts)
+	logger.Info("serving the HTTP API", "url", url, "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
 	if so.ready != nil {
 		so.ready(url)
 	}
@@ -188,6 +236,35 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// logAuthority logs who may decide what through the API, in the terms an
+// operator acts on: dev's open door, and roles no principal holds.
+func logAuthority(logger *slog.Logger, o httpapi.Options) {
+	has := func(r httpapi.Role) bool {
+		if len(o.Principals) == 0 {
+			return o.Anonymous.Has(r)
+		}
+		return slices.ContainsFunc(o.Principals, func(p httpapi.Principal) bool { return p.Has(r) })
+	}
+	if len(o.Principals) == 0 && o.Anonymous.Has(httpapi.RoleApprover) {
+		logger.Warn("no credentials: anyone on this machine can approve, reject and resolve calls through this API",
+			"recorded_as", o.Anonymous.Name)
+	}
+	if !has(httpapi.RoleApprover) {
+		logger.Warn("approvals disabled: no principal has role approver, so approve and reject answer 403 approval_not_configured; add a [[principals]] entry with roles = [\"approver\"] to the config")
+	}
+	if len(o.Principals) > 0 && !has(httpapi.RoleRuntime) {
+		logger.Warn("no principal has role runtime: executions are refused (set [server] token_env in the config)")
+	}
+}
+
+func principalNames(ps []httpapi.Principal) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return names
 }
 
 // logger logs to stderr: JSON with --json, text otherwise.

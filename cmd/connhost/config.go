@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -22,10 +23,15 @@ import (
 //
 //	[server]
 //	listen = "127.0.0.1:8420"   # default; non-loopback needs a token
-//	token_env = "CONNHOST_TOKEN" # or token = "…" (prefer the env form)
+//	token_env = "CONNHOST_TOKEN" # the runtime's token; or token = "…" (prefer the env form)
 //	data = "./.connhost"         # optional, like --data
 //	manifests = "./manifests"    # optional, like --manifests
 //	modules = "./build"          # optional, like --modules
+//
+//	[[principals]]               # one per person or service; repeatable
+//	name = "rita"                # recorded as the reviewer of her decisions
+//	roles = ["approver"]         # runtime, approver, operator
+//	token_env = "CONNHOST_TOKEN_RITA"  # or token = "…"
 //
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
@@ -47,9 +53,26 @@ import (
 // connhost crashtest) can point a connector at a provider on another origin
 // — a sandbox on a loopback port, a regional endpoint — without editing the
 // reviewed manifest. The default value is empty: the manifest's list only.
+//
+// Authority over the API is split by role (see httpapi.Role): [server]'s
+// token is the runtime's, which may execute, cancel, recover and read but
+// never approve, reject or resolve; it acts as the principal "runtime".
+// Each [[principals]] entry adds a credential with a name and roles:
+// "approver" approves, rejects and resolves; "operator" resolves, cancels
+// and recovers; "runtime" is another runtime credential. A decision is
+// recorded under the name of the principal whose token made it. Names
+// match httpapi.PrincipalNameRE and are unique ("runtime" is taken when
+// [server] has a token; "loopback" and "dev-loopback" are reserved for the
+// servers without credentials). Every principal needs a non-empty token of
+// its own: a token shared by two principals, or with [server], is an
+// error, because the audit trail could not tell them apart. Without an
+// approver, serve answers approve and reject with 403
+// approval_not_configured. Without any token serve listens only on
+// loopback and acts for the runtime-only principal "loopback".
 type Config struct {
 	Path       string
 	Server     ServerConfig
+	Principals []PrincipalConfig
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
@@ -69,6 +92,32 @@ type ServerConfig struct {
 	tokenLine int
 }
 
+// PrincipalConfig is one [[principals]] entry.
+type PrincipalConfig struct {
+	Name  string
+	Roles []httpapi.Role
+	Token string
+}
+
+// runtimePrincipal is the name of [server]'s token.
+const runtimePrincipal = "runtime"
+
+// reservedNames are the identities of servers without credentials.
+var reservedNames = []string{httpapi.LoopbackRuntime.Name, httpapi.DevLoopback.Name}
+
+// principals returns the API's credentials: [server]'s token as the
+// principal "runtime" (role runtime), then every [[principals]] entry.
+func (c *Config) principals() []httpapi.Principal {
+	var out []httpapi.Principal
+	if c.Server.Token != "" {
+		out = append(out, httpapi.Principal{Name: runtimePrincipal, Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: c.Server.Token})
+	}
+	for _, p := range c.Principals {
+		out = append(out, httpapi.Principal{Name: p.Name, Roles: slices.Clone(p.Roles), Token: p.Token})
+	}
+	return out
+}
+
 type configValue struct {
 	value string
 	env   string // the variable the value came from, if any
@@ -76,10 +125,17 @@ type configValue struct {
 }
 
 // String describes the configuration without any value of a connector key
-// or the token.
+// or any token.
 func (c *Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "config %s: listen %s, token set: %t", c.Path, c.Server.Listen, c.Server.Token != "")
+	for _, p := range c.Principals {
+		roles := make([]string, len(p.Roles))
+		for i, r := range p.Roles {
+			roles[i] = string(r)
+		}
+		fmt.Fprintf(&b, ", principal %s [%s]", p.Name, strings.Join(roles, " "))
+	}
 	names := make([]string, 0, len(c.Connectors))
 	for n := range c.Connectors {
 		names = append(names, n)
@@ -110,13 +166,27 @@ func (c *Config) lookup(connector, key string) (string, bool) {
 
 var configKeyRE = regexp.MustCompile(`^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=`)
 var configHeaderRE = regexp.MustCompile(`^\s*\[\s*([^\[\]]+?)\s*\]`)
+var configArrayHeaderRE = regexp.MustCompile(`^\s*\[\[\s*([^\[\]]+?)\s*\]\]`)
 
 // lineIndex finds the line of "table.key" in TOML text (tables as headers,
-// keys as simple assignments, which is all connhost.toml uses).
+// keys as simple assignments, which is all connhost.toml uses). The n-th
+// entry of an array of tables ([[name]], counted from 0) is the table
+// "name.n".
 func lineIndex(data []byte) map[string]int {
 	idx := map[string]int{}
 	table := ""
+	arrays := map[string]int{}
 	for i, line := range strings.Split(string(data), "\n") {
+		if m := configArrayHeaderRE.FindStringSubmatch(line); m != nil {
+			name := normTablePath(m[1])
+			table = fmt.Sprintf("%s.%d", name, arrays[name])
+			arrays[name]++
+			idx[table] = i + 1
+			if _, ok := idx[name]; !ok {
+				idx[name] = i + 1
+			}
+			continue
+		}
 		if m := configHeaderRE.FindStringSubmatch(line); m != nil {
 			table = normTablePath(m[1])
 			if _, ok := idx[table]; !ok {
@@ -219,6 +289,15 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Token, c.Server.tokenLine = val, lines["server.token_env"]
 				}
 			}
+		case "principals":
+			list, ok := tableList(v)
+			if !ok {
+				bad(top, "principals must be an array of tables ([[principals]])")
+				continue
+			}
+			for i, t := range list {
+				c.Principals = append(c.Principals, parsePrincipal(fmt.Sprintf("principals.%d", i), t, env, lines, bad))
+			}
 		case "connectors":
 			t, ok := v.(map[string]any)
 			if !ok {
@@ -258,14 +337,165 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				c.Connectors[name] = vals
 			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [connectors.<name>])", top)
 		}
 	}
+	c.checkPrincipals(lines, bad)
 	if len(errs) > 0 {
 		sortErrs(errs)
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// parsePrincipal reads the [[principals]] entry tbl ("principals.<n>").
+// Problems are reported through bad; the entry is returned as far as it
+// could be read.
+func parsePrincipal(tbl string, t map[string]any, env func(string) (string, bool), lines map[string]int,
+	bad func(key, format string, args ...any)) PrincipalConfig {
+	var p PrincipalConfig
+	var tokenEnv string
+	for k, v := range t {
+		key := tbl + "." + k
+		switch k {
+		case "name":
+			if s, ok := v.(string); ok {
+				p.Name = s
+			} else {
+				bad(key, "principal name must be a string")
+			}
+		case "roles":
+			list, ok := v.([]any)
+			if !ok || len(list) == 0 {
+				bad(key, "principal roles must be a non-empty list (of %s)", roleList())
+				continue
+			}
+			for _, e := range list {
+				r, ok := e.(string)
+				switch {
+				case !ok || !slices.Contains(httpapi.Roles, httpapi.Role(r)):
+					bad(key, "unknown role %v (known: %s)", e, roleList())
+				case slices.Contains(p.Roles, httpapi.Role(r)):
+					bad(key, "role %s listed twice", r)
+				default:
+					p.Roles = append(p.Roles, httpapi.Role(r))
+				}
+			}
+		case "token":
+			if s, ok := v.(string); ok {
+				p.Token = s
+				if s == "" {
+					bad(key, "principal token is empty")
+				}
+			} else {
+				bad(key, "principal token must be a string")
+			}
+		case "token_env":
+			if s, ok := v.(string); ok {
+				tokenEnv = s
+			} else {
+				bad(key, "principal token_env must be a string")
+			}
+		default:
+			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env)", k)
+		}
+	}
+	at := tbl
+	if _, ok := t["name"]; ok {
+		at = tbl + ".name"
+	}
+	switch {
+	case p.Name == "":
+		bad(at, "principal without a name")
+	case !httpapi.PrincipalNameRE.MatchString(p.Name):
+		bad(at, "principal name %q: use letters, digits and . _ @ - (at most 64, starting with a letter or digit)", p.Name)
+	case slices.Contains(reservedNames, p.Name):
+		bad(at, "principal name %q is reserved for servers without credentials", p.Name)
+	}
+	if _, ok := t["roles"]; !ok {
+		bad(tbl, "principal %s has no roles (give roles = [\"approver\"], or operator, runtime)", p.Name)
+	}
+	switch {
+	case tokenEnv != "" && p.Token != "":
+		bad(tbl+".token_env", "set token or token_env, not both")
+	case tokenEnv != "":
+		val, msg := envValue(env, tokenEnv)
+		if msg != "" {
+			bad(tbl+".token_env", "environment variable %s (token_env of principal %s) %s", tokenEnv, p.Name, msg)
+		}
+		p.Token = val
+	case p.Token == "" && t["token"] == nil:
+		bad(tbl, "principal %s has no token (give token_env = \"VAR\")", p.Name)
+	}
+	return p
+}
+
+// tableList returns an array of tables, as [[name]] or as an inline
+// array of inline tables.
+func tableList(v any) ([]map[string]any, bool) {
+	switch v := v.(type) {
+	case []map[string]any:
+		return v, true
+	case []any:
+		out := make([]map[string]any, len(v))
+		for i, e := range v {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			out[i] = m
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// checkPrincipals reports names used twice and tokens shared by two
+// principals or with [server] (never showing a token).
+func (c *Config) checkPrincipals(lines map[string]int, bad func(key, format string, args ...any)) {
+	names := map[string]int{}
+	tokens := map[string]string{}
+	if c.Server.Token != "" {
+		names[runtimePrincipal] = -1
+		tokens[c.Server.Token] = "[server]"
+	}
+	for i, p := range c.Principals {
+		tbl := fmt.Sprintf("principals.%d", i)
+		if p.Name != "" {
+			if j, dup := names[p.Name]; dup {
+				first := "[server]'s token (the runtime)"
+				if j >= 0 {
+					first = fmt.Sprintf("principal %d", j+1)
+				}
+				bad(tbl+".name", "principal name %q is already used by %s", p.Name, first)
+			} else {
+				names[p.Name] = i
+			}
+		}
+		if p.Token != "" {
+			key := tbl + ".token"
+			if _, ok := lines[key]; !ok {
+				key = tbl + ".token_env"
+			}
+			if other, dup := tokens[p.Token]; dup {
+				if other == "[server]" {
+					bad(key, "principal %s has the runtime's token ([server]): each principal's credential must differ from the runtime's", p.Name)
+				} else {
+					bad(key, "principals %s and %s have the same token: each needs its own", other, p.Name)
+				}
+			} else {
+				tokens[p.Token] = p.Name
+			}
+		}
+	}
+}
+
+func roleList() string {
+	s := make([]string, len(httpapi.Roles))
+	for i, r := range httpapi.Roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
 }
 
 // envValue looks up the variable a "_env" key names; msg says why it is

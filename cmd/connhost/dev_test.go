@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -45,6 +49,10 @@ func TestDevServesAPI(t *testing.T) {
 		t.Fatalf("startup line %q: %v", line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	si, err := readServerInfo(dirs.data)
+	if err != nil || si.URL != urls["api"] || si.PID != os.Getpid() || si.Command != "dev" || si.Auth {
+		t.Fatalf("discovery file %+v (api %s): %v", si, urls["api"], err)
+	}
 	body := `{"session_id":"s1","tool_call_id":"c1","tool":"noop.echo","arguments":{"msg":"dev"}}`
 	resp, err := http.Post(urls["api"]+"/v1/executions", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -66,6 +74,58 @@ func TestDevServesAPI(t *testing.T) {
 	}
 	if !sb.closed {
 		t.Error("sandbox not closed")
+	}
+	if _, err := readServerInfo(dirs.data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("discovery file left behind: %v", err)
+	}
+}
+
+// TestLogAuthority: the startup log says who may decide, in the terms an
+// operator acts on.
+func TestLogAuthority(t *testing.T) {
+	anonDev, anonLoop := httpapi.DevLoopback, httpapi.LoopbackRuntime
+	runtime := httpapi.Principal{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: "t1"}
+	rita := httpapi.Principal{Name: "rita", Roles: []httpapi.Role{httpapi.RoleApprover}, Token: "t2"}
+	for _, tc := range []struct {
+		name      string
+		opts      httpapi.Options
+		want, not []string
+	}{
+		{"dev", httpapi.Options{Anonymous: &anonDev}, []string{"anyone on this machine can approve, reject and resolve", "dev-loopback"}, []string{"approvals disabled"}},
+		{"serve without tokens", httpapi.Options{Anonymous: &anonLoop}, []string{"approvals disabled", "[[principals]]"}, []string{"anyone on this machine"}},
+		{"serve with a runtime token only", httpapi.Options{Principals: []httpapi.Principal{runtime}}, []string{"approvals disabled"}, []string{"anyone", "role runtime"}},
+		{"serve with an approver", httpapi.Options{Principals: []httpapi.Principal{runtime, rita}}, nil, []string{"approvals disabled", "anyone"}},
+		{"serve with an approver only", httpapi.Options{Principals: []httpapi.Principal{rita}}, []string{"no principal has role runtime"}, []string{"approvals disabled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf strings.Builder
+			logAuthority(slog.New(slog.NewTextHandler(&buf, nil)), tc.opts)
+			for _, w := range tc.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("log lacks %q:\n%s", w, buf.String())
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(buf.String(), n) {
+					t.Errorf("log has %q:\n%s", n, buf.String())
+				}
+			}
+		})
+	}
+}
+
+// TestDevBannerSaysAnyoneCanApprove: the banner people read says plainly
+// that dev has no tokens.
+func TestDevBannerSaysAnyoneCanApprove(t *testing.T) {
+	var buf strings.Builder
+	renderDevBanner(&buf, "http://127.0.0.1:8420", "http://127.0.0.1:1", "http://127.0.0.1:2", "gated.echo")
+	for _, w := range []string{"anyone on this machine can approve, reject and resolve", `recorded as "dev-loopback"`, "connhost approve <approval.id>"} {
+		if !strings.Contains(buf.String(), w) {
+			t.Errorf("banner lacks %q:\n%s", w, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), `"by"`) {
+		t.Errorf("banner still suggests a by field:\n%s", buf.String())
 	}
 }
 

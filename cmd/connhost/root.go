@@ -174,8 +174,13 @@ func (a *app) printError(err error, usage bool) {
 
 // problemFor maps a CLI error to the problem the HTTP API would answer.
 func problemFor(err error, usage bool) *httpapi.Problem {
-	var res host.Result
+	var (
+		res host.Result
+		rp  *remoteProblemError
+	)
 	switch {
+	case errors.As(err, &rp):
+		return rp.Problem
 	case usage:
 		return httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())
 	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
@@ -243,7 +248,7 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
-		a.approveCommand(true), a.approveCommand(false), a.toolsCommand(), a.pruneCommand(),
+		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
 		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
@@ -344,7 +349,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 func (a *app) withExecutor(ctx context.Context, o openOptions, f func(ex *host.Executor) error) error {
 	ex, err := a.open(ctx, o)
 	if err != nil {
-		return err
+		return lockedError(ctx, a.g.data, err)
 	}
 	err = f(ex)
 	if cerr := ex.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {

@@ -144,8 +144,12 @@ type ResolveRequest struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Receipt string          `json:"receipt,omitempty"`
 	Retry   bool            `json:"retry,omitempty"`
-	By      string          `json:"by"`
-	Reason  string          `json:"reason"`
+	// By is optional and never recorded as the actor: the resolution is
+	// recorded under the authenticated principal's name. When set it must
+	// be that name (identity_mismatch otherwise); without credentials
+	// (dev) it is kept in the reason as a claim.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason"`
 }
 
 func (a *api) resolve(w http.ResponseWriter, r *http.Request) {
@@ -157,11 +161,15 @@ func (a *api) resolve(w http.ResponseWriter, r *http.Request) {
 	if req.Applied != nil {
 		applied = "present"
 	}
-	if !requireFields(w, [2]string{"applied", applied}, [2]string{"by", req.By}, [2]string{"reason", req.Reason}) {
+	if !requireFields(w, [2]string{"applied", applied}, [2]string{"reason", req.Reason}) {
+		return
+	}
+	by, reason, ok := a.actor(w, r, req.By, req.Reason)
+	if !ok {
 		return
 	}
 	res, err := a.ex.Resolve(r.Context(), r.PathValue("id"), host.Resolution{
-		Applied: *req.Applied, Result: req.Result, Receipt: req.Receipt, Retry: req.Retry, By: req.By, Reason: req.Reason,
+		Applied: *req.Applied, Result: req.Result, Receipt: req.Receipt, Retry: req.Retry, By: by, Reason: reason,
 	})
 	if err != nil {
 		a.fail(w, r, err, res)
@@ -170,17 +178,29 @@ func (a *api) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// CancelRequest is the body of POST /v1/executions/{id}/cancel.
+// CancelRequest is the body of POST /v1/executions/{id}/cancel; the body
+// may be empty.
 type CancelRequest struct {
-	By string `json:"by"`
+	// By is optional, as in ResolveRequest: the cancellation is recorded
+	// under the authenticated principal's name.
+	By string `json:"by,omitempty"`
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	var req CancelRequest
-	if !a.decode(w, r, &req, false) || !requireFields(w, [2]string{"by", req.By}) {
+	if !a.decode(w, r, &req, true) {
 		return
 	}
-	res, err := a.ex.Cancel(r.Context(), r.PathValue("id"), req.By)
+	// Cancel records no reason, so a claim without proof has nowhere to go
+	// but the log.
+	by, why, ok := a.actor(w, r, req.By, "")
+	if !ok {
+		return
+	}
+	if why != "" {
+		a.opts.Logger.InfoContext(r.Context(), "httpapi: cancel", "actor", by, "note", why)
+	}
+	res, err := a.ex.Cancel(r.Context(), r.PathValue("id"), by)
 	if err != nil {
 		a.fail(w, r, err, res)
 		return
@@ -192,7 +212,11 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 // /reject. Digest is the argument digest the reviewer was shown (the
 // approval's args_digest); approve requires it.
 type DecisionRequest struct {
-	By     string `json:"by"`
+	// By is optional and never recorded as the reviewer: the decision is
+	// recorded under the authenticated principal's name. When set it must
+	// be that name (identity_mismatch otherwise); without credentials
+	// (dev) it is kept in the reason as a claim.
+	By     string `json:"by,omitempty"`
 	Digest string `json:"digest"`
 	Reason string `json:"reason,omitempty"`
 }
@@ -209,10 +233,14 @@ func (a *api) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 	if !approve {
 		digest = "optional"
 	}
-	if !requireFields(w, [2]string{"by", req.By}, [2]string{"digest", digest}) {
+	if !requireFields(w, [2]string{"digest", digest}) {
 		return
 	}
-	d := host.Decision{By: req.By, ArgsDigest: req.Digest, Reason: req.Reason}
+	by, reason, ok := a.actor(w, r, req.By, req.Reason)
+	if !ok {
+		return
+	}
+	d := host.Decision{By: by, ArgsDigest: req.Digest, Reason: reason}
 	var (
 		res host.Result
 		err error

@@ -122,9 +122,20 @@ func (env *testEnv) serve(t *testing.T, opts Options) *httptest.Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := httptest.NewServer(New(env.ex, opts))
+	h, err := New(env.ex, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// devOptions are the options of `connhost dev`: no credentials, and the
+// anonymous principal holds every role.
+func devOptions() Options {
+	anon := DevLoopback
+	return Options{Anonymous: &anon}
 }
 
 type client struct {

@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -45,13 +44,21 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // Options configures the handler returned by [New].
 type Options struct {
-	// Token, when set, is the bearer token every endpoint except
-	// GET /healthz requires (`Authorization: Bearer <token>`), compared in
-	// constant time. The default value "" disables authentication; the
-	// handler then accepts only requests whose Host header names a
-	// loopback address or localhost, so a web page cannot reach an
-	// unauthenticated loopback server through DNS rebinding.
-	Token string
+	// Principals are the credentials the API accepts, each a bearer token
+	// (`Authorization: Bearer <token>`) standing for a named principal
+	// with roles. With at least one, every endpoint except GET /healthz
+	// requires a token of one of them; the token is compared in constant
+	// time with every principal's. The default value (none) disables
+	// authentication: every request then acts as Anonymous, and the
+	// handler accepts only requests whose Host header names a loopback
+	// address or localhost, so a web page cannot reach an unauthenticated
+	// loopback server through DNS rebinding.
+	Principals []Principal
+	// Anonymous is the principal of every request when Principals is
+	// empty (it is ignored otherwise). The default value is
+	// &LoopbackRuntime, which may execute and read but not approve,
+	// reject or resolve; `connhost dev` passes &DevLoopback.
+	Anonymous *Principal
 	// MaxBodyBytes caps request bodies; a larger body is refused with
 	// payload_too_large before it reaches the executor. The default value
 	// is DefaultMaxBodyBytes (1 MiB).
@@ -68,6 +75,10 @@ type Options struct {
 
 // EnsureDefaults fills zero fields with their default values.
 func (o *Options) EnsureDefaults() {
+	if o.Anonymous == nil {
+		anon := LoopbackRuntime
+		o.Anonymous = &anon
+	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -87,40 +98,61 @@ type route struct {
 	handler func(*api, http.ResponseWriter, *http.Request)
 	// open routes need no bearer token.
 	open bool
+	// roles may call the route; nil (open routes only) means anyone.
+	roles []Role
+	// decision routes record a human decision (approve, reject,
+	// resolve): refused with approval_not_configured when no principal
+	// may make it.
+	decision bool
 }
+
+// Who may call what. Reading is open to every role; the runtime's
+// credential can never decide an approval or resolve a call.
+var (
+	anyRole      = Roles
+	runtimeOnly  = []Role{RoleRuntime}
+	approverOnly = []Role{RoleApprover}
+	deciders     = []Role{RoleApprover, RoleOperator}
+	cancellers   = []Role{RoleRuntime, RoleOperator}
+)
 
 func routes() []route {
 	return []route{
-		{method: "POST", path: "/v1/executions", handler: (*api).execute},
-		{method: "GET", path: "/v1/executions", handler: (*api).list},
-		{method: "GET", path: "/v1/executions/{id}", handler: (*api).get},
-		{method: "POST", path: "/v1/executions/{id}/resolve", handler: (*api).resolve},
-		{method: "POST", path: "/v1/executions/{id}/cancel", handler: (*api).cancel},
-		{method: "POST", path: "/v1/approvals/{id}/approve", handler: (*api).approve},
-		{method: "POST", path: "/v1/approvals/{id}/reject", handler: (*api).reject},
-		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll},
-		{method: "GET", path: "/v1/tools", handler: (*api).tools},
+		{method: "POST", path: "/v1/executions", handler: (*api).execute, roles: runtimeOnly},
+		{method: "GET", path: "/v1/executions", handler: (*api).list, roles: anyRole},
+		{method: "GET", path: "/v1/executions/{id}", handler: (*api).get, roles: anyRole},
+		{method: "POST", path: "/v1/executions/{id}/resolve", handler: (*api).resolve, roles: deciders, decision: true},
+		{method: "POST", path: "/v1/executions/{id}/cancel", handler: (*api).cancel, roles: cancellers},
+		{method: "POST", path: "/v1/approvals/{id}/approve", handler: (*api).approve, roles: approverOnly, decision: true},
+		{method: "POST", path: "/v1/approvals/{id}/reject", handler: (*api).reject, roles: approverOnly, decision: true},
+		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll, roles: cancellers},
+		{method: "GET", path: "/v1/tools", handler: (*api).tools, roles: anyRole},
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
-		{method: "GET", path: "/metrics", handler: (*api).metrics},
-		{method: "GET", path: "/openapi.json", handler: (*api).openapi},
+		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: anyRole},
+		{method: "GET", path: "/openapi.json", handler: (*api).openapi, roles: anyRole},
 	}
 }
 
 type api struct {
 	ex       *host.Executor
 	opts     Options
-	token    [32]byte
+	creds    []credential
 	metricsH http.Handler
 }
 
-// New returns the HTTP handler of the API over ex. The handler is safe for
-// concurrent use; it does not own ex (the caller closes it after the
-// server has shut down).
-func New(ex *host.Executor, opts Options) http.Handler {
+// New returns the HTTP handler of the API over ex, or the problems of
+// opts (see [Options.Validate]). The handler is safe for concurrent use;
+// it does not own ex (the caller closes it after the server has shut
+// down).
+func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	a := &api{ex: ex, opts: opts}
-	if opts.Token != "" {
-		a.token = sha256.Sum256([]byte(opts.Token))
+	for _, p := range opts.Principals {
+		p.Roles = slices.Clone(p.Roles)
+		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
 	}
 	if err := opts.Registry.Register(newPoolCollector(ex)); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -136,7 +168,7 @@ func New(ex *host.Executor, opts Options) http.Handler {
 		h := rt.handler
 		var hh http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(a, w, r) })
 		if !rt.open {
-			hh = a.authenticate(hh)
+			hh = a.authenticate(a.authorize(rt, hh))
 		}
 		mux.Handle(rt.method+" "+rt.path, hh)
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
@@ -157,26 +189,7 @@ func New(ex *host.Executor, opts Options) http.Handler {
 	mux.Handle("/", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeNotFound, "no route for "+r.URL.Path))
 	})))
-	return a.checkHost(a.logRequests(mux))
-}
-
-// authenticate requires the bearer token when one is configured.
-func (a *api) authenticate(next http.Handler) http.Handler {
-	if a.opts.Token == "" {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearerToken(r.Header.Get("Authorization"))
-		sum := sha256.Sum256([]byte(got))
-		// Comparing fixed-size digests keeps the comparison constant-time
-		// regardless of the presented token's length.
-		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="connhost"`)
-			writeProblem(w, NewProblem(CodeUnauthorized, "this endpoint requires Authorization: Bearer <token>"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return a.checkHost(a.logRequests(mux)), nil
 }
 
 // bearerToken returns the credentials of an "Authorization: Bearer <token>"
@@ -190,11 +203,11 @@ func bearerToken(h string) (string, bool) {
 	return h[len(prefix):], true
 }
 
-// checkHost refuses, when no token is configured, requests whose Host is
-// not loopback: without a token, the only protection of a loopback server
-// against a browser tricked by DNS rebinding is the Host header.
+// checkHost refuses, when no credential is configured, requests whose
+// Host is not loopback: without a token, the only protection of a loopback
+// server against a browser tricked by DNS rebinding is the Host header.
 func (a *api) checkHost(next http.Handler) http.Handler {
-	if a.opts.Token != "" {
+	if len(a.creds) > 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

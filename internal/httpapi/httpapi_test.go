@@ -58,7 +58,7 @@ func TestExecuteStatuses(t *testing.T) {
 // application/problem+json with its stable code and status.
 func TestProblems(t *testing.T) {
 	env := newTestExecutor(t)
-	c := client{t: t, base: env.serve(t, Options{}).URL}
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
 	tests := []struct {
 		name   string
 		method string
@@ -82,7 +82,8 @@ func TestProblems(t *testing.T) {
 		{"approve without digest", "POST", "/v1/approvals/ap_x/approve", "application/json", `{"by":"r"}`, CodeBadRequest},
 		{"resolve without applied", "POST", "/v1/executions/ex_x/resolve", "application/json", `{"by":"o","reason":"r"}`, CodeBadRequest},
 		{"resolve unknown", "POST", "/v1/executions/ex_x/resolve", "application/json", `{"applied":false,"by":"o","reason":"r"}`, CodeNotFound},
-		{"cancel without by", "POST", "/v1/executions/ex_x/cancel", "application/json", `{}`, CodeBadRequest},
+		{"cancel unknown", "POST", "/v1/executions/ex_x/cancel", "application/json", `{}`, CodeNotFound},
+		{"resolve without reason", "POST", "/v1/executions/ex_x/resolve", "application/json", `{"applied":false}`, CodeBadRequest},
 		{"list bad state", "GET", "/v1/executions?state=done", "", "", CodeBadRequest},
 		{"list bad limit", "GET", "/v1/executions?limit=0", "", "", CodeBadRequest},
 		{"list unknown parameter", "GET", "/v1/executions?sesion_id=x", "", "", CodeBadRequest},
@@ -130,7 +131,7 @@ func TestOversizedBodyRecordsNothing(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	env := newTestExecutor(t)
-	srv := env.serve(t, Options{Token: "s3cret"})
+	srv := env.serve(t, Options{Principals: []Principal{{Name: "agent", Roles: []Role{RoleRuntime}, Token: "s3cret"}}})
 	anon := client{t: t, base: srv.URL}
 	wrong := client{t: t, base: srv.URL, token: "s3cret2"}
 	good := client{t: t, base: srv.URL, token: "s3cret"}
@@ -157,7 +158,7 @@ func TestAuth(t *testing.T) {
 // (RFC 9110 §11.1); the token itself is not.
 func TestAuthSchemeCaseInsensitive(t *testing.T) {
 	env := newTestExecutor(t)
-	srv := env.serve(t, Options{Token: "s3cret"})
+	srv := env.serve(t, Options{Principals: []Principal{{Name: "agent", Roles: []Role{RoleRuntime}, Token: "s3cret"}}})
 	for _, tc := range []struct {
 		header string
 		status int
@@ -215,7 +216,7 @@ func TestHostCheck(t *testing.T) {
 
 func TestApprovalRoundTrip(t *testing.T) {
 	env := newTestExecutor(t)
-	c := client{t: t, base: env.serve(t, Options{}).URL}
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
 	call := execReq("s1", "c1", "gated.echo", `{"msg":"pay"}`)
 	res := c.post("/v1/executions", call).result(t)
 	if res.Status != host.StatusAwaitingApproval {
@@ -254,7 +255,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 
 func TestRejectCancelExpire(t *testing.T) {
 	env := newTestExecutor(t)
-	c := client{t: t, base: env.serve(t, Options{}).URL}
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
 
 	r1 := c.post("/v1/executions", execReq("s1", "rej", "gated.echo", `{}`)).result(t)
 	rej := c.post("/v1/approvals/"+r1.Approval.ID+"/reject", DecisionRequest{By: "rita", Reason: "no"}).result(t)
@@ -296,7 +297,7 @@ func TestIntentMismatch(t *testing.T) {
 
 func TestFencedSessionAndResolve(t *testing.T) {
 	env := newTestExecutor(t)
-	c := client{t: t, base: env.serve(t, Options{}).URL}
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
 	resumed := execReq("s-old", "c1", "noop.echo", `{"msg":"maybe sent"}`)
 	resumed["resumed"] = true
 	rr := c.post("/v1/executions", resumed).result(t)
@@ -332,7 +333,7 @@ func TestFencedSessionAndResolve(t *testing.T) {
 
 func TestAbandon(t *testing.T) {
 	env := newTestExecutor(t)
-	c := client{t: t, base: env.serve(t, Options{}).URL}
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
 	resumed := execReq("s-old", "c1", "noop.echo", `{}`)
 	resumed["resumed"] = true
 	rr := c.post("/v1/executions", resumed).result(t)
@@ -347,7 +348,7 @@ func TestAbandon(t *testing.T) {
 // resolve; on a terminal execution it answers the result unchanged.
 func TestCancelRecoveryRequired(t *testing.T) {
 	env := newTestExecutor(t)
-	c := client{t: t, base: env.serve(t, Options{}).URL}
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
 	resumed := execReq("s-old", "c1", "noop.echo", `{}`)
 	resumed["resumed"] = true
 	rr := c.post("/v1/executions", resumed).result(t)

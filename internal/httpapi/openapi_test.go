@@ -22,6 +22,7 @@ type openAPIDoc struct {
 }
 
 type openAPIOp struct {
+	Roles     []Role `json:"x-roles"`
 	Responses map[string]struct {
 		ProblemCodes []Code `json:"x-problem-codes"`
 	} `json:"responses"`
@@ -53,6 +54,27 @@ func TestOpenAPIRoutes(t *testing.T) {
 	sort.Strings(documented)
 	if !slices.Equal(served, documented) {
 		t.Fatalf("routes and openapi.json differ:\nserved:     %v\ndocumented: %v", served, documented)
+	}
+}
+
+// TestOpenAPIRoles: each operation's x-roles are exactly the roles its
+// route admits (open routes list none), every operation that some role
+// may not call documents forbidden_role, and the human decisions document
+// approval_not_configured.
+func TestOpenAPIRoles(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for _, r := range routes() {
+		op := doc.Paths[r.path][strings.ToLower(r.method)]
+		if !slices.Equal(op.Roles, r.roles) {
+			t.Errorf("%s %s: x-roles %v, served with %v", r.method, r.path, op.Roles, r.roles)
+		}
+		codes := op.Responses["403"].ProblemCodes
+		if restricted := r.roles != nil && len(r.roles) < len(Roles); restricted != slices.Contains(codes, CodeForbiddenRole) {
+			t.Errorf("%s %s: roles %v, 403 documents %v", r.method, r.path, r.roles, codes)
+		}
+		if r.decision != slices.Contains(codes, CodeApprovalNotConfigured) {
+			t.Errorf("%s %s: roles %v, 403 documents %v", r.method, r.path, r.roles, codes)
+		}
 	}
 }
 

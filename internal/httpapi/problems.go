@@ -31,6 +31,9 @@ const (
 	CodePruned                 Code = "pruned"
 	CodeUnauthorized           Code = "unauthorized"
 	CodeForbiddenHost          Code = "forbidden_host"
+	CodeForbiddenRole          Code = "forbidden_role"
+	CodeApprovalNotConfigured  Code = "approval_not_configured"
+	CodeIdentityMismatch       Code = "identity_mismatch"
 	CodePayloadTooLarge        Code = "payload_too_large"
 	CodeUnsupportedMediaType   Code = "unsupported_media_type"
 	CodeMethodNotAllowed       Code = "method_not_allowed"
@@ -59,6 +62,9 @@ var codes = map[Code]codeInfo{
 	CodePruned:                 {http.StatusGone, "Execution pruned by retention"},
 	CodeUnauthorized:           {http.StatusUnauthorized, "Missing or wrong bearer token"},
 	CodeForbiddenHost:          {http.StatusForbidden, "Host header not allowed"},
+	CodeForbiddenRole:          {http.StatusForbidden, "The credential's principal lacks the role this route needs"},
+	CodeApprovalNotConfigured:  {http.StatusForbidden, "No principal of this server may make this decision"},
+	CodeIdentityMismatch:       {http.StatusBadRequest, "The body's by names another principal than the credential"},
 	CodePayloadTooLarge:        {http.StatusRequestEntityTooLarge, "Request body too large"},
 	CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Request body must be application/json"},
 	CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
@@ -92,6 +98,9 @@ type Problem struct {
 	// UncertainCalls lists the calls that fence a session
 	// (session_fenced).
 	UncertainCalls []host.UncertainCall `json:"uncertain_calls,omitempty"`
+	// RequiredRoles are the roles the route needs (forbidden_role,
+	// approval_not_configured).
+	RequiredRoles []Role `json:"required_roles,omitempty"`
 	// Execution is the execution's current state when an operation was
 	// refused because of it (not_awaiting_approval, not_recovery_required,
 	// recovery_required, approval_digest_mismatch, approval_expired).

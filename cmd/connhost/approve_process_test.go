@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/wasmbuild"
+)
+
+// buildConnhost builds ./cmd/connhost into dir.
+func buildConnhost(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := wasmbuild.ModuleRoot("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "connhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// pinnedManifests copies testdata/manifests into dir with the noop
+// module's digest pinned, as serve requires.
+func pinnedManifests(t *testing.T, dir, module string) string {
+	t.Helper()
+	digest, err := wasmbuild.FileDigest(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "manifests")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"noop.toml", "gated.toml"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "manifests", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(b), "module = \"noop.wasm\"\n", "module = \"noop.wasm\"\nsha256 = \""+digest+"\"\n", 1)
+		writeFile(t, out, name, text)
+	}
+	return out
+}
+
+// proc is a connhost serve or dev process under test.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer // its log, complete once it has exited
+	logs   chan string   // its log lines while it runs
+}
+
+// startProc starts bin with args and env and returns once the log line
+// containing ready appears (serve and dev log it after they wrote the
+// discovery file). The process is killed when the test ends.
+func startProc(t *testing.T, bin string, env []string, ready string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout = io.Discard
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, logs: make(chan string, 1024)}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.stderr.WriteString(sc.Text() + "\n")
+			select {
+			case p.logs <- sc.Text():
+			default:
+			}
+		}
+		close(p.logs)
+	}()
+	var seen []string
+	for line := range p.logs {
+		seen = append(seen, line)
+		if strings.Contains(line, ready) {
+			return p
+		}
+	}
+	t.Fatalf("%s exited before %q:\n%s", bin, ready, strings.Join(seen, "\n"))
+	return nil
+}
+
+// cliEnv is the environment of CLI runs: the test's, without any token.
+func cliEnv(extra ...string) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, DefaultTokenEnv+"=") })
+	return append(env, extra...)
+}
+
+// runBin runs the built CLI and returns its exit code, stdout and stderr.
+func runBin(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// apiCall posts (or gets, with a nil body) path on base with token.
+func apiCall(t *testing.T, base, token, path string, body any, out any) int {
+	t.Helper()
+	method, rd := "GET", io.Reader(nil)
+	if body != nil {
+		b, _ := json.Marshal(body)
+		method, rd = "POST", bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestDecisionsThroughARunningServer runs connhost serve (with a runtime
+// token and an approver) and connhost dev as real processes and approves
+// their calls with the real CLI: the CLI finds the server through its
+// discovery file and goes through its API with the approver's token; the
+// recorded reviewer is the token's principal. Without a token, with the
+// runtime's token, or with the ledger held by a process that announced no
+// API, it says so in one line — never "resource temporarily unavailable".
+func TestDecisionsThroughARunningServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds connhost and runs it")
+	}
+	tmp := t.TempDir()
+	bin := buildConnhost(t, tmp)
+	d := testDirs(t)
+	mdir := pinnedManifests(t, tmp, filepath.Join(d.modules, "noop.wasm"))
+	global := []string{"--data", d.data, "--manifests", mdir, "--modules", d.modules}
+	const runtimeTok, ritaTok = "tok-runtime-0123456789", "tok-rita-0123456789"
+	cfg := writeFile(t, tmp, "connhost.toml", `
+[server]
+token_env = "T_RUNTIME"
+
+[[principals]]
+name = "rita"
+roles = ["approver"]
+token_env = "T_RITA"
+`)
+	srv := startProc(t, bin, cliEnv("T_RUNTIME="+runtimeTok, "T_RITA="+ritaTok), "serving the HTTP API",
+		append([]string{"--json", "serve", "--config", cfg, "--listen", "127.0.0.1:0"}, global...)...)
+	si, err := readServerInfo(d.data)
+	if err != nil || si.PID != srv.cmd.Process.Pid || si.Command != "serve" || !si.Auth {
+		t.Fatalf("discovery file %+v: %v", si, err)
+	}
+
+	gated := func(call string) host.Result {
+		t.Helper()
+		var res host.Result
+		apiCall(t, si.URL, runtimeTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": call, "tool": "gated.echo", "arguments": map[string]string{"msg": call}}, &res)
+		if res.Status != host.StatusAwaitingApproval {
+			t.Fatalf("gated call: %+v", res)
+		}
+		return res
+	}
+	approve := func(env []string, res host.Result, extra ...string) (int, string, string) {
+		t.Helper()
+		return runBin(t, bin, env, append(append([]string{"approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest}, global...), extra...)...)
+	}
+	oneLine := func(what, errOut string, want ...string) {
+		t.Helper()
+		t.Logf("%s: %s", what, errOut)
+		if strings.Contains(errOut, "resource temporarily unavailable") || strings.Count(errOut, "connhost: ") != 1 {
+			t.Errorf("%s: stderr %q", what, errOut)
+		}
+		for _, w := range want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", what, w, errOut)
+			}
+		}
+	}
+
+	c1 := gated("c1")
+	code, _, errOut := approve(cliEnv(), c1)
+	oneLine("without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.cmd.Process.Pid)+")", "holds the ledger", DefaultTokenEnv)
+	if code != ExitFailure {
+		t.Errorf("without a token: exit %d", code)
+	}
+	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+runtimeTok), c1)
+	oneLine("with the runtime's token", errOut, "needs role approver", "code: forbidden_role")
+	if code != ExitFailure {
+		t.Errorf("with the runtime's token: exit %d", code)
+	}
+	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c1, "--by", "ceo")
+	oneLine("signing as another", errOut, "code: identity_mismatch")
+	if code != ExitFailure {
+		t.Errorf("signing as another: exit %d", code)
+	}
+	var view httpapi.ExecutionView
+	apiCall(t, si.URL, runtimeTok, "/v1/executions/"+c1.ExecutionID, nil, &view)
+	if view.Record.State != "awaiting_approval" {
+		t.Fatalf("refused approvals changed the execution: %s", view.Record.State)
+	}
+
+	code, out, errOut := approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c1, "--json")
+	var res host.Result
+	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusPending {
+		t.Fatalf("approve with rita's token: exit %d %q %q", code, out, errOut)
+	}
+	apiCall(t, si.URL, runtimeTok, "/v1/executions/"+c1.ExecutionID, nil, &view)
+	last := view.Events[len(view.Events)-1]
+	if view.Record.Approval.By != "rita" || last.Actor != "rita" {
+		t.Fatalf("recorded reviewer %q, actor %q", view.Record.Approval.By, last.Actor)
+	}
+
+	// Commands that need the ledger itself name the server that holds it.
+	code, _, errOut = runBin(t, bin, cliEnv(), append([]string{"ls"}, global...)...)
+	oneLine("ls while serve runs", errOut, "is in use by connhost serve (pid "+strconv.Itoa(srv.cmd.Process.Pid)+") at "+si.URL)
+	if code != ExitFailure {
+		t.Errorf("ls while serve runs: exit %d", code)
+	}
+
+	// A holder that announced no API: the CLI names its pid.
+	if err := os.Remove(filepath.Join(d.data, serverInfoFile)); err != nil {
+		t.Fatal(err)
+	}
+	c2 := gated("c2")
+	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2)
+	oneLine("no discovery file", errOut, "is in use by process "+strconv.Itoa(srv.cmd.Process.Pid), "announced no API", "--server URL")
+	if code != ExitFailure {
+		t.Errorf("no discovery file: exit %d", code)
+	}
+	// A stale discovery file: its pid is gone.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := serverInfo{URL: "http://127.0.0.1:1", PID: gone.Process.Pid, Command: "serve", Auth: true}
+	if _, err := writeServerInfo(d.data, stale); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2)
+	oneLine("stale discovery file", errOut, "is in use by process "+strconv.Itoa(srv.cmd.Process.Pid), "which does not answer")
+	if code != ExitFailure {
+		t.Errorf("stale discovery file: exit %d", code)
+	}
+	// --server reaches it anyway.
+	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2, "--server", si.URL)
+	if code != ExitOK {
+		t.Fatalf("--server: exit %d %q", code, errOut)
+	}
+
+	// A clean shutdown removes only its own discovery file (the stale one
+	// above is not its own) and releases the ledger: the CLI then opens
+	// it directly and records the local user, or --by.
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Wait(); err != nil {
+		t.Fatalf("serve exit: %v\n%s", err, srv.stderr)
+	}
+	if cur, err := readServerInfo(d.data); err != nil || cur.PID != stale.PID {
+		t.Errorf("serve removed a discovery file not its own: %+v %v", cur, err)
+	}
+	if strings.Contains(srv.stderr.String(), "approvals disabled") || strings.Contains(srv.stderr.String(), ritaTok) {
+		t.Errorf("serve log:\n%s", srv.stderr)
+	}
+	code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "exec", "--session", "s1", "--tool-call", "c3", "--tool", "gated.echo", "--args", "{}"}, global...)...)
+	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Approval == nil {
+		t.Fatalf("exec after shutdown: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = approve(cliEnv(), res); code != ExitOK {
+		t.Fatalf("approve directly: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "cancel", c2.ExecutionID, "--by", "olga"}, global...)...); code != ExitOK {
+		t.Fatalf("cancel directly: exit %d %q %q", code, out, errOut)
+	}
+	for id, want := range map[string]string{res.ExecutionID: localActor(), c2.ExecutionID: "olga"} {
+		code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "history", id}, global...)...)
+		if code != ExitOK || json.Unmarshal([]byte(out), &view) != nil {
+			t.Fatalf("history: exit %d %q %q", code, out, errOut)
+		}
+		if last := view.Events[len(view.Events)-1]; last.Actor != want {
+			t.Errorf("%s: actor %q, want %q", id, last.Actor, want)
+		}
+	}
+}
+
+// TestDecisionsThroughDev: connhost dev has no tokens; the CLI approves
+// through it without one, and the recorded reviewer is dev-loopback with
+// the claimed name in the reason. Its log says that anyone on the machine
+// can approve.
+func TestDecisionsThroughDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds connhost and runs it")
+	}
+	tmp := t.TempDir()
+	bin := buildConnhost(t, tmp)
+	d := testDirs(t)
+	global := []string{"--data", d.data, "--manifests", "testdata/manifests", "--modules", d.modules}
+	dev := startProc(t, bin, cliEnv(), "serving the HTTP API", append([]string{"--json", "dev", "--listen", "127.0.0.1:0"}, global...)...)
+	si, err := readServerInfo(d.data)
+	if err != nil || si.PID != dev.cmd.Process.Pid || si.Command != "dev" || si.Auth {
+		t.Fatalf("discovery file %+v: %v", si, err)
+	}
+	var res host.Result
+	apiCall(t, si.URL, "", "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "gated.echo", "arguments": map[string]string{}}, &res)
+	code, out, errOut := runBin(t, bin, cliEnv(), append([]string{"--json", "approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita", "--reason", "fine"}, global...)...)
+	if code != ExitOK {
+		t.Fatalf("approve through dev: exit %d %q %q", code, out, errOut)
+	}
+	var view httpapi.ExecutionView
+	apiCall(t, si.URL, "", "/v1/executions/"+res.ExecutionID, nil, &view)
+	last := view.Events[len(view.Events)-1]
+	if view.Record.Approval.By != "dev-loopback" || last.Actor != "dev-loopback" || last.Reason != "claimed by rita: fine" {
+		t.Fatalf("recorded approval %+v, event %+v", view.Record.Approval, last)
+	}
+	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.cmd.Wait(); err != nil {
+		t.Fatalf("dev exit: %v", err)
+	}
+	if !strings.Contains(dev.stderr.String(), "anyone on this machine can approve, reject and resolve") {
+		t.Errorf("dev log does not say who can approve:\n%s", dev.stderr)
+	}
+	if _, err := readServerInfo(d.data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("dev left its discovery file: %v", err)
+	}
+}
+
+// TestServerInfo: the discovery file round-trips, a server removes only
+// its own file, and an unspecified listen address is reached through
+// loopback.
+func TestServerInfo(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := readServerInfo(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("no file: %v", err)
+	}
+	mine := serverInfo{URL: "http://127.0.0.1:8420", PID: os.Getpid(), Command: "serve", Auth: true}
+	remove, err := writeServerInfo(dir, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readServerInfo(dir); err != nil || got != mine {
+		t.Fatalf("read back %+v: %v", got, err)
+	}
+	next := serverInfo{URL: "http://127.0.0.1:8421", PID: os.Getpid() + 1, Command: "dev"}
+	if _, err := writeServerInfo(dir, next); err != nil {
+		t.Fatal(err)
+	}
+	remove() // not ours any more
+	if got, err := readServerInfo(dir); err != nil || got != next {
+		t.Fatalf("a successor's file was removed: %+v %v", got, err)
+	}
+	writeFile(t, dir, serverInfoFile, `{"url": ""}`)
+	if _, err := readServerInfo(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a file without url accepted: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+	for addr, want := range map[string]string{
+		"0.0.0.0:8420": "http://127.0.0.1:8420", "[::]:8420": "http://[::1]:8420",
+		"127.0.0.1:9": "http://127.0.0.1:9", "10.1.2.3:80": "http://10.1.2.3:80",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := clientURL(a); got != want {
+			t.Errorf("clientURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}

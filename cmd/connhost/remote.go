@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+)
+
+// DefaultTokenEnv is the environment variable the decision commands read
+// the caller's bearer token from when they go through a server.
+const DefaultTokenEnv = "CONNHOST_APPROVER_TOKEN"
+
+// decisionFlags are the flags of approve, reject, resolve and cancel that
+// choose how they reach the ledger.
+type decisionFlags struct {
+	server   string
+	tokenEnv string
+	by       string
+}
+
+func (df *decisionFlags) register(c *cobra.Command, byUsage string) {
+	f := c.Flags()
+	f.StringVar(&df.server, "server", "", "send the decision to the connhost server at this URL (default: the one running on --data, found through its server.json)")
+	f.StringVar(&df.tokenEnv, "token-env", DefaultTokenEnv, "environment variable holding your principal's bearer token, sent to the server")
+	f.StringVar(&df.by, "by", "", byUsage)
+}
+
+// decisionHelp is the part of the decision commands' help that says who
+// is recorded and how the ledger is reached.
+const decisionHelp = `
+Who decides: when a connhost serve or dev process holds the ledger in
+--data (it writes server.json there while it runs), the decision goes
+through its HTTP API with the bearer token in $CONNHOST_APPROVER_TOKEN (or
+the variable --token-env names), and is recorded under that token's
+principal; --by, if given, must be that principal's name (dev has no
+tokens: it records "dev-loopback" and keeps --by in the reason as a
+claim). --server URL sends it to a server explicitly. When no server runs,
+the ledger is opened directly: whoever can open the data directory is the
+authority, and the decision is recorded under --by, or "local:<your OS
+user name>" without it.`
+
+// request is one decision sent to a server's API.
+type request struct {
+	path string
+	body any
+}
+
+// decide makes a decision through the server that holds the ledger, or
+// directly on the ledger when none does.
+func (a *app) decide(ctx context.Context, df decisionFlags, verb string, req request,
+	direct func(ex *host.Executor, by string) (host.Result, error)) (host.Result, error) {
+	if df.server != "" {
+		return a.remote(ctx, df, serverInfo{URL: strings.TrimRight(df.server, "/"), Command: "server"}, false, req)
+	}
+	si, err := readServerInfo(a.g.data)
+	found := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(a.stderr, "connhost: warning: ignoring the discovery file: %v\n", err)
+	}
+	if found && si.answers(ctx, 5*time.Second) {
+		return a.remote(ctx, df, si, true, req)
+	}
+	by := df.by
+	if by == "" {
+		by = localActor()
+	}
+	var res host.Result
+	err = a.withExecutor(ctx, openOptions{}, func(ex *host.Executor) error {
+		var err error
+		res, err = direct(ex, by)
+		return withResult(err, res)
+	})
+	var le *ledgerLockedError
+	if errors.As(err, &le) {
+		le.Hint = fmt.Sprintf("if it is connhost serve or dev, %s through its API: connhost %s … --server URL (with your token in $%s)", verb, verb, df.tokenEnv)
+		if le.Server == nil || !le.Answers {
+			le.Hint += ", or wait until it exits"
+		}
+	}
+	return res, err
+}
+
+// localActor is the identity of a decision made on the ledger directly:
+// "local:" and the OS user's name.
+func localActor() string {
+	name := ""
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return "local:" + name
+}
+
+// remoteProblemError is a problem a server answered.
+type remoteProblemError struct {
+	Server  string
+	Problem *httpapi.Problem
+}
+
+func (e *remoteProblemError) Error() string {
+	return fmt.Sprintf("%s: %s", e.Server, e.Problem.Detail)
+}
+
+// remote sends req to the server si with the token from df.tokenEnv.
+// discovered says the server was found through server.json (the messages
+// then say it holds the ledger).
+func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, discovered bool, req request) (host.Result, error) {
+	token := os.Getenv(df.tokenEnv)
+	where := si.URL
+	if discovered {
+		where = fmt.Sprintf("%s, which holds the ledger in %s,", si, a.g.data)
+	}
+	if si.Auth && token == "" {
+		return host.Result{}, fmt.Errorf("%s needs a bearer token: set %s to your principal's token (an approver's, or an operator's for resolve and cancel), or name another variable with --token-env",
+			where, df.tokenEnv)
+	}
+	body, err := json.Marshal(req.body)
+	if err != nil {
+		return host.Result{}, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, "POST", si.URL+req.path, bytes.NewReader(body))
+	if err != nil {
+		return host.Result{}, fmt.Errorf("request to %s: %w", si.URL, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		return host.Result{}, fmt.Errorf("cannot reach the connhost server at %s: %w", si.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return host.Result{}, fmt.Errorf("read the answer of %s: %w", si.URL, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		var res host.Result
+		if err := json.Unmarshal(b, &res); err != nil {
+			return host.Result{}, fmt.Errorf("the answer of %s is not a result: %w", si.URL, err)
+		}
+		return res, nil
+	}
+	var p httpapi.Problem
+	if err := json.Unmarshal(b, &p); err != nil || p.Code == "" {
+		return host.Result{}, fmt.Errorf("%s answered %s", si.URL, resp.Status)
+	}
+	if p.Code == httpapi.CodeUnauthorized {
+		if token == "" {
+			p.Detail = fmt.Sprintf("%s needs a bearer token: set %s to your principal's token, or name another variable with --token-env", where, df.tokenEnv)
+		} else {
+			p.Detail = fmt.Sprintf("%s does not accept the token in %s", where, df.tokenEnv)
+		}
+	}
+	return host.Result{}, &remoteProblemError{Server: si.URL, Problem: &p}
+}
