@@ -137,10 +137,12 @@ type sendResult struct {
 // writes). An attempt whose predecessor already landed returns that message
 // instead of sending again. When the send's own answer is lost (timeout,
 // network error, 5xx, unreadable body) it looks again: found is OK, not
-// found is Retryable — the next attempt's pre-check catches a request that
-// was still in flight. What it cannot close is a request that lands after
-// the next attempt's pre-check; running Mailpit with --ignore-duplicate-ids
-// closes that too (the duplicate is dropped by Message-ID).
+// found is Uncertain — the request may still be in flight, so the host
+// reconciles, and takes "not stored" as evidence only once the attempt has
+// settled (the operation's reconcile_settle after its deadline). A request
+// that lands even later can still duplicate; running Mailpit with
+// --ignore-duplicate-ids closes that too (the duplicate is dropped by
+// Message-ID).
 func send(c *guest.Call, args []byte) abi.Outcome {
 	var a sendArgs
 	if err := guest.DecodeArgs(args, &a); err != nil {
@@ -209,15 +211,17 @@ func send(c *guest.Call, args []byte) abi.Outcome {
 	if !f.sent {
 		return guest.Permanent("send: %s", f.msg)
 	}
-	// The request may have been stored: look before calling it failed.
+	// The request may have been stored: look before saying anything.
 	landed, lf := m.findByMessageID(id)
 	switch {
 	case lf != nil:
-		return guest.Retryable("send: %s; checking whether it was stored failed too: %s", f.msg, lf.msg)
+		return guest.Uncertain("send: %s; checking whether it was stored failed too: %s", f.msg, lf.msg)
 	case landed != nil:
 		return guest.OK(sendResult{ID: landed.ID, MessageID: id}, landed.ID)
 	}
-	return guest.Retryable("send: %s; no message with Message-ID <%s> is stored", f.msg, id)
+	// Not stored yet is not "not sent": the request may still be on its
+	// way through Mailpit. The host reconciles once it has settled.
+	return guest.Uncertain("send: %s; no message with Message-ID <%s> is stored yet", f.msg, id)
 }
 
 // reconcileSend decides whether an earlier send took effect by looking up
@@ -262,10 +266,10 @@ type releaseArgs struct {
 // any API the connector may reach. Nothing can tell whether a lost release
 // happened, so neither idempotent-retry nor reconcile would be honest.
 //
-// An answer lost after the request may have been acted on is reported as
-// Permanent with an "outcome uncertain" message and logged at error level:
-// the ABI has no "uncertain" outcome for execute, and Retryable would invite
-// a second relay. The manifest caps the operation at one attempt.
+// An answer lost after the request may have been acted on is Uncertain
+// (and logged at error level): the manual policy then makes the call
+// recovery_required for an operator. The manifest caps the operation at
+// one attempt.
 func releaseMessage(c *guest.Call, args []byte) abi.Outcome {
 	var a releaseArgs
 	if err := guest.DecodeArgs(args, &a); err != nil {
@@ -296,7 +300,7 @@ func releaseMessage(c *guest.Call, args []byte) abi.Outcome {
 		if f.sent {
 			msg := "release_message: outcome uncertain, the relay may have happened; not retried automatically: " + f.msg
 			c.Error(msg)
-			return guest.Permanent("%s", msg)
+			return guest.Uncertain("%s", msg)
 		}
 		return guest.Permanent("release_message: %s", f.msg)
 	}

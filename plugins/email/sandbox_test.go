@@ -60,9 +60,10 @@ func TestSandboxLostAnswers(t *testing.T) {
 		{fault.Rule{Kind: fault.Drop, Method: "POST", Path: "/api/v1/send", Apply: true}, abi.OutcomeOK, 1},
 		{fault.Rule{Kind: fault.Truncated, Method: "POST", Path: "/api/v1/send", Apply: true}, abi.OutcomeOK, 1},
 		{fault.Rule{Kind: fault.HTML, Method: "POST", Path: "/api/v1/send", Apply: true}, abi.OutcomeOK, 1},
-		{fault.Rule{Kind: fault.Drop, Method: "POST", Path: "/api/v1/send"}, abi.OutcomeRetryable, 0},
-		{fault.Rule{Kind: fault.Status, Status: 503, Method: "POST", Path: "/api/v1/send"}, abi.OutcomeRetryable, 0},
-		{fault.Rule{Kind: fault.ExecError, Method: "POST", Path: "/api/v1/send"}, abi.OutcomeRetryable, 0},
+		// Sent and not stored (yet): uncertain, never "retryable".
+		{fault.Rule{Kind: fault.Drop, Method: "POST", Path: "/api/v1/send"}, abi.OutcomeUncertain, 0},
+		{fault.Rule{Kind: fault.Status, Status: 503, Method: "POST", Path: "/api/v1/send"}, abi.OutcomeUncertain, 0},
+		{fault.Rule{Kind: fault.ExecError, Method: "POST", Path: "/api/v1/send"}, abi.OutcomeUncertain, 0},
 		{fault.Rule{Kind: fault.Status, Status: 503, Method: "GET", Path: "/api/v1/search"}, abi.OutcomeRetryable, 0},
 	} {
 		name := string(tt.rule.Kind) + " " + tt.rule.Method

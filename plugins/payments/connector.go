@@ -101,9 +101,10 @@ func (a *createArgs) validate() error {
 // It is declared idempotent-retry: every attempt of one execution sends the
 // same parameters with Idempotency-Key = the host's key, so Stripe creates
 // at most one PaymentIntent and replays the first answer to later attempts.
-// That is also why timeouts and network errors — which may hide an applied
-// request — are Retryable here: the retry cannot charge twice while Stripe
-// still holds the key (at least 24 hours).
+// Timeouts, network errors and 5xx — which may hide an applied request —
+// are Uncertain: the host re-dispatches with the same key, which cannot
+// charge twice while Stripe still holds it (at least 24 hours), and never
+// reports the call failed. A 409 idempotency_key_in_use is InProgress.
 func createPayment(c *guest.Call, args []byte) abi.Outcome {
 	var a createArgs
 	if err := guest.DecodeArgs(args, &a); err != nil {
@@ -143,7 +144,7 @@ func createPayment(c *guest.Call, args []byte) abi.Outcome {
 	if err != nil {
 		// A 2xx we cannot read may well be a created PaymentIntent; the
 		// retry with the same key gets the saved response back.
-		return guest.Retryable("create_payment: unreadable 2xx response from Stripe (%d bytes): %v", len(resp.Body), err)
+		return guest.Uncertain("create_payment: unreadable 2xx response from Stripe (%d bytes): %v", len(resp.Body), err)
 	}
 	return guest.OK(paymentResult{
 		PaymentIntent: pi.ID,

@@ -148,15 +148,15 @@ func TestCreatePaymentFailures(t *testing.T) {
 		{name: "rate limited", fault: status(429, stripeErr("rate_limit_error", "rate_limit", "Too many requests")),
 			want: abi.OutcomeRetryable, contains: "429"},
 		{name: "key in use", fault: status(409, stripeErr("idempotency_error", "idempotency_key_in_use", "in use")),
-			want: abi.OutcomeRetryable, contains: "idempotency_key_in_use"},
+			want: abi.OutcomeInProgress, contains: "idempotency_key_in_use"},
 		{name: "lock timeout", fault: status(409, stripeErr("invalid_request_error", "lock_timeout", "locked")),
 			want: abi.OutcomeRetryable, contains: "lock_timeout"},
 		{name: "server error", fault: status(500, stripeErr("api_error", "", "Something went wrong")),
-			want: abi.OutcomeRetryable, contains: "500 api_error"},
-		{name: "html 502", fault: htmlPage(502), want: abi.OutcomeRetryable, contains: "non-Stripe body (text/html"},
+			want: abi.OutcomeUncertain, contains: "500 api_error"},
+		{name: "html 502", fault: htmlPage(502), want: abi.OutcomeUncertain, contains: "non-Stripe body (text/html"},
 		{name: "html 403", fault: htmlPage(403), want: abi.OutcomePermanent, contains: "non-Stripe body"},
-		{name: "truncated 200", fault: truncated(200), want: abi.OutcomeRetryable, contains: "unreadable 2xx"},
-		{name: "truncated 503", fault: truncated(503), want: abi.OutcomeRetryable, contains: "503"},
+		{name: "truncated 200", fault: truncated(200), want: abi.OutcomeUncertain, contains: "unreadable 2xx"},
+		{name: "truncated 503", fault: truncated(503), want: abi.OutcomeUncertain, contains: "503"},
 		{name: "truncated 400", fault: truncated(400), want: abi.OutcomePermanent, contains: "400"},
 		{name: "connection dropped", fault: func(w http.ResponseWriter, r *http.Request) bool {
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -164,7 +164,7 @@ func TestCreatePaymentFailures(t *testing.T) {
 				conn.Close()
 			}
 			return true
-		}, want: abi.OutcomeRetryable, contains: "network"},
+		}, want: abi.OutcomeUncertain, contains: "network"},
 		{name: "bad amount", args: `{"amount":0,"currency":"usd","payment_method":"pm_card_visa"}`,
 			want: abi.OutcomePermanent, contains: "amount must be"},
 		{name: "fractional amount", args: `{"amount":10.5,"currency":"usd","payment_method":"pm_card_visa"}`,
@@ -205,7 +205,7 @@ func TestCreatePaymentIdempotencyError(t *testing.T) {
 }
 
 // TestCreatePaymentTimeoutThenRetry: Stripe applied the request but the
-// answer was lost to a timeout. The outcome is retryable, and the retry with
+// answer was lost to a timeout. The outcome is uncertain, and the retry with
 // the same key returns the one PaymentIntent instead of charging again.
 func TestCreatePaymentTimeoutThenRetry(t *testing.T) {
 	f := newFakeStripe(t)
@@ -215,7 +215,7 @@ func TestCreatePaymentTimeoutThenRetry(t *testing.T) {
 	h.Timeout = 200 * time.Millisecond
 	o := create(h, key1, createJSON)
 	close(release)
-	wantKind(t, o, abi.OutcomeRetryable, "timeout")
+	wantKind(t, o, abi.OutcomeUncertain, "timeout")
 	f.mu.Lock()
 	f.afterAct = nil
 	f.mu.Unlock()
@@ -244,7 +244,7 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
 		h.MaxBody = 16
-		wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "size cap")
+		wantKind(t, create(h, key1, createJSON), abi.OutcomeUncertain, "size cap")
 		wantKind(t, invoke(h, abi.ExportExecute, "get_payment", "", `{"payment_intent":"pi_test0001"}`),
 			abi.OutcomePermanent, "size cap")
 	})
@@ -252,13 +252,13 @@ func TestCreatePaymentHostFailures(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
 		f.srv.Close()
-		wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "network")
+		wantKind(t, create(h, key1, createJSON), abi.OutcomeUncertain, "network")
 	})
 	t.Run("mangled response envelope", func(t *testing.T) {
 		f := newFakeStripe(t)
 		h := f.host()
 		h.Mangle = true
-		wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "envelope")
+		wantKind(t, create(h, key1, createJSON), abi.OutcomeUncertain, "envelope")
 		retry := create(f.host(), key1, createJSON)
 		if r := guesttest.Result[paymentResult](t, retry); !r.Replayed || f.numPaymentIntents() != 1 {
 			t.Fatalf("retry %+v, %d PaymentIntents", r, f.numPaymentIntents())

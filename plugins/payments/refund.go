@@ -98,7 +98,7 @@ func refundPayment(c *guest.Call, args []byte) abi.Outcome {
 	}
 	var r refund
 	if err := json.Unmarshal(resp.Body, &r); err != nil || r.ID == "" || (r.Object != "" && r.Object != "refund") {
-		return guest.Retryable("refund_payment: unreadable 2xx response from Stripe (%d bytes)", len(resp.Body))
+		return guest.Uncertain("refund_payment: unreadable 2xx response from Stripe (%d bytes)", len(resp.Body))
 	}
 	return guest.OK(r.result(resp.Get("Idempotent-Replayed") == "true"), r.ID)
 }

@@ -51,14 +51,14 @@ func TestSandboxCreateAndReplay(t *testing.T) {
 }
 
 // TestSandboxAppliedButAnswerLost: the emulator performs the charge and
-// drops the connection. The connector says retryable; the retry with the
+// drops the connection. The connector says uncertain; the retry with the
 // same key gets the saved answer and no second charge happens.
 func TestSandboxAppliedButAnswerLost(t *testing.T) {
 	for _, kind := range []fault.Kind{fault.Drop, fault.Truncated} {
 		t.Run(string(kind), func(t *testing.T) {
 			s, h := startSandbox(t, stripe.Options{})
 			addRule(t, s, fault.Rule{Kind: kind, Method: "POST", Path: "/v1/payment_intents", Apply: true})
-			wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "")
+			wantKind(t, create(h, key1, createJSON), abi.OutcomeUncertain, "")
 			retry := create(h, key1, createJSON)
 			wantKind(t, retry, abi.OutcomeOK, "")
 			if r := guesttest.Result[paymentResult](t, retry); !r.Replayed {
@@ -72,7 +72,7 @@ func TestSandboxAppliedButAnswerLost(t *testing.T) {
 }
 
 // TestSandboxInFlightDuplicate: a second attempt while the first still
-// holds the key gets 409 idempotency_key_in_use, which is retryable.
+// holds the key gets 409 idempotency_key_in_use: in progress.
 func TestSandboxInFlightDuplicate(t *testing.T) {
 	s, h := startSandbox(t, stripe.Options{})
 	addRule(t, s, fault.Rule{Kind: fault.Hold, Method: "POST", Path: "/v1/payment_intents"})
@@ -83,7 +83,7 @@ func TestSandboxInFlightDuplicate(t *testing.T) {
 	if err := s.Faults().WaitHeld(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "idempotency_key_in_use")
+	wantKind(t, create(h, key1, createJSON), abi.OutcomeInProgress, "idempotency_key_in_use")
 	s.Faults().Release()
 	wantKind(t, <-done, abi.OutcomeOK, "")
 	if st := s.Stats(); st.ChargesSucceeded != 1 {
@@ -95,15 +95,15 @@ func TestSandboxErrors(t *testing.T) {
 	s, h := startSandbox(t, stripe.Options{})
 	// Stripe saves a 500 raised during execution and replays it.
 	addRule(t, s, fault.Rule{Kind: fault.ExecError, Method: "POST", Path: "/v1/payment_intents"})
-	wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "500")
-	wantKind(t, create(h, key1, createJSON), abi.OutcomeRetryable, "500")
+	wantKind(t, create(h, key1, createJSON), abi.OutcomeUncertain, "500")
+	wantKind(t, create(h, key1, createJSON), abi.OutcomeUncertain, "500")
 
 	addRule(t, s, fault.Rule{Kind: fault.HTML, Method: "POST", Path: "/v1/payment_intents"})
-	wantKind(t, create(h, "ck_2", createJSON), abi.OutcomeRetryable, "non-Stripe body")
+	wantKind(t, create(h, "ck_2", createJSON), abi.OutcomeUncertain, "non-Stripe body")
 	addRule(t, s, fault.Rule{Kind: fault.Status, Status: 429, Method: "POST", Path: "/v1/payment_intents"})
 	wantKind(t, create(h, "ck_2", createJSON), abi.OutcomeRetryable, "429")
 	addRule(t, s, fault.Rule{Kind: fault.Huge, Size: 2 << 20, Method: "POST", Path: "/v1/payment_intents"})
-	wantKind(t, create(h, "ck_2", createJSON), abi.OutcomeRetryable, "size cap")
+	wantKind(t, create(h, "ck_2", createJSON), abi.OutcomeUncertain, "size cap")
 
 	wantKind(t, create(h, "ck_2", createJSON), abi.OutcomeOK, "")
 	wantKind(t, create(h, "ck_2", `{"amount":2001,"currency":"usd","payment_method":"pm_card_visa"}`),

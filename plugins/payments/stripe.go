@@ -105,22 +105,43 @@ type apiError struct {
 
 // failure is a request that did not produce a usable 2xx answer.
 type failure struct {
-	// retryable: the same request (same Idempotency-Key) may be sent again.
-	retryable bool
-	// misuse: Stripe answered idempotency_error — the key was already used
-	// with other parameters. This is a connhost bug or a key collision and
-	// must be loud.
-	misuse bool
-	msg    string
+	kind failureKind
+	msg  string
 }
+
+// failureKind is what a failed request tells about its effect.
+type failureKind uint8
+
+const (
+	// permanent: nothing happened and repeating the request cannot help
+	// (declined card, invalid request, 401/403/404, allowlist denial).
+	permanent failureKind = iota
+	// notApplied: Stripe refused before acting (rate limit, lock timeout,
+	// a read that failed); the same request may be sent again.
+	notApplied
+	// uncertain: the request may have taken effect — a POST whose answer
+	// was lost, cut, oversized or a 5xx (Stripe: a 500's result is
+	// indeterminate). The retry carries the same Idempotency-Key, so
+	// Stripe replays instead of acting twice while it keeps the key.
+	uncertain
+	// inProgress: 409 idempotency_key_in_use, the first request with the
+	// key is still executing at Stripe.
+	inProgress
+	// misuse: Stripe answered idempotency_error — the key was already used
+	// with other parameters. A connhost bug or a key collision; loud.
+	misuse
+)
 
 // check classifies resp. It returns ok when resp is a 2xx response the
 // caller should decode. mutating says whether the request was a POST that
 // may have taken effect: for those, every answer that leaves the outcome
-// open (timeout, network error, oversized or unreadable body) is retryable,
-// because the retry carries the same Idempotency-Key and Stripe replays the
-// first result instead of acting twice (for at least 24 hours).
+// open (timeout, network error, 5xx, oversized or unreadable body) is
+// uncertain, never "retryable": the host must not believe nothing happened.
 func check(resp abi.HTTPResponse, mutating bool) (failure, bool) {
+	open := notApplied // an answer that leaves the outcome open
+	if mutating {
+		open = uncertain
+	}
 	switch resp.Err {
 	case abi.HTTPOK:
 	case abi.HTTPDenied:
@@ -128,18 +149,34 @@ func check(resp abi.HTTPResponse, mutating bool) (failure, bool) {
 	case abi.HTTPInvalid:
 		// Also what the guest SDK reports when the host's response
 		// envelope does not decode — after the request was performed.
-		return failure{retryable: mutating, msg: "stripe: request or response envelope invalid: " + resp.Message}, false
+		k := permanent
+		if mutating {
+			k = uncertain
+		}
+		return failure{kind: k, msg: "stripe: request or response envelope invalid: " + resp.Message}, false
 	case abi.HTTPTimeout, abi.HTTPNetwork:
-		return failure{retryable: true, msg: fmt.Sprintf("stripe: %s: %s", resp.Err, resp.Message)}, false
+		return failure{kind: open, msg: fmt.Sprintf("stripe: %s: %s", resp.Err, resp.Message)}, false
 	case abi.HTTPTooLarge:
-		return failure{retryable: mutating, msg: "stripe: response body over the host's size cap: " + resp.Message}, false
+		k := permanent
+		if mutating {
+			k = uncertain
+		}
+		return failure{kind: k, msg: "stripe: response body over the host's size cap: " + resp.Message}, false
 	default:
 		return failure{msg: fmt.Sprintf("stripe: http error %s: %s", resp.Err, resp.Message)}, false
 	}
 	if resp.Status >= 200 && resp.Status < 300 {
 		return failure{}, true
 	}
-	f := failure{retryable: resp.Status == 409 || resp.Status == 429 || resp.Status >= 500}
+	f := failure{kind: permanent}
+	switch {
+	case resp.Status == 409 && mutating:
+		f.kind = inProgress
+	case resp.Status == 409 || resp.Status == 429:
+		f.kind = notApplied
+	case resp.Status >= 500:
+		f.kind = open
+	}
 	var e apiError
 	if err := json.Unmarshal(resp.Body, &e); err != nil || e.Error == nil {
 		f.msg = fmt.Sprintf("stripe: HTTP %d with a non-Stripe body (%s, %d bytes)%s",
@@ -164,30 +201,34 @@ func check(resp abi.HTTPResponse, mutating bool) (failure, bool) {
 	}
 	f.msg += requestID(resp)
 	switch {
-	case resp.Status == 409 || e.Error.Code == "idempotency_key_in_use" || e.Error.Code == "lock_timeout" ||
-		e.Error.Type == "rate_limit_error" || e.Error.Code == "rate_limit":
-		// The first request with this key is still executing (409,
-		// whatever its error type), or a rate limiter ran before the
-		// idempotency layer: nothing was saved for this attempt, the
-		// same key may be retried.
-		f.retryable = true
+	case e.Error.Code == "idempotency_key_in_use" && mutating:
+		// The first request with this key is still executing.
+		f.kind = inProgress
+	case e.Error.Code == "lock_timeout" || e.Error.Type == "rate_limit_error" || e.Error.Code == "rate_limit":
+		// A lock or a rate limiter ran before the endpoint executed:
+		// nothing was saved for this attempt, the same key may be retried.
+		f.kind = notApplied
 	case e.Error.Type == "idempotency_error":
-		f.retryable, f.misuse = false, true
+		f.kind = misuse
 	case e.Error.Type == "api_error":
-		f.retryable = true
+		f.kind = open
 	}
 	return f, false
 }
 
 // executeFailure turns a failure into an execute/execute_with_key outcome.
 func executeFailure(c *guest.Call, f failure) abi.Outcome {
-	switch {
-	case f.misuse:
+	switch f.kind {
+	case misuse:
 		c.Error(c.Operation + ": Stripe rejected the idempotency key as reused with different parameters; " +
 			"the key must map to exactly one request: " + f.msg)
 		return guest.Permanent("%s", f.msg)
-	case f.retryable:
+	case notApplied:
 		return guest.Retryable("%s", f.msg)
+	case uncertain:
+		return guest.Uncertain("%s", f.msg)
+	case inProgress:
+		return guest.InProgress("%s", f.msg)
 	default:
 		return guest.Permanent("%s", f.msg)
 	}
