@@ -379,10 +379,10 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 	return f
 }
 
-// recoveryActor names the actor of decisions taken on an unknown outcome:
-// the crash matrix and the audit trail tell recovery's decisions apart
-// from the normal course by it.
-func recoveryActor(d DecisionCode, obs observed) string {
+// recoveryActor names the actor of decisions taken on rec's unknown
+// outcome: the crash matrix and the audit trail tell recovery's decisions
+// apart from the normal course by it.
+func recoveryActor(rec ledger.Record, d DecisionCode, obs observed) string {
 	switch d {
 	case DecisionRecoverRetry, DecisionRecoverReread, DecisionReconciledApplied, DecisionReconciledNotApplied,
 		DecisionCancelledNotApplied, DecisionManualPolicy, DecisionKeyRetentionPassed, DecisionExhaustedUncertain,
@@ -390,7 +390,7 @@ func recoveryActor(d DecisionCode, obs observed) string {
 		DecisionConnectorUnavailable, DecisionInFlightExhausted:
 		return "recovery"
 	}
-	if obs.ev == evNone || obs.ev == evUncertain {
+	if rec.State == ledger.StateDispatched && (obs.ev == evNone || obs.ev == evUncertain) {
 		return "recovery"
 	}
 	return "executor"
@@ -400,7 +400,7 @@ func recoveryActor(d DecisionCode, obs observed) string {
 func (e *Executor) dispatchTransition(rec ledger.Record, op *operation, act action, obs observed, why string) ledger.Transition {
 	t := ledger.Transition{To: ledger.StateDispatched, Attempt: rec.Attempt + 1,
 		Deadline: e.now().Add(op.m.Limits.Timeout), Uncertain: act.Uncertain, RuledOut: act.RuledOut,
-		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(act.Decision, obs)}}
+		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(rec, act.Decision, obs)}}
 	switch rec.State {
 	case ledger.StateApproved:
 		consumed := *rec.Approval
@@ -422,7 +422,7 @@ func (e *Executor) dispatchTransition(rec ledger.Record, op *operation, act acti
 // recordTransition is the transition of a stepRecord action.
 func (e *Executor) recordTransition(rec ledger.Record, act action, obs observed, why string) ledger.Transition {
 	t := ledger.Transition{To: act.To, NextAttemptAt: act.Until, Uncertain: act.Uncertain, RuledOut: act.RuledOut,
-		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(act.Decision, obs), Reason: act.Reason}}
+		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(rec, act.Decision, obs), Reason: act.Reason}}
 	// The attempt's outcome, when the transition carries one: what the
 	// connector answered, or what the host saw.
 	outcome := func(errText string) *ledger.Outcome {

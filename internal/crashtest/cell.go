@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/manifests"
@@ -39,7 +40,9 @@ type result struct {
 	Receipt     string `json:"receipt"`
 	Error       string `json:"error"`
 	Attempt     int    `json:"attempt"`
-	Approval    *struct {
+	// NextAttemptAt: when a pending call is worth asking about again.
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	Approval      *struct {
 		ID         string `json:"id"`
 		ArgsDigest string `json:"args_digest"`
 	} `json:"approval"`
@@ -100,37 +103,33 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	call := []string{"exec", "--session", "crashtest-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
 		"--tool", c.connector + "." + op.Name, "--args", string(args)}
 
-	// Phase 1 (and 2 for after_reconcile_return): armed until a process
-	// dies at the point.
-	phases := []string{c.spec.point}
-	if c.spec.point == crash.AfterReconcileReturn {
-		phases = []string{crash.AfterPluginReturn, crash.AfterReconcileReturn}
-	}
 	row.Reached = true
-	for _, p := range phases {
-		_, killed, err := c.sequence(ctx, p, call)
-		if err != nil {
+	var inFlight []string // what the call answered while the provider held it
+	if c.spec.point == PointInFlight {
+		if inFlight, err = c.killWhileHeld(ctx, call, before); err != nil {
 			return row, err
 		}
-		if !killed {
-			row.Reached = false
-			break
+	} else {
+		// Phase 1 (and 2 for after_reconcile_return): armed until a
+		// process dies at the point.
+		phases := []string{c.spec.point}
+		if c.spec.point == crash.AfterReconcileReturn {
+			phases = []string{crash.AfterPluginReturn, crash.AfterReconcileReturn}
+		}
+		for _, p := range phases {
+			_, killed, err := c.sequence(ctx, p, call)
+			if err != nil {
+				return row, err
+			}
+			if !killed {
+				row.Reached = false
+				break
+			}
 		}
 	}
-	// Restart: no crash armed; opening runs recovery. Drive the call until
-	// its status is final (a retry_wait or approval may need more turns).
-	var res result
-	for range 4 {
-		var killed bool
-		if res, killed, err = c.sequence(ctx, "", call); err != nil {
-			return row, err
-		}
-		if killed {
-			return row, fmt.Errorf("a process died by SIGKILL without a crash point armed")
-		}
-		if slices.Contains(finalStatuses, res.Status) || res.Code != "" {
-			break
-		}
+	res, err := c.driveToFinal(ctx, call)
+	if err != nil {
+		return row, err
 	}
 	// Re-issue once more: exactly one result.
 	again, err := c.exec(ctx, "", call)
@@ -167,9 +166,132 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		}
 	}
 	problems := c.judge(ctx, &row, res, again.result, h)
+	if c.spec.point == PointInFlight {
+		problems = append(problems, judgeInFlight(row, inFlight)...)
+	}
 	row.Pass = len(problems) == 0
 	row.Problem = strings.Join(problems, "; ")
 	return row, nil
+}
+
+// driveToFinal restarts connhost on the cell's data directory (no crash
+// armed; opening runs recovery) and drives the call until its status is
+// final, as a runtime does: a pending answer (a retry, an attempt that must
+// settle before reconcile's "not applied" counts) says when to ask again.
+func (c *cell) driveToFinal(ctx context.Context, call []string) (result, error) {
+	var res result
+	deadline := time.Now().Add(c.o.ProcessTimeout)
+	for turn := 0; ; turn++ {
+		var killed bool
+		var err error
+		if res, killed, err = c.sequence(ctx, "", call); err != nil {
+			return res, err
+		}
+		if killed {
+			return res, fmt.Errorf("a process died by SIGKILL without a crash point armed")
+		}
+		if slices.Contains(finalStatuses, res.Status) || res.Code != "" || turn >= 20 || time.Now().After(deadline) {
+			return res, nil
+		}
+		if wait := time.Until(res.NextAttemptAt); wait > 0 {
+			select {
+			case <-time.After(min(wait, time.Until(deadline))):
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
+	}
+}
+
+// killWhileHeld is the in-flight row: the provider holds the call's request
+// (received, not yet applied), the connhost process running it is
+// SIGKILLed, and the call is re-driven by new processes for longer than the
+// host's whole retry budget while the request stays held. Then the request
+// is released and lands. It returns the statuses answered while it was
+// held.
+func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]string, error) {
+	if c.spec.gated {
+		// Approve first, without a hold: the row is about the dispatch.
+		res, err := c.exec(ctx, "", call)
+		if err != nil || res.killed || res.Status != "awaiting_approval" || res.Approval == nil {
+			return nil, fmt.Errorf("gated call answered %q %s before the hold: %v", res.Status, res.Code, err)
+		}
+		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
+		if err != nil || p.code != 0 {
+			return nil, fmt.Errorf("approve before the hold: exit %d: %v %s", p.code, err, clip(string(p.stderr)))
+		}
+	}
+	if err := c.o.Hold.Arm(ctx, c.spec.op.Name); err != nil {
+		return nil, fmt.Errorf("arm the provider's hold: %w", err)
+	}
+	p, err := c.connhostKilledWhen(ctx, func(ctx context.Context) error { return c.o.Hold.WaitHeld(ctx) }, call...)
+	if err != nil {
+		return nil, err
+	}
+	if !p.killed {
+		return nil, fmt.Errorf("the held call finished before it could be killed (exit %d): %s", p.code, clip(string(p.stdout)))
+	}
+	// Past the whole retry budget: every attempt the host makes meets the
+	// held request (in progress), or a reconcile that must wait for it.
+	var seen []string
+	for turn := 0; turn < 3; turn++ {
+		res, killed, err := c.sequence(ctx, "", call)
+		if err != nil || killed {
+			return nil, fmt.Errorf("re-driving while held: killed %t: %w", killed, err)
+		}
+		st := res.Status
+		if res.Code != "" {
+			st = "error:" + res.Code
+		}
+		seen = append(seen, st)
+		if st != "pending" {
+			break
+		}
+	}
+	if n, err := c.o.Effects(ctx); err != nil {
+		return nil, err
+	} else if n != before {
+		seen = append(seen, fmt.Sprintf("effects:%d", n-before))
+	}
+	if err := c.o.Hold.Release(ctx); err != nil {
+		return nil, fmt.Errorf("release the provider's hold: %w", err)
+	}
+	// The held request lands now (the provider completes it without its
+	// client).
+	landed := time.Now().Add(30 * time.Second)
+	for {
+		n, err := c.o.Effects(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > before || time.Now().After(landed) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return seen, nil
+}
+
+// judgeInFlight checks the in-flight row: while the provider held the
+// request nothing may claim the call failed or show an effect, and after
+// it landed there is exactly one.
+func judgeInFlight(row Row, seen []string) []string {
+	var problems []string
+	for _, st := range seen {
+		switch {
+		case st == "failed":
+			problems = append(problems, "answered failed while the provider was still processing the call")
+		case strings.HasPrefix(st, "effects:"):
+			problems = append(problems, "the held request took effect before it was released ("+st+")")
+		}
+	}
+	if row.Final == "failed" {
+		problems = append(problems, "ended failed though the held request took effect")
+	}
+	if row.Effects != 1 && !row.Duplicate {
+		problems = append(problems, fmt.Sprintf("%d effects after the held request was released, want 1", row.Effects))
+	}
+	return problems
 }
 
 // judge checks a finished cell against the declared policy and returns
@@ -216,7 +338,8 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 			bad("receipt %s names no object at the provider", res.Receipt)
 		}
 	}
-	if !external {
+	if !external || c.spec.point == PointInFlight {
+		// The in-flight row is judged by judgeInFlight.
 		return problems
 	}
 	switch op.Recovery {

@@ -78,6 +78,31 @@ type Options struct {
 	ProcessTimeout time.Duration
 	// Progress, when set, is called after every cell.
 	Progress func(Row)
+	// Hold, when set, adds the row PointInFlight for every external
+	// operation (it is skipped otherwise): the provider holds the call's
+	// request, the process running it is SIGKILLed, the call is re-driven
+	// for longer than the host's whole retry budget while the request is
+	// still held, and only then does the request land. The row passes if
+	// the call never answered failed and the provider saw one effect.
+	Hold Holder
+}
+
+// PointInFlight names the row in which the provider still processes the
+// killed attempt (see Options.Hold). It is not a crash point: the process
+// is killed from outside while its request is held.
+const PointInFlight = "in_flight"
+
+// Holder makes a provider hold a request it has received, as a provider
+// still processing it does.
+type Holder interface {
+	// Arm holds the next request of the operation, received but not yet
+	// applied.
+	Arm(ctx context.Context, operation string) error
+	// WaitHeld returns once a request is held.
+	WaitHeld(ctx context.Context) error
+	// Release lets held requests go on and take effect, whether or not
+	// their client is still there.
+	Release(ctx context.Context) error
 }
 
 // Row is the outcome of one cell.
@@ -258,7 +283,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			// normal run leaves at the provider (0 for an operation the
 			// provider refuses), the yardstick of the manual cells.
 			var baseline *int
-			for _, point := range points {
+			rowPoints := slices.DeleteFunc(slices.Clone(points), func(p string) bool { return p == PointInFlight })
+			if o.Hold != nil && op.Effect == manifests.EffectExternal && (len(o.Points) == 0 || slices.Contains(o.Points, PointInFlight)) {
+				rowPoints = append(rowPoints, PointInFlight)
+			}
+			for _, point := range rowPoints {
 				n++
 				c := &cell{o: &o, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
 					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
@@ -312,6 +341,12 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("crashtest: Options.Effects is required"))
 	}
 	for _, p := range o.Points {
+		if p == PointInFlight {
+			if o.Hold == nil {
+				errs = append(errs, fmt.Errorf("crashtest: point %s needs Options.Hold", PointInFlight))
+			}
+			continue
+		}
 		if !slices.Contains(crash.Points, p) {
 			errs = append(errs, fmt.Errorf("crashtest: unknown crash point %q (known: %s)", p, strings.Join(crash.Points, ", ")))
 		}
@@ -407,6 +442,16 @@ type procResult struct {
 // connhost runs one connhost process in its own process group with the
 // given crash spec ("" for none).
 func (c *cell) connhost(ctx context.Context, crashAt string, args ...string) (procResult, error) {
+	return c.run1(ctx, crashAt, nil, args...)
+}
+
+// connhostKilledWhen runs one connhost process and SIGKILLs it (its whole
+// group) as soon as until returns nil.
+func (c *cell) connhostKilledWhen(ctx context.Context, until func(context.Context) error, args ...string) (procResult, error) {
+	return c.run1(ctx, "", until, args...)
+}
+
+func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.Context) error, args ...string) (procResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ProcessTimeout)
 	defer cancel()
 	full := append([]string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules,
@@ -421,7 +466,28 @@ func (c *cell) connhost(ctx context.Context, crashAt string, args ...string) (pr
 	cmd.Env = crash.Environ(os.Environ(), crashAt)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return procResult{}, fmt.Errorf("connhost %s: %w", strings.Join(args, " "), err)
+	}
+	if killWhen != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			wctx, wcancel := context.WithCancel(ctx)
+			defer wcancel()
+			go func() {
+				select {
+				case <-stop:
+					wcancel()
+				case <-wctx.Done():
+				}
+			}()
+			if killWhen(wctx) == nil {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}()
+	}
+	err := cmd.Wait()
 	res := procResult{stdout: stdout.Bytes(), stderr: stderr.Bytes()}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("connhost %s: no answer within %s (killed): %s", strings.Join(args, " "), c.o.ProcessTimeout, clip(stderr.String()))

@@ -37,6 +37,12 @@ var matrixOut = flag.String("crashmatrix.out", os.Getenv("CONNHOST_CRASHMATRIX_O
 // manual call that was re-executed, a receipt naming nothing, a second
 // different answer to the same call.
 //
+// The row "in_flight" kills the process while the provider holds the
+// call's request (Stripe: the emulator's hold, key claimed; Mailpit: a
+// proxy that keeps the received request) for longer than the host's whole
+// retry budget; the call must never answer failed, and the provider must
+// see one effect once the request lands.
+//
 // Mailpit relays released messages to itself, so release_message's
 // effect is counted too. Cut to keep it short: read operations run ungated
 // only (approval adds nothing a read could get wrong).
@@ -70,6 +76,7 @@ func TestCrashMatrix(t *testing.T) {
 			Args:     prov.Args,
 			Effects:  prov.Effects,
 			Exists:   prov.Exists,
+			Hold:     prov,
 			WorkDir:  t.TempDir(),
 		})
 		if err != nil {
@@ -137,7 +144,9 @@ func newEnv(t *testing.T) *env {
 		copyFile(t, wasm, filepath.Join(e.modules, name+".wasm"))
 	}
 	e.paymentsURL, _ = startSandbox(t, e.binary)
-	e.emailURL = startMailpit(t, e.dir)
+	// A holding proxy in front of the real Mailpit lets the in-flight row
+	// keep a send (or a release) received but unprocessed.
+	e.emailURL = testenv.HoldingProxy(t, startMailpit(t, e.dir))
 	return e
 }
 

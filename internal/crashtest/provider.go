@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/sandbox/stripe"
 )
 
@@ -29,6 +31,50 @@ type Provider struct {
 	pi      string // a PaymentIntent refunds and reads name
 	message string // a stored message reads and releases name
 }
+
+// holdPaths are the requests of the shipped operations that take effect.
+var holdPaths = map[string]struct {
+	email bool
+	path  string
+}{
+	"create_payment":  {false, "/v1/payment_intents"},
+	"refund_payment":  {false, "/v1/refunds"},
+	"send":            {true, "/api/v1/send"},
+	"release_message": {true, "/api/v1/message/"},
+}
+
+// Arm implements Holder: a Hold rule for the operation's effectful POST on
+// the emulator (or the holding proxy in front of a real Mailpit) that
+// serves it.
+func (p *Provider) Arm(ctx context.Context, operation string) error {
+	hp, ok := holdPaths[operation]
+	if !ok {
+		return fmt.Errorf("crashtest: no provider request to hold for operation %q", operation)
+	}
+	rule := fault.Rule{Kind: fault.Hold, Method: "POST", Path: hp.path}
+	if hp.email {
+		return p.client.AddEmailFault(ctx, rule)
+	}
+	return p.client.AddPaymentsFault(ctx, rule)
+}
+
+// WaitHeld implements Holder.
+func (p *Provider) WaitHeld(ctx context.Context) error {
+	for {
+		n, err := p.client.Held(ctx)
+		if err != nil || n > 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Release implements Holder.
+func (p *Provider) Release(ctx context.Context) error { return p.client.ReleaseHeld(ctx) }
 
 // NewProvider returns a Provider for the given base URLs; either may be
 // empty when the connector under test does not use it.

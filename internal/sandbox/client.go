@@ -231,14 +231,34 @@ func (c *Client) ClearFaults(ctx context.Context) error {
 }
 
 // ReleaseHeld lets every request held by a Hold rule continue, on both
-// emulators.
+// emulators (those whose URL is set).
 func (c *Client) ReleaseHeld(ctx context.Context) error {
 	for _, base := range []string{c.PaymentsURL, c.EmailURL} {
+		if base == "" {
+			continue
+		}
 		if err := c.do(ctx, "POST", base+fault.ControlPrefix+"release", nil, false, nil); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Held returns how many requests Hold rules block right now, on both
+// emulators (those whose URL is set).
+func (c *Client) Held(ctx context.Context) (int, error) {
+	n := 0
+	for _, base := range []string{c.PaymentsURL, c.EmailURL} {
+		if base == "" {
+			continue
+		}
+		var h struct{ Held int }
+		if err := c.do(ctx, "GET", base+fault.ControlPrefix+"held", nil, false, &h); err != nil {
+			return 0, err
+		}
+		n += h.Held
+	}
+	return n, nil
 }
 
 // SetSearchLag changes the Stripe search lag.
