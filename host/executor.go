@@ -71,7 +71,8 @@ type Options struct {
 	// later calls (or Recover, or Run) drive it. The default value is 5s.
 	MaxInlineRetryWait time.Duration
 	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
-	// caps). CacheDir, Logger and Config are set from the fields above.
+	// caps). CacheDir, Logger, Config and Observer are set from the fields
+	// of Options.
 	Runtime RuntimeOptions
 	// Observer receives metrics events. The default value discards them.
 	Observer Observer
@@ -232,6 +233,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 	ro.CacheDir = opts.CacheDir
 	ro.Logger = opts.Logger
 	ro.Config = opts.Config
+	ro.Observer = opts.Observer
 	rt, err := NewRuntime(ctx, ro)
 	if err != nil {
 		return nil, err
