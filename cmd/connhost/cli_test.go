@@ -390,3 +390,32 @@ func TestConfigSyntaxErrorsDoNotEchoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestExecRefusesAmbiguousInput: exec's identity flags and --args are held
+// to the same rules as the HTTP envelope: an id that is not valid UTF-8 or
+// holds a control character, and arguments that name a key twice or are
+// not valid UTF-8, are refused with a message naming the field, and
+// nothing is recorded.
+func TestExecRefusesAmbiguousInput(t *testing.T) {
+	a := testApp(t)
+	for _, tc := range []struct {
+		name                string
+		session, call, args string
+		want                string
+	}{
+		{"tool call not UTF-8", "s1", "call_\xff", `{}`, "tool_call_id is not valid UTF-8 (byte 0xff at offset 5)"},
+		{"session with newline", "s1\nforged", "c1", `{}`, "session_id holds the control character U+000A at offset 2"},
+		{"args key twice", "s1", "c1", `{"msg":"a","msg":"b"}`, `the key "msg" is named twice in the top-level object`},
+		{"args not UTF-8", "s1", "c1", "{\"msg\":\"\xfe\"}", "not valid UTF-8 (byte 0xfe at offset 8)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, a, "exec", "--session", tc.session, "--tool-call", tc.call, "--tool", "noop.echo", "--args", tc.args)
+			if code != ExitFailure || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %q", code, out, errOut, ExitFailure, tc.want)
+			}
+		})
+	}
+	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
+		t.Fatalf("ls after refused calls: %d %q", code, out)
+	}
+}
