@@ -43,7 +43,9 @@ type Options struct {
 	// ledger.DefaultNamespace.
 	Namespace string
 	// Config hands config values to connectors (only keys their manifest
-	// declares). The default value answers nothing.
+	// declares). Every key a manifest declares in capabilities.config and
+	// not in config_optional must have a non-empty value, or Open refuses
+	// to start (*MissingConfigError). The default value answers nothing.
 	Config func(connector, key string) (string, bool)
 	// Logger receives the executor's and the connectors' log records. The
 	// default value is slog.Default().
@@ -115,7 +117,8 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// Validate reports every problem with the options at once.
+// Validate reports every problem with the options at once, among them
+// required config keys without a value (*MissingConfigError).
 func (o *Options) Validate() error {
 	var errs []error
 	if o.DataDir == "" && o.Ledger == nil {
@@ -134,6 +137,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	if err := missingConfig(o.Manifests, o.Config); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("host: invalid options: %w", errors.Join(errs...))
