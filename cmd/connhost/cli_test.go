@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
@@ -417,5 +419,56 @@ func TestExecRefusesAmbiguousInput(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
 		t.Fatalf("ls after refused calls: %d %q", code, out)
+	}
+}
+
+// TestSandboxCommandState: `connhost sandbox --state DIR` keeps what the
+// emulators did across a restart, and refuses a state file it cannot read.
+func TestSandboxCommandState(t *testing.T) {
+	state := t.TempDir()
+	start := func() (urls map[string]string, stop func()) {
+		pr, pw := io.Pipe()
+		a := newApp(strings.NewReader(""), pw, io.Discard)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- a.execute(ctx, []string{"sandbox", "--json", "--state", state})
+			pw.Close()
+		}()
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err != nil || json.Unmarshal([]byte(line), &urls) != nil {
+			t.Fatalf("startup line %q: %v", line, err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
+		return urls, func() {
+			cancel()
+			if code := <-done; code != ExitOK {
+				t.Errorf("sandbox exit %d", code)
+			}
+		}
+	}
+	urls, stop := start()
+	req, _ := http.NewRequest(http.MethodPost, urls["payments"]+"/v1/payment_intents",
+		strings.NewReader("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa"))
+	req.Header.Set("Authorization", "Bearer "+sandbox.DefaultAPIKey)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("create payment intent: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	stop()
+
+	urls, stop = start()
+	n, err := sandbox.NewClient(urls["payments"], urls["email"]).CountPaymentIntents(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("payment intents after the restart: %d %v", n, err)
+	}
+	stop()
+
+	writeFile(t, state, sandbox.StripeStateFile, "{")
+	code, _, errOut := runCLI(t, nil, "sandbox", "--state", state)
+	if code != ExitFailure || !strings.Contains(errOut, "corrupt state file") || !strings.Contains(errOut, sandbox.StripeStateFile) {
+		t.Fatalf("corrupt state: exit %d %q", code, errOut)
 	}
 }

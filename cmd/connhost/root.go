@@ -76,7 +76,7 @@ type app struct {
 	// modules of --modules.
 	open func(ctx context.Context, o openOptions) (*host.Executor, error)
 	// startSandbox starts the provider emulators for dev and sandbox.
-	startSandbox func(ctx context.Context, listen string, logger *slog.Logger) (providerSandbox, error)
+	startSandbox func(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error)
 	// isTerminal reports whether w is a terminal (progress output).
 	isTerminal func(w io.Writer) bool
 }
