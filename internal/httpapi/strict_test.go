@@ -54,8 +54,10 @@ func TestExecuteRefusesAmbiguousEnvelope(t *testing.T) {
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("refused bodies recorded %d executions (%v)", len(recs), err)
 	}
-	// Other bodies are held to the same rule.
-	p := c.post("/v1/approvals/ap_x/approve", `{"by":"rita","digest":"a","digest":"b"}`).problem(t, CodeBadRequest)
+	// Other bodies are held to the same rule (dev's anonymous principal may
+	// approve).
+	dev := client{t: t, base: env.serve(t, Options{Anonymous: &DevLoopback}).URL}
+	p := dev.post("/v1/approvals/ap_x/approve", `{"digest":"a","digest":"b"}`).problem(t, CodeBadRequest)
 	if !strings.Contains(p.Detail, `"digest" is named twice`) {
 		t.Fatalf("approve with two digests: %q", p.Detail)
 	}
