@@ -12,6 +12,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
 )
 
 // TestExecRefusesWithoutRequiredConfig runs the shipped payments connector
@@ -25,7 +26,7 @@ func TestExecRefusesWithoutRequiredConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wasm, _, err := wasmbuild.Cached(ctx, "plugins/payments")
+	wasm, digest, err := wasmbuild.Cached(ctx, "plugins/payments")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,17 @@ func TestExecRefusesWithoutRequiredConfig(t *testing.T) {
 		writeFile(t, filepath.Dir(to), filepath.Base(to), string(b))
 	}
 	copyTo(wasm, filepath.Join(mods, "payments.wasm"))
-	copyTo(filepath.Join(root, "manifests", "payments.toml"), filepath.Join(mans, "payments.toml"))
+	// The shipped manifest, pinned to the module built from today's
+	// sources (TestShippedManifestsArePinned checks the shipped pin).
+	src, err := os.ReadFile(filepath.Join(root, "manifests", "payments.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := manifests.SetSHA256(src, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, mans, "payments.toml", string(pinned))
 	sb, err := sandbox.Start(ctx, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	manifestsPkg "github.com/connhost/connhost/manifests"
 )
 
 // devProc is one `connhost dev` process.
@@ -128,12 +129,17 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	modules := filepath.Join(dir, "modules")
-	if err := os.MkdirAll(modules, 0o755); err != nil {
-		t.Fatal(err)
+	// The shipped connectors and manifests, pinned to the modules built
+	// from today's sources (TestShippedManifestsArePinned checks the
+	// shipped pins).
+	modules, manifests := filepath.Join(dir, "modules"), filepath.Join(dir, "manifests")
+	for _, d := range []string{modules, manifests} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, name := range []string{"payments", "email"} {
-		wasm, _, err := wasmbuild.Cached(ctx, "plugins/"+name)
+		wasm, digest, err := wasmbuild.Cached(ctx, "plugins/"+name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,8 +148,17 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFile(t, modules, name+".wasm", string(b))
+		src, err := os.ReadFile(filepath.Join(root, "manifests", name+".toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned, err := manifestsPkg.SetSHA256(src, digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, manifests, name+".toml", string(pinned))
 	}
-	data, manifests := filepath.Join(dir, "data"), filepath.Join(root, "manifests")
+	data := filepath.Join(dir, "data")
 	const payArgs = `{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`
 
 	// A payment, then SIGKILL.
