@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ type callCtx struct {
 	phase  phase
 	op     string
 	execID string
+	// logs is what the guest logged in this invocation (hostLog).
+	logs logBudget
 }
 
 type callCtxKey struct{}
@@ -113,8 +116,13 @@ func (c *Connector) newInstance(ctx context.Context) (*instance, error) {
 		WithSysNanotime().
 		WithNanosleep(inst.nanosleep).
 		WithRandSource(rand.Reader).
+		// Stdout is discarded; stderr keeps its first 8 KiB per call
+		// for failure messages. Neither reaches the host's own streams,
+		// so a guest printing in a loop cannot flood them.
+		WithStdout(io.Discard).
 		WithStderr(&inst.stderr)
 	mod, err := c.wrt.InstantiateModule(cc, c.compiled, cfg)
+	c.reportLogDrops(ctx, cc)
 	if err != nil {
 		if tail := inst.stderr.summary(); tail != "" {
 			err = fmt.Errorf("%w (stderr: %s)", err, tail)
@@ -170,7 +178,9 @@ func (inst *instance) callNoArgs(ctx context.Context, name string) (uint64, erro
 	inst.cur.Store(cc)
 	defer inst.cur.Store(nil)
 	stack := inst.stack[:]
-	if err := fn.CallWithStack(cc, stack); err != nil {
+	err := fn.CallWithStack(cc, stack)
+	inst.c.reportLogDrops(ctx, cc)
+	if err != nil {
 		return 0, err
 	}
 	return stack[0], nil
@@ -237,6 +247,7 @@ func (c *Connector) Call(ctx context.Context, req CallRequest) (abi.Outcome, err
 	cc := &callCtx{Context: dctx, inst: inst, phase: phaseAlloc, op: req.Operation, execID: req.ExecutionID}
 	out, kind, err := inst.call(cc, req, uint32(total))
 	inst.cur.Store(nil)
+	c.reportLogDrops(ctx, cc)
 	inst.pending, inst.hasPending = nil, false
 	if err != nil {
 		k, cerr := c.classify(dctx, ctx, inst, err)

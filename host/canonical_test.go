@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -236,12 +237,12 @@ func referenceSurrogates(args []byte) error {
 		case i+1 < len(args) && args[i+1] != 'u':
 			i++
 		default:
-			r := hex4(args, i+2)
+			r := refHex4(args, i+2)
 			i += 5
 			switch {
 			case r >= 0xd800 && r < 0xdc00:
 				if i+6 < len(args) && args[i+1] == '\\' && args[i+2] == 'u' {
-					if lo := hex4(args, i+3); lo >= 0xdc00 && lo < 0xe000 {
+					if lo := refHex4(args, i+3); lo >= 0xdc00 && lo < 0xe000 {
 						i += 6
 						continue
 					}
@@ -255,22 +256,35 @@ func referenceSurrogates(args []byte) error {
 	return nil
 }
 
+// refHex4 returns the value of the four hex digits at b[i:], or -1.
+func refHex4(b []byte, i int) int {
+	if i+4 > len(b) {
+		return -1
+	}
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	if err != nil || strings.ContainsAny(string(b[i:i+4]), "+-_xX") {
+		return -1
+	}
+	return int(v)
+}
+
 // TestArgParserErrors: a refusal names what is wrong and where, so a
 // runtime can show the model or its author the mistake.
 func TestArgParserErrors(t *testing.T) {
 	for args, want := range map[string]string{
-		`{"a":"\u00G0"}`: `invalid character 'G' at offset 10`,
-		`{"a":"\u12`:     `unexpected end of input`,
-		`{"a":tru}`:      `invalid character '}' at offset 8`,
-		`{"a":1,}`:       `invalid character '}' at offset 7`,
-		`{"a":01}`:       `invalid character '1' at offset 6`,
-		`-x`:             `invalid character 'x' at offset 1`,
-		`[1]`:            `must be a JSON object`,
-		`{}x`:            `invalid character 'x' at offset 2`,
-		`{} {}`:          `more than one JSON value`,
-		``:               `unexpected end of input`,
-		`{"k":1,"k":2}`:  `name the key "k" twice`,
-		`{"a":"\ud800"}`: `unpaired UTF-16 surrogate escape`,
+		`{"a":"\u00G0"}`:   `invalid character 'G' at offset 10`,
+		`{"a":"\u12`:       `unexpected end of input`,
+		`{"a":tru}`:        `invalid character '}' at offset 8`,
+		`{"a":1,}`:         `invalid character '}' at offset 7`,
+		`{"a":01}`:         `invalid character '1' at offset 6`,
+		`-x`:               `invalid character 'x' at offset 1`,
+		`[1]`:              `must be a JSON object`,
+		`{}x`:              `invalid character 'x' at offset 2`,
+		`{} {}`:            `more than one JSON value`,
+		``:                 `unexpected end of input`,
+		`{"k":1,"k":2}`:    `the key "k" is named twice in the top-level object (offset 7)`,
+		"{\"a\":\"\xff\"}": `not valid UTF-8 (byte 0xff at offset 6)`,
+		`{"a":"\ud800"}`:   `unpaired UTF-16 surrogate escape`,
 	} {
 		_, _, err := parseArgs([]byte(args))
 		if err == nil || !strings.Contains(err.Error(), want) {

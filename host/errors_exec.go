@@ -10,7 +10,9 @@ import (
 // Sentinel errors of the executor. Typed errors below wrap them, so callers
 // may test with errors.Is or extract details with errors.As.
 var (
-	// ErrBadCall: the call lacks a session id, tool-call id or tool name.
+	// ErrBadCall: the call lacks a session id, tool-call id or tool name,
+	// or an identity field is not valid UTF-8, holds a control character
+	// or is longer than MaxIdentityBytes.
 	ErrBadCall = errors.New("host: bad call")
 	// ErrUnknownTool: no loaded connector offers the tool.
 	ErrUnknownTool = errors.New("host: unknown tool")
@@ -47,6 +49,9 @@ var (
 	ErrPruned = errors.New("host: execution pruned by retention")
 	// ErrClosed: the executor was closed.
 	ErrClosed = errors.New("host: closed")
+	// ErrMissingConfig: a config key a manifest requires has no value.
+	// Open refuses to start; see *MissingConfigError.
+	ErrMissingConfig = errors.New("host: required config has no value")
 )
 
 // IntentMismatchError reports a tool-call id reused with other arguments.

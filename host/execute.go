@@ -51,6 +51,9 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 	case call.Tool == "":
 		return Result{}, fmt.Errorf("%w: tool is required", ErrBadCall)
 	}
+	if err := validateIdentity(call); err != nil {
+		return Result{}, err
+	}
 	op, err := e.lookup(call.Tool)
 	if err != nil {
 		return Result{}, err

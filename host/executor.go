@@ -43,7 +43,9 @@ type Options struct {
 	// ledger.DefaultNamespace.
 	Namespace string
 	// Config hands config values to connectors (only keys their manifest
-	// declares). The default value answers nothing.
+	// declares). Every key a manifest declares in capabilities.config and
+	// not in config_optional must have a non-empty value, or Open refuses
+	// to start (*MissingConfigError). The default value answers nothing.
 	Config func(connector, key string) (string, bool)
 	// Logger receives the executor's and the connectors' log records. The
 	// default value is slog.Default().
@@ -71,7 +73,8 @@ type Options struct {
 	// later calls (or Recover, or Run) drive it. The default value is 5s.
 	MaxInlineRetryWait time.Duration
 	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
-	// caps). CacheDir, Logger and Config are set from the fields above.
+	// caps). CacheDir, Logger, Config and Observer are set from the fields
+	// of Options.
 	Runtime RuntimeOptions
 	// Observer receives metrics events. The default value discards them.
 	Observer Observer
@@ -114,7 +117,8 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// Validate reports every problem with the options at once.
+// Validate reports every problem with the options at once, among them
+// required config keys without a value (*MissingConfigError).
 func (o *Options) Validate() error {
 	var errs []error
 	if o.DataDir == "" && o.Ledger == nil {
@@ -133,6 +137,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	if err := missingConfig(o.Manifests, o.Config); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("host: invalid options: %w", errors.Join(errs...))
@@ -232,6 +239,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 	ro.CacheDir = opts.CacheDir
 	ro.Logger = opts.Logger
 	ro.Config = opts.Config
+	ro.Observer = opts.Observer
 	rt, err := NewRuntime(ctx, ro)
 	if err != nil {
 		return nil, err

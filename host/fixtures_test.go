@@ -19,7 +19,7 @@ import (
 
 // Fixture connectors are built once per test process (and cached across
 // processes by source hash): a Go wasm build takes seconds.
-var fixtureNames = []string{"noop", "trap", "badenvelope", "httpprobe", "noreconcile", "badversion"}
+var fixtureNames = []string{"noop", "trap", "badenvelope", "httpprobe", "noreconcile", "badversion", "logflood"}
 
 type builtFixture struct {
 	path, digest string

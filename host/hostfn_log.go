@@ -3,10 +3,12 @@ package host
 import (
 	"context"
 	"log/slog"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/manifests"
 )
 
 // maxLogBytes bounds one guest log message; longer messages are cut.
@@ -22,9 +24,17 @@ const maxLogBytes = 16 << 10
 //
 // Results: none.
 //
-// Memory: reads msg_len bytes at msg_ptr; a message longer than 16 KiB is
-// cut to its first 16 KiB. A range outside guest memory is not read: the
-// host logs a warning instead. Nothing is written.
+// Memory: reads at most msg_len bytes at msg_ptr; a message longer than
+// 16 KiB is cut to its first 16 KiB. A range outside guest memory is not
+// read: the host logs a warning instead. Nothing is written.
+//
+// Budget: one guest invocation may log at most limits.log_records records
+// and limits.log_kib KiB of messages. The record that crosses the byte
+// budget is cut to fit; later records are dropped. A cut record carries
+// truncated_from (its length in bytes). When the invocation ends, one
+// warning reports the records and bytes that did not reach the log, and
+// RuntimeOptions.Observer.GuestLogDropped counts them. Records at a level
+// the logger does not enable cost nothing and are not counted.
 //
 // The record goes to RuntimeOptions.Logger tagged with connector,
 // operation, execution_id and source=guest.
@@ -46,12 +56,68 @@ func logFn(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	ptr, n := uint32(stack[1]), uint32(stack[2])
-	msg, ok := readGuest(mod, ptr, min(n, maxLogBytes), maxLogBytes)
+	take, ok := cc.logs.admit(n, c.limits)
+	if !ok {
+		return
+	}
+	msg, ok := readGuest(mod, ptr, take, maxLogBytes)
 	if !ok {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "guest log message outside guest memory",
 			slog.String("operation", cc.op), slog.String("execution_id", cc.execID))
 		return
 	}
-	c.log.LogAttrs(ctx, level, string(msg),
-		slog.String("operation", cc.op), slog.String("execution_id", cc.execID), slog.String("source", "guest"))
+	attrs := []slog.Attr{slog.String("operation", cc.op), slog.String("execution_id", cc.execID), slog.String("source", "guest")}
+	if take < n {
+		// Cut at a rune boundary: drop the start of a rune split by the
+		// cut (at most UTFMax-1 bytes).
+		for range utf8.UTFMax - 1 {
+			if r, size := utf8.DecodeLastRune(msg); r != utf8.RuneError || size != 1 {
+				break
+			}
+			msg = msg[:len(msg)-1]
+		}
+		attrs = append(attrs, slog.Int64("truncated_from", int64(n)))
+	}
+	c.log.LogAttrs(ctx, level, string(msg), attrs...)
+}
+
+// logBudget is what one guest invocation has logged, against the
+// connector's limits.log_records and limits.log_kib, and what it lost.
+// Host functions of one invocation run on its goroutine, one at a time,
+// so it needs no lock.
+type logBudget struct {
+	records, bytes               int
+	droppedRecords, droppedBytes int64
+}
+
+// admit accounts for a record of n bytes and returns how many of them may
+// be logged: all of them, fewer (cut to the per-record cap or to what is
+// left of the byte budget), or none (false: the record is dropped).
+func (b *logBudget) admit(n uint32, l manifests.Limits) (uint32, bool) {
+	room := l.LogKiB*1024 - b.bytes
+	if b.records >= l.LogRecords || room <= 0 {
+		b.droppedRecords++
+		b.droppedBytes += int64(n)
+		return 0, false
+	}
+	take := min(n, maxLogBytes, uint32(room))
+	b.records++
+	b.bytes += int(take)
+	b.droppedBytes += int64(n - take)
+	return take, true
+}
+
+// reportLogDrops writes the one warning of an invocation whose guest logged
+// beyond its budget, and counts the loss.
+func (c *Connector) reportLogDrops(ctx context.Context, cc *callCtx) {
+	b := &cc.logs
+	if b.droppedRecords == 0 && b.droppedBytes == 0 {
+		return
+	}
+	c.log.LogAttrs(ctx, slog.LevelWarn, "guest log over budget: records dropped or cut",
+		slog.String("operation", cc.op), slog.String("execution_id", cc.execID),
+		slog.Int64("dropped_records", b.droppedRecords), slog.Int64("dropped_bytes", b.droppedBytes),
+		slog.Int("logged_records", b.records), slog.Int("logged_bytes", b.bytes),
+		slog.Int("limits.log_records", c.limits.LogRecords), slog.Int("limits.log_kib", c.limits.LogKiB))
+	c.rt.opts.Observer.GuestLogDropped(c.name, b.droppedRecords, b.droppedBytes)
 }

@@ -16,6 +16,11 @@ type Observer interface {
 	LedgerWrite(d time.Duration)
 	// Transition reports a state change and the decision behind it.
 	Transition(to ledger.State, decision string)
+	// GuestLogDropped reports, once per guest invocation that logged
+	// beyond its connector's limits.log_records or limits.log_kib, the
+	// records dropped and the message bytes that did not reach the log
+	// (of dropped records and of cut ones).
+	GuestLogDropped(connector string, records, bytes int64)
 }
 
 type nopObserver struct{}
@@ -23,3 +28,4 @@ type nopObserver struct{}
 func (nopObserver) ConnectorCall(string, string, string, time.Duration, error) {}
 func (nopObserver) LedgerWrite(time.Duration)                                  {}
 func (nopObserver) Transition(ledger.State, string)                            {}
+func (nopObserver) GuestLogDropped(string, int64, int64)                       {}

@@ -75,6 +75,9 @@ type RuntimeOptions struct {
 	// TLSClientConfig is the TLS configuration of the http capability
 	// (tests set RootCAs). The default value is nil: system roots.
 	TLSClientConfig *tls.Config
+	// Observer receives the runtime's measurements (guest log records
+	// dropped over a connector's limits). The default value discards them.
+	Observer Observer
 }
 
 // EnsureDefaults replaces zero fields by their documented defaults.
@@ -99,6 +102,9 @@ func (o *RuntimeOptions) EnsureDefaults() {
 	}
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 }
 
@@ -192,6 +198,8 @@ const (
 	DefaultTimeout      = 15 * time.Second
 	DefaultMaxOutputKiB = 256
 	DefaultInstances    = 4
+	DefaultLogKiB       = 64
+	DefaultLogRecords   = 256
 )
 
 // effectiveLimits returns l with zero fields replaced by the defaults.
@@ -207,6 +215,12 @@ func effectiveLimits(l manifests.Limits) manifests.Limits {
 	}
 	if l.Instances == 0 {
 		l.Instances = DefaultInstances
+	}
+	if l.LogKiB == 0 {
+		l.LogKiB = DefaultLogKiB
+	}
+	if l.LogRecords == 0 {
+		l.LogRecords = DefaultLogRecords
 	}
 	return l
 }
@@ -397,6 +411,12 @@ func checkLimits(l manifests.Limits) error {
 	}
 	if l.Instances < 1 || l.Instances > 1024 {
 		errs = append(errs, fmt.Errorf("host: limits.instances %d outside [1, 1024]", l.Instances))
+	}
+	if l.LogKiB < 1 || l.LogKiB > 1<<20 {
+		errs = append(errs, fmt.Errorf("host: limits.log_kib %d outside [1, 1048576]", l.LogKiB))
+	}
+	if l.LogRecords < 1 || l.LogRecords > 1<<20 {
+		errs = append(errs, fmt.Errorf("host: limits.log_records %d outside [1, 1048576]", l.LogRecords))
 	}
 	return errors.Join(errs...)
 }

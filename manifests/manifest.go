@@ -8,6 +8,7 @@
 package manifests
 
 import (
+	"slices"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -77,8 +78,27 @@ type Capabilities struct {
 	// HTTP lists the only origins the module may reach, each
 	// "scheme://host:port" (scheme http or https, explicit port).
 	HTTP []string
-	// Config lists the config keys the host may hand to the module.
+	// Config lists the config keys the host may hand to the module. Each
+	// key is required (the host refuses to open without a value for it)
+	// unless ConfigOptional lists it too.
 	Config []string
+	// ConfigOptional lists the keys of Config the connector works without
+	// (capabilities.config_optional), e.g. a base URL with a production
+	// default. Every one must also be in Config.
+	ConfigOptional []string
+}
+
+// RequiredConfig returns the keys of Config that ConfigOptional does not
+// list, in declaration order: the host must have a value for each before
+// it runs a call.
+func (c Capabilities) RequiredConfig() []string {
+	var out []string
+	for _, k := range c.Config {
+		if !slices.Contains(c.ConfigOptional, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Limits is the [limits] table. Zero values are replaced by defaults.
@@ -92,6 +112,14 @@ type Limits struct {
 	MaxOutputKiB int
 	// Instances caps the pool of warm instances. The default value is 4.
 	Instances int
+	// LogKiB caps the bytes of log messages one call may write through the
+	// log host function; the record that crosses it is cut and later ones
+	// are dropped and counted. It bounds what a looping connector can put
+	// in the host's log. The default value is 64.
+	LogKiB int
+	// LogRecords caps the log records of one call; later records are
+	// dropped and counted. The default value is 256.
+	LogRecords int
 }
 
 // Operation is one [[operation]] entry.

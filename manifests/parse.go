@@ -27,6 +27,8 @@ const (
 	DefaultTimeout      = 15 * time.Second
 	DefaultMaxOutputKiB = 256
 	DefaultInstances    = 4
+	DefaultLogKiB       = 64
+	DefaultLogRecords   = 256
 	DefaultApprovalTTL  = time.Hour
 	DefaultMaxAttempts  = 3
 
@@ -38,9 +40,13 @@ const (
 	// so an outcome that happened can always be written down.
 	minMaxOutputKiB, maxMaxOutputKiB = 1, 1024
 	minInstances, maxInstances       = 1, 256
-	minApprovalTTL, maxApprovalTTL   = time.Second, 30 * 24 * time.Hour
-	minMaxAttempts, maxMaxAttempts   = 1, 20
-	maxReconcileSettle               = 24 * time.Hour
+	// One call may log at most 1 MiB in at most 65536 records: enough to
+	// debug a connector, and a bound on what a looping one writes per call.
+	minLogKiB, maxLogKiB           = 1, 1024
+	minLogRecords, maxLogRecords   = 1, 65536
+	minApprovalTTL, maxApprovalTTL = time.Second, 30 * 24 * time.Hour
+	minMaxAttempts, maxMaxAttempts = 1, 20
+	maxReconcileSettle             = 24 * time.Hour
 )
 
 var (
@@ -415,6 +421,19 @@ func (p *parser) capabilities(c *Capabilities, prim toml.Primitive) {
 		seen[k] = true
 		c.Config = append(c.Config, k)
 	}
+	f = p.get(raw, "capabilities", "capabilities", "config_optional")
+	seenOpt := map[string]bool{}
+	for i, k := range p.strings(f) {
+		label := fmt.Sprintf("%s[%d]", f.label, i)
+		switch {
+		case !seen[k]:
+			p.add(f.line, label, "%q is not in capabilities.config (list every key there; config_optional marks those the connector works without)", k)
+		case seenOpt[k]:
+			p.add(f.line, label, "%q listed twice", k)
+		}
+		seenOpt[k] = true
+		c.ConfigOptional = append(c.ConfigOptional, k)
+	}
 }
 
 // checkOrigin returns "" when o is "scheme://host:port" with scheme http
@@ -470,6 +489,7 @@ func checkOrigin(o string) string {
 
 func (p *parser) limits(l *Limits, prim toml.Primitive) {
 	l.MemoryMiB, l.Timeout, l.MaxOutputKiB, l.Instances = DefaultMemoryMiB, DefaultTimeout, DefaultMaxOutputKiB, DefaultInstances
+	l.LogKiB, l.LogRecords = DefaultLogKiB, DefaultLogRecords
 	raw, ok := p.table(prim, "limits", "limits")
 	if !ok {
 		return
@@ -479,6 +499,8 @@ func (p *parser) limits(l *Limits, prim toml.Primitive) {
 	l.Timeout = p.duration(get("timeout"), minTimeout, maxTimeout, DefaultTimeout)
 	l.MaxOutputKiB = p.integer(get("max_output_kib"), false, minMaxOutputKiB, maxMaxOutputKiB, DefaultMaxOutputKiB)
 	l.Instances = p.integer(get("instances"), false, minInstances, maxInstances, DefaultInstances)
+	l.LogKiB = p.integer(get("log_kib"), false, minLogKiB, maxLogKiB, DefaultLogKiB)
+	l.LogRecords = p.integer(get("log_records"), false, minLogRecords, maxLogRecords, DefaultLogRecords)
 }
 
 func (p *parser) operations(m *Manifest, prim toml.Primitive) []*Operation {
@@ -608,8 +630,9 @@ var knownTables = map[string]bool{"connector": true, "capabilities": true, "limi
 
 var knownKeys = map[string]bool{
 	"connector.name": true, "connector.version": true, "connector.abi": true, "connector.module": true, "connector.sha256": true,
-	"capabilities.http": true, "capabilities.config": true,
+	"capabilities.http": true, "capabilities.config": true, "capabilities.config_optional": true,
 	"limits.memory_mib": true, "limits.timeout": true, "limits.max_output_kib": true, "limits.instances": true,
+	"limits.log_kib": true, "limits.log_records": true,
 	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
 	"operation.input_schema": true, "operation.reconcile_settle": true,

@@ -96,10 +96,12 @@ func TestParseValid(t *testing.T) {
 		SHA256: strings.Repeat("0", 64),
 	}, m.Connector)
 	require.Equal(t, Capabilities{
-		HTTP:   []string{"https://api.stripe.com:443", "http://127.0.0.1:8080"},
-		Config: []string{"api_key", "base_url"},
+		HTTP:           []string{"https://api.stripe.com:443", "http://127.0.0.1:8080"},
+		Config:         []string{"api_key", "base_url"},
+		ConfigOptional: []string{"base_url"},
 	}, m.Capabilities)
-	require.Equal(t, Limits{MemoryMiB: 128, Timeout: 30 * time.Second, MaxOutputKiB: 512, Instances: 8}, m.Limits)
+	require.Equal(t, []string{"api_key"}, m.Capabilities.RequiredConfig())
+	require.Equal(t, Limits{MemoryMiB: 128, Timeout: 30 * time.Second, MaxOutputKiB: 512, Instances: 8, LogKiB: 32, LogRecords: 100}, m.Limits)
 	require.Len(t, m.Operations, 2)
 
 	op, ok := m.Operation("create_payment")
@@ -109,7 +111,7 @@ func TestParseValid(t *testing.T) {
 	require.True(t, op.RequiresApproval)
 	require.Equal(t, 2*time.Hour, op.ApprovalTTL)
 	require.Equal(t, 5, op.MaxAttempts)
-	require.Equal(t, 22, op.Line)
+	require.Equal(t, 25, op.Line)
 	require.NotNil(t, op.Schema())
 
 	read, ok := m.Operation("get_payment")
@@ -127,7 +129,7 @@ func TestParseDefaults(t *testing.T) {
 	m, err := Load("testdata/minimal.toml")
 	require.NoError(t, err)
 	require.Equal(t, "", m.Connector.SHA256, "unpinned is allowed by the parser")
-	require.Equal(t, Limits{MemoryMiB: 64, Timeout: 15 * time.Second, MaxOutputKiB: 256, Instances: 4}, m.Limits)
+	require.Equal(t, Limits{MemoryMiB: 64, Timeout: 15 * time.Second, MaxOutputKiB: 256, Instances: 4, LogKiB: 64, LogRecords: 256}, m.Limits)
 	require.Empty(t, m.Capabilities.HTTP)
 	op := m.Operations[0]
 	require.False(t, op.RequiresApproval)

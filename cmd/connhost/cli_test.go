@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
@@ -388,5 +390,85 @@ func TestConfigSyntaxErrorsDoNotEchoSecrets(t *testing.T) {
 		if !strings.Contains(err.Error(), "connhost.toml:2:") {
 			t.Errorf("error %q does not say where", err)
 		}
+	}
+}
+
+// TestExecRefusesAmbiguousInput: exec's identity flags and --args are held
+// to the same rules as the HTTP envelope: an id that is not valid UTF-8 or
+// holds a control character, and arguments that name a key twice or are
+// not valid UTF-8, are refused with a message naming the field, and
+// nothing is recorded.
+func TestExecRefusesAmbiguousInput(t *testing.T) {
+	a := testApp(t)
+	for _, tc := range []struct {
+		name                string
+		session, call, args string
+		want                string
+	}{
+		{"tool call not UTF-8", "s1", "call_\xff", `{}`, "tool_call_id is not valid UTF-8 (byte 0xff at offset 5)"},
+		{"session with newline", "s1\nforged", "c1", `{}`, "session_id holds the control character U+000A at offset 2"},
+		{"args key twice", "s1", "c1", `{"msg":"a","msg":"b"}`, `the key "msg" is named twice in the top-level object`},
+		{"args not UTF-8", "s1", "c1", "{\"msg\":\"\xfe\"}", "not valid UTF-8 (byte 0xfe at offset 8)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, a, "exec", "--session", tc.session, "--tool-call", tc.call, "--tool", "noop.echo", "--args", tc.args)
+			if code != ExitFailure || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %q", code, out, errOut, ExitFailure, tc.want)
+			}
+		})
+	}
+	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
+		t.Fatalf("ls after refused calls: %d %q", code, out)
+	}
+}
+
+// TestSandboxCommandState: `connhost sandbox --state DIR` keeps what the
+// emulators did across a restart, and refuses a state file it cannot read.
+func TestSandboxCommandState(t *testing.T) {
+	state := t.TempDir()
+	start := func() (urls map[string]string, stop func()) {
+		pr, pw := io.Pipe()
+		a := newApp(strings.NewReader(""), pw, io.Discard)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- a.execute(ctx, []string{"sandbox", "--json", "--state", state})
+			pw.Close()
+		}()
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err != nil || json.Unmarshal([]byte(line), &urls) != nil {
+			t.Fatalf("startup line %q: %v", line, err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
+		return urls, func() {
+			cancel()
+			if code := <-done; code != ExitOK {
+				t.Errorf("sandbox exit %d", code)
+			}
+		}
+	}
+	urls, stop := start()
+	req, _ := http.NewRequest(http.MethodPost, urls["payments"]+"/v1/payment_intents",
+		strings.NewReader("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa"))
+	req.Header.Set("Authorization", "Bearer "+sandbox.DefaultAPIKey)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("create payment intent: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	stop()
+
+	urls, stop = start()
+	n, err := sandbox.NewClient(urls["payments"], urls["email"]).CountPaymentIntents(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("payment intents after the restart: %d %v", n, err)
+	}
+	stop()
+
+	writeFile(t, state, sandbox.StripeStateFile, "{")
+	code, _, errOut := runCLI(t, nil, "sandbox", "--state", state)
+	if code != ExitFailure || !strings.Contains(errOut, "corrupt state file") || !strings.Contains(errOut, sandbox.StripeStateFile) {
+		t.Fatalf("corrupt state: exit %d %q", code, errOut)
 	}
 }

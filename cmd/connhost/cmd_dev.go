@@ -29,9 +29,10 @@ type providerSandbox interface {
 
 // startSandbox starts the local provider emulators (Stripe and Mailpit API
 // subsets): payments on listen, email on the next port (or a free one when
-// listen's port is 0).
-func startSandbox(ctx context.Context, listen string, logger *slog.Logger) (providerSandbox, error) {
-	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: listen, Logger: logger})
+// listen's port is 0). With stateDir they keep their state there across
+// restarts; without, in memory.
+func startSandbox(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error) {
+	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: listen, StateDir: stateDir, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +79,11 @@ and resolve calls through its API, and every decision is recorded as
 unverified claim). For real approvals, use connhost serve with approver
 principals (see connhost serve --help).
 
+The sandbox keeps its state in --data/sandbox next to the ledger, saved
+before each answer: kill dev (or let CONNHOST_CRASH_AT kill it), start it
+again, and recovery meets a provider that remembers the payments, refunds,
+idempotency keys and messages it saw.
+
 With --json it prints one startup line {"api": URL, "payments": URL,
 "email": URL} on stdout and logs JSON on stderr.`,
 		Example: `  connhost dev
@@ -96,7 +102,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				return err
 			}
 			if paymentsURL == "" || emailURL == "" {
-				sb, err := a.startSandbox(ctx, "127.0.0.1:0", a.logger())
+				sb, err := a.startSandbox(ctx, "127.0.0.1:0", filepath.Join(a.g.data, "sandbox"), a.logger())
 				if err != nil {
 					return fmt.Errorf("start provider sandbox: %w", err)
 				}
@@ -240,18 +246,23 @@ func (a *app) buildMissing(ctx context.Context, ms []*manifests.Manifest) error 
 }
 
 func (a *app) sandboxCommand() *cobra.Command {
-	var listen string
+	var listen, state string
 	c := &cobra.Command{
-		Use:   "sandbox [--listen ADDR]",
+		Use:   "sandbox [--listen ADDR] [--state DIR]",
 		Short: "Run the local provider emulators (Stripe and Mailpit API subsets)",
 		Long: `sandbox runs the provider emulators that dev uses, on their own, until
 Ctrl-C: a Stripe API subset with Stripe's idempotency semantics and a
-Mailpit API subset. Tests and demos point connectors at them.`,
+Mailpit API subset. Tests and demos point connectors at them.
+
+With --state DIR they load their state from DIR/stripe.json and
+DIR/mailpit.json and save it there before each answer, so a killed sandbox
+restarts with what it had; a state file that cannot be read is an error.
+Without it the state lives in memory.`,
 		Example: `  connhost sandbox --listen 127.0.0.1:8080
-  connhost sandbox --json`,
+  connhost sandbox --json --state ./.connhost/sandbox`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sb, err := a.startSandbox(cmd.Context(), listen, a.logger())
+			sb, err := a.startSandbox(cmd.Context(), listen, state, a.logger())
 			if err != nil {
 				return err
 			}
@@ -266,5 +277,6 @@ Mailpit API subset. Tests and demos point connectors at them.`,
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address of the payments emulator; email listens on the next port (port 0: free ports)")
+	c.Flags().StringVar(&state, "state", "", "directory that keeps the emulators' state across restarts (default: memory only)")
 	return c
 }

@@ -91,8 +91,11 @@ may execute and read.
 While it runs, serve writes server.json (URL and pid) into the data
 directory, so that connhost approve, reject, resolve and cancel find it and
 go through its API. Unknown keys, and connector keys the manifest does not
-declare, are errors reported with file:line. Flags given on the command
-line win over the file.`,
+declare, are errors reported with file:line. Every key a manifest declares
+in capabilities.config and not in config_optional (payments' api_key) must
+have a value: serve, exec and every other command that opens the ledger
+refuse to start without it. Flags given on the command line win over the
+file.`,
 		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) CONNHOST_TOKEN_RITA=$(openssl rand -hex 32) connhost serve --config connhost.toml
   connhost serve --config connhost.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,12 @@ func TestDevServesAPI(t *testing.T) {
 	pr, pw := io.Pipe()
 	a := newApp(strings.NewReader(""), pw, io.Discard)
 	sb := &fakeSandbox{}
-	a.startSandbox = func(ctx context.Context, listen string, _ *slog.Logger) (providerSandbox, error) { return sb, nil }
+	a.startSandbox = func(ctx context.Context, listen, stateDir string, _ *slog.Logger) (providerSandbox, error) {
+		if stateDir != filepath.Join(dirs.data, "sandbox") {
+			t.Errorf("sandbox state in %q, want under the data directory", stateDir)
+		}
+		return sb, nil
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)

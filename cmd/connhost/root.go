@@ -76,7 +76,7 @@ type app struct {
 	// modules of --modules.
 	open func(ctx context.Context, o openOptions) (*host.Executor, error)
 	// startSandbox starts the provider emulators for dev and sandbox.
-	startSandbox func(ctx context.Context, listen string, logger *slog.Logger) (providerSandbox, error)
+	startSandbox func(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error)
 	// isTerminal reports whether w is a terminal (progress output).
 	isTerminal func(w io.Writer) bool
 }
@@ -302,7 +302,10 @@ type openOptions struct {
 }
 
 // openExecutor opens the executor on --data with every manifest in
-// --manifests and the modules in --modules. Opening runs recovery.
+// --manifests and the modules in --modules. Opening runs recovery, which
+// may call connectors, so every command that opens it needs the config
+// the manifests require: without it, it refuses to start and says how to
+// give it.
 func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, error) {
 	ms, err := a.loadManifests()
 	if err != nil {
@@ -333,7 +336,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
 	}
-	return host.Open(ctx, host.Options{
+	ex, err := host.Open(ctx, host.Options{
 		DataDir:          a.g.data,
 		Manifests:        ms,
 		ModuleDir:        a.g.modules,
@@ -343,6 +346,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Observer:         o.observer,
 		RecoveryProgress: o.progress,
 	})
+	return ex, explainMissingConfig(err, a.g.config)
 }
 
 // withExecutor opens the executor, runs f and closes it.

@@ -293,7 +293,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error, res host.R
 
 // decode reads a JSON request body into v: the body must be
 // application/json, at most MaxBodyBytes, one JSON value with no unknown
-// fields and nothing after it. An empty body is allowed only when
+// fields and nothing after it, that decodes one way only (see checkBody). An empty body is allowed only when
 // allowEmpty is set (v is then left untouched). It writes the problem and
 // returns false on failure: the executor is never called with such a body.
 func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
@@ -320,6 +320,10 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty b
 	}
 	if !isJSON {
 		writeProblem(w, NewProblem(CodeUnsupportedMediaType, "Content-Type must be application/json"))
+		return false
+	}
+	if err := checkBody(body, v); err != nil {
+		writeProblem(w, NewProblem(CodeBadRequest, "request body: "+err.Error()))
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -468,6 +469,46 @@ func TestMetrics(t *testing.T) {
 		MetricPoolSize + `{connector="noop"}`,
 		MetricPoolInstances + `{connector="noop",state="idle"}`,
 		MetricPoolCreated + `{connector="noop"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestMetricsGuestLogDropped: message bytes a connector logs beyond its
+// limits.log_kib are counted per connector.
+func TestMetricsGuestLogDropped(t *testing.T) {
+	m, err := manifests.Parse("chatty.toml", []byte(`
+[connector]
+name = "chatty"
+version = "0.1.0"
+abi = 1
+module = "httpprobe.wasm"
+
+[limits]
+log_kib = 1
+log_records = 1
+
+[[operation]]
+name = "log"
+description = "Log the message given as msg."
+effect = "read"
+input_schema = '{"type": "object"}'
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newTestExecutor(t, m)
+	c := client{t: t, base: env.serve(t, Options{}).URL}
+	for i := range 2 {
+		args := mustJSON(map[string]string{"msg": strings.Repeat("x", 3000)})
+		c.post("/v1/executions", execReq("s1", fmt.Sprint("c", i), "chatty.log", args)).result(t)
+	}
+	body := string(c.get("/metrics").body)
+	for _, want := range []string{
+		MetricLogDropped + `{connector="chatty"} 0`,
+		MetricLogDroppedBytes + `{connector="chatty"} 3952`, // 2 × (3000 - 1024)
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

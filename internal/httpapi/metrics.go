@@ -18,6 +18,8 @@ const (
 	MetricPoolInstances   = "connhost_connector_instances"
 	MetricPoolCreated     = "connhost_connector_instances_created_total"
 	MetricPoolDiscarded   = "connhost_connector_instances_discarded_total"
+	MetricLogDropped      = "connhost_guest_log_dropped_records_total"
+	MetricLogDroppedBytes = "connhost_guest_log_dropped_bytes_total"
 	metricsNamespaceLabel = "connector"
 )
 
@@ -25,6 +27,8 @@ type observer struct {
 	transitions *prometheus.CounterVec
 	calls       *prometheus.HistogramVec
 	writes      prometheus.Histogram
+	logDropped  *prometheus.CounterVec
+	logBytes    *prometheus.CounterVec
 }
 
 // NewObserver returns a host.Observer that exports the executor's
@@ -35,7 +39,11 @@ type observer struct {
 //   - connhost_connector_call_duration_seconds{connector,operation,export,result}:
 //     connector call latency, result "ok" or "error";
 //   - connhost_ledger_write_duration_seconds: synced ledger transition
-//     latency.
+//     latency;
+//   - connhost_guest_log_dropped_records_total{connector} and
+//     connhost_guest_log_dropped_bytes_total{connector}: guest log records
+//     dropped, and message bytes lost (dropped or cut), over a connector's
+//     limits.log_records and limits.log_kib.
 //
 // Pass it as host.Options.Observer and the same reg as Options.Registry.
 // It panics if the metrics are already registered on reg (like
@@ -57,8 +65,16 @@ func NewObserver(reg prometheus.Registerer) host.Observer {
 			Help:    "Latency of synced ledger transitions.",
 			Buckets: prometheus.ExponentialBucketsRange(50e-6, 1, 14),
 		}),
+		logDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricLogDropped,
+			Help: "Guest log records dropped over the connector's limits.log_records or limits.log_kib.",
+		}, []string{metricsNamespaceLabel}),
+		logBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricLogDroppedBytes,
+			Help: "Guest log message bytes that did not reach the log (dropped or cut records).",
+		}, []string{metricsNamespaceLabel}),
 	}
-	reg.MustRegister(o.transitions, o.calls, o.writes)
+	reg.MustRegister(o.transitions, o.calls, o.writes, o.logDropped, o.logBytes)
 	return o
 }
 
@@ -74,6 +90,11 @@ func (o *observer) LedgerWrite(d time.Duration) { o.writes.Observe(d.Seconds()) 
 
 func (o *observer) Transition(to ledger.State, decision string) {
 	o.transitions.WithLabelValues(string(to), decision).Inc()
+}
+
+func (o *observer) GuestLogDropped(connector string, records, bytes int64) {
+	o.logDropped.WithLabelValues(connector).Add(float64(records))
+	o.logBytes.WithLabelValues(connector).Add(float64(bytes))
 }
 
 // poolCollector reports the instance pools of the executor's connectors at

@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -46,6 +48,13 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives request and fault logs. The default value discards.
 	Logger *slog.Logger
+	// StateDir, when set, keeps the emulators' state in StateDir/stripe.json
+	// and StateDir/mailpit.json: loaded at Start, saved after every change
+	// before it is answered, so the emulators can be killed and restarted
+	// without forgetting what they did (see stripe.Server.Persist). The
+	// directory is created if missing. The default value is "": state in
+	// memory only.
+	StateDir string
 }
 
 // EnsureDefaults fills in the zero fields with their documented defaults.
@@ -91,6 +100,12 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The files of Options.StateDir.
+const (
+	StripeStateFile  = "stripe.json"
+	MailpitStateFile = "mailpit.json"
+)
+
 // URLs are the base URLs of the emulators, as printed by
 // `connhost sandbox --json`.
 type URLs struct {
@@ -122,6 +137,17 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		payments: stripe.New(stripe.Options{Now: opts.Now, SearchLag: opts.SearchLag, IdempotencyRetention: opts.IdempotencyRetention, Logger: opts.Logger}),
 		email:    mailpit.New(mailpit.Options{Now: opts.Now, Logger: opts.Logger, IgnoreDuplicateIDs: opts.EmailIgnoreDuplicateIDs}),
 		done:     make(chan struct{}),
+	}
+	if opts.StateDir != "" {
+		if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: state directory: %w", err)
+		}
+		if err := sb.payments.Persist(filepath.Join(opts.StateDir, StripeStateFile)); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		if err := sb.email.Persist(filepath.Join(opts.StateDir, MailpitStateFile)); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
 	}
 	var lc net.ListenConfig
 	pl, err := lc.Listen(ctx, "tcp", opts.Listen)

@@ -13,6 +13,8 @@
 //   - noreconcile: implements execute only, so a manifest that declares
 //     idempotent-retry or reconcile refuses to load.
 //   - badversion: reports ABI version 2.
+//   - logflood: logs, and prints to stdout and stderr, in loops, so the
+//     host's log budget and stream capture can be tested.
 //   - effect: performs a countable effect on a provider the test controls,
 //     so executor tests can inject every fault (internal/testconnectors/effect).
 //   - brokenkey: declares idempotent-retry but sends a fresh key on every

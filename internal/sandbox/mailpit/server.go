@@ -1,4 +1,4 @@
-// Package mailpit is an in-memory emulator of the subset of Mailpit's HTTP
+// Package mailpit is an emulator of the subset of Mailpit's HTTP
 // API v1 (https://mailpit.axllent.org/docs/api-v1/) the email connector
 // uses: send, list, search, get and delete-all. Its behaviour follows
 // Mailpit v1.33.1's source and is checked against a real Mailpit by the
@@ -16,7 +16,8 @@
 //     addresses, subject and body as substrings.
 //
 // A test-only control API under /_sandbox/ injects faults and reports
-// statistics. A Server is safe for concurrent use.
+// statistics. A Server keeps its messages in memory, and with Persist also
+// in a file it reloads after a restart. It is safe for concurrent use.
 package mailpit
 
 import (
@@ -107,6 +108,11 @@ type Server struct {
 	byID     map[string]*message
 	tagNames map[string]string // lower-case → first-seen casing, like Mailpit's tags table
 	stats    Stats
+
+	// statePath is where Persist saves the state ("" keeps it in memory
+	// only); saveMu serialises saves.
+	statePath string
+	saveMu    sync.Mutex
 }
 
 // New returns an emulator configured by opts. It panics if opts.Validate
@@ -173,6 +179,7 @@ func (s *Server) Reset() {
 	s.tagNames = map[string]string{}
 	s.stats = Stats{}
 	s.mu.Unlock()
+	_ = s.save() // logged
 }
 
 // ServeHTTP routes the control API, applies faults and serves the API.
@@ -257,7 +264,11 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "sandbox exec_error fault")
 		return
 	}
-	writeJSON(w, http.StatusOK, SendResponse{ID: s.store(msg, req.Tags, req.Headers)})
+	id := s.store(msg, req.Tags, req.Headers)
+	if !s.saved(w) {
+		return
+	}
+	writeJSON(w, http.StatusOK, SendResponse{ID: id})
 }
 
 func parseAddr(kind, email string) (string, error) {
@@ -707,6 +718,9 @@ func (s *Server) deleteMessages(w http.ResponseWriter, r *http.Request) {
 		s.messages = kept
 	}
 	s.mu.Unlock()
+	if !s.saved(w) {
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = io.WriteString(w, "ok")
 }

@@ -63,11 +63,14 @@ func (s *Server) idempotent(exec execFunc) http.HandlerFunc {
 		}
 		key := r.Header.Get("Idempotency-Key")
 		if key == "" {
-			st, body, _ := exec(r, f)
+			st, body, executed := exec(r, f)
+			if executed && !s.saved(w, r) {
+				return
+			}
 			s.write(w, r, st, body, nil)
 			return
 		}
-		scope := apiKey + "\x00" + key
+		scope := keyScope(apiKey, key)
 		fp := fingerprint(r.Method, r.URL.Path, raw)
 
 		s.mu.Lock()
@@ -120,10 +123,25 @@ func (s *Server) idempotent(exec execFunc) http.HandlerFunc {
 		}
 		s.mu.Unlock()
 		if executed {
+			if !s.saved(w, r) {
+				return
+			}
 			w.Header().Set("Request-Id", e.requestID)
 		}
 		s.write(w, r, st, nil, b)
 	}
+}
+
+// saved saves the state after an endpoint executed and reports whether
+// that worked. If it did not, it answers 500: the change happened in
+// memory but would not survive a restart, so the caller must not take it
+// for done (a retry with the same key replays the saved answer).
+func (s *Server) saved(w http.ResponseWriter, r *http.Request) bool {
+	if err := s.save(); err != nil {
+		s.write(w, r, 500, errBody(&Error{Type: typeAPI, Message: "sandbox: the emulator's state could not be saved: " + err.Error()}), nil)
+		return false
+	}
+	return true
 }
 
 // sweepLocked prunes expired keys at most once a minute of emulator time.

@@ -1,4 +1,4 @@
-// Package stripe is an in-memory emulator of the subset of the Stripe API
+// Package stripe is an emulator of the subset of the Stripe API
 // the payments connector uses: PaymentIntents (create, retrieve, list,
 // search) and refunds (create, retrieve, list), with Stripe's documented
 // idempotency semantics (https://docs.stripe.com/api/idempotent_requests)
@@ -9,8 +9,9 @@
 // /_sandbox/ injects faults, moves the clock and reports statistics; it is
 // never part of what a connector may rely on.
 //
-// A Server keeps its state in memory for its lifetime and is safe for
-// concurrent use.
+// A Server keeps its state in memory for its lifetime, and with Persist
+// also in a file it reloads after a restart. It is safe for concurrent
+// use.
 package stripe
 
 import (
@@ -124,6 +125,11 @@ type Server struct {
 	idem      map[string]*idemEntry
 	lastSweep time.Time
 	stats     Stats
+
+	// statePath is where Persist saves the state ("" keeps it in memory
+	// only); saveMu serialises saves.
+	statePath string
+	saveMu    sync.Mutex
 }
 
 // New returns an emulator configured by opts. It panics if opts.Validate
@@ -172,6 +178,7 @@ func (s *Server) Advance(d time.Duration) {
 	s.mu.Lock()
 	s.offset += d
 	s.mu.Unlock()
+	_ = s.save() // logged; the clock is not an effect anyone waits for
 }
 
 // SetSearchLag changes how long new and existing objects stay invisible to
@@ -219,6 +226,7 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	s.resetLocked()
 	s.mu.Unlock()
+	_ = s.save() // logged
 }
 
 func (s *Server) resetLocked() {

@@ -1,0 +1,94 @@
+// Package statefile saves and loads the provider emulators' state as one
+// JSON file each, so that `connhost dev` (and `connhost sandbox --state`)
+// can be killed and started again against a provider that still knows
+// what it did.
+//
+// Save writes atomically and durably: a temporary file in the same
+// directory, fsync, rename over the old file, fsync of the directory. A
+// crash leaves either the old state or the new one, never a mix. Load is
+// strict: unknown fields, trailing data or a version it does not know are
+// errors that name the file, never a silent reset.
+package statefile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ErrCorrupt marks a state file that exists but cannot be used.
+var ErrCorrupt = errors.New("statefile: corrupt state file")
+
+// Save writes v as indented JSON to path, atomically and durably.
+func Save(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		return fmt.Errorf("statefile: encode %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename there is nothing left to remove
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("statefile: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("statefile: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("statefile: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("statefile: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Load decodes the JSON file at path into v, refusing unknown fields and
+// anything after the value. found is false (and v untouched) when the
+// file does not exist. A file that does not decode is an error wrapping
+// ErrCorrupt.
+func Load(path string, v any) (found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("statefile: %w", err)
+	}
+	if err := Decode(b, v); err != nil {
+		return true, fmt.Errorf("%w %s: %v", ErrCorrupt, path, err)
+	}
+	return true, nil
+}
+
+// Decode is Load's decoding of b into v, for tests and fuzzing.
+func Decode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
