@@ -343,7 +343,7 @@ func loosenedPayments(t *testing.T, dir string) string {
 	}
 	s := string(b)
 	for _, r := range []struct{ old, new string }{
-		{`recovery = "reconcile"`, `recovery = "idempotent-retry"`},
+		{"recovery = \"reconcile\"\nreconcile_settle = \"0s\"", `recovery = "idempotent-retry"`},
 		{`requires_approval = true`, `requires_approval = false`}, // the first: create_payment
 		{`http = ["https://api.stripe.com:443"]`, `http = ["https://api.stripe.com:443", "https://payments.example.com:443"]`},
 	} {

@@ -268,7 +268,10 @@ type OperationReport struct {
 	RequiresApproval bool   `json:"requires_approval"`
 	ApprovalTTL      string `json:"approval_ttl"`
 	MaxAttempts      int    `json:"max_attempts"`
-	PolicyVersion    string `json:"policy_version"`
+	// ReconcileSettle: for recovery "reconcile", how long after an
+	// attempt's deadline reconcile's not_applied becomes evidence.
+	ReconcileSettle string `json:"reconcile_settle,omitempty"`
+	PolicyVersion   string `json:"policy_version"`
 	// Exports is what the module implements for this operation; nil when
 	// the module's description is unknown.
 	Exports *Exports `json:"exports"`
@@ -576,6 +579,9 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 		Effect: string(op.Effect), Recovery: string(op.Recovery),
 		RequiresApproval: op.RequiresApproval, ApprovalTTL: FormatDuration(op.ApprovalTTL),
 		MaxAttempts: op.MaxAttempts, PolicyVersion: op.PolicyVersion(),
+	}
+	if op.Recovery == manifests.PolicyReconcile {
+		or.ReconcileSettle = FormatDuration(op.ReconcileSettle)
 	}
 	if desc != nil {
 		info, ok := desc.Operation(op.Name)

@@ -29,6 +29,8 @@ const (
 	CodeApprovalTTLLowered       Code = "approval-ttl-lowered"
 	CodeAttemptsRaised           Code = "attempts-raised"
 	CodeAttemptsLowered          Code = "attempts-lowered"
+	CodeSettleLowered            Code = "settle-lowered"
+	CodeSettleRaised             Code = "settle-raised"
 	CodePolicyVersionChanged     Code = "policy-version-changed"
 	CodeHostAdded                Code = "host-added"
 	CodeHostRemoved              Code = "host-removed"
@@ -56,6 +58,7 @@ var ChangeCodes = []struct {
 	{CodeApprovalRemoved, SeverityWarning},
 	{CodeApprovalTTLRaised, SeverityWarning},
 	{CodeAttemptsRaised, SeverityWarning},
+	{CodeSettleLowered, SeverityWarning},
 	{CodeHostAdded, SeverityWarning},
 	{CodeSchemaLoosened, SeverityWarning},
 	{CodeModuleDigestChanged, SeverityInfo},
@@ -65,6 +68,7 @@ var ChangeCodes = []struct {
 	{CodeApprovalAdded, SeverityInfo},
 	{CodeApprovalTTLLowered, SeverityInfo},
 	{CodeAttemptsLowered, SeverityInfo},
+	{CodeSettleRaised, SeverityInfo},
 	{CodePolicyVersionChanged, SeverityInfo},
 	{CodeHostRemoved, SeverityInfo},
 	{CodeConfigAdded, SeverityInfo},
@@ -149,6 +153,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	approval-removed             warning   an operation no longer requires approval
 //	approval-ttl-raised          warning   approvals stay valid longer
 //	attempts-raised              warning   an operation may be dispatched more times
+//	settle-lowered               warning   reconcile's not_applied is trusted sooner after an attempt's deadline
 //	host-added                   warning   the connector may reach a new origin
 //	schema-loosened              warning   the input schema became permissive (see permissive-schema)
 //	module-digest-changed        info      the module digest changed together with the version
@@ -158,6 +163,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	approval-added               info      an operation now requires approval
 //	approval-ttl-lowered         info      approvals expire sooner
 //	attempts-lowered             info      fewer dispatches
+//	settle-raised                info      the host waits longer before trusting reconcile's not_applied
 //	policy-version-changed       info      the operation's policy version changed: pending approvals no longer match
 //	host-removed                 info      an origin is no longer reachable
 //	config-added, config-removed info      config keys handed to the module changed
@@ -306,6 +312,16 @@ func (d *differ) operation(o, n *manifests.Operation) {
 			d.add(SeverityWarning, CodeAttemptsRaised, name, "max_attempts", os, ns, "one call may now be dispatched up to %s times instead of %s", ns, os)
 		} else {
 			d.add(SeverityInfo, CodeAttemptsLowered, name, "max_attempts", os, ns, "one call is now dispatched at most %s times instead of %s", ns, os)
+		}
+	}
+	if o.Recovery == manifests.PolicyReconcile && n.Recovery == manifests.PolicyReconcile && o.ReconcileSettle != n.ReconcileSettle {
+		os, ns := FormatDuration(o.ReconcileSettle), FormatDuration(n.ReconcileSettle)
+		if n.ReconcileSettle < o.ReconcileSettle {
+			d.add(SeverityWarning, CodeSettleLowered, name, "reconcile_settle", os, ns,
+				"reconcile's not_applied is now trusted %s after an attempt's deadline instead of %s: a request still in flight may be sent again", ns, os)
+		} else {
+			d.add(SeverityInfo, CodeSettleRaised, name, "reconcile_settle", os, ns,
+				"the host now waits %s after an attempt's deadline before trusting not_applied, instead of %s", ns, os)
 		}
 	}
 	if ov, nv := o.PolicyVersion(), n.PolicyVersion(); ov != nv {

@@ -98,7 +98,11 @@ func WriteText(w io.Writer, r Report) error {
 			if op.RequiresApproval {
 				ttl = op.ApprovalTTL
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", op.Name, op.Effect, orDash(op.Recovery),
+			recovery := orDash(op.Recovery)
+			if op.ReconcileSettle != "" {
+				recovery += " (settle " + op.ReconcileSettle + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", op.Name, op.Effect, recovery,
 				yesNo(op.RequiresApproval), ttl, op.MaxAttempts, op.PolicyVersion, op.Exports)
 		}
 		tw.Flush()
@@ -254,7 +258,7 @@ var reportTmpl = template.Must(template.New("report").Funcs(funcs).Parse(`<!DOCT
 <table class="operations">
 <thead><tr><th>Operation</th><th>Effect</th><th>Recovery</th><th>Approval</th><th>TTL</th><th>Attempts</th><th>Policy version</th><th>Exports</th><th>Description</th></tr></thead>
 <tbody>
-{{range .Operations}}<tr><td><code>{{.Name}}</code></td><td>{{.Effect}}</td><td>{{orDash .Recovery}}</td><td>{{yesNo .RequiresApproval}}</td><td>{{if .RequiresApproval}}{{.ApprovalTTL}}{{else}}-{{end}}</td><td>{{.MaxAttempts}}</td><td><code>{{.PolicyVersion}}</code></td><td>{{.Exports}}</td><td>{{.Description}}</td></tr>
+{{range .Operations}}<tr><td><code>{{.Name}}</code></td><td>{{.Effect}}</td><td>{{orDash .Recovery}}{{if .ReconcileSettle}} (settle {{.ReconcileSettle}}){{end}}</td><td>{{yesNo .RequiresApproval}}</td><td>{{if .RequiresApproval}}{{.ApprovalTTL}}{{else}}-{{end}}</td><td>{{.MaxAttempts}}</td><td><code>{{.PolicyVersion}}</code></td><td>{{.Exports}}</td><td>{{.Description}}</td></tr>
 {{end}}</tbody>
 </table>
 </section>

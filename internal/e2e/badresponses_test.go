@@ -83,12 +83,13 @@ func (cs connectors) pick(tt badResponse) *conn {
 func TestPaymentsBadProviderResponses(t *testing.T) {
 	post := func(r fault.Rule) fault.Rule { r.Method, r.Path = "POST", "/v1/payment_intents"; return r }
 	tests := []badResponse{
-		{name: "HTML error page", rule: post(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeRetryable},
-		{name: "HTML error page after the charge", rule: post(fault.Rule{Kind: fault.HTML, Apply: true}), want: abi.OutcomeRetryable, effects: 1},
-		{name: "truncated JSON", rule: post(fault.Rule{Kind: fault.Truncated}), want: abi.OutcomeRetryable},
-		{name: "truncated JSON after the charge", rule: post(fault.Rule{Kind: fault.Truncated, Apply: true}), want: abi.OutcomeRetryable, effects: 1},
-		{name: "huge body over the host cap", rule: post(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeRetryable},
-		{name: "huge body over the host cap after the charge", rule: post(fault.Rule{Kind: fault.Huge, Size: twoMiB, Apply: true}), want: abi.OutcomeRetryable, effects: 1},
+		// A POST's answer that is damaged leaves the charge open: uncertain.
+		{name: "HTML error page", rule: post(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeUncertain},
+		{name: "HTML error page after the charge", rule: post(fault.Rule{Kind: fault.HTML, Apply: true}), want: abi.OutcomeUncertain, effects: 1},
+		{name: "truncated JSON", rule: post(fault.Rule{Kind: fault.Truncated}), want: abi.OutcomeUncertain},
+		{name: "truncated JSON after the charge", rule: post(fault.Rule{Kind: fault.Truncated, Apply: true}), want: abi.OutcomeUncertain, effects: 1},
+		{name: "huge body over the host cap", rule: post(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeUncertain},
+		{name: "huge body over the host cap after the charge", rule: post(fault.Rule{Kind: fault.Huge, Size: twoMiB, Apply: true}), want: abi.OutcomeUncertain, effects: 1},
 		{name: "slow response past the call deadline", rule: post(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: host.KindTimeout},
 		{name: "slow response after the charge past the call deadline", rule: post(fault.Rule{Kind: fault.Hang, Apply: true}), timeout: slowTimeout, wantErr: host.KindTimeout, effects: 1},
 	}
@@ -148,12 +149,12 @@ func TestEmailBadProviderResponsesEmulatorFault(t *testing.T) {
 	send := func(r fault.Rule) fault.Rule { r.Method, r.Path = "POST", "/api/v1/send"; return r }
 	search := func(r fault.Rule) fault.Rule { r.Method, r.Path = "GET", "/api/v1/search"; return r }
 	tests := []badResponse{
-		{name: "HTML error page", rule: send(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeRetryable},
+		{name: "HTML error page", rule: send(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeUncertain},
 		// send looks again after a lost answer and finds the stored message.
 		{name: "HTML error page after storing", rule: send(fault.Rule{Kind: fault.HTML, Apply: true}), want: abi.OutcomeOK, effects: 1},
 		{name: "truncated JSON after storing", rule: send(fault.Rule{Kind: fault.Truncated, Apply: true}), want: abi.OutcomeOK, effects: 1},
-		{name: "truncated JSON", rule: send(fault.Rule{Kind: fault.Truncated}), want: abi.OutcomeRetryable},
-		{name: "huge body over the host cap", rule: send(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeRetryable},
+		{name: "truncated JSON", rule: send(fault.Rule{Kind: fault.Truncated}), want: abi.OutcomeUncertain},
+		{name: "huge body over the host cap", rule: send(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeUncertain},
 		{name: "huge search body over the host cap in the pre-check", rule: search(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeRetryable},
 		{name: "HTML error page in the pre-check", rule: search(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeRetryable},
 		{name: "slow response past the call deadline", rule: send(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: host.KindTimeout},

@@ -229,10 +229,12 @@ func TestEmailSendErrorClassesEmulatorFault(t *testing.T) {
 		want   abi.OutcomeKind
 		stored int
 	}{
-		{name: "500 before storing is retryable", rule: fault.Rule{Kind: fault.Status, Status: 500, Method: "POST", Path: "/api/v1/send"},
-			want: abi.OutcomeRetryable},
-		{name: "503 before storing is retryable", rule: fault.Rule{Kind: fault.Status, Status: 503, Method: "POST", Path: "/api/v1/send"},
-			want: abi.OutcomeRetryable},
+		// Not stored yet after a 5xx is not "not sent": the request may
+		// still be in flight, so the answer is uncertain.
+		{name: "500 before storing is uncertain", rule: fault.Rule{Kind: fault.Status, Status: 500, Method: "POST", Path: "/api/v1/send"},
+			want: abi.OutcomeUncertain},
+		{name: "503 before storing is uncertain", rule: fault.Rule{Kind: fault.Status, Status: 503, Method: "POST", Path: "/api/v1/send"},
+			want: abi.OutcomeUncertain},
 		{name: "429 is retryable", rule: fault.Rule{Kind: fault.Status, Status: 429, Method: "POST", Path: "/api/v1/send"},
 			want: abi.OutcomeRetryable},
 		{name: "500 after storing is ok via look-up", rule: fault.Rule{Kind: fault.Status, Status: 500, Apply: true, Method: "POST", Path: "/api/v1/send"},
@@ -260,8 +262,8 @@ func TestEmailSendErrorClassesEmulatorFault(t *testing.T) {
 
 // Reads and release_message against a Mailpit (or a proxy in front of it)
 // answering 5xx: reads are retryable; a release whose answer is lost may
-// have relayed, so it is permanent "outcome uncertain" and logged at error
-// level — never retried (recovery manual, one attempt).
+// have relayed, so it is uncertain and logged at error level — never
+// retried (recovery manual, one attempt: an operator decides).
 func TestEmailReadsAndReleaseErrorClassesEmulatorFault(t *testing.T) {
 	c := loadEmail(t, shared.sb.EmailURL())
 	sent := c.executeWithKey(t, "send", newKey("email-reads"), sendArgs)
@@ -280,14 +282,14 @@ func TestEmailReadsAndReleaseErrorClassesEmulatorFault(t *testing.T) {
 		{name: "search_messages 429 is retryable", op: "search_messages", args: `{"query":"subject:anything"}`,
 			rule: fault.Rule{Kind: fault.Status, Status: 429, Method: "GET", Path: "/api/v1/search"},
 			want: abi.OutcomeRetryable, fragments: []string{"HTTP 429"}},
-		{name: "release_message 502 is permanent outcome uncertain", op: "release_message",
+		{name: "release_message 502 is uncertain", op: "release_message",
 			args: fmt.Sprintf(`{"id":%q,"to":"ops@example.com"}`, sent.Receipt),
 			rule: fault.Rule{Kind: fault.Status, Status: 502, Method: "POST", Path: "/api/v1/message/"},
-			want: abi.OutcomePermanent, fragments: []string{"outcome uncertain", "HTTP 502"}},
-		{name: "release_message HTML error page is permanent outcome uncertain", op: "release_message",
+			want: abi.OutcomeUncertain, fragments: []string{"outcome uncertain", "HTTP 502"}},
+		{name: "release_message HTML error page is uncertain", op: "release_message",
 			args: fmt.Sprintf(`{"id":%q,"to":"ops@example.com"}`, sent.Receipt),
 			rule: fault.Rule{Kind: fault.HTML, Method: "POST", Path: "/api/v1/message/"},
-			want: abi.OutcomePermanent, fragments: []string{"outcome uncertain"}},
+			want: abi.OutcomeUncertain, fragments: []string{"outcome uncertain"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

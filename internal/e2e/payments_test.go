@@ -154,15 +154,17 @@ func TestPaymentsCreatePaymentErrorClasses(t *testing.T) {
 		{name: "429 rate limit is retryable", pm: "pm_card_visa", amount: 2000,
 			fault: &fault.Rule{Kind: fault.Status, Status: 429, Method: "POST", Path: "/v1/payment_intents"},
 			want:  abi.OutcomeRetryable, fragment: "HTTP 429", intents: 0},
-		{name: "500 before execution is retryable", pm: "pm_card_visa", amount: 2000,
+		// A 5xx to a POST leaves the result open (Stripe: indeterminate):
+		// uncertain, whether or not the charge happened behind it.
+		{name: "500 before execution is uncertain", pm: "pm_card_visa", amount: 2000,
 			fault: &fault.Rule{Kind: fault.Status, Status: 500, Method: "POST", Path: "/v1/payment_intents"},
-			want:  abi.OutcomeRetryable, fragment: "HTTP 500", intents: 0},
-		{name: "503 is retryable", pm: "pm_card_visa", amount: 2000,
+			want:  abi.OutcomeUncertain, fragment: "HTTP 500", intents: 0},
+		{name: "503 is uncertain", pm: "pm_card_visa", amount: 2000,
 			fault: &fault.Rule{Kind: fault.Status, Status: 503, Method: "POST", Path: "/v1/payment_intents"},
-			want:  abi.OutcomeRetryable, fragment: "HTTP 503", intents: 0},
-		{name: "500 after the charge is retryable", pm: "pm_card_visa", amount: 2000,
+			want:  abi.OutcomeUncertain, fragment: "HTTP 503", intents: 0},
+		{name: "500 after the charge is uncertain", pm: "pm_card_visa", amount: 2000,
 			fault: &fault.Rule{Kind: fault.Status, Status: 500, Apply: true, Method: "POST", Path: "/v1/payment_intents"},
-			want:  abi.OutcomeRetryable, fragment: "HTTP 500", intents: 1},
+			want:  abi.OutcomeUncertain, fragment: "HTTP 500", intents: 1},
 	}
 	c := loadPayments(t, shared.sb.PaymentsURL())
 	for _, tt := range tests {
@@ -178,20 +180,24 @@ func TestPaymentsCreatePaymentErrorClasses(t *testing.T) {
 	}
 }
 
-// A retryable answer is safe to retry with the same key: the retry after a
-// rate limit charges once; the retry after a 500 that hid an applied charge
-// gets the saved charge back instead of charging again.
+// A retryable or uncertain answer is safe to retry with the same key: the
+// retry after a rate limit charges once; the retry after a 500 that hid an
+// applied charge gets the saved charge back instead of charging again.
 func TestPaymentsCreatePaymentRetryAfterRetryableChargesOnce(t *testing.T) {
 	c := loadPayments(t, shared.sb.PaymentsURL())
-	for _, rule := range []fault.Rule{
-		{Kind: fault.Status, Status: 429, Method: "POST", Path: "/v1/payment_intents"},
-		{Kind: fault.Status, Status: 500, Apply: true, Method: "POST", Path: "/v1/payment_intents"},
+	for _, tc := range []struct {
+		rule fault.Rule
+		want abi.OutcomeKind
+	}{
+		{fault.Rule{Kind: fault.Status, Status: 429, Method: "POST", Path: "/v1/payment_intents"}, abi.OutcomeRetryable},
+		{fault.Rule{Kind: fault.Status, Status: 500, Apply: true, Method: "POST", Path: "/v1/payment_intents"}, abi.OutcomeUncertain},
 	} {
+		rule := tc.rule
 		t.Run(fmt.Sprintf("%d apply=%v", rule.Status, rule.Apply), func(t *testing.T) {
 			addPaymentsFault(t, rule)
 			key := newKey("retry")
 			args := paymentArgs(3100, "pm_card_visa")
-			wantOutcome(t, c.executeWithKey(t, "create_payment", key, args), abi.OutcomeRetryable)
+			wantOutcome(t, c.executeWithKey(t, "create_payment", key, args), tc.want)
 			o := c.executeWithKey(t, "create_payment", key, args)
 			wantOutcome(t, o, abi.OutcomeOK)
 			pi := wantIntents(t, key, 1)[0]
@@ -203,8 +209,8 @@ func TestPaymentsCreatePaymentRetryAfterRetryableChargesOnce(t *testing.T) {
 }
 
 // A duplicate while the first request with the key is still executing gets
-// 409 idempotency_key_in_use: retryable, and nothing happens twice.
-func TestPaymentsInFlightDuplicateIsRetryable(t *testing.T) {
+// 409 idempotency_key_in_use: in progress, and nothing happens twice.
+func TestPaymentsInFlightDuplicateIsInProgress(t *testing.T) {
 	c := loadPayments(t, shared.sb.PaymentsURL())
 	tests := []struct {
 		op, path string
@@ -251,7 +257,7 @@ func TestPaymentsInFlightDuplicateIsRetryable(t *testing.T) {
 			dup := c.executeWithKey(t, tt.op, key, args)
 			shared.sb.Payments().Faults().Release()
 			wg.Wait()
-			wantOutcome(t, dup, abi.OutcomeRetryable, "HTTP 409", "idempotency_key_in_use")
+			wantOutcome(t, dup, abi.OutcomeInProgress, "HTTP 409", "idempotency_key_in_use")
 			if firstErr != nil {
 				t.Fatal(firstErr)
 			}
@@ -385,10 +391,10 @@ func TestPaymentsRefundPayment(t *testing.T) {
 			args:  func(pi string) string { return fmt.Sprintf(`{"payment_intent":%q}`, pi) },
 			fault: &fault.Rule{Kind: fault.Status, Status: 429, Method: "POST", Path: "/v1/refunds"},
 			want:  abi.OutcomeRetryable, fragment: "HTTP 429"},
-		{name: "502 is retryable",
+		{name: "502 is uncertain",
 			args:  func(pi string) string { return fmt.Sprintf(`{"payment_intent":%q}`, pi) },
 			fault: &fault.Rule{Kind: fault.Status, Status: 502, Method: "POST", Path: "/v1/refunds"},
-			want:  abi.OutcomeRetryable, fragment: "HTTP 502"},
+			want:  abi.OutcomeUncertain, fragment: "HTTP 502"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

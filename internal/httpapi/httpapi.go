@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/strictjson"
 )
 
 // OpenAPI is the OpenAPI 3.1 document of the API, served at
@@ -323,7 +324,15 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty b
 		return false
 	}
 	if err := checkBody(body, v); err != nil {
-		writeProblem(w, NewProblem(CodeBadRequest, "request body: "+err.Error()))
+		// A key twice inside the model's arguments is a problem of the
+		// arguments, answered as the executor answers it through the Go
+		// API; everywhere else the envelope itself is ambiguous.
+		code := CodeBadRequest
+		var dk *strictjson.DuplicateKeyError
+		if errors.As(err, &dk) && (dk.Pointer() == "/arguments" || strings.HasPrefix(dk.Pointer(), "/arguments/")) {
+			code = CodeInvalidArguments
+		}
+		writeProblem(w, NewProblem(code, "request body: "+err.Error()))
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -34,8 +34,6 @@ func TestExecuteRefusesAmbiguousEnvelope(t *testing.T) {
 			`request body: the key "tool_call_id" is named twice in the top-level object`},
 		{"session_id twice", `{"session_id":"s1","tool_call_id":"a","tool":"noop.echo","arguments":{},"session_id":"s2"}`,
 			`the key "session_id" is named twice`},
-		{"key twice in arguments", `{"session_id":"s1","tool_call_id":"a","tool":"noop.echo","arguments":{"msg":{"to":"x","to":"y"}}}`,
-			`the key "to" is named twice in the object at /arguments/msg`},
 		{"field in another case", `{"session_id":"s1","tool_call_id":"a","TOOL_CALL_ID":"b","tool":"noop.echo","arguments":{}}`,
 			`unknown field "TOOL_CALL_ID" (field names are case-sensitive: "tool_call_id")`},
 		{"control character", `{"session_id":"s1","tool_call_id":"call\u0000","tool":"noop.echo","arguments":{}}`,
@@ -50,6 +48,12 @@ func TestExecuteRefusesAmbiguousEnvelope(t *testing.T) {
 			}
 		})
 	}
+	// A key twice in the model's arguments is a problem of the arguments.
+	p := c.post("/v1/executions", `{"session_id":"s1","tool_call_id":"a","tool":"noop.echo","arguments":{"msg":{"to":"x","to":"y"}}}`).
+		problem(t, CodeInvalidArguments)
+	if !strings.Contains(p.Detail, `the key "to" is named twice in the object at /arguments/msg`) {
+		t.Fatalf("detail %q", p.Detail)
+	}
 	recs, err := env.ex.Ledger().List(context.Background(), ledger.Filter{Limit: 10})
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("refused bodies recorded %d executions (%v)", len(recs), err)
@@ -57,7 +61,7 @@ func TestExecuteRefusesAmbiguousEnvelope(t *testing.T) {
 	// Other bodies are held to the same rule (dev's anonymous principal may
 	// approve).
 	dev := client{t: t, base: env.serve(t, Options{Anonymous: &DevLoopback}).URL}
-	p := dev.post("/v1/approvals/ap_x/approve", `{"digest":"a","digest":"b"}`).problem(t, CodeBadRequest)
+	p = dev.post("/v1/approvals/ap_x/approve", `{"digest":"a","digest":"b"}`).problem(t, CodeBadRequest)
 	if !strings.Contains(p.Detail, `"digest" is named twice`) {
 		t.Fatalf("approve with two digests: %q", p.Detail)
 	}

@@ -208,8 +208,11 @@ func send(c *guest.Call, args []byte) abi.Outcome {
 			f = failure{sent: true, msg: "mailpit ignored the message as a duplicate Message-ID"}
 		}
 	}
-	if !f.sent {
+	switch {
+	case !f.sent:
 		return guest.Permanent("send: %s", f.msg)
+	case f.refused:
+		return guest.Retryable("send: %s", f.msg)
 	}
 	// The request may have been stored: look before saying anything.
 	landed, lf := m.findByMessageID(id)

@@ -136,8 +136,13 @@ func (m *client) do(method, path string, query url.Values, body any) abi.HTTPRes
 // oversized answer. Requests the host never sent (denied, malformed) and
 // Mailpit's own 4xx validation answers did not act.
 type failure struct {
+	// sent: the request may have reached Mailpit and been acted on, or
+	// was refused for now (refused): worth another attempt either way.
 	sent bool
-	msg  string
+	// refused: Mailpit (or a proxy) answered 429 or 408, so nothing was
+	// stored by this request.
+	refused bool
+	msg     string
 }
 
 // check classifies resp; ok means a 2xx the caller should decode.
@@ -158,7 +163,8 @@ func check(resp abi.HTTPResponse) (failure, bool) {
 		return failure{}, true
 	}
 	f := failure{sent: resp.Status >= 500 || resp.Status == 429 || resp.Status == 408,
-		msg: fmt.Sprintf("mailpit: HTTP %d: %s", resp.Status, errorText(resp.Body))}
+		refused: resp.Status == 429 || resp.Status == 408,
+		msg:     fmt.Sprintf("mailpit: HTTP %d: %s", resp.Status, errorText(resp.Body))}
 	return f, false
 }
 
