@@ -35,6 +35,7 @@ var (
 	killsFlag    = flag.Int("soak.kills", 20, "how many times the soak SIGKILLs the host during the storm (at most)")
 	callsFlag    = flag.Int("soak.calls", 3000, "how many calls the soak issues (at most)")
 	latencyFlag  = flag.Duration("soak.latency", 150*time.Millisecond, "mean latency the providers add after applying an effect (0: none)")
+	holdFlag     = flag.Duration("soak.hold", 8*time.Second, "how long a provider keeps the request of a call whose host is killed in flight (0: no in-flight kills)")
 )
 
 const (
@@ -105,6 +106,7 @@ type soak struct {
 
 	issued, transport, approvals, refusals atomic.Int64
 	kills, restarts, dupResults            atomic.Int64
+	inFlightKills                          atomic.Int64 // kills while a provider held a call
 	forgotten                              atomic.Int64 // answers the ledger lost
 	perTool                                sync.Map     // tool → *atomic.Int64
 
@@ -218,6 +220,14 @@ func TestKillStorm(t *testing.T) {
 		kerr = s.killer(stormCtx, rand.New(rand.NewPCG(seed, 0x6b696c6c)))
 	}()
 	<-killerDone
+	// The storm is over: no more faults, and requests still held land now,
+	// so the workers can finish their calls.
+	if err := s.prov.ClearFaults(ctx); err != nil {
+		s.errorf("clear faults: %v", err)
+	}
+	if err := s.prov.ReleaseHeld(ctx); err != nil {
+		s.errorf("release held requests: %v", err)
+	}
 	if kerr != nil {
 		cancel()
 		wg.Wait()
@@ -324,8 +334,8 @@ func TestKillStorm(t *testing.T) {
 	if sbProc.exited() {
 		s.errorf("connhost sandbox exited during the soak; log tail:\n%s", tail(sbProc.logPath, 2000))
 	}
-	t.Logf("seed %d: calls issued %d (%s); kills survived %d (storm %d + final 1), restarts %d; approvals %d, transport errors %d, fenced refusals %d (deferred calls %d)",
-		seed, s.issued.Load(), strings.Join(perTool, ", "), s.kills.Load(), stormKills, s.restarts.Load(), s.approvals.Load(), s.transport.Load(), s.refusals.Load(), deferred)
+	t.Logf("seed %d: calls issued %d (%s); kills survived %d (storm %d, of them %d while a provider held a call, + final 1), restarts %d; approvals %d, transport errors %d, fenced refusals %d (deferred calls %d)",
+		seed, s.issued.Load(), strings.Join(perTool, ", "), s.kills.Load(), stormKills, s.inFlightKills.Load(), s.restarts.Load(), s.approvals.Load(), s.transport.Load(), s.refusals.Load(), deferred)
 	t.Logf("seed %d: decisions not taken by the executor's normal path %v; recovery_required seen %d, operator resolutions %v; final states %v",
 		seed, decisions, rrSeen, resolutions, states)
 	t.Logf("seed %d: duplicates %d (provider) + %d (results), lost %d; wall time %s (setup %s, storm %s)",
@@ -441,6 +451,13 @@ func (s *soak) killer(ctx context.Context, rng *rand.Rand) error {
 			return nil
 		case <-tm.C:
 		}
+		// About one kill in three lands while a provider holds a call's
+		// request, received and not yet processed, and the request stays
+		// held for longer than the host's whole retry budget before it
+		// lands: a runtime must never be told "failed" for it.
+		if *holdFlag > 0 && rng.IntN(3) == 0 {
+			s.holdInFlight(ctx, rng)
+		}
 		if s.host.kill() {
 			return fmt.Errorf("connhost dev exited on its own; log tail:\n%s", s.host.logTail())
 		}
@@ -451,6 +468,42 @@ func (s *soak) killer(ctx context.Context, rng *rand.Rand) error {
 		s.restarts.Add(1)
 	}
 	return nil
+}
+
+// holdInFlight makes one effectful provider endpoint hold its next request
+// and waits (briefly) until one is held; the request is released, and
+// takes effect, holdFlag later.
+func (s *soak) holdInFlight(ctx context.Context, rng *rand.Rand) {
+	eps := []struct {
+		payments bool
+		path     string
+	}{{true, "/v1/payment_intents"}, {true, "/v1/refunds"}, {false, "/api/v1/send"}, {false, "/api/v1/message/"}}
+	ep := eps[rng.IntN(len(eps))]
+	rule := fault.Rule{Kind: fault.Hold, Method: "POST", Path: ep.path}
+	add := s.prov.AddEmailFault
+	if ep.payments {
+		add = s.prov.AddPaymentsFault
+	}
+	// Rules are tried in order: the hold goes before the latency rules,
+	// which match every request.
+	if err := s.prov.ClearFaults(ctx); err != nil {
+		s.errorf("clear faults: %v", err)
+		return
+	}
+	if err := add(ctx, rule); err != nil {
+		s.errorf("arm a hold on %s: %v", ep.path, err)
+		return
+	}
+	s.addLatency(ctx, rng)
+	time.AfterFunc(*holdFlag, func() { _ = s.prov.ReleaseHeld(context.WithoutCancel(ctx)) })
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if n, err := s.prov.Held(ctx); err == nil && n > 0 {
+			s.inFlightKills.Add(1)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // worker issues new calls, like one agent runtime, until the storm ends,
