@@ -155,6 +155,7 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 		Config:   cfgPath,
 		Effects:  prov.Effects,
 		Exists:   prov.Exists,
+		Hold:     prov,
 		WorkDir:  work,
 		Args: func(ctx context.Context, op string) (json.RawMessage, error) {
 			if given != nil && (operation == "" || op == operation) {

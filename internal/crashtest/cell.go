@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,7 +107,12 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	row.Reached = true
 	var inFlight []string // what the call answered while the provider held it
 	if c.spec.point == PointInFlight {
-		if inFlight, err = c.killWhileHeld(ctx, call, before); err != nil {
+		if inFlight, err = c.killWhileHeld(ctx, call, before); errors.Is(err, errNotHeld) {
+			// The provider cannot hold this request (an emulator without
+			// the endpoint's hold point): n/a, still judged for
+			// duplicates and lost calls.
+			row.Reached, inFlight = false, nil
+		} else if err != nil {
 			return row, err
 		}
 	} else {
@@ -166,7 +172,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		}
 	}
 	problems := c.judge(ctx, &row, res, again.result, h)
-	if c.spec.point == PointInFlight {
+	if c.spec.point == PointInFlight && row.Reached {
 		problems = append(problems, judgeInFlight(row, inFlight)...)
 	}
 	row.Pass = len(problems) == 0
@@ -221,7 +227,9 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 			return nil, fmt.Errorf("approve before the hold: exit %d: %v %s", p.code, err, clip(string(p.stderr)))
 		}
 	}
-	if err := c.o.Hold.Arm(ctx, c.spec.op.Name); err != nil {
+	if err := c.o.Hold.Arm(ctx, c.spec.op.Name); errors.Is(err, ErrCannotHold) {
+		return nil, fmt.Errorf("%w: %w", errNotHeld, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("arm the provider's hold: %w", err)
 	}
 	p, err := c.connhostKilledWhen(ctx, func(ctx context.Context) error { return c.o.Hold.WaitHeld(ctx) }, call...)
@@ -229,7 +237,7 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 		return nil, err
 	}
 	if !p.killed {
-		return nil, fmt.Errorf("the held call finished before it could be killed (exit %d): %s", p.code, clip(string(p.stdout)))
+		return nil, fmt.Errorf("%w (the call finished, exit %d)", errNotHeld, p.code)
 	}
 	// Past the whole retry budget: every attempt the host makes meets the
 	// held request (in progress), or a reconcile that must wait for it.
@@ -271,6 +279,9 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 	}
 	return seen, nil
 }
+
+// errNotHeld: the provider never held the call's request.
+var errNotHeld = errors.New("the provider did not hold the request")
 
 // judgeInFlight checks the in-flight row: while the provider held the
 // request nothing may claim the call failed or show an effect, and after

@@ -92,11 +92,15 @@ type Options struct {
 // is killed from outside while its request is held.
 const PointInFlight = "in_flight"
 
+// ErrCannotHold is what Holder.Arm returns for an operation whose request
+// the provider cannot hold; the in-flight row is then n/a.
+var ErrCannotHold = errors.New("crashtest: the provider cannot hold this operation's request")
+
 // Holder makes a provider hold a request it has received, as a provider
 // still processing it does.
 type Holder interface {
 	// Arm holds the next request of the operation, received but not yet
-	// applied.
+	// applied, or returns ErrCannotHold.
 	Arm(ctx context.Context, operation string) error
 	// WaitHeld returns once a request is held.
 	WaitHeld(ctx context.Context) error

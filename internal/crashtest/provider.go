@@ -49,7 +49,7 @@ var holdPaths = map[string]struct {
 func (p *Provider) Arm(ctx context.Context, operation string) error {
 	hp, ok := holdPaths[operation]
 	if !ok {
-		return fmt.Errorf("crashtest: no provider request to hold for operation %q", operation)
+		return fmt.Errorf("%w: no provider request to hold for operation %q", ErrCannotHold, operation)
 	}
 	rule := fault.Rule{Kind: fault.Hold, Method: "POST", Path: hp.path}
 	if hp.email {
