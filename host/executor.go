@@ -28,6 +28,11 @@ type Options struct {
 	// Ledger, when set, is used instead of opening the Pebble ledger in
 	// DataDir/ledger. The executor does not close a ledger it was given.
 	Ledger ledger.Ledger
+	// LedgerCreate says when Open may create a new, empty ledger in
+	// DataDir/ledger (its mark is DataDir/ledger.mark): see
+	// ledger.CreateMode. A missing or damaged ledger makes Open fail with
+	// a *ledger.DamageError. The default value is ledger.CreateIfNew.
+	LedgerCreate ledger.CreateMode
 	// CacheDir is the compilation cache. The default value is
 	// DataDir/cache.
 	CacheDir string
@@ -210,9 +215,11 @@ type Executor struct {
 	closeOnce  sync.Once
 }
 
-// Open opens (or creates) the ledger, loads every connector, and runs
-// Recover before returning, so no new work is admitted before every
-// uncertain execution has been decided.
+// Open opens (or, on a first run, creates) the ledger, loads every
+// connector, and runs Recover before returning, so no new work is admitted
+// before every uncertain execution has been decided. A ledger that is
+// missing, damaged or behind its mark is refused with a
+// *ledger.DamageError (see ledger.Open) before anything runs.
 func Open(ctx context.Context, opts Options) (*Executor, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -229,7 +236,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
-		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger})
+		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate})
 		if err != nil {
 			return nil, err
 		}

@@ -94,6 +94,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return fmt.Errorf("ledger: bulk load commit: %w", err)
 			}
+			d.writes.Add(1)
 			d.noteFences(fences...)
 			fences = fences[:0]
 			_ = b.Close()
@@ -103,6 +104,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("ledger: bulk load commit: %w", err)
 	}
+	d.writes.Add(1)
 	d.noteFences(fences...)
 	if err := d.db.Flush(); err != nil {
 		return fmt.Errorf("ledger: bulk load flush: %w", err)

@@ -3,7 +3,6 @@ package ledger
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -12,10 +11,12 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // DB is the Pebble implementation of Ledger. It is safe for concurrent use.
@@ -57,6 +58,27 @@ type DB struct {
 	// Close, so Close waits for operations in flight.
 	closeMu sync.RWMutex
 	closed  bool
+
+	// fs is the filesystem of the directory and the mark; dirLock is the
+	// directory's lock, held from before the checks of Open until Close.
+	fs      vfs.FS
+	dirLock *pebble.Lock
+	// created is set when Open created the ledger.
+	created bool
+	// identity is the ledger's identity (m/identity and the mark).
+	identity string
+	// writes counts the committed write batches (Create, Apply, Prune
+	// and BulkLoad batches), continuing from the count stored under m/hwm
+	// at Open. It is only ever incremented, after a successful commit.
+	writes atomic.Uint64
+	// markMu serialises updates of m/hwm and the mark (the background
+	// updater and Close): they are the only writers of m/hwm, so its
+	// stored value only grows. stored is the count last committed under
+	// m/hwm, inMark the count the mark file holds.
+	markMu         sync.Mutex
+	stored, inMark uint64
+	stopMarker     chan struct{}
+	markerDone     chan struct{}
 }
 
 var _ Ledger = (*DB)(nil)
@@ -172,39 +194,6 @@ func pebbleOptions(opts Options) *pebble.Options {
 	return popts
 }
 
-// Open opens (creating if needed) the ledger in opts.Dir. A new directory
-// gets a protocol marker; an existing one must carry the marker of
-// ProtocolVersion, else Open fails with ErrProtocol naming both versions.
-// The caller owns the returned DB and must Close it.
-func Open(ctx context.Context, opts Options) (*DB, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	popts := pebbleOptions(opts)
-	defer popts.Cache.Unref() // the DB holds its own reference
-	pdb, err := pebble.Open(opts.Dir, popts)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: open %s: %w", opts.Dir, err)
-	}
-	d := &DB{opts: opts, db: pdb, wo: pebble.Sync, seed: maphash.MakeSeed()}
-	if opts.noSync {
-		d.wo = pebble.NoSync
-	}
-	if err := d.checkProtocol(); err != nil {
-		_ = pdb.Close()
-		return nil, err
-	}
-	if err := d.loadFences(); err != nil {
-		_ = pdb.Close()
-		return nil, err
-	}
-	return d, nil
-}
-
 // loadFences counts the fence index per session.
 func (d *DB) loadFences() error {
 	d.fences = make(map[string]int)
@@ -234,6 +223,9 @@ func (d *DB) commit(b *pebble.Batch, fc fenceChange) error {
 		d.noteFences(fc)
 	}
 	err := b.Commit(d.wo)
+	if err == nil {
+		d.writes.Add(1)
+	}
 	switch {
 	case err != nil && fc.delta > 0:
 		d.noteFences(fenceChange{fc.session, -fc.delta})
@@ -259,67 +251,6 @@ func (d *DB) noteFences(changes ...fenceChange) {
 			delete(d.fences, c.session)
 		}
 	}
-}
-
-type protocolMarker struct {
-	Protocol int `json:"protocol"`
-}
-
-// checkProtocol writes the marker into an empty database or checks it.
-func (d *DB) checkProtocol() error {
-	v, closer, err := d.db.Get(protocolKey)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		empty, err := d.empty()
-		if err != nil {
-			return err
-		}
-		if !empty {
-			return fmt.Errorf("%w: %s holds data without a protocol marker, this release speaks protocol %d",
-				ErrProtocol, d.opts.Dir, ProtocolVersion)
-		}
-		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
-		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
-			return fmt.Errorf("ledger: write protocol marker: %w", err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("ledger: read protocol marker: %w", err)
-	}
-	defer closer.Close()
-	var m protocolMarker
-	if err := json.Unmarshal(v, &m); err != nil {
-		return fmt.Errorf("%w: %s has an unreadable protocol marker %q, this release speaks protocol %d",
-			ErrProtocol, d.opts.Dir, v, ProtocolVersion)
-	}
-	switch m.Protocol {
-	case ProtocolVersion:
-		return nil
-	case 1, 2:
-		// Protocol 1 stored JSON values and protocol 2 records without
-		// the Uncertain field; this release reads both, and writes values
-		// that a release of either cannot. Raising the marker first makes
-		// such a release refuse the whole directory at Open, instead of
-		// failing on one record after another.
-		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
-		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
-			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
-		}
-		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
-		return nil
-	default:
-		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
-			ErrProtocol, d.opts.Dir, m.Protocol, ProtocolVersion)
-	}
-}
-
-func (d *DB) empty() (bool, error) {
-	it, err := d.db.NewIter(nil)
-	if err != nil {
-		return false, err
-	}
-	defer it.Close()
-	return !it.First(), it.Error()
 }
 
 // enter marks the start of an operation; the caller must call d.exit.
@@ -868,6 +799,7 @@ func (d *DB) Prune(ctx context.Context, olderThan time.Time) (int, error) {
 			_ = b.Close()
 			return pruned, fmt.Errorf("ledger: commit prune: %w", err)
 		}
+		d.writes.Add(1)
 		_ = b.Close()
 		pruned += len(keys)
 	}
@@ -902,18 +834,6 @@ func (d *DB) pruneOne(b *pebble.Batch, termKey []byte, now time.Time) error {
 		return err
 	}
 	return b.Set(recordKey(id), v, nil)
-}
-
-// Close implements Ledger. It waits for operations in flight; afterwards
-// every method returns ErrClosed.
-func (d *DB) Close() error {
-	d.closeMu.Lock()
-	defer d.closeMu.Unlock()
-	if d.closed {
-		return ErrClosed
-	}
-	d.closed = true
-	return d.db.Close()
 }
 
 // DiskUsage returns the bytes the ledger's data directory uses on disk, as

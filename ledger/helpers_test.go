@@ -80,7 +80,12 @@ func checkInvariants(t testing.TB, db *DB) {
 	if _, ok := keys[string(protocolKey)]; !ok {
 		t.Errorf("invariant: no protocol marker")
 	}
-	want := map[string]bool{string(protocolKey): true}
+	for _, k := range [][]byte{identityKey, hwmKey} {
+		if _, ok := keys[string(k)]; !ok {
+			t.Errorf("invariant: no %s", k)
+		}
+	}
+	want := map[string]bool{string(protocolKey): true, string(identityKey): true, string(hwmKey): true}
 	for k, v := range keys {
 		if !bytes.HasPrefix([]byte(k), []byte(prefixRecord)) {
 			continue

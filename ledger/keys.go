@@ -10,6 +10,8 @@ import (
 // each keyspace is one contiguous range that an iterator bounds exactly:
 //
 //	m/protocol                          protocol marker: the ProtocolVersion that wrote the directory
+//	m/identity                          the ledger's random identity (32 hex digits), also in its mark file
+//	m/hwm                               high-water mark: a count of committed writes (u64 BE), see mark.go
 //	r/<id>                              the record (version byte + value, see codec.go), or a tombstone once pruned
 //	e/<id*>/<seq u64 BE>                audit event <seq> of execution <id> (version byte + value)
 //	p/<id>                              pending index: present iff the record is not terminal; its value is the record itself
@@ -36,7 +38,11 @@ const (
 	prefixTerm    = "t/"
 )
 
-var protocolKey = []byte("m/protocol")
+var (
+	protocolKey = []byte("m/protocol")
+	identityKey = []byte("m/identity")
+	hwmKey      = []byte("m/hwm")
+)
 
 // appendEscaped appends s escaped and terminated (see the key layout).
 func appendEscaped(dst []byte, s string) []byte {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -22,6 +24,33 @@ const DefaultMaxRecordBytes = 4 << 20
 // DefaultCacheBytes is the default value of Options.CacheBytes.
 const DefaultCacheBytes = 64 << 20
 
+// DefaultMarkInterval is the default value of Options.MarkInterval.
+const DefaultMarkInterval = time.Second
+
+// MarkSuffix is appended to Options.Dir to name the mark file by default.
+const MarkSuffix = ".mark"
+
+// CreateMode says when Open may create a new, empty ledger (see
+// Options.Create).
+type CreateMode int
+
+const (
+	// CreateIfNew creates a ledger where there has never been one: neither
+	// the directory nor its mark exists (a first run). A ledger that is
+	// missing or damaged is refused with a *DamageError.
+	CreateIfNew CreateMode = iota
+	// CreateNever refuses to create a ledger: where there is none, Open
+	// fails with ErrNoLedger.
+	CreateNever
+	// CreateInit starts a new, empty ledger in place of a missing or
+	// damaged one: the remains (the directory and its mark, whichever
+	// exist) are renamed aside with the suffix ".aside-<UTC time>", never
+	// deleted. Where there is no ledger it creates one, as CreateIfNew
+	// does. A healthy ledger is never replaced: Open refuses it with
+	// ErrInvalid, so that init cannot be left on by mistake.
+	CreateInit
+)
+
 // Options configures Open. The zero value of every field except Dir is
 // replaced by its default in EnsureDefaults.
 //
@@ -29,8 +58,26 @@ const DefaultCacheBytes = 64 << 20
 // and Prune commits with a synced write. Only BulkLoad (setup and
 // benchmarks) writes unsynced, and it flushes before it returns.
 type Options struct {
-	// Dir is the data directory; it is created if missing. It is required.
+	// Dir is the data directory; it is created on a first run (see
+	// Create). It is required.
 	Dir string
+	// MarkPath is the ledger's mark file: a small file outside Dir that
+	// holds the ledger's identity and the number of writes it is known to
+	// have committed, so that Open can tell a ledger that lost data, or
+	// was replaced or deleted, from a new one (see RATIONALE.md). It must
+	// not lie inside Dir.
+	// The default value is Dir + MarkSuffix (a sibling file, "ledger.mark"
+	// beside "ledger").
+	MarkPath string
+	// MarkInterval is how often the mark is brought up to date while the
+	// ledger is written to (never on the commit path; Close writes it
+	// too). Writes committed after the mark's last update are not covered
+	// by its check.
+	// The default value is DefaultMarkInterval (1s).
+	MarkInterval time.Duration
+	// Create says when Open may create a new, empty ledger.
+	// The default value is CreateIfNew.
+	Create CreateMode
 	// Now returns the current time; the ledger stamps UpdatedAt, event
 	// times and the retention index with it. Tests use a fake clock.
 	// The default value is time.Now.
@@ -70,6 +117,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MarkPath == "" && o.Dir != "" {
+		o.MarkPath = filepath.Clean(o.Dir) + MarkSuffix
+	}
+	if o.MarkInterval == 0 {
+		o.MarkInterval = DefaultMarkInterval
+	}
 	return o
 }
 
@@ -86,7 +139,27 @@ func (o *Options) Validate() error {
 	if o.CacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("%w: Options.CacheBytes = %d, must be > 0", ErrInvalid, o.CacheBytes))
 	}
+	if o.MarkInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: Options.MarkInterval = %s, must be > 0", ErrInvalid, o.MarkInterval))
+	}
+	if o.Create < CreateIfNew || o.Create > CreateInit {
+		errs = append(errs, fmt.Errorf("%w: Options.Create = %d is not a CreateMode", ErrInvalid, o.Create))
+	}
+	if o.Dir != "" && o.MarkPath != "" {
+		dir, mark := absPath(o.Dir), absPath(o.MarkPath)
+		if mark == dir || strings.HasPrefix(mark, dir+string(filepath.Separator)) {
+			errs = append(errs, fmt.Errorf("%w: Options.MarkPath %s lies inside Options.Dir %s: the mark must survive the loss of the directory", ErrInvalid, o.MarkPath, o.Dir))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// absPath is path made absolute where possible, else cleaned.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return filepath.Clean(path)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -179,6 +179,8 @@ func TestProblemGolden(t *testing.T) {
 		"intent_mismatch": &host.IntentMismatchError{ExecutionID: "ex_aaaa", ToolCallID: "call_1", RecordedTool: "payments.create_payment", GivenTool: "payments.create_payment",
 			RecordedDigest: strings.Repeat("c", 64), GivenDigest: strings.Repeat("d", 64)},
 		"usage": usagef("exec needs --session"),
+		"ledger_damaged": &ledger.DamageError{Kind: ledger.DamageMissing, Dir: ".connhost/ledger", Mark: ".connhost/ledger.mark",
+			What: "the ledger directory .connhost/ledger is missing, but its mark .connhost/ledger.mark says it held ledger 0123456789abcdef0123456789abcdef with 42 committed writes (mark written 2026-11-29T12:00:00Z)"},
 	}
 	for name, err := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -36,6 +37,9 @@ const (
 	// ExitNotSucceeded: exec's execution ended in another status than
 	// succeeded (failed, awaiting_approval, rejected, pending, …).
 	ExitNotSucceeded = 5
+	// ExitLedgerDamaged: the ledger is missing, damaged, behind its mark
+	// or another ledger's; the command did nothing.
+	ExitLedgerDamaged = 6
 )
 
 const exitCodesHelp = `connhost exits with one of these codes:
@@ -50,10 +54,14 @@ const exitCodesHelp = `connhost exits with one of these codes:
   5  not succeeded: exec's execution ended in another status than succeeded
      (failed, awaiting_approval, pending, rejected, expired, abandoned,
      cancelled); the result is printed as usual
+  6  ledger damaged or missing: the ledger in --data is missing, behind its
+     mark (writes were lost), another ledger's, or its log or records are
+     damaged; nothing was done. Restore it from a backup, or pass --init to
+     start a new, empty ledger (the old one is set aside, not deleted)
 
 With --json, a failure is printed on stdout as an RFC 9457 problem document
-with a stable "code" (the same codes as the HTTP API); without it, as one
-"connhost: ..." line on stderr.`
+with a stable "code" (the codes of the HTTP API, and ledger_damaged for exit
+code 6); without it, as one "connhost: ..." line on stderr.`
 
 // globals are the persistent flags.
 type globals struct {
@@ -62,6 +70,7 @@ type globals struct {
 	modules   string
 	config    string
 	json      bool
+	init      bool
 }
 
 // app is one invocation of the CLI: its streams, flags and the hooks that
@@ -150,8 +159,11 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		err = ee.err
 	default:
 		var fe *host.FencedError
-		if errors.As(err, &fe) {
+		switch {
+		case errors.As(err, &fe):
 			code = ExitRecoveryRequired
+		case errors.Is(err, ledger.ErrCorrupt):
+			code = ExitLedgerDamaged
 		}
 	}
 	if re != nil && errors.As(err, &re) {
@@ -177,12 +189,17 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 	var (
 		res host.Result
 		rp  *remoteProblemError
+		de  *ledger.DamageError
 	)
 	switch {
 	case errors.As(err, &rp):
 		return rp.Problem
 	case usage:
 		return httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())
+	case errors.As(err, &de):
+		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, "ledger: "+de.What+"; "+de.Remedy("pass --init"))
+	case errors.Is(err, ledger.ErrCorrupt):
+		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, err.Error())
 	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
 		errors.Is(err, host.ErrIntentMismatch), errors.Is(err, host.ErrSessionFenced), errors.Is(err, host.ErrNotFound),
 		errors.Is(err, host.ErrApprovalDigest), errors.Is(err, host.ErrApprovalExpired), errors.Is(err, host.ErrNotAwaitingApproval),
@@ -227,8 +244,8 @@ decides what happens to calls whose outcome is unknown: an approved action is
 never silently repeated.
 
 Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
-4 recovery required or session fenced, 5 execution not succeeded
-(see "connhost help exit-codes").`,
+4 recovery required or session fenced, 5 execution not succeeded,
+6 ledger damaged or missing (see "connhost help exit-codes").`,
 		Example: `  connhost build plugins/payments --pin
   connhost dev
   connhost exec --session s1 --tool-call call_1 --tool payments.create_payment --args '{"amount":500,"currency":"usd"}'
@@ -245,6 +262,7 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
 	pf.BoolVar(&a.g.json, "json", false, "print machine-readable JSON")
+	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in --data in place of a missing or damaged one (the remains are set aside, not deleted; refused where the ledger is healthy)")
 
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
@@ -336,8 +354,13 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
 	}
+	create := ledger.CreateIfNew
+	if a.g.init {
+		create = ledger.CreateInit
+	}
 	ex, err := host.Open(ctx, host.Options{
 		DataDir:          a.g.data,
+		LedgerCreate:     create,
 		Manifests:        ms,
 		ModuleDir:        a.g.modules,
 		AllowUnpinned:    o.allowUnpinned,

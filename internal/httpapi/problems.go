@@ -39,6 +39,9 @@ const (
 	CodeMethodNotAllowed       Code = "method_not_allowed"
 	CodeUnavailable            Code = "unavailable"
 	CodeInternal               Code = "internal"
+	// CodeLedgerDamaged is the CLI's (see cliOnly): the ledger is
+	// missing, damaged or behind its mark, so the command did not start.
+	CodeLedgerDamaged Code = "ledger_damaged"
 )
 
 type codeInfo struct {
@@ -70,7 +73,12 @@ var codes = map[Code]codeInfo{
 	CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
 	CodeUnavailable:            {http.StatusServiceUnavailable, "Executor unavailable"},
 	CodeInternal:               {http.StatusInternalServerError, "Internal error"},
+	CodeLedgerDamaged:          {http.StatusInternalServerError, "Ledger damaged or missing"},
 }
+
+// cliOnly holds the codes no HTTP handler emits: the CLI's problems share
+// the table and the document's enum.
+var cliOnly = map[Code]bool{CodeLedgerDamaged: true}
 
 // ProblemTypePrefix prefixes a problem's code to form its type URI.
 const ProblemTypePrefix = "urn:connhost:problem:"

@@ -1,0 +1,473 @@
+package ledger
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io/fs"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Open opens the ledger in opts.Dir, or creates one where there has never
+// been one (see Options.Create). It refuses, with a *DamageError (which
+// matches ErrCorrupt) and without writing anything, a ledger that would
+// otherwise open short or empty:
+//
+//   - the mark exists but the directory is missing or holds no ledger;
+//   - the directory holds another ledger than the one the mark names;
+//   - the directory holds fewer writes than the mark records;
+//   - the newest write-ahead log is damaged before its end;
+//   - the mark is unreadable, or Pebble finds its own files damaged.
+//
+// A ledger without a mark (one written before marks, or whose mark was
+// removed) is adopted as it is: Open writes its mark and logs that it did.
+// A new or adopted directory gets a protocol marker; an existing one must
+// carry the marker of ProtocolVersion, else Open fails with ErrProtocol
+// naming both versions. The caller owns the returned DB and must Close it.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	d, err := open(opts)
+	if opts.Create != CreateInit {
+		return d, err
+	}
+	var de *DamageError
+	switch {
+	case errors.As(err, &de):
+		if err := setAside(opts); err != nil {
+			return nil, err
+		}
+		return open(opts)
+	case err == nil && !d.created:
+		n := d.writes.Load()
+		_ = d.Close()
+		return nil, fmt.Errorf("%w: %s holds a healthy ledger (%s, %d writes): init replaces only a missing or damaged ledger; to discard this one, move %s and %s away first",
+			ErrInvalid, opts.Dir, d.identity, n, opts.Dir, opts.MarkPath)
+	}
+	return d, err
+}
+
+// dirState is what a ledger directory holds before Pebble opens it.
+type dirState int
+
+const (
+	dirMissing dirState = iota
+	dirEmpty            // nothing but, perhaps, Pebble's lock file
+	dirPresent
+)
+
+func (s dirState) String() string {
+	if s == dirMissing {
+		return "is missing"
+	}
+	return "is empty"
+}
+
+// lockFile is the name of Pebble's lock file in its directory.
+const lockFile = "LOCK"
+
+func inspectDir(fsys vfs.FS, dir string) (dirState, error) {
+	names, err := fsys.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return dirMissing, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ledger: list %s: %w", dir, err)
+	}
+	for _, n := range names {
+		if n != lockFile {
+			return dirPresent, nil
+		}
+	}
+	return dirEmpty, nil
+}
+
+// open runs Open's checks and opens the ledger; it never sets anything
+// aside.
+func open(opts Options) (*DB, error) {
+	fsys := opts.fs
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	mk, err := readMark(fsys, opts.MarkPath, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := inspectDir(fsys, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if st != dirPresent {
+		if mk != nil {
+			return nil, missingError(opts, mk, st.String())
+		}
+		if opts.Create == CreateNever {
+			return nil, noLedgerError(opts)
+		}
+	}
+	for _, d := range []string{opts.Dir, fsys.PathDir(opts.MarkPath)} {
+		if err := fsys.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("ledger: create %s: %w", d, err)
+		}
+	}
+	// The lock is held from before the log check until Close, so no other
+	// process writes the log, the directory or the mark in between.
+	lock, err := pebble.LockDirectory(opts.Dir, fsys)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: lock %s (is another process using this ledger?): %w", opts.Dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = lock.Close()
+		}
+	}()
+	if st == dirPresent {
+		dmg, err := checkWAL(fsys, opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		if dmg != nil {
+			return nil, &DamageError{Kind: DamageLog, Dir: opts.Dir, Mark: opts.MarkPath, What: fmt.Sprintf(
+				"the write-ahead log %s of the ledger in %s is damaged at byte %d, and records of the same log follow at byte %d: "+
+					"opening it would silently drop every write after the damage", dmg.Path, opts.Dir, dmg.Offset, dmg.Next)}
+		}
+	}
+	popts := pebbleOptions(opts)
+	defer popts.Cache.Unref() // the DB holds its own reference
+	popts.Lock = lock
+	pdb, err := pebble.Open(opts.Dir, popts)
+	if err != nil {
+		if errors.Is(err, pebble.ErrCorruption) {
+			return nil, &DamageError{Kind: DamageStore, Dir: opts.Dir, Mark: opts.MarkPath,
+				What: fmt.Sprintf("the storage engine found the ledger in %s damaged (%v)", opts.Dir, err), Err: err}
+		}
+		return nil, fmt.Errorf("ledger: open %s: %w", opts.Dir, err)
+	}
+	d := &DB{opts: opts, db: pdb, wo: pebble.Sync, seed: maphash.MakeSeed(), fs: fsys, dirLock: lock}
+	if opts.noSync {
+		d.wo = pebble.NoSync
+	}
+	if err := d.setup(mk); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
+	if err := d.loadFences(); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
+	d.stopMarker, d.markerDone = make(chan struct{}), make(chan struct{})
+	go d.runMarker()
+	ok = true
+	return d, nil
+}
+
+func missingError(opts Options, mk *mark, how string) error {
+	return &DamageError{Kind: DamageMissing, Dir: opts.Dir, Mark: opts.MarkPath, What: fmt.Sprintf(
+		"the ledger directory %s %s, but its mark %s says it held ledger %s with %d committed writes (mark written %s)",
+		opts.Dir, how, opts.MarkPath, mk.Identity, mk.HighWater, mk.UpdatedAt.UTC().Format(time.RFC3339))}
+}
+
+func noLedgerError(opts Options) error {
+	return fmt.Errorf("%w in %s (and no mark %s); open with Options.Create = CreateIfNew to create one", ErrNoLedger, opts.Dir, opts.MarkPath)
+}
+
+// setup checks the opened directory against the mark mk (nil if there is
+// none) and creates or adopts the ledger as Open documents. It refuses
+// before it writes anything.
+func (d *DB) setup(mk *mark) error {
+	empty, err := d.empty()
+	if err != nil {
+		return fmt.Errorf("ledger: read %s: %w", d.opts.Dir, err)
+	}
+	if empty {
+		switch {
+		case mk != nil:
+			return missingError(d.opts, mk, "holds no data")
+		case d.opts.Create == CreateNever:
+			return noLedgerError(d.opts)
+		}
+		return d.create()
+	}
+	id, stored, err := d.readMeta()
+	if err != nil {
+		return err
+	}
+	if mk != nil {
+		switch {
+		case id != mk.Identity:
+			found := "ledger " + id
+			if id == "" {
+				found = "a ledger without an identity"
+			}
+			return &DamageError{Kind: DamageIdentity, Dir: d.opts.Dir, Mark: d.opts.MarkPath, What: fmt.Sprintf(
+				"%s holds %s, but its mark %s belongs to ledger %s (%d committed writes): the directory was replaced by another ledger's",
+				d.opts.Dir, found, d.opts.MarkPath, mk.Identity, mk.HighWater)}
+		case stored < mk.HighWater:
+			return &DamageError{Kind: DamageBehind, Dir: d.opts.Dir, Mark: d.opts.MarkPath, What: fmt.Sprintf(
+				"the ledger in %s is behind its mark %s: the mark records %d committed writes (written %s), the directory holds only %d: "+
+					"at least %d committed writes are missing, e.g. from a truncated or deleted write-ahead log",
+				d.opts.Dir, d.opts.MarkPath, mk.HighWater, mk.UpdatedAt.UTC().Format(time.RFC3339), stored, mk.HighWater-stored)}
+		}
+	}
+	if err := d.checkProtocol(); err != nil {
+		return err
+	}
+	d.identity, d.stored = id, stored
+	d.writes.Store(stored)
+	if mk != nil {
+		d.inMark = mk.HighWater
+		return nil
+	}
+	// No mark: adopt the directory as it is.
+	if id == "" {
+		d.identity = newIdentity()
+		b := d.db.NewBatch()
+		_ = b.Set(identityKey, []byte(d.identity), nil)
+		_ = b.Set(hwmKey, encodeHWM(stored), nil)
+		err := b.Commit(pebble.Sync)
+		_ = b.Close()
+		if err != nil {
+			return fmt.Errorf("ledger: write identity: %w", err)
+		}
+		d.opts.Logger.Info("ledger: adopted a ledger written before marks", "dir", d.opts.Dir, "mark", d.opts.MarkPath, "identity", d.identity)
+	} else {
+		d.opts.Logger.Warn("ledger: the mark was missing; adopted the directory as it is (writes lost since the mark's last update cannot be detected)",
+			"dir", d.opts.Dir, "mark", d.opts.MarkPath, "identity", d.identity, "writes", stored)
+	}
+	return d.writeMark(stored)
+}
+
+// create writes a new ledger's protocol marker, identity and high-water
+// mark into the empty directory (one synced batch), then its mark. A crash
+// between the two leaves a directory without a mark, which the next Open
+// adopts.
+func (d *DB) create() error {
+	d.identity = newIdentity()
+	b := d.db.NewBatch()
+	pm, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
+	_ = b.Set(protocolKey, pm, nil)
+	_ = b.Set(identityKey, []byte(d.identity), nil)
+	_ = b.Set(hwmKey, encodeHWM(0), nil)
+	err := b.Commit(pebble.Sync)
+	_ = b.Close()
+	if err != nil {
+		return fmt.Errorf("ledger: create in %s: %w", d.opts.Dir, err)
+	}
+	d.created = true
+	return d.writeMark(0)
+}
+
+// readMeta reads the identity ("" if none) and the high-water mark (0 if
+// none).
+func (d *DB) readMeta() (string, uint64, error) {
+	var id string
+	v, closer, err := d.db.Get(identityKey)
+	switch {
+	case err == nil:
+		id = string(v)
+		_ = closer.Close()
+		if !validIdentity(id) {
+			return "", 0, fmt.Errorf("%w: %s: identity %q", ErrCorrupt, d.opts.Dir, id)
+		}
+	case !errors.Is(err, pebble.ErrNotFound):
+		return "", 0, fmt.Errorf("ledger: read identity: %w", err)
+	}
+	var hw uint64
+	v, closer, err = d.db.Get(hwmKey)
+	switch {
+	case err == nil:
+		ok := len(v) == 8
+		if ok {
+			hw = binary.BigEndian.Uint64(v)
+		}
+		_ = closer.Close()
+		if !ok {
+			return "", 0, fmt.Errorf("%w: %s: high-water mark of %d bytes", ErrCorrupt, d.opts.Dir, len(v))
+		}
+	case !errors.Is(err, pebble.ErrNotFound):
+		return "", 0, fmt.Errorf("ledger: read high-water mark: %w", err)
+	}
+	return id, hw, nil
+}
+
+func encodeHWM(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// writeMark writes the mark with high-water mark n, which the directory
+// already holds durably. The caller holds markMu or is Open.
+func (d *DB) writeMark(n uint64) error {
+	err := writeMark(d.fs, d.opts.MarkPath, mark{Identity: d.identity, Protocol: ProtocolVersion, HighWater: n, UpdatedAt: d.opts.Now().UTC()})
+	if err == nil {
+		d.inMark = n
+	}
+	return err
+}
+
+// runMarker brings the mark up to date every MarkInterval until Close.
+func (d *DB) runMarker() {
+	defer close(d.markerDone)
+	t := time.NewTicker(d.opts.MarkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stopMarker:
+			return
+		case <-t.C:
+			if err := d.updateMark(); err != nil {
+				d.opts.Logger.Error("ledger: update the mark", "mark", d.opts.MarkPath, "err", err)
+			}
+		}
+	}
+}
+
+// updateMark makes the count of committed writes durable in the directory
+// (m/hwm, a synced write) and then in the mark, if it moved since the last
+// update. Every write counted was committed before the m/hwm write, so it
+// precedes it in the write-ahead log: a log that lost one of them lost the
+// m/hwm write too, and the next Open finds the directory behind the mark.
+func (d *DB) updateMark() error {
+	d.markMu.Lock()
+	defer d.markMu.Unlock()
+	n := d.writes.Load()
+	if n != d.stored {
+		if err := d.db.Set(hwmKey, encodeHWM(n), d.wo); err != nil {
+			return fmt.Errorf("ledger: write high-water mark: %w", err)
+		}
+		d.stored = n
+	}
+	if n == d.inMark {
+		return nil
+	}
+	return d.writeMark(n)
+}
+
+// Close implements Ledger. It waits for operations in flight, brings the
+// mark up to date and flushes the memtables, so that after a clean Close
+// the data is in the checksummed table files and the write-ahead log holds
+// nothing that is needed. Afterwards every method returns ErrClosed.
+func (d *DB) Close() error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	d.closed = true
+	close(d.stopMarker)
+	<-d.markerDone
+	var errs []error
+	d.markMu.Lock()
+	n := d.writes.Load()
+	if n != d.stored {
+		if err := d.db.Set(hwmKey, encodeHWM(n), d.wo); err != nil {
+			errs = append(errs, fmt.Errorf("ledger: write high-water mark: %w", err))
+		} else {
+			d.stored = n
+		}
+	}
+	if err := d.db.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("ledger: flush on close: %w", err))
+	}
+	if d.stored != d.inMark {
+		errs = append(errs, d.writeMark(d.stored))
+	}
+	d.markMu.Unlock()
+	errs = append(errs, d.db.Close(), d.dirLock.Close())
+	return errors.Join(errs...)
+}
+
+// setAside renames the remains of a damaged ledger (its directory, then
+// its mark, whichever exist) to <name>.aside-<UTC time>, so that Open can
+// start a new one in their place. The directory goes first: a crash in
+// between leaves a mark without a directory, which is refused, never a
+// damaged directory without its mark, which would be adopted.
+func setAside(opts Options) error {
+	fsys := opts.fs
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	suffix := ".aside-" + opts.Now().UTC().Format("20060102T150405Z")
+	for _, p := range []string{opts.Dir, opts.MarkPath} {
+		if _, err := fsys.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("ledger: set aside %s: %w", p, err)
+		}
+		to := p + suffix
+		for i := 2; ; i++ {
+			if _, err := fsys.Stat(to); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			to = p + suffix + "-" + strconv.Itoa(i)
+		}
+		if err := fsys.Rename(p, to); err != nil {
+			return fmt.Errorf("ledger: set aside %s: %w", p, err)
+		}
+		if err := syncDir(fsys, fsys.PathDir(p)); err != nil {
+			return fmt.Errorf("ledger: set aside %s: %w", p, err)
+		}
+		opts.Logger.Warn("ledger: set aside the remains of a missing or damaged ledger", "from", p, "to", to)
+	}
+	return nil
+}
+
+type protocolMarker struct {
+	Protocol int `json:"protocol"`
+}
+
+// checkProtocol checks the protocol marker of a directory that holds data.
+func (d *DB) checkProtocol() error {
+	v, closer, err := d.db.Get(protocolKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return fmt.Errorf("%w: %s holds data without a protocol marker, this release speaks protocol %d",
+			ErrProtocol, d.opts.Dir, ProtocolVersion)
+	case err != nil:
+		return fmt.Errorf("ledger: read protocol marker: %w", err)
+	}
+	defer closer.Close()
+	var m protocolMarker
+	if err := json.Unmarshal(v, &m); err != nil {
+		return fmt.Errorf("%w: %s has an unreadable protocol marker %q, this release speaks protocol %d",
+			ErrProtocol, d.opts.Dir, v, ProtocolVersion)
+	}
+	switch m.Protocol {
+	case ProtocolVersion:
+		return nil
+	case 1, 2:
+		// Protocol 1 stored JSON values and protocol 2 records without
+		// the Uncertain field; this release reads both, and writes values
+		// that a release of either cannot. Raising the marker first makes
+		// such a release refuse the whole directory at Open, instead of
+		// failing on one record after another.
+		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
+		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
+			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
+		}
+		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
+		return nil
+	default:
+		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
+			ErrProtocol, d.opts.Dir, m.Protocol, ProtocolVersion)
+	}
+}
+
+func (d *DB) empty() (bool, error) {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	return !it.First(), it.Error()
+}
