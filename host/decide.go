@@ -22,8 +22,8 @@ import (
 //     refuses the rest, see ledger/grammar.go rule 8).
 //   - "in progress" at the provider is a reason to wait, never a failure.
 //   - reconcile's not_applied is evidence only once no earlier attempt can
-//     still land (the operation's settle time after the attempt's
-//     deadline); before that the executor waits and asks again.
+//     still land (the operation's reconcile_settle after the attempt's
+//     dispatch); before that the executor waits and asks again.
 //   - Reads have no effect: an uncertain read is read again or fails; it
 //     never fences its session.
 
@@ -180,7 +180,7 @@ type facts struct {
 	// NextAttemptAt: when a retry_wait record is due.
 	NextAttemptAt time.Time
 	// SettleAt: from when a reconcile answer of not_applied is evidence
-	// (the attempt's deadline plus the operation's settle time).
+	// (the attempt's dispatch plus the operation's reconcile_settle).
 	SettleAt time.Time
 	// HasApproval, ApprovalExpiresAt and ApprovalProblem describe the
 	// approval of a gated call; ApprovalProblem says why an approval cannot

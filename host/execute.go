@@ -366,7 +366,8 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 		Backoff: e.opts.RetryBackoff(rec.Attempt), InFlightBackoff: e.opts.InFlightBackoff(rec.Attempt),
 	}
 	if op != nil {
-		f.SettleAt = rec.Deadline.Add(op.op.ReconcileSettle)
+		// The attempt was dispatched its timeout before its deadline.
+		f.SettleAt = rec.Deadline.Add(op.op.ReconcileSettle - op.m.Limits.Timeout)
 	}
 	if a := rec.Approval; a != nil {
 		f.HasApproval, f.ApprovalExpiresAt = true, a.ExpiresAt

@@ -259,8 +259,8 @@ func TestUncertainAfterDispatchRecord(t *testing.T) {
 		require.Zero(t, h.prov.count())
 		h.reopen()
 		// Straight after the crash, attempt 1 may still be on its way to
-		// the provider: "not applied" is not evidence until its deadline
-		// plus the settle time (2s + 2s here) has passed.
+		// the provider: "not applied" is not evidence until reconcile_settle
+		// (by default twice the 2s timeout) after its dispatch.
 		res := h.exec(c)
 		require.Equal(t, host.StatusPending, res.Status)
 		require.Equal(t, h.clock().Add(4*time.Second), res.NextAttemptAt)
@@ -655,7 +655,7 @@ func TestReconcileAfterTimeoutWaitsForTheAttemptToSettle(t *testing.T) {
 	h := &harness{t: t, dir: t.TempDir(), prov: p, policy: "reconcile", attempts: 3,
 		now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	o := h.options()
-	// Real time: the attempt's deadline (2s) and settle time (2s) must
+	// Real time: reconcile_settle (twice the 2s timeout) must
 	// really pass. Reconcile right after the timeout finds nothing (the
 	// provider applies at 2.5s); that "not applied" is not evidence yet,
 	// so the executor waits until the attempt has settled and asks again.

@@ -141,14 +141,15 @@ type Operation struct {
 	ApprovalTTL time.Duration
 	// MaxAttempts caps dispatches of one execution. The default value is 3.
 	MaxAttempts int
-	// ReconcileSettle is how long after an attempt's deadline its request
-	// may still take effect at the provider (recovery "reconcile" only).
-	// Until then a reconcile answer of not_applied is not taken as
+	// ReconcileSettle is how long after an attempt was dispatched its
+	// request may still take effect at the provider (recovery "reconcile"
+	// only). Until then a reconcile answer of not_applied is not taken as
 	// evidence: the host waits and asks again, because re-dispatching
 	// would race a request still in flight. Declare "0s" where the
 	// re-dispatch itself cannot duplicate an in-flight request (it carries
-	// an idempotency key the provider honours). The default value is
-	// limits.timeout.
+	// an idempotency key the provider honours). The default value is twice
+	// limits.timeout: the attempt's deadline, and as long again for a
+	// provider that goes on after the host stopped waiting.
 	ReconcileSettle time.Duration
 	// InputSchema is the JSON Schema text of the arguments.
 	InputSchema string

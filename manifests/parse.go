@@ -606,7 +606,7 @@ func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath str
 	op.MaxAttempts = p.integer(get("max_attempts"), false, minMaxAttempts, maxMaxAttempts, DefaultMaxAttempts)
 	{
 		f := get("reconcile_settle")
-		op.ReconcileSettle = p.duration(f, 0, maxReconcileSettle, m.Limits.Timeout)
+		op.ReconcileSettle = p.duration(f, 0, maxReconcileSettle, 2*m.Limits.Timeout)
 		if f.set && op.Recovery != PolicyReconcile {
 			p.add(f.line, f.label, "applies only to recovery = %q (this operation declares %q)", PolicyReconcile, op.Recovery)
 		}

@@ -258,6 +258,6 @@ func TestReconcileSettle(t *testing.T) {
 	require.NoError(t, err)
 	dflt, _ := m.Operation("dflt")
 	zero, _ := m.Operation("zero")
-	require.Equal(t, 7*time.Second, dflt.ReconcileSettle, "default: limits.timeout")
+	require.Equal(t, 14*time.Second, dflt.ReconcileSettle, "default: twice limits.timeout")
 	require.Equal(t, time.Duration(0), zero.ReconcileSettle)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/ledger"
 )
 
 func TestUsageErrorsExit2(t *testing.T) {
@@ -242,6 +243,10 @@ func testApp(t *testing.T) *app {
 		a.g.data, a.g.manifests, a.g.modules = d.data, "testdata/manifests", d.modules
 		o.allowUnpinned = true // test manifests pin no digest
 		return a.openExecutor(ctx, o)
+	}
+	a.openLedger = func(ctx context.Context) (ledger.Ledger, error) {
+		a.g.data = d.data
+		return a.openLedgerDirect(ctx)
 	}
 	return a
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -24,9 +25,10 @@ func (a *app) lsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls [--state S] [--session S]",
 		Short: "List executions",
-		Long: `ls lists executions from the ledger in --data, in execution-id order.
-Operators start here: connhost ls --state recovery_required shows the calls
-recovery could not decide.`,
+		Long: `ls lists executions from the ledger in --data, in execution-id order,
+as recorded: it loads no connector and runs no recovery, so it needs no
+connector config. Operators start here: connhost ls --state
+recovery_required shows the calls recovery could not decide.`,
 		Example: `  connhost ls --state recovery_required
   connhost ls --session s1 --json`,
 		Args: cobra.NoArgs,
@@ -40,12 +42,12 @@ recovery could not decide.`,
 				return usagef("%v", err)
 			}
 			var recs []ledger.Record
-			err = a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+			err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
 				var err error
-				recs, err = ex.Ledger().List(cmd.Context(), f)
+				recs, err = led.List(cmd.Context(), f)
 				return err
 			})
-			if err != nil {
+			if err != nil && !errors.Is(err, ledger.ErrNoLedger) {
 				return err
 			}
 			if a.g.json {
@@ -112,11 +114,17 @@ the actor and the evidence it was based on.`,
 				rec ledger.Record
 				evs []ledger.Event
 			)
-			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+			err := a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
 				var err error
-				rec, evs, err = ex.Get(cmd.Context(), args[0])
+				if rec, err = led.Get(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				evs, err = led.Events(cmd.Context(), args[0])
 				return err
 			})
+			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrNoLedger) {
+				return fmt.Errorf("%w: execution %q", host.ErrNotFound, args[0])
+			}
 			if err != nil {
 				return err
 			}

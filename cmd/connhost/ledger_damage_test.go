@@ -111,9 +111,9 @@ func TestDamagedLedgerProcess(t *testing.T) {
 	if n := requests.Load(); n != calls {
 		t.Fatalf("the provider saw %d requests for %d calls", n, calls)
 	}
-	// Another ledger, for the swap.
+	// Another ledger, for the swap (ls creates none without --init).
 	other := filepath.Join(dir, "other")
-	if r := runConnhost(t, bin, append(global(other), "ls")...); r.code != ExitOK {
+	if r := runConnhost(t, bin, append(global(other), "--init", "ls")...); r.code != ExitOK {
 		t.Fatalf("ls on a new data dir: exit %d: %s", r.code, r.stderr)
 	}
 

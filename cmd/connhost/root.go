@@ -84,6 +84,9 @@ type app struct {
 	// host.Open on --data with the manifests of --manifests and the
 	// modules of --modules.
 	open func(ctx context.Context, o openOptions) (*host.Executor, error)
+	// openLedger opens the ledger for the read-only commands (ls,
+	// history). The default opens --data/ledger, never creating one.
+	openLedger func(ctx context.Context) (ledger.Ledger, error)
 	// startSandbox starts the provider emulators for dev and sandbox.
 	startSandbox func(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error)
 	// isTerminal reports whether w is a terminal (progress output).
@@ -93,6 +96,7 @@ type app struct {
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTerminal: isTerminal}
 	a.open = a.openExecutor
+	a.openLedger = a.openLedgerDirect
 	a.startSandbox = startSandbox
 	return a
 }
@@ -370,6 +374,37 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		RecoveryProgress: o.progress,
 	})
 	return ex, explainMissingConfig(err, a.g.config)
+}
+
+// withLedger opens the ledger in --data for reading, runs f and closes it.
+// It loads no connector and runs no recovery, so a listing needs no
+// connector config and shows the ledger as recorded; it never creates a
+// ledger (a mistyped --data must not leave an empty one behind). A missing
+// ledger is ledger.ErrNoLedger.
+func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) error {
+	led, err := a.openLedger(ctx)
+	if err != nil {
+		return lockedError(ctx, a.g.data, err)
+	}
+	err = f(led)
+	if cerr := led.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openLedgerDirect opens the ledger in --data without creating one
+// (unless --init).
+func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
+	create := ledger.CreateNever
+	if a.g.init {
+		create = ledger.CreateInit
+	}
+	return ledger.Open(ctx, ledger.Options{
+		Dir:    filepath.Join(a.g.data, "ledger"),
+		Create: create,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 }
 
 // withExecutor opens the executor, runs f and closes it.

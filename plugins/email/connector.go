@@ -139,7 +139,7 @@ type sendResult struct {
 // network error, 5xx, unreadable body) it looks again: found is OK, not
 // found is Uncertain — the request may still be in flight, so the host
 // reconciles, and takes "not stored" as evidence only once the attempt has
-// settled (the operation's reconcile_settle after its deadline). A request
+// settled (the operation's reconcile_settle after its dispatch). A request
 // that lands even later can still duplicate; running Mailpit with
 // --ignore-duplicate-ids closes that too (the duplicate is dropped by
 // Message-ID).
