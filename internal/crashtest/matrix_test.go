@@ -166,7 +166,9 @@ func startMailpit(t *testing.T, dir string) string {
 	if err := os.WriteFile(relay, fmt.Appendf(nil, "host: 127.0.0.1\nport: %d\n", port), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return testenv.Mailpit(t, "--smtp", fmt.Sprintf("127.0.0.1:%d", port), "--smtp-relay-config", relay)
+	// --max: Mailpit prunes beyond 500 messages by default, and the
+	// matrix stores more than that; a pruned message would hide an effect.
+	return testenv.Mailpit(t, "--smtp", fmt.Sprintf("127.0.0.1:%d", port), "--smtp-relay-config", relay, "--max", "1000000")
 }
 
 // buildConnhost builds ./cmd/connhost into dir.
