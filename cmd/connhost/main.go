@@ -8,13 +8,23 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/connhost/connhost/internal/crash"
 )
 
 func main() {
+	// Crash points are armed by the binary only (CONNHOST_CRASH_AT, for
+	// the crash tests and anyone trying them by hand), never by importing
+	// the executor.
+	if err := crash.ArmFromEnv(); err != nil {
+		fmt.Fprintf(os.Stderr, "connhost: %v\n", err)
+		os.Exit(ExitUsage)
+	}
 	raiseGOMAXPROCS()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

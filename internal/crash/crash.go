@@ -7,7 +7,9 @@
 // connhost process with the variable set, let it die, restart it on the same
 // data directory and check what the provider saw.
 //
-// When the variable is unset, [At] costs one atomic load.
+// Only a program that calls [ArmFromEnv] (the connhost binary does, first
+// thing in main) or [Arm] can be killed; importing the package arms
+// nothing. When no point is armed, [At] costs one atomic load.
 package crash
 
 import (
@@ -46,16 +48,10 @@ var (
 	hits   atomic.Int64
 )
 
-func init() {
-	if err := Arm(os.Getenv(EnvVar)); err != nil {
-		fmt.Fprintf(os.Stderr, "connhost: %v\n", err)
-		os.Exit(2)
-	}
-}
-
 // Arm sets the crash point from a spec "<point>" or "<point>:<n>"; an empty
-// spec disarms. It is called from init with the environment variable and is
-// exported for the process that parses its own flags; it is not safe to call
+// spec disarms. Importing this package arms nothing: the connhost binary
+// calls ArmFromEnv at the start of main, so no other program that imports
+// the executor can be killed by a stray variable. It is not safe to call
 // concurrently with At.
 func Arm(spec string) error {
 	armed.Store(false)
@@ -140,3 +136,7 @@ func Environ(base []string, spec string) []string {
 	}
 	return env
 }
+
+// ArmFromEnv arms the point named by the CONNHOST_CRASH_AT environment
+// variable (see Arm).
+func ArmFromEnv() error { return Arm(os.Getenv(EnvVar)) }
