@@ -30,7 +30,7 @@ func ExampleExecutor_Execute() {
 	ex := env.open(ctx)
 	defer ex.Close(ctx)
 
-	call := host.Call{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
+	call := host.ToolCall{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
 		Arguments: json.RawMessage(`{"n":42,"note":"refund order 1042"}`)}
 	res, err := ex.Execute(ctx, call)
 	if err != nil {
@@ -70,7 +70,7 @@ func ExampleExecutor_Approve() {
 	ex := env.open(ctx)
 	defer ex.Close(ctx)
 
-	call := host.Call{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
+	call := host.ToolCall{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
 		Arguments: json.RawMessage(`{"n":500,"note":"wire transfer"}`)}
 	res, err := ex.Execute(ctx, call)
 	if err != nil {
@@ -119,7 +119,7 @@ func ExampleOpen_recovery() {
 	env := newExampleEnv(ctx, "idempotent-retry", false)
 	defer env.cleanup()
 
-	call := host.Call{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
+	call := host.ToolCall{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
 		Arguments: json.RawMessage(`{"n":7}`)}
 	first := env.open(ctx)
 	stopped := exampleStopAt(crash.AfterPluginReturn, func() { _, _ = first.Execute(ctx, call) })
@@ -168,7 +168,7 @@ func ExampleExecutor_Resolve() {
 	env := newExampleEnv(ctx, "manual", false)
 	defer env.cleanup()
 
-	call := host.Call{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
+	call := host.ToolCall{SessionID: "session-1", ToolCallID: "call-1", Tool: "effect.apply",
 		Arguments: json.RawMessage(`{"n":7}`)}
 	first := env.open(ctx)
 	exampleStopAt(crash.AfterPluginReturn, func() { _, _ = first.Execute(ctx, call) })
@@ -183,7 +183,7 @@ func ExampleExecutor_Resolve() {
 	fmt.Println(res.Status, errors.Is(res.Err(), host.ErrRecoveryRequired))
 	fmt.Println("why:", res.Error)
 
-	next := host.Call{SessionID: "session-1", ToolCallID: "call-2", Tool: "effect.apply",
+	next := host.ToolCall{SessionID: "session-1", ToolCallID: "call-2", Tool: "effect.apply",
 		Arguments: json.RawMessage(`{"n":8}`)}
 	_, err = ex.Execute(ctx, next)
 	var fenced *host.FencedError

@@ -34,7 +34,7 @@ import (
 //
 // Concurrent identical calls dispatch once; the others wait and return the
 // same recorded outcome.
-func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
+func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	select {
 	case <-e.closed:
 		return Result{}, ErrClosed
@@ -167,7 +167,7 @@ func (e *Executor) Execute(ctx context.Context, call Call) (Result, error) {
 // driveRecorded answers a call whose execution is already recorded: the
 // same call is driven from its durable state, another one under the same
 // ids is an *IntentMismatchError.
-func (e *Executor) driveRecorded(ctx context.Context, call Call, op *operation, digest string, rec ledger.Record) (Result, error) {
+func (e *Executor) driveRecorded(ctx context.Context, call ToolCall, op *operation, digest string, rec ledger.Record) (Result, error) {
 	if rec.ArgsDigest != digest || rec.Connector != op.m.Connector.Name || rec.Operation != op.op.Name {
 		return Result{}, &IntentMismatchError{
 			ExecutionID: rec.ID, ToolCallID: call.ToolCallID,
@@ -191,7 +191,7 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 // createFailed handles a Create that found the execution recorded (the
 // common case of a call sent again skips a separate lookup: Create's own
 // existence check answers it) or pruned.
-func (e *Executor) createFailed(ctx context.Context, call Call, op *operation, digest string, existing ledger.Record, err error) (Result, error) {
+func (e *Executor) createFailed(ctx context.Context, call ToolCall, op *operation, digest string, existing ledger.Record, err error) (Result, error) {
 	switch {
 	case errors.Is(err, ledger.ErrExists):
 		return e.driveRecorded(ctx, call, op, digest, existing)

@@ -335,8 +335,8 @@ func (e *Executor) opOf(rec ledger.Record) (*operation, error) {
 	return e.lookup(rec.Connector + "." + rec.Operation)
 }
 
-// Call is one tool call from an agent runtime.
-type Call struct {
+// ToolCall is one tool call from an agent runtime.
+type ToolCall struct {
 	// Namespace scopes sessions (e.g. a tenant). The default value is the
 	// executor's namespace.
 	Namespace  string `json:"namespace,omitempty"`
@@ -380,7 +380,7 @@ type ApprovalInfo struct {
 	Decision      string    `json:"decision"`
 }
 
-// Result is the answer to a Call.
+// Result is the answer to a ToolCall.
 type Result struct {
 	ExecutionID string          `json:"execution_id"`
 	ToolCallID  string          `json:"tool_call_id"`

@@ -330,11 +330,11 @@ func (h *harness) reopen() {
 	h.open()
 }
 
-func call(session, toolCall string, args string) host.Call {
-	return host.Call{SessionID: session, ToolCallID: toolCall, Tool: "effect.apply", Arguments: json.RawMessage(args)}
+func call(session, toolCall string, args string) host.ToolCall {
+	return host.ToolCall{SessionID: session, ToolCallID: toolCall, Tool: "effect.apply", Arguments: json.RawMessage(args)}
 }
 
-func (h *harness) exec(c host.Call) host.Result {
+func (h *harness) exec(c host.ToolCall) host.Result {
 	h.t.Helper()
 	res, err := h.ex.Execute(context.Background(), c)
 	require.NoError(h.t, err)
@@ -348,7 +348,7 @@ type crashed struct{ point string }
 // stops dead at the point (every ledger write before it is synced, nothing
 // after it runs). The real SIGKILL version of this lives in the crash
 // matrix suite.
-func (h *harness) execCrashAt(point string, c host.Call) {
+func (h *harness) execCrashAt(point string, c host.ToolCall) {
 	h.t.Helper()
 	h.crashDuring(point, func() { _, _ = h.ex.Execute(context.Background(), c) })
 }

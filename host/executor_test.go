@@ -463,7 +463,7 @@ func TestConcurrentDistinctCalls(t *testing.T) {
 
 func TestReadOperationIsReExecuted(t *testing.T) {
 	h := newHarness(t, "manual")
-	c := host.Call{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: json.RawMessage(`{}`)}
+	c := host.ToolCall{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: json.RawMessage(`{}`)}
 	h.execCrashAt(crash.AfterPluginReturn, c)
 	h.reopen()
 	res := h.exec(c)
@@ -728,7 +728,7 @@ func TestOperatorResolvesACallThatWasWaitingForARetry(t *testing.T) {
 func TestFenceHoldsApprovedCalls(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, "manual", withApproval())
-	approve := func(c host.Call) {
+	approve := func(c host.ToolCall) {
 		t.Helper()
 		res := h.exec(c)
 		require.Equal(t, host.StatusAwaitingApproval, res.Status)

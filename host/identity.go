@@ -21,7 +21,7 @@ const MaxIdentityBytes = 256
 // wraps ErrBadCall and names the field, the problem and its byte offset;
 // nothing is recorded for a refused call. Empty fields are Execute's to
 // report.
-func validateIdentity(call Call) error {
+func validateIdentity(call ToolCall) error {
 	for _, f := range [...]struct{ name, v string }{
 		{"namespace", call.Namespace},
 		{"session_id", call.SessionID},

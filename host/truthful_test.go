@@ -95,7 +95,7 @@ func TestInFlightAttemptIsNeverReportedFailed(t *testing.T) {
 func TestReadsNeverFence(t *testing.T) {
 	h := newHarness(t, "manual")
 	h.prov.readHang = true
-	read := host.Call{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: []byte(`{}`)}
+	read := host.ToolCall{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: []byte(`{}`)}
 	res := h.exec(read)
 	require.Equal(t, host.StatusFailed, res.Status)
 	require.Equal(t, 3, res.Attempt)
@@ -107,7 +107,7 @@ func TestReadsNeverFence(t *testing.T) {
 	require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "c2", `{"n":1}`)).Status, "the session is not fenced")
 
 	// A read found dispatched after a crash is read again.
-	c := host.Call{SessionID: "s2", ToolCallID: "r2", Tool: "effect.read", Arguments: []byte(`{}`)}
+	c := host.ToolCall{SessionID: "s2", ToolCallID: "r2", Tool: "effect.read", Arguments: []byte(`{}`)}
 	h.execCrashAt(crash.AfterDispatchRecord, c)
 	h.reopen()
 	res = h.exec(c)
@@ -115,7 +115,7 @@ func TestReadsNeverFence(t *testing.T) {
 	require.Equal(t, 2, res.Attempt)
 
 	// A resumed read in a session the ledger never saw simply runs.
-	c = host.Call{SessionID: "legacy", ToolCallID: "r3", Tool: "effect.read", Arguments: []byte(`{}`), Resumed: true}
+	c = host.ToolCall{SessionID: "legacy", ToolCallID: "r3", Tool: "effect.read", Arguments: []byte(`{}`), Resumed: true}
 	require.Equal(t, host.StatusSucceeded, h.exec(c).Status)
 }
 

@@ -396,7 +396,7 @@ func (d *demo) partPayment(ctx context.Context) error {
 
 	d.sayf("The audit trail shows every transition, who decided it and on what evidence.")
 	rec, evs := d.history(ctx, d.mfs, id)
-	d.expectDecisions(evs, []string{"intent", "dispatch", "recover_retry"})
+	d.expectDecisions(evs, decisions(host.DecisionIntent, host.DecisionDispatch, host.DecisionRecoverRetry))
 	d.sayf("And the provider: still one PaymentIntent, carrying the key of the ledger record.")
 	st2 := d.newStep("provider")
 	st2.ExecutionID = id
@@ -439,7 +439,7 @@ func (d *demo) partEmail(ctx context.Context) error {
 	}
 	d.emit(st)
 	_, evs := d.history(ctx, d.mfs, id)
-	d.expectDecisions(evs, []string{"intent", "dispatch", "reconciled_applied"})
+	d.expectDecisions(evs, decisions(host.DecisionIntent, host.DecisionDispatch, host.DecisionReconciledApplied))
 	st2 := d.newStep("provider")
 	st2.ExecutionID = id
 	d.fillProvider(ctx, st2, id, "email", 1, 1)
@@ -531,9 +531,9 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.emit(st)
 
 	_, evs := d.history(ctx, d.manual, id)
-	d.expectDecisions(evs, []string{"intent", "dispatch", "manual_policy", "operator_applied"})
-	i := slices.IndexFunc(evs, func(e demoEvent) bool { return e.Decision == "manual_policy" })
-	j := slices.IndexFunc(evs, func(e demoEvent) bool { return e.Decision == "operator_applied" })
+	d.expectDecisions(evs, decisions(host.DecisionIntent, host.DecisionDispatch, host.DecisionManualPolicy, host.DecisionOperatorApplied))
+	i := slices.IndexFunc(evs, func(e demoEvent) bool { return e.Decision == string(host.DecisionManualPolicy) })
+	j := slices.IndexFunc(evs, func(e demoEvent) bool { return e.Decision == string(host.DecisionOperatorApplied) })
 	st2 := d.newStep("provider")
 	st2.ExecutionID = id
 	d.check(st2, "manual_policy moved the call to recovery_required", i >= 0 && evs[i].To == string(ledger.StateRecoveryRequired), "")
@@ -1283,4 +1283,13 @@ func copyFileTo(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o644)
+}
+
+// decisions names audit-trail decisions as the events spell them.
+func decisions(ds ...host.DecisionCode) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = string(d)
+	}
+	return out
 }

@@ -14,7 +14,7 @@ import (
 
 func (a *app) execCommand() *cobra.Command {
 	var (
-		call host.Call
+		call host.ToolCall
 		args string
 	)
 	c := &cobra.Command{

@@ -169,7 +169,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	var seq atomic.Int64
 	run := func() error {
 		i := seq.Add(1)
-		res, err := ex.Execute(ctx, host.Call{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: "noop.echo", Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		res, err := ex.Execute(ctx, host.ToolCall{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: "noop.echo", Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 		if err == nil && res.Status != host.StatusSucceeded {
 			err = fmt.Errorf("bench: execute: status %s: %s", res.Status, res.Error)
 		}
@@ -307,12 +307,12 @@ func ledgerWrites(ctx context.Context, dir string, ex *host.Executor) (*ledger.D
 		rec.IdempotencyKey = ledger.IdempotencyKey(rec.Namespace, rec.Connector, rec.ID)
 		rec.State, rec.Attempt, rec.Outcome, rec.Events = ledger.StateDispatched, 1, nil, 0
 		rec.CreatedAt, rec.UpdatedAt = time.Time{}, time.Time{}
-		if _, err := led.Create(ctx, rec, ledger.Event{Actor: "executor", Decision: "dispatch"}); err != nil {
+		if _, err := led.Create(ctx, rec, ledger.Event{Actor: "executor", Decision: string(host.DecisionDispatch)}); err != nil {
 			return err
 		}
 		_, err := led.Apply(ctx, rec.ID, ledger.Transition{
 			From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
-			Outcome: &outcome, Event: ledger.Event{Actor: "executor", Decision: "outcome"},
+			Outcome: &outcome, Event: ledger.Event{Actor: "executor", Decision: string(host.DecisionOutcome)},
 		})
 		return err
 	}, nil

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/manifests"
 )
@@ -359,11 +360,11 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 			bad("%s call ended %s, want succeeded", op.Recovery, row.Final)
 		}
 		if uncertain {
-			want := "recover_retry"
+			want := string(host.DecisionRecoverRetry)
 			if op.Recovery == manifests.PolicyReconcile {
-				want = "reconciled_not_applied"
+				want = string(host.DecisionReconciledNotApplied)
 				if pluginRan {
-					want = "reconciled_applied"
+					want = string(host.DecisionReconciledApplied)
 				}
 			}
 			if row.Decision != want {
@@ -375,7 +376,7 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 			if res.Status != "recovery_required" {
 				bad("manual call with an unknown outcome ended %s, want recovery_required", row.Final)
 			}
-			if row.Decision != "manual_policy" {
+			if row.Decision != string(host.DecisionManualPolicy) {
 				bad("recovery decided %s, want manual_policy", row.Decision)
 			}
 			if h.Record.Attempt > 1 {

@@ -12,29 +12,30 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
-// ExecuteRequest is the body of POST /v1/executions.
-type ExecuteRequest struct {
-	Namespace  string `json:"namespace,omitempty"`
-	SessionID  string `json:"session_id"`
-	ToolCallID string `json:"tool_call_id"`
-	// Tool is "connector.operation"; the model-facing form
-	// "connector__operation" (see package tooldefs) is accepted too.
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-	Resumed   bool            `json:"resumed,omitempty"`
-}
-
+// execute serves POST /v1/executions. The body is a host.ToolCall, whose
+// tool may also be given in the model-facing form "connector__operation"
+// (see package tooldefs).
 func (a *api) execute(w http.ResponseWriter, r *http.Request) {
-	var req ExecuteRequest
+	var req host.ToolCall
 	if !a.decode(w, r, &req, false) {
 		return
 	}
-	args := ""
-	if len(req.Arguments) > 0 && string(req.Arguments) != "null" {
-		args = "present"
+	var missing []string
+	for _, f := range []struct {
+		name  string
+		empty bool
+	}{
+		{"session_id", req.SessionID == ""},
+		{"tool_call_id", req.ToolCallID == ""},
+		{"tool", req.Tool == ""},
+		{"arguments", len(req.Arguments) == 0 || string(req.Arguments) == "null"},
+	} {
+		if f.empty {
+			missing = append(missing, f.name)
+		}
 	}
-	if !requireFields(w, [2]string{"session_id", req.SessionID}, [2]string{"tool_call_id", req.ToolCallID},
-		[2]string{"tool", req.Tool}, [2]string{"arguments", args}) {
+	if len(missing) > 0 {
+		writeProblem(w, NewProblem(CodeBadRequest, "missing required field(s): "+strings.Join(missing, ", ")))
 		return
 	}
 	tool, err := tooldefs.ToolName(req.Tool)
@@ -42,10 +43,8 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeUnknownTool, err.Error()))
 		return
 	}
-	res, err := a.ex.Execute(r.Context(), host.Call{
-		Namespace: req.Namespace, SessionID: req.SessionID, ToolCallID: req.ToolCallID,
-		Tool: tool, Arguments: req.Arguments, Resumed: req.Resumed,
-	})
+	req.Tool = tool
+	res, err := a.ex.Execute(r.Context(), req)
 	if err != nil {
 		a.fail(w, r, err, res)
 		return

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/strictjson"
 	"github.com/connhost/connhost/ledger"
 )
@@ -67,10 +68,10 @@ func TestExecuteRefusesAmbiguousEnvelope(t *testing.T) {
 	}
 }
 
-// FuzzDecodeExecuteRequest: a body decode accepts decodes one way only:
+// FuzzDecodeToolCall: a body decode accepts decodes one way only:
 // it is a strict JSON document, and every identity field the handler gets
 // is exactly the string the body holds.
-func FuzzDecodeExecuteRequest(f *testing.F) {
+func FuzzDecodeToolCall(f *testing.F) {
 	for _, s := range []string{
 		`{"session_id":"s1","tool_call_id":"c1","tool":"noop.echo","arguments":{}}`,
 		`{"session_id":"s1","tool_call_id":"c1","tool_call_id":"c2","tool":"t","arguments":{}}`,
@@ -85,7 +86,7 @@ func FuzzDecodeExecuteRequest(f *testing.F) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/executions", bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
-		var req ExecuteRequest
+		var req host.ToolCall
 		if !a.decode(w, r, &req, false) {
 			if w.Code != http.StatusBadRequest && w.Code != http.StatusRequestEntityTooLarge {
 				t.Fatalf("refused with %d", w.Code)

@@ -94,7 +94,7 @@ func (c *apiClient) do(ctx context.Context, method, u string, body, out any) (*h
 }
 
 // execute is POST /v1/executions.
-func (c *apiClient) execute(ctx context.Context, api string, req httpapi.ExecuteRequest) (host.Result, *httpapi.Problem, error) {
+func (c *apiClient) execute(ctx context.Context, api string, req host.ToolCall) (host.Result, *httpapi.Problem, error) {
 	var res host.Result
 	p, err := c.do(ctx, "POST", api+"/v1/executions", req, &res)
 	return res, p, err

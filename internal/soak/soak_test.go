@@ -83,8 +83,8 @@ func (c *call) String() string {
 	return fmt.Sprintf("%s/%s (%s, %s)", c.session, c.toolCallID, c.tool, c.execID)
 }
 
-func (c *call) request() httpapi.ExecuteRequest {
-	return httpapi.ExecuteRequest{SessionID: c.session, ToolCallID: c.toolCallID, Tool: c.tool, Arguments: c.args}
+func (c *call) request() host.ToolCall {
+	return host.ToolCall{SessionID: c.session, ToolCallID: c.toolCallID, Tool: c.tool, Arguments: c.args}
 }
 
 // soak is one run: the processes, what the test issued and was told, the
