@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/connhost/connhost/internal/wasmrt"
 )
 
 // Sentinel errors of the executor. Typed errors below wrap them, so callers
@@ -53,6 +55,33 @@ var (
 	// Open refuses to start; see *MissingConfigError.
 	ErrMissingConfig = errors.New("host: required config has no value")
 )
+
+// Errors of loading a connector, which Open returns wrapped with the
+// connector's name; they come from the wasm runtime.
+var (
+	// ErrDigestMismatch: the module's sha256 differs from the digest pinned
+	// in the manifest. See *DigestMismatchError.
+	ErrDigestMismatch = wasmrt.ErrDigestMismatch
+	// ErrUnpinned: the manifest pins no module digest and unpinned modules
+	// are not allowed (Options.AllowUnpinned).
+	ErrUnpinned = wasmrt.ErrUnpinned
+	// ErrABIVersion: the module (or the manifest) speaks another ABI
+	// version than this host.
+	ErrABIVersion = wasmrt.ErrABIVersion
+	// ErrMissingExport: the module lacks an export the ABI or the manifest
+	// requires (e.g. recovery idempotent-retry without execute_with_key).
+	ErrMissingExport = wasmrt.ErrMissingExport
+	// ErrMissingOperation: the manifest declares an operation the module
+	// does not implement.
+	ErrMissingOperation = wasmrt.ErrMissingOperation
+	// ErrBadModule: the module does not compile, instantiate or describe
+	// itself correctly.
+	ErrBadModule = wasmrt.ErrBadModule
+)
+
+// DigestMismatchError reports a module whose sha256 differs from the
+// digest pinned in its manifest (errors.As finds it in Open's error).
+type DigestMismatchError = wasmrt.DigestMismatchError
 
 // IntentMismatchError reports a tool-call id reused with other arguments.
 type IntentMismatchError struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
@@ -540,7 +541,7 @@ func exportFor(op *operation) string {
 // call runs the dispatched attempt of rec and says what it told.
 func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) observed {
 	export := exportFor(op)
-	req := CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Args: rec.Args}
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}
@@ -550,12 +551,12 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 	crash.At(crash.AfterPluginReturn)
 
 	if err != nil {
-		var ce *CallError
+		var ce *wasmrt.CallError
 		if errors.As(err, &ce) && !ce.MayHaveActed() {
 			// The guest never ran: nothing happened, so any policy may try
 			// again. Only a call the module cannot take at all is final.
 			host := ledger.Outcome{Kind: abi.OutcomeRetryable.String(), Error: err.Error(), Source: "host"}
-			if ce.Kind == KindUnknownOperation || ce.Kind == KindUnsupportedExport {
+			if ce.Kind == wasmrt.KindUnknownOperation || ce.Kind == wasmrt.KindUnsupportedExport {
 				host.Kind = abi.OutcomePermanent.String()
 				return observed{ev: evUnsupported, out: host, detail: err.Error()}
 			}
@@ -585,7 +586,7 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 // reconcileCall asks the connector whether the uncertain attempt took
 // effect. why is the uncertainty that led here.
 func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) observed {
-	req := CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Args: rec.Args}
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
 	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
@@ -177,7 +178,7 @@ func DefaultInFlightBackoff(attempt int) time.Duration {
 // invoker is what the executor needs from a loaded connector; *Connector
 // implements it.
 type invoker interface {
-	Call(ctx context.Context, req CallRequest) (abi.Outcome, error)
+	Call(ctx context.Context, req wasmrt.CallRequest) (abi.Outcome, error)
 	Description() abi.Description
 	ModuleDigest() string
 }
@@ -208,7 +209,7 @@ type Executor struct {
 	opts       Options
 	led        ledger.Ledger
 	ownsLedger bool
-	rt         *Runtime
+	rt         *wasmrt.Runtime
 	conns      map[string]*loaded
 	flights    flights
 	closed     chan struct{}
@@ -247,14 +248,14 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 	ro.Logger = opts.Logger
 	ro.Config = opts.Config
 	ro.Observer = opts.Observer
-	rt, err := NewRuntime(ctx, ro)
+	rt, err := wasmrt.New(ctx, ro)
 	if err != nil {
 		return nil, err
 	}
 	e.rt = rt
 	for _, m := range opts.Manifests {
 		modPath := m.ModulePath(opts.ModuleDir)
-		c, err := rt.Load(ctx, m, LoadOptions{ModulePath: modPath, AllowUnpinned: opts.AllowUnpinned})
+		c, err := rt.Load(ctx, m, wasmrt.LoadOptions{ModulePath: modPath, AllowUnpinned: opts.AllowUnpinned})
 		if err != nil {
 			return nil, err
 		}
@@ -295,15 +296,35 @@ func (e *Executor) Close(ctx context.Context) error {
 // Ledger returns the executor's ledger (for history and listings).
 func (e *Executor) Ledger() ledger.Ledger { return e.led }
 
-// Connector returns a loaded connector by name.
-func (e *Executor) Connector(name string) (*Connector, bool) {
-	l, ok := e.conns[name]
+// PoolStats returns a snapshot of a loaded connector's instance pool, for
+// metrics.
+func (e *Executor) PoolStats(connector string) (PoolStats, bool) {
+	l, ok := e.conns[connector]
 	if !ok {
-		return nil, false
+		return PoolStats{}, false
 	}
-	c, ok := l.conn.(*Connector)
-	return c, ok
+	c, ok := l.conn.(*wasmrt.Connector)
+	if !ok {
+		return PoolStats{}, false
+	}
+	return PoolStats(c.Stats()), true
 }
+
+// PoolStats is a snapshot of a connector's instance pool.
+type PoolStats struct {
+	// Size is the pool's cap (limits.instances).
+	Size int
+	// Idle instances wait warm for a call; Busy instances serve one.
+	Idle, Busy int
+	// Created counts instances ever instantiated; Discarded counts those
+	// closed after a trap, timeout or bad output.
+	Created, Discarded uint64
+}
+
+// RuntimeOptions configures the wasm runtime behind the executor: the
+// http capability's timeouts, body caps, resolver, dialer and TLS
+// configuration, and instance creation. Options.Runtime holds it.
+type RuntimeOptions = wasmrt.Options
 
 // Manifests returns the loaded manifests, sorted by connector name.
 func (e *Executor) Manifests() []*manifests.Manifest {

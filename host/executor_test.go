@@ -476,9 +476,7 @@ func TestReadOperationIsReExecuted(t *testing.T) {
 // failure instead of being recorded as a permanent one on the first try.
 func TestCallThatNeverEnteredTheGuestIsRetried(t *testing.T) {
 	h := newHarness(t, "manual")
-	c, ok := h.ex.Connector("effect")
-	require.True(t, ok)
-	require.NoError(t, c.Close(context.Background()))
+	require.NoError(t, host.CloseConnector(context.Background(), h.ex, "effect"))
 	res := h.exec(call("s1", "c1", `{"n":1}`))
 	require.Equal(t, host.StatusFailed, res.Status)
 	require.Contains(t, res.Error, "attempts exhausted (3 of 3)")

@@ -19,6 +19,7 @@ import (
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -152,7 +153,7 @@ type moduleProber struct {
 	dir string
 	// cacheDir is the compilation cache, --data/cache.
 	cacheDir string
-	rt       *host.Runtime
+	rt       *wasmrt.Runtime
 	// rtErr is why the runtime could not be created (reported as each
 	// module's load error).
 	rtErr error
@@ -168,22 +169,22 @@ func (a *app) newModuleProber(ctx context.Context) *moduleProber {
 
 // runtime returns the prober's runtime, creating it on first use (an audit
 // whose manifests all fail to parse creates no cache directory).
-func (p *moduleProber) runtime() (*host.Runtime, error) {
+func (p *moduleProber) runtime() (*wasmrt.Runtime, error) {
 	if p.rt != nil || p.rtErr != nil {
 		return p.rt, p.rtErr
 	}
-	ro := host.RuntimeOptions{
+	ro := wasmrt.Options{
 		CacheDir: p.cacheDir,
 		// Guests may log while they initialise and describe themselves;
 		// the audit's output is the report alone.
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	p.rt, p.rtErr = host.NewRuntime(p.ctx, ro)
+	p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
 	if p.rtErr != nil && ro.CacheDir != "" {
 		// The cache only saves compile time: an audit of a read-only
 		// checkout still runs, with an in-memory cache.
 		ro.CacheDir = ""
-		p.rt, p.rtErr = host.NewRuntime(p.ctx, ro)
+		p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
 	}
 	return p.rt, p.rtErr
 }
@@ -277,7 +278,7 @@ func (p *moduleProber) probe(m *manifests.Manifest, path, digest string, ops []*
 	pm.Connector.ABI = abi.Version
 	pm.Capabilities = manifests.Capabilities{}
 	pm.Operations = ops
-	c, err := p.rt.Load(p.ctx, &pm, host.LoadOptions{ModulePath: path, AllowUnpinned: true})
+	c, err := p.rt.Load(p.ctx, &pm, wasmrt.LoadOptions{ModulePath: path, AllowUnpinned: true})
 	if err != nil {
 		return abi.Description{}, err
 	}

@@ -1,7 +1,8 @@
 // Package depcheck enforces the module's dependency rules (STYLE.md, habit
 // 2) with `go list`: the ABI and guest SDK are compiled into every connector
 // and depend on the standard library only; Pebble stays in ledger/; wazero
-// stays in host/; connectors depend on the standard library and the ABI
+// stays in internal/wasmrt, which imports neither the executor nor the
+// ledger (the layers only point down); connectors depend on the standard library and the ABI
 // only.
 package depcheck
 
@@ -202,7 +203,7 @@ func TestPebbleAndWazeroStayInTheirPackages(t *testing.T) {
 		t.Run("tags="+tags, func(t *testing.T) {
 			pkgs := goList(t, nil, "-tags="+tags, "./...")
 			// The rules are not vacuous: the confined packages are there.
-			for _, want := range []string{module + "/ledger", module + "/host"} {
+			for _, want := range []string{module + "/ledger", module + "/internal/wasmrt"} {
 				if !listed(pkgs, want) {
 					t.Fatalf("go list did not list %s", want)
 				}
@@ -210,8 +211,20 @@ func TestPebbleAndWazeroStayInTheirPackages(t *testing.T) {
 			for _, bad := range confinedViolations(pkgs, pebble, func(p string) bool { return within(p, module+"/ledger") }) {
 				t.Errorf("%s; Pebble is confined to ledger/", bad)
 			}
-			for _, bad := range confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/host") }) {
-				t.Errorf("%s; wazero is confined to host/ (cmd/connhost and internal/bench reach it through host)", bad)
+			for _, bad := range confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/internal/wasmrt") }) {
+				t.Errorf("%s; wazero is confined to internal/wasmrt (everything else reaches it through the executor or wasmrt)", bad)
+			}
+			// The runtime layer never reaches up into the executor or the
+			// ledger.
+			for _, p := range pkgs {
+				if !within(p.ImportPath, module+"/internal/wasmrt") {
+					continue
+				}
+				for _, imp := range append(append([]string(nil), p.Imports...), p.TestImports...) {
+					if within(imp, module+"/host") || within(imp, module+"/ledger") {
+						t.Errorf("%s imports %s: the wasm runtime must not depend on the executor or the ledger", p.ImportPath, imp)
+					}
+				}
 			}
 		})
 	}
@@ -239,7 +252,7 @@ func TestRuleCheckersReportViolations(t *testing.T) {
 		t.Errorf("confinedViolations(pebble) = %q, want %q", got, want)
 	}
 	want = []string{module + "/cmd/connhost imports " + wazero + "/api"}
-	if got := confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/host") }); !slices.Equal(got, want) {
+	if got := confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/internal/wasmrt") }); !slices.Equal(got, want) {
 		t.Errorf("confinedViolations(wazero) = %q, want %q", got, want)
 	}
 }

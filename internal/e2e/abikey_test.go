@@ -12,6 +12,7 @@ import (
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -79,7 +80,7 @@ func TestIdempotencyKeyCrossesOnlyThroughTheABI(t *testing.T) {
 			}
 			// Past the schema (a host bug), the connector still refuses.
 			key := newKey("abi")
-			o, err := c.Call(context.Background(), host.CallRequest{Export: tt.export, Operation: tt.op, Key: key, ExecutionID: "exec-" + key, Args: []byte(tt.args)})
+			o, err := c.Call(context.Background(), wasmrt.CallRequest{Export: tt.export, Operation: tt.op, Key: key, ExecutionID: "exec-" + key, Args: []byte(tt.args)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestReconcileUsesTheABIKeyNotOneInTheArguments(t *testing.T) {
 		return []byte(`{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","idempotency_key":"` + key + `"}`)
 	}
 	rec := func(key string, args []byte) abi.Outcome {
-		o, err := c.Call(context.Background(), host.CallRequest{Export: abi.ExportReconcile, Operation: "create_payment", Key: key, Args: args})
+		o, err := c.Call(context.Background(), wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: "create_payment", Key: key, Args: args})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,14 +127,14 @@ func TestReconcileUsesTheABIKeyNotOneInTheArguments(t *testing.T) {
 // digest wasmbuild returned, and Load checks that pin.
 func TestLoadChecksThePinnedDigest(t *testing.T) {
 	ctx := context.Background()
-	rt, err := host.NewRuntime(ctx, host.RuntimeOptions{CacheDir: shared.wazeroCache})
+	rt, err := wasmrt.New(ctx, wasmrt.Options{CacheDir: shared.wazeroCache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
 	t.Run("another module's digest is refused even when unpinned modules are allowed", func(t *testing.T) {
 		m := shippedManifest(t, "payments", shared.emailDigest)
-		_, err := rt.Load(ctx, m, host.LoadOptions{ModulePath: shared.paymentsWasm, AllowUnpinned: true})
+		_, err := rt.Load(ctx, m, wasmrt.LoadOptions{ModulePath: shared.paymentsWasm, AllowUnpinned: true})
 		var dm *host.DigestMismatchError
 		if !errors.As(err, &dm) || !errors.Is(err, host.ErrDigestMismatch) || dm.Actual != shared.paymentsDigest || dm.Pinned != shared.emailDigest {
 			t.Fatalf("Load = %v, want a *host.DigestMismatchError naming both digests", err)
@@ -141,13 +142,13 @@ func TestLoadChecksThePinnedDigest(t *testing.T) {
 	})
 	t.Run("the shipped unpinned manifest is refused unless allowed", func(t *testing.T) {
 		m := shippedManifest(t, "payments", "")
-		if _, err := rt.Load(ctx, m, host.LoadOptions{ModulePath: shared.paymentsWasm}); !errors.Is(err, host.ErrUnpinned) {
+		if _, err := rt.Load(ctx, m, wasmrt.LoadOptions{ModulePath: shared.paymentsWasm}); !errors.Is(err, host.ErrUnpinned) {
 			t.Fatalf("Load = %v, want host.ErrUnpinned", err)
 		}
 	})
 	t.Run("the built digest loads", func(t *testing.T) {
 		m := shippedManifest(t, "payments", shared.paymentsDigest)
-		c, err := rt.Load(ctx, m, host.LoadOptions{ModulePath: shared.paymentsWasm})
+		c, err := rt.Load(ctx, m, wasmrt.LoadOptions{ModulePath: shared.paymentsWasm})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/sandbox/fault"
+	"github.com/connhost/connhost/internal/wasmrt"
 )
 
 // Bad provider responses — an HTML error page from a proxy, JSON cut off
 // mid-body, a body over the host's response cap (1 MiB by default), an
 // answer slower than the call deadline — must end in a typed outcome or a
-// typed *host.CallError, never a panic, and must not poison the connector:
+// typed *wasmrt.CallError, never a panic, and must not poison the connector:
 // the next good call on the same Connector succeeds. A real Mailpit cannot
 // be made to answer like this, so the email cases run on the emulator.
 
@@ -30,9 +30,9 @@ type badResponse struct {
 	rule    fault.Rule
 	timeout time.Duration // the manifest's Limits.Timeout when zero
 	// want is the outcome kind; zero means the call must fail with a
-	// *host.CallError of kind wantErr instead.
+	// *wasmrt.CallError of kind wantErr instead.
 	want    abi.OutcomeKind
-	wantErr host.CallErrorKind
+	wantErr wasmrt.CallErrorKind
 	// effects is how many effects the provider holds for the call's key.
 	effects int
 }
@@ -90,8 +90,8 @@ func TestPaymentsBadProviderResponses(t *testing.T) {
 		{name: "truncated JSON after the charge", rule: post(fault.Rule{Kind: fault.Truncated, Apply: true}), want: abi.OutcomeUncertain, effects: 1},
 		{name: "huge body over the host cap", rule: post(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeUncertain},
 		{name: "huge body over the host cap after the charge", rule: post(fault.Rule{Kind: fault.Huge, Size: twoMiB, Apply: true}), want: abi.OutcomeUncertain, effects: 1},
-		{name: "slow response past the call deadline", rule: post(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: host.KindTimeout},
-		{name: "slow response after the charge past the call deadline", rule: post(fault.Rule{Kind: fault.Hang, Apply: true}), timeout: slowTimeout, wantErr: host.KindTimeout, effects: 1},
+		{name: "slow response past the call deadline", rule: post(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: wasmrt.KindTimeout},
+		{name: "slow response after the charge past the call deadline", rule: post(fault.Rule{Kind: fault.Hang, Apply: true}), timeout: slowTimeout, wantErr: wasmrt.KindTimeout, effects: 1},
 	}
 	cs := loadBoth(t, loadPayments, shared.sb.PaymentsURL())
 	for _, tt := range tests {
@@ -125,7 +125,7 @@ func TestPaymentsBadProviderResponses(t *testing.T) {
 		{name: "truncated JSON", rule: get(fault.Rule{Kind: fault.Truncated}), want: abi.OutcomeRetryable},
 		// A read whose answer is over the cap will be over it again.
 		{name: "huge body over the host cap", rule: get(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomePermanent},
-		{name: "slow response past the call deadline", rule: get(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: host.KindTimeout},
+		{name: "slow response past the call deadline", rule: get(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: wasmrt.KindTimeout},
 	}
 	pi := charge(t, cs.normal, 2000)
 	args := fmt.Sprintf(`{"payment_intent":%q}`, pi)
@@ -157,8 +157,8 @@ func TestEmailBadProviderResponsesEmulatorFault(t *testing.T) {
 		{name: "huge body over the host cap", rule: send(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeUncertain},
 		{name: "huge search body over the host cap in the pre-check", rule: search(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeRetryable},
 		{name: "HTML error page in the pre-check", rule: search(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeRetryable},
-		{name: "slow response past the call deadline", rule: send(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: host.KindTimeout},
-		{name: "slow response after storing past the call deadline", rule: send(fault.Rule{Kind: fault.Hang, Apply: true}), timeout: slowTimeout, wantErr: host.KindTimeout, effects: 1},
+		{name: "slow response past the call deadline", rule: send(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: wasmrt.KindTimeout},
+		{name: "slow response after storing past the call deadline", rule: send(fault.Rule{Kind: fault.Hang, Apply: true}), timeout: slowTimeout, wantErr: wasmrt.KindTimeout, effects: 1},
 	}
 	cs := loadBoth(t, loadEmail, shared.sb.EmailURL())
 	for _, tt := range tests {
@@ -185,7 +185,7 @@ func TestEmailBadProviderResponsesEmulatorFault(t *testing.T) {
 		{name: "HTML error page", rule: get(fault.Rule{Kind: fault.HTML}), want: abi.OutcomeRetryable},
 		{name: "truncated JSON", rule: get(fault.Rule{Kind: fault.Truncated}), want: abi.OutcomeRetryable},
 		{name: "huge body over the host cap", rule: get(fault.Rule{Kind: fault.Huge, Size: twoMiB}), want: abi.OutcomeRetryable},
-		{name: "slow response past the call deadline", rule: get(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: host.KindTimeout},
+		{name: "slow response past the call deadline", rule: get(fault.Rule{Kind: fault.Hang}), timeout: slowTimeout, wantErr: wasmrt.KindTimeout},
 	}
 	sent := cs.normal.executeWithKey(t, "send", newKey("read"), sendArgs)
 	args := fmt.Sprintf(`{"id":%q}`, sent.Receipt)

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmrt"
 )
 
 // Each end-to-end benchmark has a Direct twin that makes the same provider
@@ -34,7 +34,7 @@ func BenchmarkPaymentE2E(b *testing.B) {
 	for b.Loop() {
 		i++
 		key := fmt.Sprintf("%s-pe2e-%d", benchRun, i)
-		o, err := c.Call(ctx, host.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "create_payment", Key: key, ExecutionID: "exec-" + key, Args: args})
+		o, err := c.Call(ctx, wasmrt.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "create_payment", Key: key, ExecutionID: "exec-" + key, Args: args})
 		if err != nil || o.Kind != abi.OutcomeOK {
 			b.Fatalf("create_payment: %v %s %q", err, o.Kind, o.Error)
 		}
@@ -94,7 +94,7 @@ func BenchmarkEmailE2E(b *testing.B) {
 	for b.Loop() {
 		i++
 		key := fmt.Sprintf("%s-ee2e-%d", benchRun, i)
-		o, err := c.Call(ctx, host.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "send", Key: key, ExecutionID: "exec-" + key, Args: args})
+		o, err := c.Call(ctx, wasmrt.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "send", Key: key, ExecutionID: "exec-" + key, Args: args})
 		if err != nil || o.Kind != abi.OutcomeOK {
 			b.Fatalf("send: %v %s %q", err, o.Kind, o.Error)
 		}

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/testenv"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -30,7 +30,7 @@ const defaultFrom = "agent@connhost.test"
 // conn is a connector loaded by a fresh host runtime, with the runtime's
 // log records captured.
 type conn struct {
-	*host.Connector
+	*wasmrt.Connector
 	logs *testenv.LogBuffer
 }
 
@@ -82,7 +82,7 @@ func load(tb testing.TB, name, wasm, digest, baseURL string, cfg map[string]stri
 	}
 	logs := &testenv.LogBuffer{}
 	ctx := context.Background()
-	rt, err := host.NewRuntime(ctx, host.RuntimeOptions{
+	rt, err := wasmrt.New(ctx, wasmrt.Options{
 		CacheDir: shared.wazeroCache,
 		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Config: func(connector, key string) (string, bool) {
@@ -101,7 +101,7 @@ func load(tb testing.TB, name, wasm, digest, baseURL string, cfg map[string]stri
 			tb.Errorf("close runtime: %v", err)
 		}
 	})
-	c, err := rt.Load(ctx, m, host.LoadOptions{ModulePath: wasm, AllowUnpinned: true})
+	c, err := rt.Load(ctx, m, wasmrt.LoadOptions{ModulePath: wasm, AllowUnpinned: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -135,10 +135,10 @@ func (c *conn) call(tb testing.TB, export, op, key, args string) (abi.Outcome, e
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return c.Call(ctx, host.CallRequest{Export: export, Operation: op, Key: key, ExecutionID: "exec-" + key, Args: []byte(args)})
+	return c.Call(ctx, wasmrt.CallRequest{Export: export, Operation: op, Key: key, ExecutionID: "exec-" + key, Args: []byte(args)})
 }
 
-// must calls and fails the test on a *host.CallError.
+// must calls and fails the test on a *wasmrt.CallError.
 func (c *conn) must(tb testing.TB, export, op, key, args string) abi.Outcome {
 	tb.Helper()
 	o, err := c.call(tb, export, op, key, args)
@@ -201,12 +201,12 @@ func wantOutcome(tb testing.TB, o abi.Outcome, want abi.OutcomeKind, fragments .
 	}
 }
 
-// wantCallError fails unless err is a *host.CallError of kind want.
-func wantCallError(tb testing.TB, o abi.Outcome, err error, want host.CallErrorKind) *host.CallError {
+// wantCallError fails unless err is a *wasmrt.CallError of kind want.
+func wantCallError(tb testing.TB, o abi.Outcome, err error, want wasmrt.CallErrorKind) *wasmrt.CallError {
 	tb.Helper()
-	var ce *host.CallError
+	var ce *wasmrt.CallError
 	if !errors.As(err, &ce) {
-		tb.Fatalf("got outcome %s (%q) and error %v, want a *host.CallError of kind %s", o.Kind, o.Error, err, want)
+		tb.Fatalf("got outcome %s (%q) and error %v, want a *wasmrt.CallError of kind %s", o.Kind, o.Error, err, want)
 	}
 	if ce.Kind != want || !errors.Is(err, want.Sentinel()) {
 		tb.Fatalf("call error kind %s (%v), want %s", ce.Kind, err, want)

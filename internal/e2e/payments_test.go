@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/sandbox/stripe"
+	"github.com/connhost/connhost/internal/wasmrt"
 )
 
 // The payments tests run the shipped payments module through the host
@@ -245,7 +245,7 @@ func TestPaymentsInFlightDuplicateIsInProgress(t *testing.T) {
 			var firstErr error
 			var wg sync.WaitGroup
 			wg.Go(func() {
-				first, firstErr = c.Call(context.Background(), host.CallRequest{Export: abi.ExportExecuteWithKey, Operation: tt.op, Key: key, ExecutionID: "exec-" + key, Args: []byte(args)})
+				first, firstErr = c.Call(context.Background(), wasmrt.CallRequest{Export: abi.ExportExecuteWithKey, Operation: tt.op, Key: key, ExecutionID: "exec-" + key, Args: []byte(args)})
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -481,7 +481,7 @@ func TestPaymentsSameKeyWithAnotherExecutionIDIsAnIdempotencyError(t *testing.T)
 	key := newKey("execid")
 	args := []byte(paymentArgs(2000, "pm_card_visa"))
 	call := func(execID string) abi.Outcome {
-		o, err := c.Call(context.Background(), host.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "create_payment", Key: key, ExecutionID: execID, Args: args})
+		o, err := c.Call(context.Background(), wasmrt.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "create_payment", Key: key, ExecutionID: execID, Args: args})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -130,11 +130,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, m := range c.ex.Manifests() {
 		name := m.Connector.Name
-		conn, ok := c.ex.Connector(name)
+		s, ok := c.ex.PoolStats(name)
 		if !ok {
 			continue
 		}
-		s := conn.Stats()
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.Size), name)
 		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.Idle), name, "idle")
 		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.Busy), name, "busy")

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func testCacheDir(tb testing.TB) string {
 }
 
 // newTestRuntime returns a runtime logging JSON into the returned buffer.
-func newTestRuntime(tb testing.TB, opts RuntimeOptions) (*Runtime, *testenv.LogBuffer) {
+func newTestRuntime(tb testing.TB, opts Options) (*Runtime, *testenv.LogBuffer) {
 	tb.Helper()
 	logs := &testenv.LogBuffer{}
 	if opts.CacheDir == "" {
@@ -97,7 +97,7 @@ func newTestRuntime(tb testing.TB, opts RuntimeOptions) (*Runtime, *testenv.LogB
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	rt, err := NewRuntime(context.Background(), opts)
+	rt, err := New(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -33,9 +33,9 @@ type Resolver interface {
 // passes as a literal "ip:port" it has already checked.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// RuntimeOptions configures a [Runtime]. The zero value is usable: call
+// Options configures a [Runtime]. The zero value is usable: call
 // EnsureDefaults (NewRuntime does) to fill in the defaults.
-type RuntimeOptions struct {
+type Options struct {
 	// CacheDir is the directory of wazero's on-disk compilation cache,
 	// shared by every connector of the runtime. The default value is ""
 	// (an in-memory cache that lives as long as the runtime).
@@ -81,7 +81,7 @@ type RuntimeOptions struct {
 }
 
 // EnsureDefaults replaces zero fields by their documented defaults.
-func (o *RuntimeOptions) EnsureDefaults() {
+func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -109,22 +109,22 @@ func (o *RuntimeOptions) EnsureDefaults() {
 }
 
 // Validate reports every problem of the options at once.
-func (o *RuntimeOptions) Validate() error {
+func (o *Options) Validate() error {
 	var errs []error
 	if o.HTTPTimeout < 0 {
-		errs = append(errs, fmt.Errorf("host: RuntimeOptions.HTTPTimeout %v is negative", o.HTTPTimeout))
+		errs = append(errs, fmt.Errorf("host: Options.HTTPTimeout %v is negative", o.HTTPTimeout))
 	}
 	if o.InstantiateTimeout < 0 {
-		errs = append(errs, fmt.Errorf("host: RuntimeOptions.InstantiateTimeout %v is negative", o.InstantiateTimeout))
+		errs = append(errs, fmt.Errorf("host: Options.InstantiateTimeout %v is negative", o.InstantiateTimeout))
 	}
 	if o.MaxHTTPRequestBytes < 0 {
-		errs = append(errs, fmt.Errorf("host: RuntimeOptions.MaxHTTPRequestBytes %d is negative", o.MaxHTTPRequestBytes))
+		errs = append(errs, fmt.Errorf("host: Options.MaxHTTPRequestBytes %d is negative", o.MaxHTTPRequestBytes))
 	}
 	if o.MaxHTTPResponseBytes < 0 {
-		errs = append(errs, fmt.Errorf("host: RuntimeOptions.MaxHTTPResponseBytes %d is negative", o.MaxHTTPResponseBytes))
+		errs = append(errs, fmt.Errorf("host: Options.MaxHTTPResponseBytes %d is negative", o.MaxHTTPResponseBytes))
 	}
 	if o.MaxHTTPRequestBytes > 1<<30 || o.MaxHTTPResponseBytes > 1<<30 {
-		errs = append(errs, errors.New("host: RuntimeOptions HTTP body caps must not exceed 1 GiB"))
+		errs = append(errs, errors.New("wasmrt: Options HTTP body caps must not exceed 1 GiB"))
 	}
 	return errors.Join(errs...)
 }
@@ -133,7 +133,7 @@ func (o *RuntimeOptions) Validate() error {
 // cache shared by all its connectors. It is safe for concurrent use; Close
 // releases every connector it loaded and every instance they created.
 type Runtime struct {
-	opts  RuntimeOptions
+	opts  Options
 	cache wazero.CompilationCache
 
 	mu     sync.Mutex
@@ -142,7 +142,7 @@ type Runtime struct {
 }
 
 // NewRuntime returns a runtime configured by opts (defaults filled in).
-func NewRuntime(ctx context.Context, opts RuntimeOptions) (*Runtime, error) {
+func New(ctx context.Context, opts Options) (*Runtime, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -257,12 +257,12 @@ const maxDescribeBytes = 1 << 20
 // implement (ErrMissingOperation). Every error names the connector.
 func (r *Runtime) Load(ctx context.Context, m *manifests.Manifest, opts LoadOptions) (_ *Connector, err error) {
 	if m == nil {
-		return nil, errors.New("host: load: nil manifest")
+		return nil, errors.New("wasmrt: load: nil manifest")
 	}
 	name := m.Connector.Name
 	wrap := func(err error) error { return fmt.Errorf("connector[%s]: %w", name, err) }
 	if name == "" {
-		return nil, errors.New("host: load: manifest has no connector name")
+		return nil, errors.New("wasmrt: load: manifest has no connector name")
 	}
 	if m.Connector.ABI != 0 && m.Connector.ABI != abi.Version {
 		return nil, wrap(fmt.Errorf("%w: manifest declares abi %d, host speaks abi %d", ErrABIVersion, m.Connector.ABI, abi.Version))
@@ -578,3 +578,18 @@ func (c *Connector) Close(ctx context.Context) error {
 	})
 	return c.closeErr
 }
+
+// Observer receives the runtime's measurements. Implementations must be
+// safe for concurrent use and fast: they run on the call path. The
+// executor's host.Observer is one.
+type Observer interface {
+	// GuestLogDropped reports, once per guest invocation that logged
+	// beyond its connector's limits.log_records or limits.log_kib, the
+	// records dropped and the message bytes that did not reach the log
+	// (of dropped records and of cut ones).
+	GuestLogDropped(connector string, records, bytes int64)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) GuestLogDropped(string, int64, int64) {}

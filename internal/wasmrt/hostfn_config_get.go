@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -19,7 +19,7 @@ const maxConfigKeyBytes = 256
 //
 // Results: the length of the value, now pending for take; or
 // abi.StatusNotDeclared when the manifest's capabilities.config does not
-// list the key; abi.StatusNotSet when RuntimeOptions.Config has no value
+// list the key; abi.StatusNotSet when Options.Config has no value
 // for it; abi.StatusBadRequest when the key lies outside guest memory or is
 // longer than 256 bytes.
 //

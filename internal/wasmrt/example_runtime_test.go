@@ -1,4 +1,4 @@
-package host_test
+package wasmrt_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -25,7 +25,7 @@ func ExampleRuntime_Load() {
 		panic(err)
 	}
 	// One compilation cache on disk, shared by every connector and process.
-	rt, err := host.NewRuntime(ctx, host.RuntimeOptions{CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache")})
+	rt, err := wasmrt.New(ctx, wasmrt.Options{CacheDir: filepath.Join(os.TempDir(), "connhost-example-cache")})
 	if err != nil {
 		panic(err)
 	}
@@ -38,16 +38,16 @@ func ExampleRuntime_Load() {
 			{Name: "echo", Effect: manifests.EffectRead, Recovery: manifests.PolicyManual},
 		},
 	}
-	c, err := rt.Load(ctx, m, host.LoadOptions{ModulePath: path})
+	c, err := rt.Load(ctx, m, wasmrt.LoadOptions{ModulePath: path})
 	if err != nil {
 		panic(err)
 	}
-	out, err := c.Call(ctx, host.CallRequest{Export: abi.ExportExecute, Operation: "echo", ExecutionID: "ex_1", Args: []byte(`{"hello":"world"}`)})
+	out, err := c.Call(ctx, wasmrt.CallRequest{Export: abi.ExportExecute, Operation: "echo", ExecutionID: "ex_1", Args: []byte(`{"hello":"world"}`)})
 	fmt.Println(out.Kind, string(out.Result), err)
 
-	_, err = c.Call(ctx, host.CallRequest{Export: abi.ExportExecute, Operation: "refund"})
-	var ce *host.CallError
-	fmt.Println(errors.As(err, &ce), errors.Is(err, host.ErrUnknownOperation), ce.MayHaveActed())
+	_, err = c.Call(ctx, wasmrt.CallRequest{Export: abi.ExportExecute, Operation: "refund"})
+	var ce *wasmrt.CallError
+	fmt.Println(errors.As(err, &ce), errors.Is(err, wasmrt.ErrUnknownOperation), ce.MayHaveActed())
 	fmt.Println(err)
 	// Output:
 	// ok {"hello":"world"} <nil>

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -33,10 +33,10 @@ const maxLogBytes = 16 << 10
 // budget is cut to fit; later records are dropped. A cut record carries
 // truncated_from (its length in bytes). When the invocation ends, one
 // warning reports the records and bytes that did not reach the log, and
-// RuntimeOptions.Observer.GuestLogDropped counts them. Records at a level
+// Options.Observer.GuestLogDropped counts them. Records at a level
 // the logger does not enable cost nothing and are not counted.
 //
-// The record goes to RuntimeOptions.Logger tagged with connector,
+// The record goes to Options.Logger tagged with connector,
 // operation, execution_id and source=guest.
 var hostLog = &hostFunction{
 	name:       abi.ImportLog,

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"errors"
@@ -10,49 +10,49 @@ import (
 var (
 	// ErrDigestMismatch: the module's sha256 differs from the digest pinned
 	// in the manifest. The module is not loaded. See *DigestMismatchError.
-	ErrDigestMismatch = errors.New("host: module digest does not match the pinned digest")
+	ErrDigestMismatch = errors.New("wasmrt: module digest does not match the pinned digest")
 	// ErrUnpinned: the manifest pins no module digest and the load did not
 	// allow unpinned modules.
-	ErrUnpinned = errors.New("host: module digest not pinned")
+	ErrUnpinned = errors.New("wasmrt: module digest not pinned")
 	// ErrABIVersion: the module (or the manifest) speaks another ABI version
 	// than this host.
-	ErrABIVersion = errors.New("host: abi version mismatch")
+	ErrABIVersion = errors.New("wasmrt: abi version mismatch")
 	// ErrMissingExport: the module lacks an export the ABI or the manifest
 	// requires (e.g. recovery idempotent-retry without execute_with_key).
-	ErrMissingExport = errors.New("host: missing export")
+	ErrMissingExport = errors.New("wasmrt: missing export")
 	// ErrMissingOperation: the manifest declares an operation the module
 	// does not implement.
-	ErrMissingOperation = errors.New("host: operation not implemented by the module")
+	ErrMissingOperation = errors.New("wasmrt: operation not implemented by the module")
 	// ErrBadModule: the module does not compile, instantiate or describe
 	// itself correctly.
-	ErrBadModule = errors.New("host: bad module")
+	ErrBadModule = errors.New("wasmrt: bad module")
 	// ErrBadCapability: a capabilities.http entry is not scheme://host:port.
-	ErrBadCapability = errors.New("host: bad capability")
+	ErrBadCapability = errors.New("wasmrt: bad capability")
 	// ErrConnectorClosed: the connector (or its runtime) was closed.
-	ErrConnectorClosed = errors.New("host: connector closed")
+	ErrConnectorClosed = errors.New("wasmrt: connector closed")
 
 	// ErrTrap: the guest trapped, panicked or exited during a call.
-	ErrTrap = errors.New("host: guest trapped")
+	ErrTrap = errors.New("wasmrt: guest trapped")
 	// ErrTimeout: the call ran past its deadline (Limits.Timeout or the
 	// caller's deadline) and was cut.
-	ErrTimeout = errors.New("host: call deadline exceeded")
+	ErrTimeout = errors.New("wasmrt: call deadline exceeded")
 	// ErrCanceled: the caller canceled the call's context.
-	ErrCanceled = errors.New("host: call canceled")
+	ErrCanceled = errors.New("wasmrt: call canceled")
 	// ErrMemoryLimit: the guest ran out of memory under Limits.MemoryMiB.
-	ErrMemoryLimit = errors.New("host: guest memory limit exceeded")
+	ErrMemoryLimit = errors.New("wasmrt: guest memory limit exceeded")
 	// ErrOutputTooLarge: the outcome envelope is larger than
 	// Limits.MaxOutputKiB.
-	ErrOutputTooLarge = errors.New("host: outcome larger than the output cap")
+	ErrOutputTooLarge = errors.New("wasmrt: outcome larger than the output cap")
 	// ErrBadEnvelope: the outcome does not decode, lies outside guest
 	// memory, or has a kind that does not fit the export.
-	ErrBadEnvelope = errors.New("host: malformed outcome envelope")
+	ErrBadEnvelope = errors.New("wasmrt: malformed outcome envelope")
 	// ErrUnknownOperation: the operation is not in the manifest or not
 	// implemented by the module. Nothing was called.
-	ErrUnknownOperation = errors.New("host: unknown operation")
+	ErrUnknownOperation = errors.New("wasmrt: unknown operation")
 	// ErrUnsupportedExport: the operation does not implement the requested
 	// export (e.g. reconcile on an operation without Reconcile). Nothing was
 	// called.
-	ErrUnsupportedExport = errors.New("host: operation does not support the export")
+	ErrUnsupportedExport = errors.New("wasmrt: operation does not support the export")
 )
 
 // DigestMismatchError reports a module whose sha256 differs from the

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -20,7 +20,7 @@ var kib1 = []byte(`"` + strings.Repeat("x", 1022) + `"`)
 
 func loadNoop(b *testing.B, instances int) *Connector {
 	b.Helper()
-	rt, _ := newTestRuntime(b, RuntimeOptions{})
+	rt, _ := newTestRuntime(b, Options{})
 	m, lo := testManifest(b, "noop", "noop", ops("echo", "keyed"))
 	m.Limits.Instances = instances
 	return mustLoad(b, rt, m, lo)
@@ -141,7 +141,7 @@ func BenchmarkDirectCall(b *testing.B) {
 // instance (_initialize), version check, describe, cross-check.
 func BenchmarkLoadWarmCache(b *testing.B) {
 	dir := b.TempDir()
-	rt, _ := newTestRuntime(b, RuntimeOptions{CacheDir: dir})
+	rt, _ := newTestRuntime(b, Options{CacheDir: dir})
 	m, lo := testManifest(b, "noop", "noop", ops("echo", "keyed"))
 	ctx := context.Background()
 	c := mustLoad(b, rt, m, lo) // warms the cache
@@ -163,7 +163,7 @@ func BenchmarkLoadCold(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		rt, err := NewRuntime(ctx, RuntimeOptions{CacheDir: b.TempDir()})
+		rt, err := New(ctx, Options{CacheDir: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}

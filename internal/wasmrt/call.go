@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"bytes"
@@ -101,7 +101,7 @@ type instance struct {
 
 // newInstance instantiates the connector's module with no filesystem,
 // environment or arguments, running _initialize under ctx and
-// RuntimeOptions.InstantiateTimeout (or Limits.Timeout if larger).
+// Options.InstantiateTimeout (or Limits.Timeout if larger).
 func (c *Connector) newInstance(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(c.rt.opts.InstantiateTimeout, c.limits.Timeout))
 	defer cancel()

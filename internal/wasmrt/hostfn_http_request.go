@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const envelopeSlack = 256 << 10
 // Results: the length of the abi.HTTPResponse envelope now pending for
 // take; or abi.StatusBadRequest when the request envelope lies outside
 // guest memory or does not decode. A request whose envelope is larger than
-// RuntimeOptions.MaxHTTPRequestBytes plus 256 KiB is answered with
+// Options.MaxHTTPRequestBytes plus 256 KiB is answered with
 // abi.HTTPTooLarge without being read.
 //
 // Memory: reads req_len bytes at req_ptr. Nothing is written; the response

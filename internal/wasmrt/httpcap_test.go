@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -59,7 +59,7 @@ type probeResult struct {
 
 // probe loads httpprobe with the allowlist and returns a function doing
 // one GET through it.
-func probe(t *testing.T, opts RuntimeOptions, allow ...string) (*Connector, func(url string) probeResult) {
+func probe(t *testing.T, opts Options, allow ...string) (*Connector, func(url string) probeResult) {
 	t.Helper()
 	rt, _ := newTestRuntime(t, opts)
 	m, lo := testManifest(t, "probe", "httpprobe", ops("get", "now"))
@@ -82,7 +82,7 @@ func probe(t *testing.T, opts RuntimeOptions, allow ...string) (*Connector, func
 
 func TestHTTPAllowed(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello "+r.URL.Path) })
-	_, get := probe(t, RuntimeOptions{}, "http://127.0.0.1:"+s.port())
+	_, get := probe(t, Options{}, "http://127.0.0.1:"+s.port())
 	r := get(s.URL + "/v1/x")
 	if r.Err != "ok" || r.Status != 200 || r.Body != "hello /v1/x" {
 		t.Fatalf("got %+v", r)
@@ -95,7 +95,7 @@ func TestHTTPNotAllowlisted(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
 	other := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
 	allow := "http://127.0.0.1:" + s.port()
-	c, get := probe(t, RuntimeOptions{Resolver: fakeResolver{"localhost": loopback}}, allow)
+	c, get := probe(t, Options{Resolver: fakeResolver{"localhost": loopback}}, allow)
 	tests := []struct{ name, url, target string }{
 		{"other port", other.URL + "/", "127.0.0.1:" + other.port()},
 		{"other scheme", "https://127.0.0.1:" + s.port() + "/", "https://127.0.0.1:" + s.port()},
@@ -138,7 +138,7 @@ func TestHTTPRedirect(t *testing.T) {
 			fmt.Fprint(w, "final")
 		}
 	})
-	_, get := probe(t, RuntimeOptions{}, "http://127.0.0.1:"+s.port())
+	_, get := probe(t, Options{}, "http://127.0.0.1:"+s.port())
 	r := get(s.URL + "/away")
 	if r.Err != "denied" {
 		t.Fatalf("redirect to a non-allowlisted origin: %+v", r)
@@ -163,7 +163,7 @@ func TestHTTPRebinding(t *testing.T) {
 		"localhost":   loopback,
 	}
 	t.Run("name resolving to loopback", func(t *testing.T) {
-		_, get := probe(t, RuntimeOptions{Resolver: res}, "http://rebind.test:"+s.port())
+		_, get := probe(t, Options{Resolver: res}, "http://rebind.test:"+s.port())
 		r := get("http://rebind.test:" + s.port() + "/")
 		if r.Err != "denied" {
 			t.Fatalf("got %+v, want denied", r)
@@ -172,7 +172,7 @@ func TestHTTPRebinding(t *testing.T) {
 		contains(t, r.Message, "127.0.0.1")
 	})
 	t.Run("one private answer among public ones", func(t *testing.T) {
-		_, get := probe(t, RuntimeOptions{Resolver: res}, "http://mixed.test:"+s.port())
+		_, get := probe(t, Options{Resolver: res}, "http://mixed.test:"+s.port())
 		if r := get("http://mixed.test:" + s.port() + "/"); r.Err != "denied" {
 			t.Fatalf("got %+v, want denied", r)
 		}
@@ -181,7 +181,7 @@ func TestHTTPRebinding(t *testing.T) {
 		t.Fatal("a rebound name reached the loopback server")
 	}
 	t.Run("localhost named explicitly", func(t *testing.T) {
-		_, get := probe(t, RuntimeOptions{Resolver: res}, "http://localhost:"+s.port())
+		_, get := probe(t, Options{Resolver: res}, "http://localhost:"+s.port())
 		if r := get("http://localhost:" + s.port() + "/"); r.Err != "ok" || r.Body != "internal" {
 			t.Fatalf("got %+v", r)
 		}
@@ -196,7 +196,7 @@ func TestHTTPInternalAddressNeedsSameScheme(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "internal") })
 	res := fakeResolver{"rebind.test": loopback}
 	t.Run("other scheme", func(t *testing.T) {
-		_, get := probe(t, RuntimeOptions{Resolver: res}, "https://127.0.0.1:"+s.port(), "http://rebind.test:"+s.port())
+		_, get := probe(t, Options{Resolver: res}, "https://127.0.0.1:"+s.port(), "http://rebind.test:"+s.port())
 		r := get("http://rebind.test:" + s.port() + "/")
 		if r.Err != "denied" {
 			t.Fatalf("got %+v, want denied", r)
@@ -207,7 +207,7 @@ func TestHTTPInternalAddressNeedsSameScheme(t *testing.T) {
 		}
 	})
 	t.Run("same scheme", func(t *testing.T) {
-		_, get := probe(t, RuntimeOptions{Resolver: res}, "http://127.0.0.1:"+s.port(), "http://rebind.test:"+s.port())
+		_, get := probe(t, Options{Resolver: res}, "http://127.0.0.1:"+s.port(), "http://rebind.test:"+s.port())
 		if r := get("http://rebind.test:" + s.port() + "/"); r.Err != "ok" || r.Body != "internal" {
 			t.Fatalf("got %+v", r)
 		}
@@ -225,7 +225,7 @@ func TestHTTPSAllowed(t *testing.T) {
 			s.StartTLS()
 			t.Cleanup(s.Close)
 			_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
-			opts := RuntimeOptions{TLSClientConfig: s.Client().Transport.(*http.Transport).TLSClientConfig,
+			opts := Options{TLSClientConfig: s.Client().Transport.(*http.Transport).TLSClientConfig,
 				Resolver: fakeResolver{"tls.test": loopback}}
 			opts.EnsureDefaults()
 			h, err := newHTTPCap("c", []string{"https://127.0.0.1:" + port}, &opts)
@@ -261,7 +261,7 @@ func TestHTTPResponseTooLarge(t *testing.T) {
 		}
 		w.Write([]byte(strings.Repeat("x", 4096)))
 	})
-	_, get := probe(t, RuntimeOptions{MaxHTTPResponseBytes: 1024}, "http://127.0.0.1:"+s.port())
+	_, get := probe(t, Options{MaxHTTPResponseBytes: 1024}, "http://127.0.0.1:"+s.port())
 	for _, path := range []string{"/sized", "/chunked"} {
 		if r := get(s.URL + path); r.Err != "too_large" {
 			t.Fatalf("%s: got %+v, want too_large", path, r)
@@ -271,7 +271,7 @@ func TestHTTPResponseTooLarge(t *testing.T) {
 
 func TestHTTPTimeout(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	_, get := probe(t, RuntimeOptions{HTTPTimeout: 50 * time.Millisecond}, "http://127.0.0.1:"+s.port())
+	_, get := probe(t, Options{HTTPTimeout: 50 * time.Millisecond}, "http://127.0.0.1:"+s.port())
 	if r := get(s.URL + "/"); r.Err != "timeout" {
 		t.Fatalf("got %+v, want timeout", r)
 	}

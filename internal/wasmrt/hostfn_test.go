@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // outside guest memory and malformed input: each answers with a status,
 // none panics, and nothing is written out of place.
 func TestHostFunctionBounds(t *testing.T) {
-	rt, logs := newTestRuntime(t, RuntimeOptions{Config: func(string, string) (string, bool) { return "v", true }})
+	rt, logs := newTestRuntime(t, Options{Config: func(string, string) (string, bool) { return "v", true }})
 	m, lo := testManifest(t, "noop", "noop", ops("echo"))
 	m.Capabilities.Config = []string{"k"}
 	c := mustLoad(t, rt, m, lo)

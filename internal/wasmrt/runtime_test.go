@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 func TestLoad(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "noop", "noop", ops("echo", "keyed"))
 	c := mustLoad(t, rt, m, lo)
 	if c.Name() != "noop" || c.Manifest() != m || c.ModuleDigest() != m.Connector.SHA256 {
@@ -32,7 +32,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestLoadDigestMismatch(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "payments", "noop", ops("echo"))
 	actual := m.Connector.SHA256
 	m.Connector.SHA256 = strings.Repeat("ab", 32)
@@ -50,7 +50,7 @@ func TestLoadDigestMismatch(t *testing.T) {
 }
 
 func TestLoadUnpinned(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "email", "noop", ops("echo"))
 	m.Connector.SHA256 = ""
 	_, err := rt.Load(context.Background(), m, lo)
@@ -67,7 +67,7 @@ func TestLoadUnpinned(t *testing.T) {
 }
 
 func TestLoadWrongABIVersion(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "old", "badversion", ops("echo"))
 	_, err := rt.Load(context.Background(), m, lo)
 	if !errors.Is(err, ErrABIVersion) {
@@ -97,7 +97,7 @@ func TestLoadDeclaredExportMissing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rt, _ := newTestRuntime(t, RuntimeOptions{})
+			rt, _ := newTestRuntime(t, Options{})
 			o := ops("charge")
 			o[0].Recovery = tc.policy
 			m, lo := testManifest(t, "payments", "noreconcile", o)
@@ -111,14 +111,14 @@ func TestLoadDeclaredExportMissing(t *testing.T) {
 		})
 	}
 	t.Run("manual loads", func(t *testing.T) {
-		rt, _ := newTestRuntime(t, RuntimeOptions{})
+		rt, _ := newTestRuntime(t, Options{})
 		m, lo := testManifest(t, "payments", "noreconcile", ops("charge"))
 		mustLoad(t, rt, m, lo)
 	})
 }
 
 func TestLoadMissingOperation(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "noop", "noop", ops("echo", "refund"))
 	_, err := rt.Load(context.Background(), m, lo)
 	if !errors.Is(err, ErrMissingOperation) {
@@ -128,7 +128,7 @@ func TestLoadMissingOperation(t *testing.T) {
 }
 
 func TestLoadBadCapability(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	for _, entry := range []string{"api.stripe.com:443", "ftp://x:21", "https://api.stripe.com", "https://u@h:443", "https://h:443/path"} {
 		m, lo := testManifest(t, "caps", "noop", ops("echo"))
 		m.Capabilities.HTTP = []string{entry}
@@ -140,7 +140,7 @@ func TestLoadBadCapability(t *testing.T) {
 }
 
 func TestLoadMissingModule(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, _ := testManifest(t, "ghost", "noop", ops("echo"))
 	_, err := rt.Load(context.Background(), m, LoadOptions{ModulePath: t.TempDir() + "/missing.wasm"})
 	if err == nil {
@@ -152,7 +152,7 @@ func TestLoadMissingModule(t *testing.T) {
 func TestLoadFromDiskCache(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 2 {
-		rt, _ := newTestRuntime(t, RuntimeOptions{CacheDir: dir})
+		rt, _ := newTestRuntime(t, Options{CacheDir: dir})
 		m, lo := testManifest(t, "noop", "noop", ops("echo"))
 		c := mustLoad(t, rt, m, lo)
 		out, err := c.Call(context.Background(), execute("echo", `{"i":1}`))
@@ -168,8 +168,8 @@ func TestLoadFromDiskCache(t *testing.T) {
 	}
 }
 
-func TestRuntimeOptionsValidate(t *testing.T) {
-	o := RuntimeOptions{HTTPTimeout: -1, MaxHTTPRequestBytes: -1, MaxHTTPResponseBytes: -1}
+func TestOptionsValidate(t *testing.T) {
+	o := Options{HTTPTimeout: -1, MaxHTTPRequestBytes: -1, MaxHTTPResponseBytes: -1}
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("negative options validated")
@@ -177,7 +177,7 @@ func TestRuntimeOptionsValidate(t *testing.T) {
 	for _, want := range []string{"HTTPTimeout", "MaxHTTPRequestBytes", "MaxHTTPResponseBytes"} {
 		contains(t, err.Error(), want)
 	}
-	var d RuntimeOptions
+	var d Options
 	d.EnsureDefaults()
 	if err := d.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 func TestCallEcho(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "noop", "noop", ops("echo", "keyed"))
 	c := mustLoad(t, rt, m, lo)
 	out, err := c.Call(context.Background(), execute("echo", `{"to":"a@b.c","key":"not-the-key"}`))
@@ -38,7 +38,7 @@ func TestCallEcho(t *testing.T) {
 // TestCallBeforeGuest covers errors raised before the guest runs: they
 // call nothing, discard nothing and cannot have acted.
 func TestCallBeforeGuest(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "noop", "noop", ops("echo", "keyed"))
 	c := mustLoad(t, rt, m, lo)
 	tests := []struct {
@@ -70,7 +70,7 @@ func TestCallBeforeGuest(t *testing.T) {
 // connector and operation, the instance is discarded, and the next good
 // call on the same connector succeeds.
 func TestCallMisbehavingGuest(t *testing.T) {
-	rt, logs := newTestRuntime(t, RuntimeOptions{})
+	rt, logs := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "trap", "trap",
 		ops("ok", "trap", "nilderef", "panic", "loop", "sleep", "hostsleep", "late", "oom", "big", "exit"))
 	m.Limits.Timeout = 200 * time.Millisecond
@@ -137,7 +137,7 @@ func TestCallMisbehavingGuest(t *testing.T) {
 }
 
 func TestCallMalformedEnvelope(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "bad", "badenvelope",
 		ops("ok", "garbage", "truncated", "trailing", "badjson", "oob", "huge", "empty", "wrongkind"))
 	m.Limits.MaxOutputKiB = 64
@@ -177,7 +177,7 @@ func TestCallMalformedEnvelope(t *testing.T) {
 }
 
 func TestCallCanceled(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "trap", "trap", ops("ok", "sleep"))
 	c := mustLoad(t, rt, m, lo) // Timeout 5s: the cancellation comes first.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,7 +202,7 @@ func TestCallCanceled(t *testing.T) {
 // TestCallPoolWaitTimeout: with one instance busy, a second call waits and
 // gives up at its deadline without touching the guest.
 func TestCallPoolWaitTimeout(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "trap", "trap", ops("ok", "hostsleep"))
 	m.Limits.Instances = 1
 	m.Limits.Timeout = 2 * time.Second
@@ -237,7 +237,7 @@ func TestCallPoolWaitTimeout(t *testing.T) {
 // TestCallConcurrent: 8 goroutines × 50 calls through a pool of 2; each
 // caller sees its own result, and the pool never exceeds its cap.
 func TestCallConcurrent(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "noop", "noop", ops("echo", "keyed"))
 	m.Limits.Instances = 2
 	c := mustLoad(t, rt, m, lo)
@@ -280,7 +280,7 @@ func TestCallConcurrent(t *testing.T) {
 }
 
 func TestCallAfterClose(t *testing.T) {
-	rt, _ := newTestRuntime(t, RuntimeOptions{})
+	rt, _ := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "noop", "noop", ops("echo"))
 	c := mustLoad(t, rt, m, lo)
 	if err := c.Close(context.Background()); err != nil {
@@ -295,7 +295,7 @@ func TestCallAfterClose(t *testing.T) {
 
 func TestHostFunctions(t *testing.T) {
 	const secret = "sk_live_do_not_log"
-	rt, logs := newTestRuntime(t, RuntimeOptions{
+	rt, logs := newTestRuntime(t, Options{
 		Config: func(connector, key string) (string, bool) {
 			if connector == "probe" && key == "api_key" {
 				return secret, true

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 // Review tests (not part of the repo). Run:
 //   rm -rf /tmp/rv && mkdir /tmp/rv && cp -r /work/main /tmp/rv/main &&
@@ -38,7 +38,7 @@ func (r *recResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 func TestHTTPRefusesUnicodeHostsThatDialAnotherName(t *testing.T) {
 	res := &recResolver{}
 	var dialled []string
-	opts := RuntimeOptions{Resolver: res, Dial: func(_ context.Context, _, addr string) (net.Conn, error) {
+	opts := Options{Resolver: res, Dial: func(_ context.Context, _, addr string) (net.Conn, error) {
 		dialled = append(dialled, addr)
 		return nil, errors.New("test: not connecting")
 	}}
@@ -75,7 +75,7 @@ func TestHTTPRedirectToAnotherOriginDropsCredentials(t *testing.T) {
 		http.Redirect(w, r, b.URL+"/steal", http.StatusFound)
 	}))
 	defer a.Close()
-	opts := RuntimeOptions{}
+	opts := Options{}
 	opts.EnsureDefaults()
 	h, err := newHTTPCap("payments", []string{a.URL, b.URL}, &opts)
 	if err != nil {

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"bufio"
@@ -109,7 +109,7 @@ func TestGuestLogBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &logCounter{}
-			rt, logs := newTestRuntime(t, RuntimeOptions{Observer: obs})
+			rt, logs := newTestRuntime(t, Options{Observer: obs})
 			m, lo := testManifest(t, "chatty", "logflood", ops("log"))
 			m.Limits.LogKiB, m.Limits.LogRecords = 4, 10
 			c := mustLoad(t, rt, m, lo)
@@ -165,7 +165,7 @@ func TestGuestLogBudget(t *testing.T) {
 // same instance logs again.
 func TestGuestLogBudgetPerCall(t *testing.T) {
 	obs := &logCounter{}
-	rt, logs := newTestRuntime(t, RuntimeOptions{Observer: obs})
+	rt, logs := newTestRuntime(t, Options{Observer: obs})
 	m, lo := testManifest(t, "chatty", "logflood", ops("log"))
 	m.Limits.LogKiB, m.Limits.LogRecords, m.Limits.Instances = 4, 10, 1
 	c := mustLoad(t, rt, m, lo)
@@ -188,7 +188,7 @@ func TestGuestLogBudgetPerCall(t *testing.T) {
 // budget and one warning; the call is a timeout like any other.
 func TestGuestLogFloodUntilDeadline(t *testing.T) {
 	obs := &logCounter{}
-	rt, logs := newTestRuntime(t, RuntimeOptions{Observer: obs})
+	rt, logs := newTestRuntime(t, Options{Observer: obs})
 	m, lo := testManifest(t, "chatty", "logflood", ops("forever"))
 	m.Limits.Timeout = 300 * time.Millisecond
 	c := mustLoad(t, rt, m, lo)
@@ -211,7 +211,7 @@ func TestGuestLogFloodUntilDeadline(t *testing.T) {
 // TestGuestLogCutKeepsUTF8: a record cut inside a multi-byte rune loses
 // the partial rune instead of logging invalid UTF-8.
 func TestGuestLogCutKeepsUTF8(t *testing.T) {
-	rt, logs := newTestRuntime(t, RuntimeOptions{})
+	rt, logs := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "probe", "httpprobe", ops("log"))
 	m.Limits.LogKiB = 1
 	c := mustLoad(t, rt, m, lo)
@@ -235,7 +235,7 @@ func TestGuestLogCutKeepsUTF8(t *testing.T) {
 // and stderr leaves the host's log untouched, and the stderr capture kept
 // for failure messages stays at its cap.
 func TestGuestStdioNeverReachesTheHost(t *testing.T) {
-	rt, logs := newTestRuntime(t, RuntimeOptions{})
+	rt, logs := newTestRuntime(t, Options{})
 	m, lo := testManifest(t, "chatty", "logflood", ops("stdio"))
 	m.Limits.Instances = 1
 	c := mustLoad(t, rt, m, lo)

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"bytes"
@@ -109,7 +109,7 @@ func parseOrigin(entry string) (origin, error) {
 	return origin{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port}, nil
 }
 
-func newHTTPCap(connector string, entries []string, opts *RuntimeOptions) (*httpCap, error) {
+func newHTTPCap(connector string, entries []string, opts *Options) (*httpCap, error) {
 	h := &httpCap{
 		connector: connector,
 		resolver:  opts.Resolver,
