@@ -23,7 +23,7 @@ fmt:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/... ./internal/testconnectors/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/... ./internal/testing/testconnectors/...
 
 tidy-check:
 	$(GO) mod tidy -diff

@@ -213,10 +213,10 @@ func TestServeRefusesPublicWithoutToken(t *testing.T) {
 type dirs struct{ data, modules string }
 
 // testDirs returns a fresh data dir and a modules dir holding noop.wasm
-// (internal/testconnectors/noop), the module of testdata/manifests.
+// (internal/testing/testconnectors/noop), the module of testdata/manifests.
 func testDirs(t *testing.T) dirs {
 	t.Helper()
-	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/testconnectors/noop")
+	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatalf("build noop connector: %v", err)
 	}

@@ -51,8 +51,8 @@ func TestCrashtestCommand(t *testing.T) {
 	for name, src := range map[string]string{
 		"payments":        "plugins/payments",
 		"email":           "plugins/email",
-		"brokenkey":       "internal/testconnectors/brokenkey",
-		"brokenreconcile": "internal/testconnectors/brokenreconcile",
+		"brokenkey":       "internal/testing/testconnectors/brokenkey",
+		"brokenreconcile": "internal/testing/testconnectors/brokenreconcile",
 	} {
 		wasm, digest, err := wasmbuild.Cached(ctx, src)
 		if err != nil {

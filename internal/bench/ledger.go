@@ -152,7 +152,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	defer raw.Close()
 
 	o.Progress("building the noop connector")
-	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/noop")
+	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/noop")
 	if err != nil {
 		return rep, err
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/connhost/connhost/internal/crashtest"
 	"github.com/connhost/connhost/internal/sandbox"
-	"github.com/connhost/connhost/internal/testenv"
+	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

@@ -64,8 +64,8 @@ type testEnv struct {
 
 // newTestExecutor opens a real executor on a temporary data directory with
 // the manifests in testdata/manifests (connectors "noop" and "gated", both
-// backed by the internal/testconnectors/noop module, and "probe", backed by
-// internal/testconnectors/httpprobe) and a Prometheus
+// backed by the internal/testing/testconnectors/noop module, and "probe", backed by
+// internal/testing/testconnectors/httpprobe) and a Prometheus
 // registry wired through NewObserver. extra manifests are loaded too. The
 // executor is closed when the test ends.
 func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
@@ -77,7 +77,7 @@ func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 		t.Fatal(err)
 	}
 	for _, pkg := range []string{"noop", "httpprobe"} {
-		wasm, _, err := wasmbuild.Cached(ctx, "internal/testconnectors/"+pkg)
+		wasm, _, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/"+pkg)
 		if err != nil {
 			t.Fatalf("build %s connector: %v", pkg, err)
 		}

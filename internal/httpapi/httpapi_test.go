@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/testenv"
+	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/manifests"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/sandbox/mailpit"
-	"github.com/connhost/connhost/internal/testenv"
+	"github.com/connhost/connhost/internal/testing/testenv"
 )
 
 func start(t *testing.T, opts sandbox.Options) *sandbox.Sandbox {

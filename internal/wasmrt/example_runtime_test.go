@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -20,7 +20,7 @@ import (
 func ExampleRuntime_Load() {
 	ctx := context.Background()
 	// Tests build connectors on demand; a deployment has a built .wasm.
-	path, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/noop")
+	path, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/noop")
 	if err != nil {
 		panic(err)
 	}

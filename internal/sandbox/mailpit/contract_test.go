@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/internal/sandbox/mailpit"
-	"github.com/connhost/connhost/internal/testenv"
+	"github.com/connhost/connhost/internal/testing/testenv"
 )
 
 // The contract: one suite of cases, run against the emulator and against

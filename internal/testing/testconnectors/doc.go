@@ -16,7 +16,7 @@
 //   - logflood: logs, and prints to stdout and stderr, in loops, so the
 //     host's log budget and stream capture can be tested.
 //   - effect: performs a countable effect on a provider the test controls,
-//     so executor tests can inject every fault (internal/testconnectors/effect).
+//     so executor tests can inject every fault (internal/testing/testconnectors/effect).
 //   - brokenkey: declares idempotent-retry but sends a fresh key on every
 //     attempt; connhost crashtest must catch it.
 //   - brokenreconcile: its reconcile always answers not_applied; connhost

@@ -2,7 +2,7 @@
 // real wasm modules built from plugins/ (internal/wasmbuild), loaded by the
 // host (host.Runtime) from the shipped manifests, calling the providers
 // through the host's http capability — the Stripe emulator of
-// internal/sandbox for payments and a real Mailpit (internal/testenv) for
+// internal/sandbox for payments and a real Mailpit (internal/testing/testenv) for
 // email. Effects are counted on the provider side, never taken from the
 // connector's answer.
 //

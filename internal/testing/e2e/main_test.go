@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/sandbox"
-	"github.com/connhost/connhost/internal/testenv"
+	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 

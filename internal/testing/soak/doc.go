@@ -10,7 +10,7 @@
 //
 // The package has no non-test code. Run it with
 //
-//	go test ./internal/soak/ -run TestKillStorm -v [-soak.seed=N]
+//	go test ./internal/testing/soak/ -run TestKillStorm -v [-soak.seed=N]
 //
 // `go test -short` skips it. See RATIONALE.md, "Kill-storm soak".
 package soak

@@ -146,7 +146,7 @@ func TestKillStorm(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	s := &soak{t: t, seed: seed, api: newAPIClient(), fenced: map[string]bool{}}
-	t.Logf("seed %d (rerun: go test ./internal/soak/ -run TestKillStorm -v -soak.seed=%d)", seed, seed)
+	t.Logf("seed %d (rerun: go test ./internal/testing/soak/ -run TestKillStorm -v -soak.seed=%d)", seed, seed)
 	began := time.Now()
 
 	// Setup: the binary, the modules, the provider sandbox in its own

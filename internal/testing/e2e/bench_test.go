@@ -21,7 +21,7 @@ import (
 // host, the wasm connector and the ABI cost per call. Every iteration uses a
 // fresh idempotency key, so each one is a real effect, never a replay.
 //
-//	go test -run '^$' -bench . -benchtime 200x ./internal/e2e/
+//	go test -run '^$' -bench . -benchtime 200x ./internal/testing/e2e/
 
 // benchRun distinguishes keys of separate runs against the same providers.
 var benchRun = newKey("bench")
