@@ -3,14 +3,11 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // benchParallelism returns the SetParallelism factor that runs about n
@@ -20,24 +17,10 @@ func benchParallelism(n int) int {
 	return max(p, 1)
 }
 
-// BenchmarkRawSync is the baseline: two synced Pebble batch commits per op
-// (what one ungated execution needs), on a real directory.
-func BenchmarkRawSync(b *testing.B) {
-	for _, conc := range []int{1, 64} {
-		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
-			_, perSec, err := RawSyncBench(context.Background(), b.TempDir(), b.N, conc)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(perSec, "ops/s")
-		})
-	}
-}
-
 // BenchmarkCreateApply measures the ledger's share of one ungated execution:
 // Create(dispatched) + Apply(succeeded), two synced batches, on a real
 // directory; sequential and with ~64 goroutines (compare with
-// BenchmarkRawSync: the target is >= 0.5× the raw throughput).
+// internal/bench's BenchmarkRawSync and `connhost bench ledger`).
 func BenchmarkCreateApply(b *testing.B) {
 	ctx := context.Background()
 	run := func(b *testing.B, db *DB, i int64) {
@@ -90,55 +73,6 @@ func createApply(ctx context.Context, db *DB, i int64) error {
 		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1, Receipt: "pi_123"},
 		Event:   Event{Decision: "outcome", Actor: "executor"}})
 	return err
-}
-
-// BenchmarkLedgerVsRaw alternates rounds of raw synced Pebble writes and
-// ledger executions (both 1,000 ops from 64 goroutines, each op two synced
-// commits) so that both see the same disk and CPU load, and reports the
-// geometric mean of ledger throughput / raw throughput as "ratio" (the
-// target is >= 0.5).
-func BenchmarkLedgerVsRaw(b *testing.B) {
-	ctx := context.Background()
-	const ops, conc = 1000, 64
-	rawDir := b.TempDir()
-	db, err := Open(ctx, Options{Dir: b.TempDir(), Logger: discardLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	var next atomic.Int64
-	logSum := 0.0
-	var rawTotal, ledTotal time.Duration
-	for round := 0; round < b.N; round++ {
-		rawPerOp, _, err := RawSyncBench(ctx, rawDir, ops, conc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		var wg sync.WaitGroup
-		var remaining atomic.Int64
-		remaining.Store(ops)
-		for g := 0; g < conc; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for remaining.Add(-1) >= 0 {
-					if err := createApply(ctx, db, next.Add(1)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		ledPerOp := time.Since(start) / ops
-		rawTotal += rawPerOp
-		ledTotal += ledPerOp
-		logSum += math.Log(float64(rawPerOp) / float64(ledPerOp))
-	}
-	b.ReportMetric(math.Exp(logSum/float64(b.N)), "ratio")
-	b.ReportMetric(float64(rawTotal.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(float64(ledTotal.Nanoseconds())/float64(b.N), "ledger-ns/op")
 }
 
 // BenchmarkPendingWithHistory measures recovery's read: Open + Pending

@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/connhost/connhost/internal/pebbleconf"
 )
 
 // DB is the Pebble implementation of Ledger. It is safe for concurrent use.
@@ -162,36 +161,11 @@ func cloneRecord(r Record) Record {
 	return r
 }
 
-// pebbleOptions returns the Pebble configuration of a ledger, which the
-// raw baseline (RawBench) uses too, so that the benchmarks compare the
-// ledger's work with the same engine doing only the writes. The caller
-// owns the returned options' cache reference.
+// pebbleOptions returns the Pebble configuration of a ledger (see
+// internal/pebbleconf, which the raw benchmark baseline shares). The
+// caller owns the returned options' cache reference.
 func pebbleOptions(opts Options) *pebble.Options {
-	// Pebble accounts its memtables against the block cache (it reserves
-	// each one's size there), so a cache of CacheBytes alone would be
-	// entirely taken by memtables once they reach full size, and every
-	// read - Create's existence check included - would go to the files.
-	// The cache is sized for the memtables it must hold (the active one,
-	// those being flushed and the one kept for reuse) plus CacheBytes.
-	// The memtables are larger than Pebble's 4 MiB default: each execution
-	// writes a few KiB, and fewer flushes mean less background work
-	// competing with the commit path.
-	const memTableSize, memTableStop = 32 << 20, 2
-	popts := &pebble.Options{
-		Logger:                      pebbleLogger{opts.Logger},
-		FormatMajorVersion:          pebble.FormatNewest,
-		Cache:                       pebble.NewCache(opts.CacheBytes + (memTableStop+1)*memTableSize),
-		MemTableSize:                memTableSize,
-		MemTableStopWritesThreshold: memTableStop,
-	}
-	// Bloom filters on every level: Create's existence check is a Get of
-	// an id that is almost always absent, which without a filter reads an
-	// index block of every overlapping table.
-	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	if opts.fs != nil {
-		popts.FS = opts.fs
-	}
-	return popts
+	return pebbleconf.Options(opts.CacheBytes, opts.Logger, opts.fs)
 }
 
 // loadFences counts the fence index per session.
@@ -845,24 +819,6 @@ func (d *DB) DiskUsage() (int64, error) {
 		return 0, ErrClosed
 	}
 	return int64(d.db.Metrics().DiskSpaceUsage()), nil
-}
-
-// pebbleLogger adapts slog to Pebble's logger.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-// Fatalf logs and exits like Pebble's default logger: Pebble calls it only
-// for invariant violations it cannot continue from.
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble", "fatal", true)
-	os.Exit(1)
 }
 
 // normTime returns t as the record encoding reads it back: UTC, without a

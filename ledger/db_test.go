@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/connhost/connhost/internal/pebbleconf"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -138,7 +140,7 @@ func TestProtocolMarker(t *testing.T) {
 	require.Contains(t, err.Error(), fmt.Sprintf("protocol %d", ProtocolVersion))
 
 	fs2 := vfs.NewMem()
-	raw, err := pebble.Open("ledger", &pebble.Options{FS: fs2, Logger: pebbleLogger{discardLogger()}})
+	raw, err := pebble.Open("ledger", &pebble.Options{FS: fs2, Logger: pebbleconf.Logger{L: discardLogger()}})
 	require.NoError(t, err)
 	require.NoError(t, raw.Set([]byte("r/x"), []byte("?"), pebble.Sync))
 	require.NoError(t, raw.Close())
@@ -435,15 +437,6 @@ func TestPendingStopsAtError(t *testing.T) {
 	})
 	require.ErrorIs(t, err, stop)
 	require.Equal(t, []string{"a", "b"}, seen)
-}
-
-func TestRawSyncBench(t *testing.T) {
-	perOp, perSec, err := RawSyncBench(context.Background(), t.TempDir(), 20, 4)
-	require.NoError(t, err)
-	require.Positive(t, perOp)
-	require.Positive(t, perSec)
-	_, _, err = RawSyncBench(context.Background(), t.TempDir(), 0, 1)
-	require.ErrorIs(t, err, ErrInvalid)
 }
 
 // TestEncodingVersions: the decoder reads version 1..RecordVersion and

@@ -145,7 +145,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	// One raw database for the sequential and the concurrent runs, as the
 	// executor has one ledger for both: each sequential round then writes
 	// into a database of the same age as the executor's.
-	raw, err := ledger.OpenRawBench(filepath.Join(o.Dir, "raw"))
+	raw, err := OpenRawBench(filepath.Join(o.Dir, "raw"))
 	if err != nil {
 		return rep, err
 	}
@@ -233,7 +233,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 // machine load and databases of similar age (on a shared machine the load
 // changes within seconds, and one long run of each compares different
 // machines), and fills rep's write figures.
-func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *ledger.RawBench, writeOnly, execute func() error) error {
+func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *RawBench, writeOnly, execute func() error) error {
 	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
 		return err
 	}

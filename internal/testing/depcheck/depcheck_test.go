@@ -196,6 +196,12 @@ func TestPluginsDependOnTheStandardLibraryAndABIOnly(t *testing.T) {
 	}
 }
 
+// pebbleAllowed: the ledger, its Pebble configuration, and the raw Pebble
+// baseline the ledger is benchmarked against.
+func pebbleAllowed(p string) bool {
+	return within(p, module+"/ledger") || within(p, module+"/internal/pebbleconf") || within(p, module+"/internal/bench")
+}
+
 // TestPebbleAndWazeroStayInTheirPackages checks direct imports, test files
 // included, in the default build and with the executor tag.
 func TestPebbleAndWazeroStayInTheirPackages(t *testing.T) {
@@ -208,8 +214,8 @@ func TestPebbleAndWazeroStayInTheirPackages(t *testing.T) {
 					t.Fatalf("go list did not list %s", want)
 				}
 			}
-			for _, bad := range confinedViolations(pkgs, pebble, func(p string) bool { return within(p, module+"/ledger") }) {
-				t.Errorf("%s; Pebble is confined to ledger/", bad)
+			for _, bad := range confinedViolations(pkgs, pebble, pebbleAllowed) {
+				t.Errorf("%s; Pebble is confined to ledger/ (and the ledger's Pebble configuration and raw benchmark baseline, internal/pebbleconf and internal/bench)", bad)
 			}
 			for _, bad := range confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/internal/wasmrt") }) {
 				t.Errorf("%s; wazero is confined to internal/wasmrt (everything else reaches it through the executor or wasmrt)", bad)
