@@ -19,7 +19,7 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
-// The tests in this file follow the recovery decision table of DESIGN.md,
+// The tests in this file follow the recovery decision table of docs/design.md,
 // one test per row, then the crash-point matrix in-process.
 
 func TestExecuteOnceAndReturnRecorded(t *testing.T) {

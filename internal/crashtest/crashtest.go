@@ -1,4 +1,4 @@
-// Package crashtest runs the fault-injection matrix of DESIGN.md with real
+// Package crashtest runs the fault-injection matrix of docs/design.md with real
 // process kills: for every crash point × operation × approval variant (a
 // "cell") it runs a tool call through separate connhost processes the way
 // an agent runtime would, with CONNHOST_CRASH_AT set so that one process

@@ -26,7 +26,7 @@ import (
 var matrixOut = flag.String("crashmatrix.out", os.Getenv("CONNHOST_CRASHMATRIX_OUT"),
 	"also write the crash matrix table to this file (or set $CONNHOST_CRASHMATRIX_OUT)")
 
-// TestCrashMatrix is DESIGN.md's fault-injection matrix with real process
+// TestCrashMatrix is the fault-injection matrix of docs/design.md with real process
 // kills: every crash point × every operation of the shipped connectors ×
 // gated/ungated, each in a fresh data directory, against `connhost
 // sandbox` running as its own process (payments) and a real Mailpit
