@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/connhost/connhost/internal/pebbleconf"
 )
 
 // Open opens the ledger in opts.Dir, or creates one where there has never
@@ -470,4 +471,11 @@ func (d *DB) empty() (bool, error) {
 	}
 	defer it.Close()
 	return !it.First(), it.Error()
+}
+
+// pebbleOptions returns the Pebble configuration of a ledger (see
+// internal/pebbleconf, which the raw benchmark baseline shares). The
+// caller owns the returned options' cache reference.
+func pebbleOptions(opts Options) *pebble.Options {
+	return pebbleconf.Options(opts.CacheBytes, opts.Logger, opts.fs)
 }

@@ -1,0 +1,173 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// reader is what Get and iterators read from: the DB or a snapshot.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// getRecord reads r/<id>: ErrNotFound, ErrPruned (with the tombstone's
+// partial record), ErrCorrupt or the record.
+func getRecord(r reader, id string) (Record, error) {
+	v, closer, err := r.Get(recordKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Record{}, fmt.Errorf("execution[%s]: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("ledger: read execution[%s]: %w", id, err)
+	}
+	defer closer.Close()
+	rec, err := decodeRecord(v)
+	if errors.Is(err, ErrPruned) {
+		return rec, fmt.Errorf("execution[%s]: %w", id, err)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("execution[%s]: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Get implements Ledger. For a pruned id it returns ErrPruned together with
+// the partial record the tombstone keeps (id, namespace, session, tool
+// call, args digest, final state).
+func (d *DB) Get(ctx context.Context, id string) (Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return Record{}, err
+	}
+	defer d.exit()
+	return getRecord(d.db, id)
+}
+
+// Events implements Ledger. A pruned id is ErrPruned; an unknown id returns
+// ErrNotFound.
+func (d *DB) Events(ctx context.Context, id string) ([]Event, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	snap := d.db.NewSnapshot()
+	defer snap.Close()
+	if _, err := getRecord(snap, id); err != nil {
+		return nil, err
+	}
+	var evs []Event
+	err := scan(snap, eventPrefix(id), func(_, v []byte) error {
+		e, err := decodeEvent(v)
+		if err != nil {
+			return fmt.Errorf("execution[%s] event: %w", id, err)
+		}
+		evs = append(evs, e)
+		return nil
+	})
+	return evs, err
+}
+
+// Pending implements Ledger. It reads a consistent snapshot: the p/ index
+// and, for each entry, the record it names; fn may write to the ledger.
+func (d *DB) Pending(ctx context.Context, fn func(Record) error) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	snap := d.db.NewSnapshot()
+	defer snap.Close()
+	return scan(snap, []byte(prefixPending), func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("pending entry %q: %w", k, err)
+		}
+		return fn(rec)
+	})
+}
+
+// DefaultListLimit is the number of records List returns when Filter.Limit
+// is 0.
+const DefaultListLimit = 100
+
+// List implements Ledger. It walks the records in id order from f.After,
+// skipping tombstones of pruned executions; a filter on state, namespace or
+// session is applied while walking, so a selective filter over a large
+// history reads more than it returns.
+func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	lower := []byte(prefixRecord)
+	if f.After != "" {
+		lower = append(recordKey(f.After), 0)
+	}
+	var recs []Record
+	errStop := errors.New("stop")
+	err := scanRange(d.db, lower, prefixEnd([]byte(prefixRecord)), func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if len(v) > 0 && v[0] == tombstoneTag {
+			return nil
+		}
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("execution[%s]: %w", k[len(prefixRecord):], err)
+		}
+		if (f.State != "" && rec.State != f.State) ||
+			(f.Namespace != "" && rec.Namespace != f.Namespace) ||
+			(f.SessionID != "" && rec.SessionID != f.SessionID) {
+			return nil
+		}
+		recs = append(recs, rec)
+		if len(recs) >= limit {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return recs, err
+}
+
+// scan calls fn for every key with the prefix, in order. The slices are
+// only valid during the call.
+func scan(r reader, prefix []byte, fn func(k, v []byte) error) error {
+	return scanRange(r, prefix, prefixEnd(prefix), fn)
+}
+
+func scanRange(r reader, lower, upper []byte, fn func(k, v []byte) error) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("ledger: iterator: %w", err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("ledger: read %q: %w", it.Key(), err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return fmt.Errorf("ledger: iterate: %w", err)
+	}
+	return it.Close()
+}

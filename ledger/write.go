@@ -1,0 +1,262 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Create implements Ledger. The ledger fills in the event's Seq (1), Time,
+// ExecutionID, ToolCallID, Attempt and To, sets Version, Events (1),
+// UpdatedAt and (if zero) CreatedAt. The initial state must be one the
+// grammar allows (see grammar.go), else ErrIllegalTransition; an empty id or
+// MaxAttempts < 1 is ErrInvalid. An id that was pruned is refused with
+// ErrPruned: a pruned execution never runs again as new.
+func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return Record{}, err
+	}
+	defer d.exit()
+	if err := checkCreate(rec); err != nil {
+		return Record{}, err
+	}
+	defer d.lock(rec.ID).Unlock()
+
+	existing, err := getRecord(d.db, rec.ID)
+	switch {
+	case err == nil:
+		return existing, fmt.Errorf("execution[%s]: %w", rec.ID, ErrExists)
+	case errors.Is(err, ErrPruned):
+		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ErrPruned)
+	case !errors.Is(err, ErrNotFound):
+		return Record{}, err
+	}
+
+	now := d.opts.Now()
+	rec.Version = RecordVersion
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	rec.UpdatedAt = now
+	rec.Events = 1
+	ev.Seq, ev.Time, ev.ExecutionID, ev.ToolCallID = 1, now, rec.ID, rec.ToolCallID
+	ev.Attempt, ev.From, ev.To = rec.Attempt, "", rec.State
+	if ev.Decision == "" {
+		ev.Decision = "intent"
+	}
+
+	b := d.db.NewBatch()
+	defer b.Close()
+	rec, fc, err := d.writeRecord(b, nil, rec, ev)
+	if err != nil {
+		return Record{}, err
+	}
+	// The session is classified by its first record and never
+	// reclassified. Once its marker is committed no lock is needed; until
+	// then the session's lock is held across the commit, so two first
+	// records cannot race. Only a session's first records wait for each
+	// other; later ones commit (and group-commit) in parallel.
+	sk := sessionKey(rec.Namespace, rec.SessionID)
+	marked := d.sessionMarked(sk)
+	if !marked {
+		if marked, err = d.has(sk); err != nil {
+			return Record{}, err
+		}
+	}
+	if !marked {
+		sm := &d.sessions[maphash.Bytes(d.seed, sk)%uint64(len(d.sessions))]
+		sm.Lock()
+		defer sm.Unlock()
+		if marked, err = d.has(sk); err != nil {
+			return Record{}, err
+		}
+		if !marked {
+			_ = b.Set(sk, sessionMarker(rec), nil)
+		}
+	}
+	if err := d.commit(b, fc); err != nil {
+		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
+	}
+	d.remember(rec)
+	d.noteSessionMarked(sk)
+	return rec, nil
+}
+
+// Apply implements Ledger; the grammar it enforces is documented in
+// grammar.go. The ledger sets UpdatedAt, Events and the event's Seq, Time,
+// ExecutionID, ToolCallID, Attempt, From and To. A pruned id is ErrPruned.
+func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return Record{}, err
+	}
+	defer d.exit()
+	defer d.lock(id).Unlock()
+
+	old, ok := d.cached(id)
+	if !ok {
+		var err error
+		if old, err = getRecord(d.db, id); err != nil {
+			return Record{}, err
+		}
+	}
+	if err := checkTransition(old, t); err != nil {
+		return Record{}, err
+	}
+	now := d.opts.Now()
+	rec := old
+	rec.Version = RecordVersion // what this write stores, whatever old was read from
+	rec.State, rec.Attempt, rec.UpdatedAt = t.To, t.Attempt, now
+	if !t.Deadline.IsZero() {
+		rec.Deadline = t.Deadline
+	}
+	if !t.NextAttemptAt.IsZero() {
+		rec.NextAttemptAt = t.NextAttemptAt
+	}
+	if t.Approval != nil {
+		a := *t.Approval
+		rec.Approval = &a
+	}
+	if t.Outcome != nil {
+		o := *t.Outcome
+		rec.Outcome = &o
+	}
+	if t.Resolution != nil {
+		r := *t.Resolution
+		rec.Resolution = &r
+	}
+	if t.CancelRequested {
+		rec.CancelRequested = true
+	}
+	switch {
+	case t.Uncertain:
+		rec.Uncertain = true
+	case t.RuledOut || rec.State.Terminal():
+		rec.Uncertain = false
+	}
+	rec.Events = old.Events + 1
+	ev := t.Event
+	ev.Seq, ev.Time, ev.ExecutionID, ev.ToolCallID = rec.Events, now, id, rec.ToolCallID
+	ev.Attempt, ev.From, ev.To = rec.Attempt, old.State, rec.State
+
+	b := d.db.NewBatch()
+	defer b.Close()
+	rec, fc, err := d.writeRecord(b, &old, rec, ev)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := d.commit(b, fc); err != nil {
+		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
+	}
+	d.remember(rec)
+	return rec, nil
+}
+
+// writeRecord adds to b the record, its newest event and every index change
+// between old (nil for a new record) and rec. It returns the record as it
+// will read back: times are normalized (UTC, no monotonic reading) so that
+// what a write returns equals what a later Get decodes.
+func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, fenceChange, error) {
+	var fc fenceChange
+	normalize(&rec)
+	ev.Time = normTime(ev.Time)
+	v, err := encodeRecord(rec)
+	if err != nil {
+		return Record{}, fc, err
+	}
+	if len(v) > d.opts.MaxRecordBytes {
+		return Record{}, fc, fmt.Errorf("execution[%s] is %d bytes, limit %d: %w", rec.ID, len(v), d.opts.MaxRecordBytes, ErrTooLarge)
+	}
+	e, err := encodeEvent(ev)
+	if err != nil {
+		return Record{}, fc, err
+	}
+	_ = b.Set(recordKey(rec.ID), v, nil)
+	_ = b.Set(eventKey(rec.ID, ev.Seq), e, nil)
+	switch {
+	case !rec.State.Terminal():
+		// The pending entry carries the record itself, so recovery reads
+		// only the pending range: no point read per pending execution into
+		// an LSM that holds the whole history.
+		_ = b.Set(pendingKey(rec.ID), v, nil)
+	case rec.State.Terminal():
+		_ = b.Delete(pendingKey(rec.ID), nil)
+		_ = b.Set(termKey(rec.UpdatedAt, rec.ID), nil, nil)
+	}
+	wasFenced := old != nil && old.State == StateRecoveryRequired
+	switch isFenced := rec.State == StateRecoveryRequired; {
+	case isFenced && !wasFenced:
+		_ = b.Set(fenceKey(rec.Namespace, rec.SessionID, rec.ID), nil, nil)
+		fc = fenceChange{string(fencePrefix(rec.Namespace, rec.SessionID)), +1}
+	case !isFenced && wasFenced:
+		_ = b.Delete(fenceKey(old.Namespace, old.SessionID, old.ID), nil)
+		fc = fenceChange{string(fencePrefix(old.Namespace, old.SessionID)), -1}
+	}
+	return rec, fc, nil
+}
+
+// commit commits b, whose writes change the fence index by fc, so that the
+// fence count never under-reports: an added entry is counted before the
+// commit (and uncounted if the commit fails), a removed one after it. A
+// count that is briefly too high only makes Fenced read the index.
+func (d *DB) commit(b *pebble.Batch, fc fenceChange) error {
+	if fc.delta > 0 {
+		d.noteFences(fc)
+	}
+	err := b.Commit(d.wo)
+	if err == nil {
+		d.writes.Add(1)
+	}
+	switch {
+	case err != nil && fc.delta > 0:
+		d.noteFences(fenceChange{fc.session, -fc.delta})
+	case err == nil && fc.delta < 0:
+		d.noteFences(fc)
+	}
+	return err
+}
+
+// has reports whether key is present.
+func (d *DB) has(key []byte) (bool, error) {
+	_, closer, err := d.db.Get(key)
+	switch {
+	case err == nil:
+		return true, closer.Close()
+	case errors.Is(err, pebble.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("ledger: read %q: %w", key, err)
+	}
+}
+
+// normTime returns t as the record encoding reads it back: UTC, without a
+// monotonic clock reading.
+func normTime(t time.Time) time.Time { return t.Round(0).UTC() }
+
+// normalize gives r the form a later read decodes: times as normTime
+// returns them, empty byte slices nil.
+func normalize(r *Record) {
+	if len(r.Args) == 0 {
+		r.Args = nil
+	}
+	if r.Outcome != nil && r.Outcome.Result != nil && len(r.Outcome.Result) == 0 {
+		o := *r.Outcome
+		o.Result = nil
+		r.Outcome = &o
+	}
+	r.CreatedAt, r.UpdatedAt = normTime(r.CreatedAt), normTime(r.UpdatedAt)
+	r.Deadline, r.NextAttemptAt = normTime(r.Deadline), normTime(r.NextAttemptAt)
+	if r.Approval != nil {
+		a := *r.Approval
+		a.RequestedAt, a.ExpiresAt, a.DecidedAt = normTime(a.RequestedAt), normTime(a.ExpiresAt), normTime(a.DecidedAt)
+		r.Approval = &a
+	}
+	if r.Resolution != nil {
+		res := *r.Resolution
+		res.At = normTime(res.At)
+		r.Resolution = &res
+	}
+}
