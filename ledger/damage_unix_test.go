@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashHelperEnv); dir != "" {
 		crashHelper(dir)
 	}
+	if dir := os.Getenv(lazyHelperEnv); dir != "" {
+		lazyHelper(dir)
+	}
 	os.Exit(m.Run())
 }
 

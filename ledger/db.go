@@ -87,6 +87,11 @@ type DB struct {
 	stored, inMark uint64
 	stopMarker     chan struct{}
 	markerDone     chan struct{}
+
+	// lazy is set by a lazy commit (written, not synced) and cleared by
+	// the background syncer before it syncs the log.
+	lazy                   atomic.Bool
+	stopSyncer, syncerDone chan struct{}
 }
 
 var _ Ledger = (*DB)(nil)

@@ -64,6 +64,13 @@ import "fmt"
 //     operator decides) or abandoned, or failed/cancelled with RuledOut.
 //  9. A read (Effect "read") never enters recovery_required, so it never
 //     fences its session: an uncertain read is read again or fails.
+//  10. A lazy transition (t.Lazy, not synced before Apply returns) is
+//     allowed only from dispatched into succeeded, for a record whose
+//     policy recovers a lost outcome without a human: idempotent-retry
+//     (the provider replays the keyed answer) and reconcile (reconcile
+//     finds the effect). Else ErrIllegalTransition. Every other transition
+//     (failed outcomes, approvals, operator decisions, recovery_required)
+//     is synced before it is acknowledged.
 var transitions = map[State][]State{
 	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled},
 	StateApproved:         {StateDispatched, StateExpired, StateCancelled},
@@ -191,8 +198,20 @@ func checkTransition(rec Record, t Transition) error {
 	if t.To == StateRecoveryRequired && rec.Effect == EffectRead {
 		return fmt.Errorf("execution[%s] is a read and never enters recovery_required: %w", id, ErrIllegalTransition)
 	}
+	// 10. Lazy durability only where recovery re-derives a lost outcome.
+	if t.Lazy && (t.From != StateDispatched || t.To != StateSucceeded ||
+		rec.Policy != PolicyIdempotentRetry && rec.Policy != PolicyReconcile) {
+		return fmt.Errorf("execution[%s] %s → %s under policy %q cannot be lazy: only succeeded outcomes of idempotent-retry and reconcile calls are re-derived after a loss: %w",
+			id, t.From, t.To, rec.Policy, ErrIllegalTransition)
+	}
 	return nil
 }
+
+// Recovery policies as Record.Policy spells them (rule 10).
+const (
+	PolicyIdempotentRetry = "idempotent-retry"
+	PolicyReconcile       = "reconcile"
+)
 
 // EffectRead is Record.Effect of an operation without side effects.
 const EffectRead = "read"

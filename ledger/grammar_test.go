@@ -20,10 +20,10 @@ import (
 //
 // Commands:
 //
-//	create id=<id> state=<state> attempt=<n> max=<n> [ns=<ns>] [session=<s>] [tool=<id>] [args=<digest>] [effect=read|external]
+//	create id=<id> state=<state> attempt=<n> max=<n> [ns=<ns>] [session=<s>] [tool=<id>] [args=<digest>] [effect=read|external] [policy=<p>]
 //	apply id=<id> from=<state> to=<state> attempt=<n> [fromattempt=<n>]
 //	      [outcome=<kind>[@<attempt>]] [resolution=applied|retry|abandon] [cancel] [approval=<decision>]
-//	      [uncertain] [ruledout]
+//	      [uncertain] [ruledout] [lazy]
 //	      fromattempt defaults to attempt-1 when entering dispatched (unless
 //	      cancel is set and from=dispatched), else to attempt.
 //	get id=<id> | events id=<id> | pending | fenced [ns=<ns>] session=<s>
@@ -113,7 +113,7 @@ func runGrammarCmd(t *testing.T, ctx context.Context, dbp **DB, fs vfs.FS, clock
 			ToolCallID: arg(d, "tool", "call-"+id), ArgsDigest: arg(d, "args", "digest-"+id),
 			State: State(arg(d, "state", "")), Attempt: intArg(t, d, "attempt", 0),
 			MaxAttempts: intArg(t, d, "max", 3), Resumed: arg(d, "resumed", "") == "true",
-			Effect: arg(d, "effect", "external"),
+			Effect: arg(d, "effect", "external"), Policy: arg(d, "policy", ""),
 		}
 		got, err := db.Create(ctx, rec, Event{Actor: "executor"})
 		if err != nil {
@@ -135,7 +135,8 @@ func runGrammarCmd(t *testing.T, ctx context.Context, dbp **DB, fs vfs.FS, clock
 		}
 		tr := Transition{From: from, To: to, Attempt: attempt, FromAttempt: intArg(t, d, "fromattempt", defFrom),
 			CancelRequested: cancel, Event: Event{Decision: arg(d, "decision", "step"), Actor: "test"},
-			Uncertain: arg(d, "uncertain", "") == "true", RuledOut: arg(d, "ruledout", "") == "true"}
+			Uncertain: arg(d, "uncertain", "") == "true", RuledOut: arg(d, "ruledout", "") == "true",
+			Lazy: arg(d, "lazy", "") == "true"}
 		if o := arg(d, "outcome", ""); o != "" {
 			kind, at, found := strings.Cut(o, "@")
 			oa := attempt

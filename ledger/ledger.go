@@ -245,6 +245,13 @@ type Transition struct {
 	// idempotency key, an operator said so). Setting both is illegal.
 	Uncertain bool
 	RuledOut  bool
+	// Lazy lets Apply return once the transition is written, without
+	// waiting for its own fsync: it becomes durable with the next synced
+	// write or within Options.LazySyncInterval. A crash in between may lose
+	// it, so only a transition whose loss recovery re-derives may be lazy:
+	// the grammar admits it only into succeeded, from dispatched, for the
+	// policies idempotent-retry and reconcile (rule 10).
+	Lazy bool
 
 	Event Event
 }

@@ -102,6 +102,10 @@ func open(opts Options) (*DB, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
+	if opts.LoseUnsynced {
+		fsys = lossyFS{fsys}
+		opts.fs = fsys
+	}
 	mk, err := readMark(fsys, opts.MarkPath, opts.Dir)
 	if err != nil {
 		return nil, err
@@ -171,6 +175,8 @@ func open(opts Options) (*DB, error) {
 	}
 	d.stopMarker, d.markerDone = make(chan struct{}), make(chan struct{})
 	go d.runMarker()
+	d.stopSyncer, d.syncerDone = make(chan struct{}), make(chan struct{})
+	go d.runLazySyncer()
 	ok = true
 	return d, nil
 }
@@ -365,6 +371,8 @@ func (d *DB) Close() error {
 		return ErrClosed
 	}
 	d.closed = true
+	close(d.stopSyncer)
+	<-d.syncerDone
 	close(d.stopMarker)
 	<-d.markerDone
 	var errs []error
@@ -397,6 +405,10 @@ func setAside(opts Options) error {
 	fsys := opts.fs
 	if fsys == nil {
 		fsys = vfs.Default
+	}
+	if opts.LoseUnsynced {
+		fsys = lossyFS{fsys}
+		opts.fs = fsys
 	}
 	suffix := ".aside-" + opts.Now().UTC().Format("20060102T150405Z")
 	for _, p := range []string{opts.Dir, opts.MarkPath} {

@@ -21,6 +21,9 @@ const ProtocolVersion = 3
 // DefaultMaxRecordBytes is the default value of Options.MaxRecordBytes.
 const DefaultMaxRecordBytes = 4 << 20
 
+// DefaultLazySyncInterval is the default value of Options.LazySyncInterval.
+const DefaultLazySyncInterval = 20 * time.Millisecond
+
 // DefaultCacheBytes is the default value of Options.CacheBytes.
 const DefaultCacheBytes = 64 << 20
 
@@ -96,6 +99,16 @@ type Options struct {
 	// messages at debug level, errors at error level).
 	// The default value is slog.Default().
 	Logger *slog.Logger
+	// LazySyncInterval bounds how long a lazy transition (Transition.Lazy)
+	// stays written but not synced: a background sync runs that often while
+	// lazy writes wait (any synced write makes them durable earlier).
+	// The default value is DefaultLazySyncInterval (20ms).
+	LazySyncInterval time.Duration
+	// LoseUnsynced is for crash tests: the write-ahead log is held in
+	// memory until synced, so that a SIGKILL loses unsynced writes as a
+	// power loss would (a killed process otherwise leaves them to the
+	// kernel, which writes them out). The default value is false.
+	LoseUnsynced bool
 
 	// fs and noSync are for this package's tests only: an in-memory
 	// filesystem, and unsynced commits on it.
@@ -123,6 +136,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MarkInterval == 0 {
 		o.MarkInterval = DefaultMarkInterval
 	}
+	if o.LazySyncInterval == 0 {
+		o.LazySyncInterval = DefaultLazySyncInterval
+	}
 	return o
 }
 
@@ -138,6 +154,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("%w: Options.CacheBytes = %d, must be > 0", ErrInvalid, o.CacheBytes))
+	}
+	if o.LazySyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: Options.LazySyncInterval = %s, must be > 0", ErrInvalid, o.LazySyncInterval))
 	}
 	if o.MarkInterval < 0 {
 		errs = append(errs, fmt.Errorf("%w: Options.MarkInterval = %s, must be > 0", ErrInvalid, o.MarkInterval))

@@ -148,11 +148,43 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	if err != nil {
 		return Record{}, err
 	}
-	if err := d.commit(b, fc); err != nil {
+	commit := d.commit
+	if t.Lazy {
+		commit = d.commitLazy
+	}
+	if err := commit(b, fc); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
 	}
 	d.remember(rec)
 	return rec, nil
+}
+
+// runLazySyncer syncs the log every LazySyncInterval while lazy writes
+// wait, so a lazy transition is durable within that bound.
+func (d *DB) runLazySyncer() {
+	defer close(d.syncerDone)
+	t := time.NewTicker(d.opts.LazySyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stopSyncer:
+			d.syncLazy()
+			return
+		case <-t.C:
+			d.syncLazy()
+		}
+	}
+}
+
+// syncLazy syncs the write-ahead log if a lazy write waits for it.
+func (d *DB) syncLazy() {
+	if !d.lazy.Swap(false) {
+		return
+	}
+	if err := d.db.LogData(nil, pebble.Sync); err != nil {
+		d.lazy.Store(true)
+		d.opts.Logger.Error("ledger: sync lazy writes", "err", err)
+	}
 }
 
 // writeRecord adds to b the record, its newest event and every index change
@@ -203,10 +235,25 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 // commit (and uncounted if the commit fails), a removed one after it. A
 // count that is briefly too high only makes Fenced read the index.
 func (d *DB) commit(b *pebble.Batch, fc fenceChange) error {
+	return d.commitWith(b, fc, d.wo)
+}
+
+// commitLazy commits b without waiting for its own fsync (see
+// Transition.Lazy): the background syncer, or any synced commit after it,
+// makes it durable.
+func (d *DB) commitLazy(b *pebble.Batch, fc fenceChange) error {
+	err := d.commitWith(b, fc, pebble.NoSync)
+	if err == nil {
+		d.lazy.Store(true)
+	}
+	return err
+}
+
+func (d *DB) commitWith(b *pebble.Batch, fc fenceChange, wo *pebble.WriteOptions) error {
 	if fc.delta > 0 {
 		d.noteFences(fc)
 	}
-	err := b.Commit(d.wo)
+	err := b.Commit(wo)
 	if err == nil {
 		d.writes.Add(1)
 	}

@@ -1,0 +1,121 @@
+//go:build unix
+
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// lazyHelperEnv switches the test binary into the lazy-write helper (see
+// TestMain): its value is the ledger directory to write into.
+const lazyHelperEnv = "LEDGER_TEST_LAZY_HELPER"
+
+// lazyHelper writes lazy and synced transitions into a ledger that loses
+// unsynced writes (Options.LoseUnsynced, no background sync), then
+// SIGKILLs itself:
+//
+//	a, b: created, succeeded lazily, then c created → c's synced write makes both durable
+//	d: created, succeeded lazily, then syncLazy     → the background sync makes it durable
+//	e: created, succeeded lazily, then the kill      → the outcome is lost
+func lazyHelper(dir string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "lazy helper:", err)
+		os.Exit(3)
+	}
+	ctx := context.Background()
+	db, err := Open(ctx, Options{Dir: dir, Logger: discardLogger(), MarkInterval: time.Hour,
+		LazySyncInterval: time.Hour, LoseUnsynced: true})
+	if err != nil {
+		fail(err)
+	}
+	lazy := func(id string) {
+		rec := dispatchedRecord(id)
+		rec.Policy = PolicyIdempotentRetry
+		if _, err := db.Create(ctx, rec, Event{}); err != nil {
+			fail(err)
+		}
+		t := succeed(1)
+		t.Lazy = true
+		if _, err := db.Apply(ctx, id, t); err != nil {
+			fail(err)
+		}
+	}
+	lazy("a")
+	lazy("b")
+	if _, err := db.Create(ctx, dispatchedRecord("c"), Event{}); err != nil {
+		fail(err)
+	}
+	lazy("d")
+	db.syncLazy()
+	lazy("e")
+	fmt.Println("ready")
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// A lazy transition is written without its own fsync: after a crash that
+// loses unsynced writes it is gone, unless a synced write or the
+// background sync came after it. Under LoseUnsynced the loss is real: the
+// helper process is SIGKILLed and the log holds only synced data.
+func TestLazyTransitionsAfterAPowerLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a helper process")
+	}
+	dir := filepath.Join(t.TempDir(), "ledger")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), lazyHelperEnv+"="+dir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "helper: %v %s", err, stderr.String())
+	require.Equal(t, "ready\n", stdout.String(), stderr.String())
+
+	ctx := context.Background()
+	db, err := Open(ctx, Options{Dir: dir, Logger: discardLogger()})
+	require.NoError(t, err)
+	defer db.Close()
+	for id, want := range map[string]State{
+		"a": StateSucceeded, "b": StateSucceeded, "c": StateDispatched, "d": StateSucceeded, "e": StateDispatched,
+	} {
+		rec, err := db.Get(ctx, id)
+		require.NoError(t, err, id)
+		require.Equal(t, want, rec.State, id)
+	}
+	checkInvariants(t, db)
+}
+
+// Without LoseUnsynced a lazy transition survives the process (the kernel
+// writes what the process wrote), and Close makes it durable.
+func TestLazyTransitionSurvivesClose(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ledger")
+	db, err := Open(ctx, Options{Dir: dir, Logger: discardLogger(), LazySyncInterval: time.Hour})
+	require.NoError(t, err)
+	rec := dispatchedRecord("a")
+	rec.Policy = PolicyReconcile
+	_, err = db.Create(ctx, rec, Event{})
+	require.NoError(t, err)
+	tr := succeed(1)
+	tr.Lazy = true
+	_, err = db.Apply(ctx, "a", tr)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	db, err = Open(ctx, Options{Dir: dir, Logger: discardLogger()})
+	require.NoError(t, err)
+	defer db.Close()
+	got, err := db.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, StateSucceeded, got.State)
+}
