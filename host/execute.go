@@ -340,7 +340,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			obs = e.reconcileCall(ctx, op, rec, why)
 
 		case stepRecord:
-			if rec, err = e.apply(ctx, rec, e.recordTransition(rec, act, obs, why)); err != nil {
+			if rec, err = e.apply(ctx, rec, e.recordTransition(rec, op, act, obs, why)); err != nil {
 				return Result{}, err
 			}
 			worked = true
@@ -425,7 +425,7 @@ func (e *Executor) dispatchTransition(rec ledger.Record, op *operation, act acti
 }
 
 // recordTransition is the transition of a stepRecord action.
-func (e *Executor) recordTransition(rec ledger.Record, act action, obs observed, why string) ledger.Transition {
+func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action, obs observed, why string) ledger.Transition {
 	t := ledger.Transition{To: act.To, NextAttemptAt: act.Until, Uncertain: act.Uncertain, RuledOut: act.RuledOut,
 		Event: ledger.Event{Decision: string(act.Decision), Actor: recoveryActor(rec, act.Decision, obs), Reason: act.Reason}}
 	// The attempt's outcome, when the transition carries one: what the
@@ -452,6 +452,10 @@ func (e *Executor) recordTransition(rec ledger.Record, act action, obs observed,
 	case ledger.StateSucceeded:
 		t.Outcome = outcome("")
 		t.Event.Evidence = t.Outcome.Receipt
+		// One fsync per execution where recovery re-derives a lost outcome
+		// (the ledger's rule 10 checks the recorded policy once more).
+		t.Lazy = op != nil && op.op.OutcomeDurability == manifests.DurabilityLazy && rec.State == ledger.StateDispatched &&
+			(rec.Policy == string(manifests.PolicyIdempotentRetry) || rec.Policy == string(manifests.PolicyReconcile))
 		if act.Decision == DecisionReconciledApplied {
 			t.Event.Reason = why
 		}
@@ -521,7 +525,7 @@ func (e *Executor) expire(ctx context.Context, rec ledger.Record, reason string)
 // advanceRecord performs one recorded action outside the loop (for the
 // operator and reviewer APIs) and answers with the new record.
 func (e *Executor) advanceRecord(ctx context.Context, rec ledger.Record, act action) (Result, error) {
-	rec, err := e.apply(ctx, rec, e.recordTransition(rec, act, observed{}, ""))
+	rec, err := e.apply(ctx, rec, e.recordTransition(rec, nil, act, observed{}, ""))
 	if err != nil {
 		return Result{}, err
 	}

@@ -34,6 +34,11 @@ type Options struct {
 	// ledger.CreateMode. A missing or damaged ledger makes Open fail with
 	// a *ledger.DamageError. The default value is ledger.CreateIfNew.
 	LedgerCreate ledger.CreateMode
+	// LedgerLoseUnsynced is for crash tests: the ledger Open opens holds
+	// its unsynced writes in memory, so a SIGKILL loses them as a power
+	// loss would (see ledger.Options.LoseUnsynced). The default value is
+	// false.
+	LedgerLoseUnsynced bool
 	// CacheDir is the compilation cache. The default value is
 	// DataDir/cache.
 	CacheDir string
@@ -237,7 +242,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
-		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate})
+		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
 		if err != nil {
 			return nil, err
 		}

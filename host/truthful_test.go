@@ -2,6 +2,8 @@ package host_test
 
 import (
 	"context"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,4 +139,51 @@ func TestCancelOfAnUncertainRetryWaitNeedsAnOperator(t *testing.T) {
 	require.True(t, rec.CancelRequested)
 	require.True(t, rec.Uncertain)
 	require.Equal(t, ledger.StateRecoveryRequired, rec.State)
+}
+
+// lazyRecorder is a ledger that remembers which transitions were lazy.
+type lazyRecorder struct {
+	ledger.Ledger
+	mu   sync.Mutex
+	lazy map[string][]bool // execution id → Lazy of each Apply
+}
+
+func (l *lazyRecorder) Apply(ctx context.Context, id string, t ledger.Transition) (ledger.Record, error) {
+	l.mu.Lock()
+	l.lazy[id] = append(l.lazy[id], t.Lazy)
+	l.mu.Unlock()
+	return l.Ledger.Apply(ctx, id, t)
+}
+
+// A succeeded outcome is written lazily (one fsync per execution) only
+// where the declared durability is lazy: idempotent-retry and reconcile by
+// default. A failed outcome, and any outcome of a manual call, is synced.
+func TestOutcomeDurabilityFollowsThePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		fault  string
+		want   []bool
+	}{
+		{"idempotent-retry", "", []bool{true}},
+		{"reconcile", "", []bool{true}},
+		{"manual", "", []bool{false}},
+		{"idempotent-retry", "400", []bool{false}},
+	} {
+		t.Run(tc.policy+"/"+tc.fault, func(t *testing.T) {
+			h := newHarness(t, tc.policy)
+			rec := &lazyRecorder{lazy: map[string][]bool{}}
+			h.reopenWith(func(o *host.Options) {
+				db, err := ledger.Open(context.Background(), ledger.Options{Dir: filepath.Join(t.TempDir(), "ledger")})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = db.Close() })
+				rec.Ledger = db
+				o.Ledger = rec
+			})
+			if tc.fault != "" {
+				h.prov.inject(tc.fault)
+			}
+			res := h.exec(call("s1", "c1", `{"n":1}`))
+			require.Equal(t, tc.want, rec.lazy[res.ExecutionID], "status %s", res.Status)
+		})
+	}
 }

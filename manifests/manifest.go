@@ -31,6 +31,24 @@ const (
 	PolicyReconcile Policy = "reconcile"
 )
 
+// Durability says when a succeeded outcome is durable relative to the
+// answer a runtime gets.
+type Durability string
+
+// Outcome durabilities.
+const (
+	// DurabilitySync: the outcome is synced to the ledger before the
+	// answer is returned.
+	DurabilitySync Durability = "sync"
+	// DurabilityLazy: a succeeded outcome is written before the answer is
+	// returned and synced within milliseconds (the next group commit or
+	// the ledger's background sync). A crash in between loses it, and
+	// recovery re-derives the same outcome: the provider replays the keyed
+	// answer (idempotent-retry, within its key retention) or reconcile
+	// finds the effect. Only those two policies may declare it.
+	DurabilityLazy Durability = "lazy"
+)
+
 // Effect says whether an operation changes the outside world.
 type Effect string
 
@@ -151,6 +169,12 @@ type Operation struct {
 	// limits.timeout: the attempt's deadline, and as long again for a
 	// provider that goes on after the host stopped waiting.
 	ReconcileSettle time.Duration
+	// OutcomeDurability says whether a succeeded outcome is synced before
+	// the answer (sync) or within milliseconds after it (lazy: one fsync
+	// per execution instead of two). The default value is lazy for
+	// idempotent-retry and reconcile, whose recovery re-derives a lost
+	// outcome, and sync for everything else; lazy is refused elsewhere.
+	OutcomeDurability Durability
 	// InputSchema is the JSON Schema text of the arguments.
 	InputSchema string
 	// Line is the line of the [[operation]] header in the manifest file.

@@ -612,6 +612,25 @@ func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath str
 		}
 	}
 	{
+		f := get("outcome_durability")
+		rederived := op.Recovery == PolicyIdempotentRetry || op.Recovery == PolicyReconcile
+		op.OutcomeDurability = DurabilitySync
+		if rederived {
+			op.OutcomeDurability = DurabilityLazy
+		}
+		if s, ok := p.str(f, false); ok && f.set {
+			switch d := Durability(s); {
+			case d != DurabilitySync && d != DurabilityLazy:
+				p.add(f.line, f.label, "%q: want %q or %q", s, DurabilitySync, DurabilityLazy)
+			case d == DurabilityLazy && !rederived:
+				p.add(f.line, f.label, "%q needs recovery %q or %q, whose recovery re-derives a lost outcome (this operation declares %q)",
+					s, PolicyIdempotentRetry, PolicyReconcile, op.Recovery)
+			default:
+				op.OutcomeDurability = d
+			}
+		}
+	}
+	{
 		f := get("input_schema")
 		if s, ok := p.str(f, true); ok {
 			op.InputSchema = s
@@ -635,7 +654,7 @@ var knownKeys = map[string]bool{
 	"limits.log_kib": true, "limits.log_records": true,
 	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
-	"operation.input_schema": true, "operation.reconcile_settle": true,
+	"operation.input_schema": true, "operation.reconcile_settle": true, "operation.outcome_durability": true,
 }
 
 // unknownKeys reports keys the manifest format does not define: top-level

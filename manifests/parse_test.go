@@ -261,3 +261,21 @@ func TestReconcileSettle(t *testing.T) {
 	require.Equal(t, 14*time.Second, dflt.ReconcileSettle, "default: twice limits.timeout")
 	require.Equal(t, time.Duration(0), zero.ReconcileSettle)
 }
+
+// OutcomeDurability defaults to lazy where recovery re-derives a lost
+// outcome and to sync elsewhere; sync may always be declared.
+func TestOutcomeDurability(t *testing.T) {
+	const head = "[connector]\nname = \"s\"\nversion = \"0.1.0\"\nabi = 1\nmodule = \"s.wasm\"\n"
+	const op = "[[operation]]\nname = %q\ndescription = \"An operation of the test.\"\neffect = %q\n%sinput_schema = '{\"type\": \"object\"}'\n"
+	m, err := Parse("s.toml", []byte(head+
+		fmt.Sprintf(op, "keyed", "external", "recovery = \"idempotent-retry\"\n")+
+		fmt.Sprintf(op, "found", "external", "recovery = \"reconcile\"\n")+
+		fmt.Sprintf(op, "human", "external", "recovery = \"manual\"\n")+
+		fmt.Sprintf(op, "look", "read", "")+
+		fmt.Sprintf(op, "strict", "external", "recovery = \"idempotent-retry\"\noutcome_durability = \"sync\"\n")))
+	require.NoError(t, err)
+	for name, want := range map[string]Durability{"keyed": DurabilityLazy, "found": DurabilityLazy, "human": DurabilitySync, "look": DurabilitySync, "strict": DurabilitySync} {
+		o, _ := m.Operation(name)
+		require.Equal(t, want, o.OutcomeDurability, name)
+	}
+}

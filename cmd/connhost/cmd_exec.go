@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 )
 
@@ -43,13 +44,19 @@ the session is fenced, and 5 for any other status (the result is printed).`,
 			var res host.Result
 			err = a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
 				var err error
-				res, err = ex.Execute(cmd.Context(), call)
-				return err
+				if res, err = ex.Execute(cmd.Context(), call); err != nil {
+					return err
+				}
+				// The answer leaves before the ledger closes (Close syncs):
+				// a lazily written outcome may still be unsynced here,
+				// which the crash point after_answer is for.
+				a.printResult(res)
+				crash.At(crash.AfterAnswer)
+				return nil
 			})
 			if err != nil {
 				return err
 			}
-			a.printResult(res)
 			return resultExit(res)
 		},
 	}

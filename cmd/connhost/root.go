@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -363,15 +364,16 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		create = ledger.CreateInit
 	}
 	ex, err := host.Open(ctx, host.Options{
-		DataDir:          a.g.data,
-		LedgerCreate:     create,
-		Manifests:        ms,
-		ModuleDir:        a.g.modules,
-		AllowUnpinned:    o.allowUnpinned,
-		Config:           o.config,
-		Logger:           o.logger,
-		Observer:         o.observer,
-		RecoveryProgress: o.progress,
+		DataDir:            a.g.data,
+		LedgerCreate:       create,
+		LedgerLoseUnsynced: crash.LoseUnsynced(),
+		Manifests:          ms,
+		ModuleDir:          a.g.modules,
+		AllowUnpinned:      o.allowUnpinned,
+		Config:             o.config,
+		Logger:             o.logger,
+		Observer:           o.observer,
+		RecoveryProgress:   o.progress,
 	})
 	return ex, explainMissingConfig(err, a.g.config)
 }

@@ -33,13 +33,26 @@ const (
 	AfterPluginReturn    = "after_plugin_return"
 	AfterOutcomeRecord   = "after_outcome_record"
 	AfterReconcileReturn = "after_reconcile_return"
+	// AfterAnswer is reached once the answer has left for the caller (exec
+	// printed it; the HTTP API wrote it): a kill there, with unsynced
+	// writes lost (LoseUnsyncedEnv), checks that what recovery re-derives
+	// is what the caller was told.
+	AfterAnswer = "after_answer"
 )
 
 // Points lists every crash point.
 var Points = []string{
 	BeforeIntent, AfterIntent, AfterApproval, AfterDispatchRecord,
-	AfterPluginReturn, AfterOutcomeRecord, AfterReconcileReturn,
+	AfterPluginReturn, AfterOutcomeRecord, AfterReconcileReturn, AfterAnswer,
 }
+
+// LoseUnsyncedEnv, set to "1", makes the connhost binary open its ledger
+// so that a kill loses the writes not yet synced, as a power loss would
+// (ledger.Options.LoseUnsynced): crash tests of lazy outcome durability.
+const LoseUnsyncedEnv = "CONNHOST_LOSE_UNSYNCED"
+
+// LoseUnsynced reports whether LoseUnsyncedEnv asks for it.
+func LoseUnsynced() bool { return os.Getenv(LoseUnsyncedEnv) == "1" }
 
 var (
 	armed  atomic.Bool

@@ -107,7 +107,13 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 
 	row.Reached = true
 	var inFlight []string // what the call answered while the provider held it
-	if c.spec.point == PointInFlight {
+	var told *result      // what the process killed at after_answer printed
+	switch {
+	case c.spec.point == crash.AfterAnswer:
+		if told, err = c.killAfterAnswer(ctx, call); err != nil {
+			return row, err
+		}
+	case c.spec.point == PointInFlight:
 		if inFlight, err = c.killWhileHeld(ctx, call, before); errors.Is(err, errNotHeld) {
 			// The provider cannot hold this request (an emulator without
 			// the endpoint's hold point): n/a, still judged for
@@ -116,7 +122,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		} else if err != nil {
 			return row, err
 		}
-	} else {
+	default:
 		// Phase 1 (and 2 for after_reconcile_return): armed until a
 		// process dies at the point.
 		phases := []string{c.spec.point}
@@ -173,6 +179,10 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		}
 	}
 	problems := c.judge(ctx, &row, res, again.result, h)
+	if told != nil && (told.Status != res.Status || told.Receipt != res.Receipt) {
+		problems = append(problems, fmt.Sprintf("the caller was told %s/%q before the kill, recovery answered %s/%q",
+			told.Status, told.Receipt, res.Status, res.Receipt))
+	}
 	if c.spec.point == PointInFlight && row.Reached {
 		problems = append(problems, judgeInFlight(row, inFlight)...)
 	}
@@ -208,6 +218,32 @@ func (c *cell) driveToFinal(ctx context.Context, call []string) (result, error) 
 			}
 		}
 	}
+}
+
+// killAfterAnswer drives the call to its dispatching exec (approving a
+// gated call unarmed first) and kills that process right after it printed
+// its answer, which it returns: with LoseUnsynced a lazily written outcome
+// is lost there, and what recovery answers must be what the caller saw.
+func (c *cell) killAfterAnswer(ctx context.Context, call []string) (*result, error) {
+	if c.spec.gated {
+		res, err := c.exec(ctx, "", call)
+		if err != nil || res.killed || res.Status != "awaiting_approval" || res.Approval == nil {
+			return nil, fmt.Errorf("gated call answered %q %s before the armed exec: %v", res.Status, res.Code, err)
+		}
+		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
+		if err != nil || p.code != 0 {
+			return nil, fmt.Errorf("approve: exit %d: %v %s", p.code, err, clip(string(p.stderr)))
+		}
+	}
+	res, err := c.exec(ctx, crash.AfterAnswer, call)
+	if err != nil {
+		return nil, err
+	}
+	if !res.killed || res.Status == "" {
+		return nil, fmt.Errorf("exec armed at %s answered %q without dying there", crash.AfterAnswer, res.Status)
+	}
+	told := res.result
+	return &told, nil
 }
 
 // killWhileHeld is the in-flight row: the provider holds the call's request
@@ -421,8 +457,14 @@ type execResult struct {
 // or 5) or a problem document.
 func (c *cell) exec(ctx context.Context, crashAt string, call []string) (execResult, error) {
 	p, err := c.connhost(ctx, crashAt, call...)
-	if err != nil || p.killed {
-		return execResult{killed: p.killed}, err
+	if err != nil {
+		return execResult{}, err
+	}
+	if p.killed {
+		// A process killed after its answer (after_answer) printed it.
+		var r result
+		_ = json.Unmarshal(p.stdout, &r)
+		return execResult{result: r, killed: true}, nil
 	}
 	var r result
 	if err := json.Unmarshal(p.stdout, &r); err != nil {

@@ -76,6 +76,12 @@ type Options struct {
 	// 2 minutes; a process that outlives it is killed (with its process
 	// group) and the cell fails.
 	ProcessTimeout time.Duration
+	// LoseUnsynced runs every connhost process so that a kill loses the
+	// ledger writes not yet synced, as a power loss would
+	// (crash.LoseUnsyncedEnv): lazily written outcomes are then lost at
+	// the kill, and recovery must re-derive them. The default value is
+	// false.
+	LoseUnsynced bool
 	// Progress, when set, is called after every cell.
 	Progress func(Row)
 	// Hold, when set, adds the row PointInFlight for every external
@@ -468,6 +474,9 @@ func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.C
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	cmd.Env = crash.Environ(os.Environ(), crashAt)
+	if c.o.LoseUnsynced {
+		cmd.Env = append(cmd.Env, crash.LoseUnsyncedEnv+"=1")
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

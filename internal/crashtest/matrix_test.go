@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/crashtest"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/testing/testenv"
@@ -108,6 +109,57 @@ func TestCrashMatrix(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestCrashMatrixLosingUnsyncedWrites runs the points where an outcome has
+// been written but maybe not synced — after the connector returned, after
+// the outcome was recorded, after the answer left — with every kill
+// losing the ledger's unsynced writes, as a power loss would. Lazily
+// written outcomes (idempotent-retry and reconcile) are then lost, and
+// recovery must re-derive them: one effect at the provider, and, where the
+// caller saw an answer before the kill, that same answer.
+func TestCrashMatrixLosingUnsyncedWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	env := newEnv(t)
+	prov := crashtest.NewProvider(env.paymentsURL, env.emailURL)
+	var out bytes.Buffer
+	for _, conn := range []struct {
+		name string
+		cfg  map[string]string
+		ops  []string
+	}{
+		{"payments", map[string]string{"base_url": env.paymentsURL, "api_key": sandbox.DefaultAPIKey}, []string{"create_payment", "refund_payment"}},
+		{"email", map[string]string{"base_url": env.emailURL}, []string{"send", "release_message"}},
+	} {
+		cfgPath := filepath.Join(env.dir, conn.name+".lossy.connhost.toml")
+		if err := crashtest.WriteConfig(cfgPath, map[string]map[string]string{conn.name: conn.cfg}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := crashtest.Run(ctx, crashtest.Options{
+			Binary: env.binary, Manifest: env.manifest[conn.name], Modules: env.modules, Config: cfgPath,
+			Args: prov.Args, Effects: prov.Effects, Exists: prov.Exists,
+			Operations:   conn.ops,
+			Points:       []string{crash.AfterPluginReturn, crash.AfterOutcomeRecord, crash.AfterAnswer},
+			LoseUnsynced: true,
+			WorkDir:      t.TempDir(),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", conn.name, err)
+		}
+		if err := rep.WriteTable(&out); err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rep.Failed() {
+			t.Errorf("%s × %s.%s gated=%t: %s", row.Point, conn.name, row.Operation, row.Gated, row.Problem)
+		}
+		if rep.Totals.Kills == 0 {
+			t.Errorf("%s: no process was killed", conn.name)
+		}
+	}
+	t.Log("\n" + out.String())
 }
 
 // env is what the matrix runs against.

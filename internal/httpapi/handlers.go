@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/ledger"
 )
@@ -50,6 +51,10 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+	// The answer has left (a lazily written outcome may still be
+	// unsynced): the crash point after_answer is here.
+	_ = http.NewResponseController(w).Flush()
+	crash.At(crash.AfterAnswer)
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
