@@ -55,9 +55,17 @@ type paymentResult struct {
 	Status        string `json:"status"`
 	Amount        int64  `json:"amount"`
 	Currency      string `json:"currency"`
-	// Replayed is true when Stripe answered from its idempotency cache
-	// (Idempotent-Replayed: true): an earlier attempt already created it.
-	Replayed bool `json:"replayed"`
+}
+
+// noteReplay logs, at info level, that Stripe answered from its
+// idempotency cache (Idempotent-Replayed: true): an earlier attempt of
+// this execution already did the work. It is not part of the result: a
+// result says what happened at Stripe, not how this attempt learnt it, so
+// an outcome re-derived after a crash is the one the caller was given.
+func noteReplay(c *guest.Call, resp abi.HTTPResponse, object string) {
+	if resp.Get("Idempotent-Replayed") == "true" {
+		c.Info(c.Operation + ": Stripe replayed the saved answer of an earlier attempt (Idempotent-Replayed): " + object)
+	}
 }
 
 // createArgs are create_payment's arguments.
@@ -146,12 +154,12 @@ func createPayment(c *guest.Call, args []byte) abi.Outcome {
 		// retry with the same key gets the saved response back.
 		return guest.Uncertain("create_payment: unreadable 2xx response from Stripe (%d bytes): %v", len(resp.Body), err)
 	}
+	noteReplay(c, resp, pi.ID)
 	return guest.OK(paymentResult{
 		PaymentIntent: pi.ID,
 		Status:        pi.Status,
 		Amount:        pi.Amount,
 		Currency:      pi.Currency,
-		Replayed:      resp.Get("Idempotent-Replayed") == "true",
 	}, pi.ID)
 }
 

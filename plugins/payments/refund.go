@@ -27,12 +27,11 @@ type refundResult struct {
 	Amount        int64  `json:"amount"`
 	Currency      string `json:"currency"`
 	PaymentIntent string `json:"payment_intent"`
-	Replayed      bool   `json:"replayed"`
 }
 
-func (r refund) result(replayed bool) refundResult {
+func (r refund) result() refundResult {
 	return refundResult{Refund: r.ID, Status: r.Status, Amount: r.Amount, Currency: r.Currency,
-		PaymentIntent: r.PaymentIntent, Replayed: replayed}
+		PaymentIntent: r.PaymentIntent}
 }
 
 // refundArgs are refund_payment's arguments.
@@ -100,7 +99,8 @@ func refundPayment(c *guest.Call, args []byte) abi.Outcome {
 	if err := json.Unmarshal(resp.Body, &r); err != nil || r.ID == "" || (r.Object != "" && r.Object != "refund") {
 		return guest.Uncertain("refund_payment: unreadable 2xx response from Stripe (%d bytes)", len(resp.Body))
 	}
-	return guest.OK(r.result(resp.Get("Idempotent-Replayed") == "true"), r.ID)
+	noteReplay(c, resp, r.ID)
+	return guest.OK(r.result(), r.ID)
 }
 
 // maxRefundPages bounds the refund listing reconcile walks (100 a page).
@@ -153,7 +153,7 @@ func reconcileRefund(c *guest.Call, args []byte) abi.Outcome {
 		seen += len(list.Data)
 		for _, r := range list.Data {
 			if r.ID != "" && r.Metadata[metaKey] == c.Key {
-				return guest.Applied(r.result(false), r.ID)
+				return guest.Applied(r.result(), r.ID)
 			}
 		}
 		if !*list.HasMore {

@@ -97,12 +97,16 @@ func (h *Host) Sent() []abi.HTTPRequest {
 }
 
 // ErrorLogs returns the messages logged at error level or above.
-func (h *Host) ErrorLogs() []string {
+func (h *Host) ErrorLogs() []string { return h.Logs(abi.LevelError) }
+
+// Logs returns the messages logged at level or above (abi.LevelDebug,
+// LevelInfo, LevelWarn, LevelError).
+func (h *Host) Logs(level int32) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for _, l := range h.logs {
-		if l.level >= abi.LevelError {
+		if l.level >= level {
 			out = append(out, l.msg)
 		}
 	}

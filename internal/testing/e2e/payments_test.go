@@ -75,7 +75,6 @@ type paymentResult struct {
 	Status        string `json:"status"`
 	Amount        int64  `json:"amount"`
 	Currency      string `json:"currency"`
-	Replayed      bool   `json:"replayed"`
 }
 
 type refundResult struct {
@@ -83,8 +82,11 @@ type refundResult struct {
 	Status        string `json:"status"`
 	Amount        int64  `json:"amount"`
 	PaymentIntent string `json:"payment_intent"`
-	Replayed      bool   `json:"replayed"`
 }
+
+// replays is the number of answers the Stripe emulator replayed from its
+// idempotency cache (tests here run one at a time).
+func replays(tb testing.TB) int { return paymentsStats(tb).Replays }
 
 // charge creates a succeeded PaymentIntent through the connector and
 // returns its id.
@@ -98,11 +100,12 @@ func charge(tb testing.TB, c *conn, amount int) string {
 func TestPaymentsCreatePaymentChargesOnceAndRecordsTheExecution(t *testing.T) {
 	c := loadPayments(t, shared.sb.PaymentsURL())
 	key := newKey("create")
+	before := replays(t)
 	o := c.executeWithKey(t, "create_payment", key, paymentArgs(2000, "pm_card_visa"))
 	wantOutcome(t, o, abi.OutcomeOK)
 	r := result[paymentResult](t, o)
 	pi := wantIntents(t, key, 1)[0]
-	if o.Receipt != pi.ID || r.PaymentIntent != pi.ID || r.Replayed {
+	if o.Receipt != pi.ID || r.PaymentIntent != pi.ID || replays(t) != before {
 		t.Fatalf("receipt %q result %+v, want the emulator's %s, not replayed", o.Receipt, r, pi.ID)
 	}
 	if pi.Status != "succeeded" || pi.Amount != 2000 || pi.Currency != "usd" || r.Status != "succeeded" {
@@ -117,16 +120,19 @@ func TestPaymentsCreatePaymentSameKeyTwiceIsReplayedNotChargedTwice(t *testing.T
 	c := loadPayments(t, shared.sb.PaymentsURL())
 	key := newKey("replay")
 	args := paymentArgs(2500, "pm_card_visa")
+	before := replays(t)
 	first := c.executeWithKey(t, "create_payment", key, args)
+	afterFirst := replays(t)
 	second := c.executeWithKey(t, "create_payment", key, args)
 	wantOutcome(t, first, abi.OutcomeOK)
 	wantOutcome(t, second, abi.OutcomeOK)
 	pi := wantIntents(t, key, 1)[0]
-	if r := result[paymentResult](t, first); r.Replayed {
-		t.Fatal("first call reported replayed")
+	if afterFirst != before {
+		t.Fatal("the first call was answered from the idempotency cache")
 	}
-	if r := result[paymentResult](t, second); !r.Replayed || second.Receipt != first.Receipt || second.Receipt != pi.ID {
-		t.Fatalf("second call %+v receipt %q, want replayed with receipt %s", r, second.Receipt, pi.ID)
+	r1, r2 := result[paymentResult](t, first), result[paymentResult](t, second)
+	if replays(t) != afterFirst+1 || r1 != r2 || second.Receipt != first.Receipt || second.Receipt != pi.ID {
+		t.Fatalf("second call %+v receipt %q, want a replay of %+v with receipt %s", r2, second.Receipt, r1, pi.ID)
 	}
 }
 
@@ -198,11 +204,12 @@ func TestPaymentsCreatePaymentRetryAfterRetryableChargesOnce(t *testing.T) {
 			key := newKey("retry")
 			args := paymentArgs(3100, "pm_card_visa")
 			wantOutcome(t, c.executeWithKey(t, "create_payment", key, args), tc.want)
+			before := replays(t)
 			o := c.executeWithKey(t, "create_payment", key, args)
 			wantOutcome(t, o, abi.OutcomeOK)
 			pi := wantIntents(t, key, 1)[0]
-			if r := result[paymentResult](t, o); o.Receipt != pi.ID || r.Replayed != rule.Apply {
-				t.Fatalf("retry %+v receipt %q, want receipt %s replayed=%v", r, o.Receipt, pi.ID, rule.Apply)
+			if replayed := replays(t) > before; o.Receipt != pi.ID || replayed != rule.Apply {
+				t.Fatalf("retry receipt %q, want receipt %s, replayed %v want %v", o.Receipt, pi.ID, replayed, rule.Apply)
 			}
 		})
 	}
@@ -364,11 +371,12 @@ func TestPaymentsRefundPayment(t *testing.T) {
 		key := newKey("refund-replay")
 		args := fmt.Sprintf(`{"payment_intent":%q,"amount":700}`, pi)
 		first := c.executeWithKey(t, "refund_payment", key, args)
+		before := replays(t)
 		second := c.executeWithKey(t, "refund_payment", key, args)
 		wantOutcome(t, first, abi.OutcomeOK)
 		wantOutcome(t, second, abi.OutcomeOK)
-		if r := result[refundResult](t, second); !r.Replayed || second.Receipt != first.Receipt {
-			t.Fatalf("second refund %+v, want a replay of %s", r, first.Receipt)
+		if r1, r2 := result[refundResult](t, first), result[refundResult](t, second); replays(t) != before+1 || r1 != r2 || second.Receipt != first.Receipt {
+			t.Fatalf("second refund %+v, want a replay of %+v", r2, r1)
 		}
 		if rs, _ := shared.sbc.Refunds(context.Background(), pi); len(rs) != 1 {
 			t.Fatalf("the emulator holds %d refunds of %s, want 1", len(rs), pi)
