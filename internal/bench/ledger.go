@@ -86,24 +86,34 @@ func (o *LedgerOptions) ensureDefaults() {
 // each ratio the median of the per-round ratios (a round's raw, ledger and
 // execute runs ran back to back, under the same load).
 type LedgerReport struct {
-	RawSeqMicros         float64 `json:"raw_seq_us"`
-	RawParPerSecond      float64 `json:"raw_par_per_s"`
-	LedgerSeqMicros      float64 `json:"ledger_seq_us"`
-	LedgerParPerSecond   float64 `json:"ledger_par_per_s"`
-	ExecuteSeqMicros     float64 `json:"execute_seq_us"`
-	ExecuteParPerSecond  float64 `json:"execute_par_per_s"`
-	RecoverWithHistoryMs float64 `json:"recover_with_history_ms"`
-	RecoverPendingOnlyMs float64 `json:"recover_pending_only_ms"`
-	BytesPerExecution    float64 `json:"bytes_per_execution"`
-	LedgerSeqRatio       float64 `json:"ledger_seq_over_raw_seq"`
-	LedgerParRatio       float64 `json:"ledger_par_over_raw_par"`
-	SeqRatio             float64 `json:"execute_seq_over_raw_seq"`
-	ParRatio             float64 `json:"execute_par_over_raw_par"`
-	RecoverRatio         float64 `json:"recover_history_over_pending_only"`
-	Rounds               int     `json:"rounds"`
-	History              int     `json:"history"`
-	Pending              int     `json:"pending"`
-	Concurrency          int     `json:"concurrency"`
+	RawSeqMicros        float64 `json:"raw_seq_us"`
+	RawParPerSecond     float64 `json:"raw_par_per_s"`
+	LedgerSeqMicros     float64 `json:"ledger_seq_us"`
+	LedgerParPerSecond  float64 `json:"ledger_par_per_s"`
+	ExecuteSeqMicros    float64 `json:"execute_seq_us"`
+	ExecuteParPerSecond float64 `json:"execute_par_per_s"`
+	// The lazy figures: an idempotent-retry no-op whose succeeded outcome
+	// is written without its own sync (outcome_durability lazy), against
+	// raw with the second batch unsynced (RawLazy*) and the two-synced raw.
+	RawLazySeqMicros        float64 `json:"raw_one_sync_seq_us"`
+	RawLazyParPerSecond     float64 `json:"raw_one_sync_par_per_s"`
+	LazySeqMicros           float64 `json:"execute_lazy_seq_us"`
+	LazyParPerSecond        float64 `json:"execute_lazy_par_per_s"`
+	LazySeqRatio            float64 `json:"execute_lazy_seq_over_raw_seq"`
+	LazySeqOverRawLazyRatio float64 `json:"execute_lazy_seq_over_raw_one_sync_seq"`
+	LazyParRatio            float64 `json:"execute_lazy_par_over_raw_par"`
+	RecoverWithHistoryMs    float64 `json:"recover_with_history_ms"`
+	RecoverPendingOnlyMs    float64 `json:"recover_pending_only_ms"`
+	BytesPerExecution       float64 `json:"bytes_per_execution"`
+	LedgerSeqRatio          float64 `json:"ledger_seq_over_raw_seq"`
+	LedgerParRatio          float64 `json:"ledger_par_over_raw_par"`
+	SeqRatio                float64 `json:"execute_seq_over_raw_seq"`
+	ParRatio                float64 `json:"execute_par_over_raw_par"`
+	RecoverRatio            float64 `json:"recover_history_over_pending_only"`
+	Rounds                  int     `json:"rounds"`
+	History                 int     `json:"history"`
+	Pending                 int     `json:"pending"`
+	Concurrency             int     `json:"concurrency"`
 	// GOMAXPROCS and CPUs describe the process the figures were measured
 	// in: connhost runs with two Ps more than CPUs unless told otherwise.
 	GOMAXPROCS int `json:"gomaxprocs"`
@@ -124,6 +134,13 @@ name = "echo"
 description = "Echo the arguments."
 effect = "external"
 recovery = "manual"
+max_attempts = 1
+input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additionalProperties":false}'''
+[[operation]]
+name = "keyed"
+description = "Return the key, idempotently."
+effect = "external"
+recovery = "idempotent-retry"
 max_attempts = 1
 input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additionalProperties":false}'''
 `
@@ -167,14 +184,17 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		return rep, err
 	}
 	var seq atomic.Int64
-	run := func() error {
-		i := seq.Add(1)
-		res, err := ex.Execute(ctx, host.ToolCall{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: "noop.echo", Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
-		if err == nil && res.Status != host.StatusSucceeded {
-			err = fmt.Errorf("bench: execute: status %s: %s", res.Status, res.Error)
+	call := func(tool string) func() error {
+		return func() error {
+			i := seq.Add(1)
+			res, err := ex.Execute(ctx, host.ToolCall{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: tool, Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+			if err == nil && res.Status != host.StatusSucceeded {
+				err = fmt.Errorf("bench: execute %s: status %s: %s", tool, res.Status, res.Error)
+			}
+			return err
 		}
-		return err
 	}
+	run, runLazy := call("noop.echo"), call("noop.keyed")
 	// Warm the pool to its full size, and the write paths.
 	if _, err := parallel(2*o.Concurrency, o.Concurrency, run); err != nil {
 		ex.Close(ctx)
@@ -186,7 +206,11 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		return rep, err
 	}
 	defer led.Close()
-	err = measureWrites(ctx, o, &rep, raw, writeOnly, run)
+	if _, err := parallel(2*o.Concurrency, o.Concurrency, runLazy); err != nil {
+		ex.Close(ctx)
+		return rep, err
+	}
+	err = measureWrites(ctx, o, &rep, raw, writeOnly, run, runLazy)
 	total := int(seq.Load())
 	if cerr := ex.Close(ctx); err == nil {
 		err = cerr
@@ -233,7 +257,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 // machine load and databases of similar age (on a shared machine the load
 // changes within seconds, and one long run of each compares different
 // machines), and fills rep's write figures.
-func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *RawBench, writeOnly, execute func() error) error {
+func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *RawBench, writeOnly, execute, executeLazy func() error) error {
 	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
 		return err
 	}
@@ -242,6 +266,8 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	}
 	var rawUs, ledUs, exeUs, ledSeqRatios, exeSeqRatios []float64
 	var rawPerS, ledPerS, exePerS, ledParRatios, exeParRatios []float64
+	var rawLazyUs, lazyUs, lazySeqRatios, lazySeqLazyRatios []float64
+	var rawLazyPerS, lazyPerS, lazyParRatios []float64
 	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
 	for r := range o.Rounds {
 		o.Progress(fmt.Sprintf("round %d of %d: raw, ledger and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
@@ -270,6 +296,26 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 		if err != nil {
 			return err
 		}
+		rawLazyPerOp, _, err := raw.RunLazy(ctx, seqOps, 1)
+		if err != nil {
+			return err
+		}
+		rlUs := float64(rawLazyPerOp) / float64(time.Microsecond)
+		zUs, err := sequential(seqOps, executeLazy)
+		if err != nil {
+			return err
+		}
+		_, rlRate, err := raw.RunLazy(ctx, parOps, o.Concurrency)
+		if err != nil {
+			return err
+		}
+		zRate, err := parallel(parOps, o.Concurrency, executeLazy)
+		if err != nil {
+			return err
+		}
+		rawLazyUs, lazyUs = append(rawLazyUs, rlUs), append(lazyUs, zUs)
+		lazySeqRatios, lazySeqLazyRatios = append(lazySeqRatios, zUs/rUs), append(lazySeqLazyRatios, zUs/rlUs)
+		rawLazyPerS, lazyPerS, lazyParRatios = append(rawLazyPerS, rlRate), append(lazyPerS, zRate), append(lazyParRatios, zRate/rRate)
 		rawUs, ledUs, exeUs = append(rawUs, rUs), append(ledUs, lUs), append(exeUs, eUs)
 		ledSeqRatios, exeSeqRatios = append(ledSeqRatios, lUs/rUs), append(exeSeqRatios, eUs/rUs)
 		rawPerS, ledPerS, exePerS = append(rawPerS, rRate), append(ledPerS, lRate), append(exePerS, eRate)
@@ -279,6 +325,9 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	rep.LedgerSeqRatio, rep.SeqRatio = median(ledSeqRatios), median(exeSeqRatios)
 	rep.RawParPerSecond, rep.LedgerParPerSecond, rep.ExecuteParPerSecond = median(rawPerS), median(ledPerS), median(exePerS)
 	rep.LedgerParRatio, rep.ParRatio = median(ledParRatios), median(exeParRatios)
+	rep.RawLazySeqMicros, rep.LazySeqMicros = median(rawLazyUs), median(lazyUs)
+	rep.LazySeqRatio, rep.LazySeqOverRawLazyRatio = median(lazySeqRatios), median(lazySeqLazyRatios)
+	rep.RawLazyParPerSecond, rep.LazyParPerSecond, rep.LazyParRatio = median(rawLazyPerS), median(lazyPerS), median(lazyParRatios)
 	return nil
 }
 
