@@ -271,6 +271,10 @@ type OperationReport struct {
 	// ReconcileSettle: for recovery "reconcile", how long after an
 	// attempt's deadline reconcile's not_applied becomes evidence.
 	ReconcileSettle string `json:"reconcile_settle,omitempty"`
+	// OutcomeDurability is "lazy" (a succeeded outcome synced within
+	// milliseconds after the answer; recovery re-derives it if lost) or
+	// "sync".
+	OutcomeDurability string `json:"outcome_durability"`
 	PolicyVersion   string `json:"policy_version"`
 	// Exports is what the module implements for this operation; nil when
 	// the module's description is unknown.
@@ -583,6 +587,7 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 	if op.Recovery == manifests.PolicyReconcile {
 		or.ReconcileSettle = FormatDuration(op.ReconcileSettle)
 	}
+	or.OutcomeDurability = string(op.OutcomeDurability)
 	if desc != nil {
 		info, ok := desc.Operation(op.Name)
 		or.Exports = &Exports{InModule: ok, Execute: info.Execute, ExecuteWithKey: info.ExecuteWithKey, Reconcile: info.Reconcile}

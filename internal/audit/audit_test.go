@@ -252,7 +252,7 @@ var diffCases = map[string][]Code{
 		CodeOperationAdded,
 	},
 	"effect": {
-		CodeEffectChanged,
+		CodeDurabilityLazy, CodeEffectChanged,
 		CodeLimitLowered, CodeModuleDigestChanged, CodeModuleFileChanged,
 		CodeApprovalTTLLowered, CodeAttemptsLowered, CodePolicyVersionChanged, CodeRecoveryTightened, CodeSchemaChanged,
 	},

@@ -30,6 +30,8 @@ const (
 	CodeAttemptsRaised           Code = "attempts-raised"
 	CodeAttemptsLowered          Code = "attempts-lowered"
 	CodeSettleLowered            Code = "settle-lowered"
+	CodeDurabilityLazy           Code = "durability-lazy"
+	CodeDurabilitySync           Code = "durability-sync"
 	CodeSettleRaised             Code = "settle-raised"
 	CodePolicyVersionChanged     Code = "policy-version-changed"
 	CodeHostAdded                Code = "host-added"
@@ -59,6 +61,7 @@ var ChangeCodes = []struct {
 	{CodeApprovalTTLRaised, SeverityWarning},
 	{CodeAttemptsRaised, SeverityWarning},
 	{CodeSettleLowered, SeverityWarning},
+	{CodeDurabilityLazy, SeverityWarning},
 	{CodeHostAdded, SeverityWarning},
 	{CodeSchemaLoosened, SeverityWarning},
 	{CodeModuleDigestChanged, SeverityInfo},
@@ -69,6 +72,7 @@ var ChangeCodes = []struct {
 	{CodeApprovalTTLLowered, SeverityInfo},
 	{CodeAttemptsLowered, SeverityInfo},
 	{CodeSettleRaised, SeverityInfo},
+	{CodeDurabilitySync, SeverityInfo},
 	{CodePolicyVersionChanged, SeverityInfo},
 	{CodeHostRemoved, SeverityInfo},
 	{CodeConfigAdded, SeverityInfo},
@@ -153,7 +157,8 @@ func recoveryRisk(p manifests.Policy) int {
 //	approval-removed             warning   an operation no longer requires approval
 //	approval-ttl-raised          warning   approvals stay valid longer
 //	attempts-raised              warning   an operation may be dispatched more times
-//	settle-lowered               warning   reconcile's not_applied is trusted sooner after an attempt's deadline
+//	settle-lowered               warning   reconcile's not_applied is trusted sooner after an attempt's dispatch
+//	durability-lazy              warning   a succeeded outcome is no longer synced before the answer
 //	host-added                   warning   the connector may reach a new origin
 //	schema-loosened              warning   the input schema became permissive (see permissive-schema)
 //	module-digest-changed        info      the module digest changed together with the version
@@ -164,6 +169,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	approval-ttl-lowered         info      approvals expire sooner
 //	attempts-lowered             info      fewer dispatches
 //	settle-raised                info      the host waits longer before trusting reconcile's not_applied
+//	durability-sync              info      a succeeded outcome is now synced before the answer
 //	policy-version-changed       info      the operation's policy version changed: pending approvals no longer match
 //	host-removed                 info      an origin is no longer reachable
 //	config-added, config-removed info      config keys handed to the module changed
@@ -322,6 +328,16 @@ func (d *differ) operation(o, n *manifests.Operation) {
 		} else {
 			d.add(SeverityInfo, CodeSettleRaised, name, "reconcile_settle", os, ns,
 				"the host now waits %s after an attempt's deadline before trusting not_applied, instead of %s", ns, os)
+		}
+	}
+	if o.OutcomeDurability != n.OutcomeDurability {
+		os, ns := string(o.OutcomeDurability), string(n.OutcomeDurability)
+		if n.OutcomeDurability == manifests.DurabilityLazy {
+			d.add(SeverityWarning, CodeDurabilityLazy, name, "outcome_durability", os, ns,
+				"a succeeded outcome is now synced after the answer, not before: recovery re-derives it if a crash loses it")
+		} else {
+			d.add(SeverityInfo, CodeDurabilitySync, name, "outcome_durability", os, ns,
+				"a succeeded outcome is now synced before the answer")
 		}
 	}
 	if ov, nv := o.PolicyVersion(), n.PolicyVersion(); ov != nv {

@@ -102,6 +102,9 @@ func WriteText(w io.Writer, r Report) error {
 			if op.ReconcileSettle != "" {
 				recovery += " (settle " + op.ReconcileSettle + ")"
 			}
+			if op.OutcomeDurability == "lazy" {
+				recovery += ", lazy outcome"
+			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", op.Name, op.Effect, recovery,
 				yesNo(op.RequiresApproval), ttl, op.MaxAttempts, op.PolicyVersion, op.Exports)
 		}
@@ -258,7 +261,7 @@ var reportTmpl = template.Must(template.New("report").Funcs(funcs).Parse(`<!DOCT
 <table class="operations">
 <thead><tr><th>Operation</th><th>Effect</th><th>Recovery</th><th>Approval</th><th>TTL</th><th>Attempts</th><th>Policy version</th><th>Exports</th><th>Description</th></tr></thead>
 <tbody>
-{{range .Operations}}<tr><td><code>{{.Name}}</code></td><td>{{.Effect}}</td><td>{{orDash .Recovery}}{{if .ReconcileSettle}} (settle {{.ReconcileSettle}}){{end}}</td><td>{{yesNo .RequiresApproval}}</td><td>{{if .RequiresApproval}}{{.ApprovalTTL}}{{else}}-{{end}}</td><td>{{.MaxAttempts}}</td><td><code>{{.PolicyVersion}}</code></td><td>{{.Exports}}</td><td>{{.Description}}</td></tr>
+{{range .Operations}}<tr><td><code>{{.Name}}</code></td><td>{{.Effect}}</td><td>{{orDash .Recovery}}{{if .ReconcileSettle}} (settle {{.ReconcileSettle}}){{end}}{{if eq .OutcomeDurability "lazy"}}, lazy outcome{{end}}</td><td>{{yesNo .RequiresApproval}}</td><td>{{if .RequiresApproval}}{{.ApprovalTTL}}{{else}}-{{end}}</td><td>{{.MaxAttempts}}</td><td><code>{{.PolicyVersion}}</code></td><td>{{.Exports}}</td><td>{{.Description}}</td></tr>
 {{end}}</tbody>
 </table>
 </section>
