@@ -89,6 +89,13 @@ type Options struct {
 	Runtime RuntimeOptions
 	// Observer receives metrics events. The default value discards them.
 	Observer Observer
+	// PrewarmInstances is how many instances of each connector Open has
+	// created in the background once it returned (at most the connector's
+	// limits.instances), so that the first burst of calls does not wait
+	// for instantiation (milliseconds each). A negative value creates none
+	// (for one-shot commands). The default value 0 means
+	// limits.instances.
+	PrewarmInstances int
 	// RecoveryProgress, when set, is called during the recovery that Open
 	// runs, with the number of pending executions handled so far.
 	RecoveryProgress func(done int)
@@ -219,6 +226,10 @@ type Executor struct {
 	flights    flights
 	closed     chan struct{}
 	closeOnce  sync.Once
+	// warming is the background pre-warm of the pools; Close cancels it
+	// and waits for it.
+	stopWarming context.CancelFunc
+	warming     sync.WaitGroup
 }
 
 // Open opens (or, on a first run, creates) the ledger, loads every
@@ -269,8 +280,34 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 	if _, err := e.recover(ctx, opts.RecoveryProgress, false); err != nil {
 		return nil, fmt.Errorf("host: recovery on open: %w", err)
 	}
+	e.prewarm(context.WithoutCancel(ctx))
 	ok = true
 	return e, nil
+}
+
+// prewarm fills each connector's pool in the background (see
+// Options.PrewarmInstances).
+func (e *Executor) prewarm(ctx context.Context) {
+	ctx, e.stopWarming = context.WithCancel(ctx)
+	if e.opts.PrewarmInstances < 0 {
+		return
+	}
+	for _, l := range e.conns {
+		c, ok := l.conn.(*wasmrt.Connector)
+		if !ok {
+			continue
+		}
+		n := c.Limits().Instances
+		if e.opts.PrewarmInstances > 0 {
+			n = min(n, e.opts.PrewarmInstances)
+		}
+		e.warming.Go(func() {
+			if err := c.Prewarm(ctx, n); err != nil && ctx.Err() == nil {
+				e.opts.Logger.Warn("pre-warming a connector's instances failed; calls create them as needed",
+					"connector", c.Name(), "error", err)
+			}
+		})
+	}
 }
 
 func (e *Executor) register(m *manifests.Manifest, c invoker) {
@@ -288,6 +325,10 @@ func (e *Executor) Close(ctx context.Context) error {
 	var errs []error
 	e.closeOnce.Do(func() {
 		close(e.closed)
+		if e.stopWarming != nil {
+			e.stopWarming()
+		}
+		e.warming.Wait()
 		if e.rt != nil {
 			errs = append(errs, e.rt.Close(ctx))
 		}

@@ -187,3 +187,18 @@ func TestOutcomeDurabilityFollowsThePolicy(t *testing.T) {
 		})
 	}
 }
+
+// Open fills each connector's pool in the background (limits.instances is
+// 2 in the harness), unless told not to.
+func TestOpenPrewarmsThePools(t *testing.T) {
+	h := newHarness(t, "manual")
+	require.Eventually(t, func() bool {
+		st, ok := h.ex.PoolStats("effect")
+		return ok && st.Idle == 2 && st.Created == 2
+	}, 30*time.Second, 10*time.Millisecond)
+
+	h.reopenWith(func(o *host.Options) { o.PrewarmInstances = -1 })
+	st, ok := h.ex.PoolStats("effect")
+	require.True(t, ok)
+	require.Equal(t, uint64(1), st.Created, "only the instance that described the module")
+}

@@ -166,7 +166,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	reg := prometheus.NewRegistry()
 	apiOpts.Registry = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins}
+	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins, prewarm: true}
 	if o.config == nil && so.config != nil {
 		o.config = so.config.lookup
 	}

@@ -322,6 +322,9 @@ type openOptions struct {
 	// extraOrigins adds origins to a connector's http capability (dev
 	// only: the sandbox's loopback ports).
 	extraOrigins func(m *manifests.Manifest) []string
+	// prewarm fills the connectors' instance pools in the background after
+	// Open (serve, dev: long-running); one-shot commands leave them empty.
+	prewarm bool
 }
 
 // openExecutor opens the executor on --data with every manifest in
@@ -367,6 +370,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		DataDir:            a.g.data,
 		LedgerCreate:       create,
 		LedgerLoseUnsynced: crash.LoseUnsynced(),
+		PrewarmInstances:   prewarmInstances(o.prewarm),
 		Manifests:          ms,
 		ModuleDir:          a.g.modules,
 		AllowUnpinned:      o.allowUnpinned,
@@ -407,6 +411,15 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 		Create: create,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+}
+
+// prewarmInstances is host.Options.PrewarmInstances: every instance for a
+// server, none for a one-shot command.
+func prewarmInstances(on bool) int {
+	if on {
+		return 0
+	}
+	return -1
 }
 
 // withExecutor opens the executor, runs f and closes it.

@@ -83,6 +83,41 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
+// warm creates idle instances until n of them are idle or busy (at most
+// the pool's cap), so that the first calls of a burst find an instance
+// ready instead of creating one. It stops at the first error (or when ctx
+// is done, or the pool closes) and returns it.
+func (p *pool) warm(ctx context.Context, n int) error {
+	n = min(n, cap(p.slots))
+	for {
+		p.mu.Lock()
+		have := len(p.idle) + int(p.busy.Load())
+		closed := p.closed
+		p.mu.Unlock()
+		if closed || have >= n {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		inst, err := p.create(ctx)
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		if p.closed || len(p.idle)+int(p.busy.Load()) >= cap(p.slots) {
+			// A call created one meanwhile, or the pool closed: idle + busy
+			// never exceeds the cap.
+			p.mu.Unlock()
+			inst.close()
+			return nil
+		}
+		p.created.Add(1)
+		p.idle = append(p.idle, inst)
+		p.mu.Unlock()
+	}
+}
+
 // put returns a healthy instance to the pool.
 func (p *pool) put(inst *instance) {
 	p.busy.Add(-1)

@@ -565,6 +565,12 @@ func (c *Connector) Limits() manifests.Limits { return c.limits }
 // Stats returns a snapshot of the connector's instance pool.
 func (c *Connector) Stats() PoolStats { return c.pool.stats() }
 
+// Prewarm creates instances until n are ready (idle or busy), at most
+// limits.instances, each under InstantiateTimeout like any other, so that
+// a burst of calls does not pay for instantiation. It is safe to call
+// concurrently with calls; it returns the first error.
+func (c *Connector) Prewarm(ctx context.Context, n int) error { return c.pool.warm(ctx, n) }
+
 // Close closes the connector's idle instances, its wazero runtime and its
 // HTTP connections. Calls in flight fail; later calls return ErrConnectorClosed.
 func (c *Connector) Close(ctx context.Context) error {
