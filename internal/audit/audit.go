@@ -275,7 +275,7 @@ type OperationReport struct {
 	// milliseconds after the answer; recovery re-derives it if lost) or
 	// "sync".
 	OutcomeDurability string `json:"outcome_durability"`
-	PolicyVersion   string `json:"policy_version"`
+	PolicyVersion     string `json:"policy_version"`
 	// Exports is what the module implements for this operation; nil when
 	// the module's description is unknown.
 	Exports *Exports `json:"exports"`
