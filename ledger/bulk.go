@@ -64,6 +64,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 			rec.CreatedAt = rec.UpdatedAt
 		}
 		rec.Version, rec.Events = RecordVersion, 1
+		Normalize(&rec)
 		ev := Event{Seq: 1, Time: rec.UpdatedAt, ExecutionID: rec.ID, ToolCallID: rec.ToolCallID,
 			Attempt: rec.Attempt, To: rec.State, Decision: "bulk_load", Actor: "bulk_load"}
 		_, fc, err := d.writeRecord(b, nil, rec, ev)

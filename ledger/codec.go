@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -37,10 +38,7 @@ type tombstone struct {
 
 // record returns the partial record a tombstone still knows.
 func (t tombstone) record() Record {
-	return Record{
-		Version: RecordVersion, ID: t.ID, Namespace: t.Namespace, SessionID: t.SessionID,
-		ToolCallID: t.ToolCallID, ArgsDigest: t.ArgsDigest, State: t.State, UpdatedAt: t.TerminalAt,
-	}
+	return Pruned(t.ID, t.Namespace, t.SessionID, t.ToolCallID, t.ArgsDigest, t.State, t.TerminalAt)
 }
 
 func encodeRecord(r Record) ([]byte, error) {
@@ -77,7 +75,7 @@ func decodeRecord(b []byte) (Record, error) {
 		if err = json.Unmarshal(b[1:], &r); err == nil {
 			// Read as the binary form would: a record that this release
 			// could not write back is refused now, not on its next write.
-			normalize(&r)
+			Normalize(&r)
 			_, err = appendRecordV2(nil, r)
 		}
 	default:
@@ -154,4 +152,37 @@ func decodeEvent(b []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: event without seq", ErrCorrupt)
 	}
 	return e, nil
+}
+
+// MarshalBinary returns r in the ledger's value encoding (a version byte,
+// then the record; see the top of codec.go), the form the Pebble ledger
+// stores and another backend may store as an opaque value. r should be
+// normalized (see Normalize), as Start and Step return it.
+func (r Record) MarshalBinary() ([]byte, error) { return encodeRecord(r) }
+
+// UnmarshalBinary decodes a value MarshalBinary wrote, of any version up
+// to RecordVersion. Anything else is ErrCorrupt; a tombstone of a pruned
+// record sets the partial record it keeps and returns ErrPruned.
+func (r *Record) UnmarshalBinary(b []byte) error {
+	rec, err := decodeRecord(b)
+	if err != nil && !errors.Is(err, ErrPruned) {
+		return err
+	}
+	*r = rec
+	return err
+}
+
+// MarshalBinary returns e in the ledger's event encoding (a version byte,
+// then the event).
+func (e Event) MarshalBinary() ([]byte, error) { return encodeEvent(e) }
+
+// UnmarshalBinary decodes a value Event.MarshalBinary wrote, of any
+// version up to EventVersion; anything else is ErrCorrupt.
+func (e *Event) UnmarshalBinary(b []byte) error {
+	ev, err := decodeEvent(b)
+	if err != nil {
+		return err
+	}
+	*e = ev
+	return nil
 }

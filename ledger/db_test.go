@@ -294,7 +294,7 @@ func TestRandomTransitionsKeepIndexes(t *testing.T) {
 			}
 			applied++
 			require.Equal(t, tr.To, got.State)
-			require.NoError(t, checkTransition(cur, tr))
+			require.NoError(t, CheckTransition(cur, tr))
 		}
 		checkInvariants(t, db)
 		if t.Failed() {

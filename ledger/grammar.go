@@ -2,9 +2,10 @@ package ledger
 
 import "fmt"
 
-// The transition grammar, in one place. Apply and Create consult only this
-// file to decide whether a change is allowed; the executor, recovery and the
-// operator API all go through them.
+// The transition grammar, in one place. Every backend's Apply and Create
+// consult only this file to decide whether a change is allowed (through
+// Start and Step, which also say what the change writes); the executor,
+// recovery and the operator API all go through them.
 //
 //	from               → to
 //	awaiting_approval  → approved, rejected, expired, cancelled
@@ -21,7 +22,7 @@ import "fmt"
 //	dispatched         attempt 1 (an ungated call: intent and dispatch are one record)
 //	recovery_required  attempt 0 or 1 (a resumed call found with no record)
 //
-// The rules checkTransition applies, in order (the first that fails wins):
+// The rules CheckTransition applies, in order (the first that fails wins):
 //
 //  1. A terminal record never changes: ErrTerminal. If the transition also
 //     carries an outcome for the attempt whose outcome the record holds, the
@@ -104,9 +105,10 @@ func allowed(from, to State) bool {
 	return false
 }
 
-// checkTransition applies the grammar's rules to t against the stored
-// record rec (see the comment on transitions).
-func checkTransition(rec Record, t Transition) error {
+// CheckTransition applies the grammar's rules to t against the stored
+// record rec (see the comment on transitions) and returns nil if the
+// ledger may apply it. Backends call it through Step.
+func CheckTransition(rec Record, t Transition) error {
 	id := rec.ID
 	// 1. Terminal records never change.
 	if rec.State.Terminal() {
@@ -216,8 +218,10 @@ const (
 // EffectRead is Record.Effect of an operation without side effects.
 const EffectRead = "read"
 
-// checkCreate validates a record Create is asked to start.
-func checkCreate(rec Record) error {
+// CheckCreate validates a record Create is asked to start: ErrInvalid for a
+// value that can never be stored, ErrIllegalTransition for a state the
+// grammar does not start in. Backends call it through Start.
+func CheckCreate(rec Record) error {
 	if rec.ID == "" {
 		return fmt.Errorf("%w: record without id", ErrInvalid)
 	}

@@ -35,7 +35,7 @@ const legacySession = "legacy"
 // the current protocol) unless its first record is a resumed call the
 // ledger had no record of.
 func sessionMarker(first Record) []byte {
-	if first.Resumed && first.State == StateRecoveryRequired {
+	if StartsLegacySession(first) {
 		return []byte(legacySession)
 	}
 	return nil

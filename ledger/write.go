@@ -10,18 +10,20 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Create implements Ledger. The ledger fills in the event's Seq (1), Time,
-// ExecutionID, ToolCallID, Attempt and To, sets Version, Events (1),
-// UpdatedAt and (if zero) CreatedAt. The initial state must be one the
-// grammar allows (see grammar.go), else ErrIllegalTransition; an empty id or
-// MaxAttempts < 1 is ErrInvalid. An id that was pruned is refused with
+// Create implements Ledger. What it stores is what Start returns: the
+// ledger fills in the event's Seq (1), Time, ExecutionID, ToolCallID,
+// Attempt and To, sets Version, Events (1), UpdatedAt and (if zero)
+// CreatedAt. The initial state must be one the grammar allows (see
+// grammar.go), else ErrIllegalTransition; an empty id or MaxAttempts < 1 is
+// ErrInvalid. An id that was pruned is refused with
 // ErrPruned: a pruned execution never runs again as new.
 func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	if err := d.enter(ctx); err != nil {
 		return Record{}, err
 	}
 	defer d.exit()
-	if err := checkCreate(rec); err != nil {
+	rec, ev, err := Start(rec, ev, d.opts.Now())
+	if err != nil {
 		return Record{}, err
 	}
 	defer d.lock(rec.ID).Unlock()
@@ -34,19 +36,6 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ErrPruned)
 	case !errors.Is(err, ErrNotFound):
 		return Record{}, err
-	}
-
-	now := d.opts.Now()
-	rec.Version = RecordVersion
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now
-	}
-	rec.UpdatedAt = now
-	rec.Events = 1
-	ev.Seq, ev.Time, ev.ExecutionID, ev.ToolCallID = 1, now, rec.ID, rec.ToolCallID
-	ev.Attempt, ev.From, ev.To = rec.Attempt, "", rec.State
-	if ev.Decision == "" {
-		ev.Decision = "intent"
 	}
 
 	b := d.db.NewBatch()
@@ -87,8 +76,9 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 }
 
 // Apply implements Ledger; the grammar it enforces is documented in
-// grammar.go. The ledger sets UpdatedAt, Events and the event's Seq, Time,
-// ExecutionID, ToolCallID, Attempt, From and To. A pruned id is ErrPruned.
+// grammar.go, and what it stores is what Step returns (the ledger sets
+// UpdatedAt, Events and the event's Seq, Time, ExecutionID, ToolCallID,
+// Attempt, From and To). A pruned id is ErrPruned.
 func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error) {
 	if err := d.enter(ctx); err != nil {
 		return Record{}, err
@@ -103,45 +93,10 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 			return Record{}, err
 		}
 	}
-	if err := checkTransition(old, t); err != nil {
+	rec, ev, err := Step(old, t, d.opts.Now())
+	if err != nil {
 		return Record{}, err
 	}
-	now := d.opts.Now()
-	rec := old
-	rec.Version = RecordVersion // what this write stores, whatever old was read from
-	rec.State, rec.Attempt, rec.UpdatedAt = t.To, t.Attempt, now
-	if !t.Deadline.IsZero() {
-		rec.Deadline = t.Deadline
-	}
-	if !t.NextAttemptAt.IsZero() {
-		rec.NextAttemptAt = t.NextAttemptAt
-	}
-	if t.Approval != nil {
-		a := *t.Approval
-		rec.Approval = &a
-	}
-	if t.Outcome != nil {
-		o := *t.Outcome
-		rec.Outcome = &o
-	}
-	if t.Resolution != nil {
-		r := *t.Resolution
-		rec.Resolution = &r
-	}
-	if t.CancelRequested {
-		rec.CancelRequested = true
-	}
-	switch {
-	case t.Uncertain:
-		rec.Uncertain = true
-	case t.RuledOut || rec.State.Terminal():
-		rec.Uncertain = false
-	}
-	rec.Events = old.Events + 1
-	ev := t.Event
-	ev.Seq, ev.Time, ev.ExecutionID, ev.ToolCallID = rec.Events, now, id, rec.ToolCallID
-	ev.Attempt, ev.From, ev.To = rec.Attempt, old.State, rec.State
-
 	b := d.db.NewBatch()
 	defer b.Close()
 	rec, fc, err := d.writeRecord(b, &old, rec, ev)
@@ -188,13 +143,11 @@ func (d *DB) syncLazy() {
 }
 
 // writeRecord adds to b the record, its newest event and every index change
-// between old (nil for a new record) and rec. It returns the record as it
-// will read back: times are normalized (UTC, no monotonic reading) so that
-// what a write returns equals what a later Get decodes.
+// between old (nil for a new record) and rec. rec and ev must be
+// normalized (Start and Step return them so), so that what a write returns
+// equals what a later Get decodes.
 func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, fenceChange, error) {
 	var fc fenceChange
-	normalize(&rec)
-	ev.Time = normTime(ev.Time)
 	v, err := encodeRecord(rec)
 	if err != nil {
 		return Record{}, fc, err
@@ -283,9 +236,11 @@ func (d *DB) has(key []byte) (bool, error) {
 // monotonic clock reading.
 func normTime(t time.Time) time.Time { return t.Round(0).UTC() }
 
-// normalize gives r the form a later read decodes: times as normTime
-// returns them, empty byte slices nil.
-func normalize(r *Record) {
+// Normalize gives r the form a later read decodes: times in UTC without a
+// monotonic clock reading, empty byte slices nil. Start and Step return
+// normalized records; a backend that stores records another way than this
+// package's encoding must keep that form.
+func Normalize(r *Record) {
 	if len(r.Args) == 0 {
 		r.Args = nil
 	}
