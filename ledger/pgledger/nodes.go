@@ -1,0 +1,218 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+// Fleet mode. Each node holds a lease: a row of connhost_nodes with an
+// epoch and an expiry by the database's clock (every node reads the same
+// clock, so no node's clock skew can make a lease look live to one node
+// and expired to another). The node renews it in the background; when it
+// cannot, it must stop dispatching, because after expiry any live node
+// may claim its pending executions. Each execution a node creates or
+// changes with CreateOwned or ApplyOwned records the node and its epoch as
+// its owner, and those writes succeed only while that lease is live and
+// the execution is unowned or owned by that same lease: the epoch is the
+// fencing token that refuses a stale node's late writes. A node that
+// restarts registers again and gets a new epoch, so its former
+// incarnation's executions are claimable like a dead node's (by itself
+// too).
+
+// Lease is a node's claim to run executions: its id, its epoch (the
+// fencing token) and when it expires unless renewed.
+type Lease struct {
+	Node  string
+	Epoch int64
+	// Expires is the expiry the database recorded, by its clock.
+	Expires time.Time
+}
+
+func (l Lease) String() string { return fmt.Sprintf("node %s epoch %d", l.Node, l.Epoch) }
+
+// RegisterNode starts a new lease for node, valid for ttl: epoch 1 for a
+// new node, else one more than its last epoch, whatever state that lease
+// is in. Every write fenced by an earlier epoch of the node is refused
+// from then on.
+func (d *DB) RegisterNode(ctx context.Context, node string, ttl time.Duration) (Lease, error) {
+	if err := d.enter(ctx); err != nil {
+		return Lease{}, err
+	}
+	defer d.exit()
+	if node == "" || ttl <= 0 {
+		return Lease{}, fmt.Errorf("%w: RegisterNode needs a node id and a ttl > 0 (got %q, %s)", ledger.ErrInvalid, node, ttl)
+	}
+	l := Lease{Node: node}
+	err := d.retry(ctx, func() error {
+		return d.pool.QueryRow(ctx, `INSERT INTO connhost_nodes (node_id, epoch, expires_at)
+VALUES ($1, 1, clock_timestamp() + $2 * INTERVAL '1 microsecond')
+ON CONFLICT (node_id) DO UPDATE SET epoch = connhost_nodes.epoch + 1, expires_at = excluded.expires_at
+RETURNING epoch, expires_at`, node, ttl.Microseconds()).Scan(&l.Epoch, &l.Expires)
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("pgledger: register node %s: %w", node, err)
+	}
+	return l, nil
+}
+
+// RenewLease extends a live lease to ttl from now. A lease that expired
+// or was superseded by a newer epoch cannot be renewed (another node may
+// have claimed its executions already): ErrLeaseExpired, and the node
+// must stop dispatching and register again.
+func (d *DB) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	if err := d.enter(ctx); err != nil {
+		return Lease{}, err
+	}
+	defer d.exit()
+	if ttl <= 0 {
+		return Lease{}, fmt.Errorf("%w: RenewLease ttl %s, must be > 0", ledger.ErrInvalid, ttl)
+	}
+	err := d.retry(ctx, func() error {
+		return d.pool.QueryRow(ctx, `UPDATE connhost_nodes SET expires_at = clock_timestamp() + $3 * INTERVAL '1 microsecond'
+WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp()
+RETURNING expires_at`, l.Node, l.Epoch, ttl.Microseconds()).Scan(&l.Expires)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, fmt.Errorf("renew %s: %w", l, ErrLeaseExpired)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("pgledger: renew %s: %w", l, err)
+	}
+	return l, nil
+}
+
+// claimSQL makes $1 at epoch $2 (a live lease) the owner of every pending
+// execution whose owner's lease is gone: expired, superseded by a newer
+// epoch of its node, or never registered. Each row changes only if it
+// still has the owner the candidate scan saw (a compare-and-set on the
+// owner), so of two nodes claiming at once, each execution goes to one.
+const claimSQL = `WITH me AS (
+    SELECT 1 FROM connhost_nodes WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp()
+), cand AS (
+    SELECT x.id, x.owner_node, x.owner_epoch
+    FROM connhost_executions x
+    LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
+    WHERE x.terminal_ns IS NULL AND x.owner_node IS NOT NULL
+      AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())
+)
+UPDATE connhost_executions x SET owner_node = $1, owner_epoch = $2
+FROM cand c
+WHERE x.id = c.id AND x.owner_node = c.owner_node AND x.owner_epoch = c.owner_epoch
+  AND x.terminal_ns IS NULL AND EXISTS (SELECT 1 FROM me)
+RETURNING x.id, x.record`
+
+// ClaimExpired makes l, which must be live, the owner of the pending
+// executions of every node whose lease is gone (expired or superseded),
+// atomically per execution: of two nodes claiming at once, each execution
+// goes to exactly one. It returns the claimed records, to which the caller
+// applies the recovery decision table (with ApplyOwned). A lease that is
+// not live claims nothing and gets ErrLeaseExpired.
+func (d *DB) ClaimExpired(ctx context.Context, l Lease) ([]ledger.Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	var recs []ledger.Record
+	err := d.retry(ctx, func() error {
+		recs = recs[:0]
+		return d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, claimSQL, l.Node, l.Epoch)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: claim for %s: %w", l, err)
+	}
+	if len(recs) == 0 {
+		live, err := d.live(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		if !live {
+			return nil, fmt.Errorf("claim for %s: %w", l, ErrLeaseExpired)
+		}
+	}
+	for _, r := range recs {
+		d.forget(r.ID) // the owner changed; the record did not, but be exact
+	}
+	return recs, nil
+}
+
+func (d *DB) live(ctx context.Context, l Lease) (bool, error) {
+	var live bool
+	err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM connhost_nodes
+WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp())`, l.Node, l.Epoch).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("pgledger: read lease of %s: %w", l, err)
+	}
+	return live, nil
+}
+
+// CreateOwned is Create by the node holding l: the execution's owner is l.
+// It fails with ErrLeaseExpired (writing nothing) unless l is live; an
+// existing id is ErrExists as for Create.
+func (d *DB) CreateOwned(ctx context.Context, l Lease, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	return d.create(ctx, &l, rec, ev)
+}
+
+// ApplyOwned is Apply by the node holding l, fenced by l: it changes the
+// execution only while l is live (else ErrLeaseExpired) and the execution
+// is unowned or owned by l (else ErrNotOwner, e.g. after another node
+// claimed it), and makes l its owner. The grammar's errors are Apply's.
+func (d *DB) ApplyOwned(ctx context.Context, l Lease, id string, t ledger.Transition) (ledger.Record, error) {
+	return d.apply(ctx, &l, id, t)
+}
+
+// Owner returns the owner of an execution: its node and lease epoch, or ""
+// and 0 if no node owns it. Unknown ids are ErrNotFound.
+func (d *DB) Owner(ctx context.Context, id string) (node string, epoch int64, err error) {
+	if err := d.enter(ctx); err != nil {
+		return "", 0, err
+	}
+	defer d.exit()
+	return d.owner(ctx, id)
+}
+
+func (d *DB) owner(ctx context.Context, id string) (node string, epoch int64, err error) {
+	var n *string
+	var e *int64
+	err = d.pool.QueryRow(ctx, `SELECT owner_node, owner_epoch FROM connhost_executions WHERE id = $1`, []byte(id)).Scan(&n, &e)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", 0, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
+	case err != nil:
+		return "", 0, fmt.Errorf("pgledger: read owner of execution[%s]: %w", id, err)
+	case n == nil:
+		return "", 0, nil
+	}
+	return *n, *e, nil
+}
+
+// checkOwner explains why an owned write by l to id was refused: the lease
+// is not live (ErrLeaseExpired) or another lease owns the execution
+// (ErrNotOwner); otherwise the record changed, and checkOwner returns it
+// as stored now for the caller to check again.
+func (d *DB) checkOwner(ctx context.Context, l Lease, id string) (ledger.Record, error) {
+	live, err := d.live(ctx, l)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	if !live {
+		return ledger.Record{}, fmt.Errorf("execution[%s] not changed: %s: %w", id, l, ErrLeaseExpired)
+	}
+	rec, err := d.get(ctx, id)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	node, epoch, err := d.owner(ctx, id)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	if node != "" && (node != l.Node || epoch != l.Epoch) {
+		return ledger.Record{}, fmt.Errorf("execution[%s] is owned by node %s epoch %d, not %s: %w", id, node, epoch, l, ErrNotOwner)
+	}
+	return rec, nil
+}

@@ -1,0 +1,277 @@
+// Package pgledger is a ledger.Ledger on PostgreSQL, for a fleet of
+// connhost nodes that share one ledger. The Pebble ledger (ledger.Open)
+// stays the embedded default; this backend has the same semantics, pinned
+// by the conformance suite in ledger/ledgertest: the same grammar (it calls
+// ledger.Start and ledger.Step), the same errors, append-only events, a
+// pending index that recovery reads alone, fences, session classification
+// and retention with tombstones.
+//
+// Every Create and Apply is one SQL statement in its own transaction: the
+// record's row, its event and (for a session's first record) the session's
+// classification are written together or not at all, and the row is changed
+// only if it still holds the version (event count), state and attempt the
+// change was checked against - a compare-and-set, so that of two writers
+// racing on one execution, on one node or on two, exactly one wins and the
+// other gets ErrConflict (or ErrTerminal). See RATIONALE.md.
+//
+// For fleet mode the schema records an owner node and lease epoch per
+// execution, and DB has node leases (RegisterNode, RenewLease), an atomic
+// claim of the executions of nodes whose lease expired (ClaimExpired), and
+// writes fenced by the writer's lease (CreateOwned, ApplyOwned).
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+// Errors of the fleet methods. Callers compare with errors.Is.
+var (
+	// ErrLeaseExpired: the writer's lease has expired or was superseded
+	// by a newer epoch of its node; the node must stop dispatching.
+	ErrLeaseExpired = errors.New("pgledger: lease expired")
+	// ErrNotOwner: the execution is owned by another node's lease.
+	ErrNotOwner = errors.New("pgledger: execution owned by another node")
+)
+
+// DefaultMaxConns is the default value of Options.MaxConns.
+const DefaultMaxConns = 32
+
+// DefaultApplicationName is the default value of Options.ApplicationName.
+const DefaultApplicationName = "connhost"
+
+// Options configures Open. The zero value of every field except DSN is
+// replaced by its default in EnsureDefaults.
+type Options struct {
+	// DSN is the connection string of the database, as a URL
+	// (postgres://user@host:5432/db?sslmode=verify-full) or key=value
+	// pairs. It is required. The ledger's tables are created in the
+	// connection's default schema.
+	DSN string
+	// MaxConns caps the connections to the database.
+	// The default value is DefaultMaxConns (32).
+	MaxConns int32
+	// ApplicationName is reported to the server (pg_stat_activity).
+	// The default value is DefaultApplicationName ("connhost").
+	ApplicationName string
+	// Now returns the current time; the ledger stamps UpdatedAt, event
+	// times and the retention index with it. Leases use the database's
+	// clock instead, which every node shares.
+	// The default value is time.Now.
+	Now func() time.Time
+	// MaxRecordBytes caps the size of one encoded record; larger writes
+	// fail with ledger.ErrTooLarge.
+	// The default value is ledger.DefaultMaxRecordBytes (4 MiB).
+	MaxRecordBytes int
+	// Logger receives what the ledger reports (migrations applied).
+	// The default value is slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills every zero field that has a default and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.ApplicationName == "" {
+		o.ApplicationName = DefaultApplicationName
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = ledger.DefaultMaxRecordBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate reports every problem with o at once (joined, each wrapping
+// ledger.ErrInvalid). Call it after EnsureDefaults.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.DSN == "" {
+		errs = append(errs, fmt.Errorf("%w: Options.DSN is required", ledger.ErrInvalid))
+	} else if _, err := pgxpool.ParseConfig(o.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Options.DSN: %w", ledger.ErrInvalid, err))
+	}
+	if o.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("%w: Options.MaxConns = %d, must be > 0", ledger.ErrInvalid, o.MaxConns))
+	}
+	if o.MaxRecordBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: Options.MaxRecordBytes = %d, must be > 0", ledger.ErrInvalid, o.MaxRecordBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// DB is the PostgreSQL implementation of ledger.Ledger. It is safe for
+// concurrent use, and any number of DBs, on any number of machines, may
+// share one database. Open returns it; Close releases its connections.
+type DB struct {
+	opts Options
+	pool *pgxpool.Pool
+	seed maphash.Seed
+	// recent caches the last version of non-terminal records this DB
+	// wrote, so the Apply that follows a Create (dispatch, then outcome)
+	// needs no read. A stale entry (another node wrote since) costs a
+	// refused compare-and-set and a read; it is never trusted beyond that.
+	recent [cacheShards]cacheShard
+
+	// closeMu is held for reading by every operation and for writing by
+	// Close, so Close waits for operations in flight.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+var _ ledger.Ledger = (*DB)(nil)
+
+// Open connects to the database, applies the schema migrations this
+// release has and the database lacks (see migrate.go), and returns the
+// ledger. A database whose schema is newer than this release's, or whose
+// applied migrations differ from this release's, is refused with an error
+// matching ledger.ErrProtocol that names both versions. The caller owns
+// the DB and must Close it.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Options.DSN: %w", ledger.ErrInvalid, err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: connect: %w", err)
+	}
+	d := &DB{opts: opts, pool: pool, seed: maphash.MakeSeed()}
+	if err := d.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close implements ledger.Ledger: it waits for operations in flight and
+// closes the connections. Afterwards every method returns ErrClosed.
+func (d *DB) Close() error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed {
+		return ledger.ErrClosed
+	}
+	d.closed = true
+	d.pool.Close()
+	return nil
+}
+
+// enter marks the start of an operation; the caller must call d.exit.
+func (d *DB) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.closeMu.RLock()
+	if d.closed {
+		d.closeMu.RUnlock()
+		return ledger.ErrClosed
+	}
+	return nil
+}
+
+func (d *DB) exit() { d.closeMu.RUnlock() }
+
+const (
+	cacheShards    = 256
+	shardCacheSize = 32
+)
+
+type cacheShard struct {
+	mu sync.Mutex
+	m  map[string]ledger.Record
+}
+
+func (d *DB) shard(id string) *cacheShard {
+	return &d.recent[maphash.String(d.seed, id)%cacheShards]
+}
+
+// cached returns a copy of id's cached record.
+func (d *DB) cached(id string) (ledger.Record, bool) {
+	s := d.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.m[id]
+	return clone(rec), ok
+}
+
+// remember caches rec as just committed, or forgets it when it is
+// terminal (terminal records never change, so they are never written
+// again).
+func (d *DB) remember(rec ledger.Record) {
+	s := d.shard(rec.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec.State.Terminal() {
+		delete(s.m, rec.ID)
+		return
+	}
+	if s.m == nil || len(s.m) >= shardCacheSize {
+		s.m = make(map[string]ledger.Record, shardCacheSize)
+	}
+	s.m[rec.ID] = clone(rec)
+}
+
+func (d *DB) forget(id string) {
+	s := d.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+// clone copies everything a caller could mutate through a record.
+func clone(r ledger.Record) ledger.Record {
+	r.Args = cloneBytes(r.Args)
+	if r.Approval != nil {
+		a := *r.Approval
+		r.Approval = &a
+	}
+	if r.Outcome != nil {
+		o := *r.Outcome
+		o.Result = cloneBytes(o.Result)
+		r.Outcome = &o
+	}
+	if r.Resolution != nil {
+		res := *r.Resolution
+		r.Resolution = &res
+	}
+	return r
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// querier is what reads run on: the pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}

@@ -1,0 +1,215 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+const getSQL = `SELECT record, pruned_ns, namespace, session_id, tool_call_id, args_digest, state, terminal_ns
+FROM connhost_executions WHERE id = $1`
+
+// Get implements ledger.Ledger. For a pruned id it returns ErrPruned with
+// the partial record its tombstone keeps (ledger.Pruned).
+func (d *DB) Get(ctx context.Context, id string) (ledger.Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return ledger.Record{}, err
+	}
+	defer d.exit()
+	return d.get(ctx, id)
+}
+
+func (d *DB) get(ctx context.Context, id string) (ledger.Record, error) {
+	var (
+		v                              []byte
+		prunedNs, terminalNs           *int64
+		ns, session, toolCall, argsDig []byte
+		state                          string
+	)
+	err := d.pool.QueryRow(ctx, getSQL, []byte(id)).Scan(&v, &prunedNs, &ns, &session, &toolCall, &argsDig, &state, &terminalNs)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ledger.Record{}, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
+	case err != nil:
+		return ledger.Record{}, fmt.Errorf("pgledger: read execution[%s]: %w", id, err)
+	case prunedNs != nil:
+		var at time.Time
+		if terminalNs != nil {
+			at = time.Unix(0, *terminalNs)
+		}
+		return ledger.Pruned(id, string(ns), string(session), string(toolCall), string(argsDig), ledger.State(state), at),
+			fmt.Errorf("execution[%s]: %w", id, ledger.ErrPruned)
+	}
+	return decode(id, v)
+}
+
+// decode decodes a record value of execution id.
+func decode(id string, v []byte) (ledger.Record, error) {
+	var rec ledger.Record
+	if err := rec.UnmarshalBinary(v); err != nil {
+		return ledger.Record{}, fmt.Errorf("execution[%s]: %w", id, err)
+	}
+	if rec.ID != id {
+		return ledger.Record{}, fmt.Errorf("execution[%s]: %w: the row holds the record of %q", id, ledger.ErrCorrupt, rec.ID)
+	}
+	return rec, nil
+}
+
+// Events implements ledger.Ledger: the execution's events in order, read
+// in one statement with the execution's row. A pruned id is ErrPruned, an
+// unknown one ErrNotFound.
+func (d *DB) Events(ctx context.Context, id string) ([]ledger.Event, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	rows, err := d.pool.Query(ctx, `SELECT x.pruned_ns, e.event FROM connhost_executions x
+LEFT JOIN connhost_events e ON e.execution_id = x.id WHERE x.id = $1 ORDER BY e.seq`, []byte(id))
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: read events of execution[%s]: %w", id, err)
+	}
+	defer rows.Close()
+	found := false
+	var evs []ledger.Event
+	for rows.Next() {
+		found = true
+		var pruned *int64
+		var b []byte
+		if err := rows.Scan(&pruned, &b); err != nil {
+			return nil, fmt.Errorf("pgledger: read events of execution[%s]: %w", id, err)
+		}
+		if pruned != nil {
+			return nil, fmt.Errorf("execution[%s]: %w", id, ledger.ErrPruned)
+		}
+		if b == nil {
+			continue // an execution without events: none to read
+		}
+		var e ledger.Event
+		if err := e.UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("execution[%s] event: %w", id, err)
+		}
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgledger: read events of execution[%s]: %w", id, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
+	}
+	return evs, nil
+}
+
+// Pending implements ledger.Ledger. It reads the pending index only (a
+// partial index of the executions that are not terminal), in id order, in
+// one statement, so the records are one consistent snapshot; fn may write
+// to the ledger meanwhile (on other connections).
+func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL ORDER BY id`)
+}
+
+// scan calls fn for each (id, record) row of the query, stopping at fn's
+// first error, which it returns as it is.
+func (d *DB) scan(ctx context.Context, fn func(ledger.Record) error, sql string, args ...any) error {
+	rows, err := d.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("pgledger: query: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, v []byte
+		if err := rows.Scan(&id, &v); err != nil {
+			return fmt.Errorf("pgledger: read: %w", err)
+		}
+		rec, err := decode(string(id), v)
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgledger: read: %w", err)
+	}
+	return nil
+}
+
+// Fenced implements ledger.Ledger: the session's recovery_required
+// executions in id order, from the fence index.
+func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) ([]ledger.Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	var recs []ledger.Record
+	err := d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil },
+		`SELECT id, record FROM connhost_executions
+WHERE namespace = $1 AND session_id = $2 AND state = 'recovery_required' ORDER BY id`,
+		[]byte(namespace), []byte(sessionID))
+	return recs, err
+}
+
+// SessionKnown implements ledger.Ledger.
+func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (bool, error) {
+	if err := d.enter(ctx); err != nil {
+		return false, err
+	}
+	defer d.exit()
+	var legacy bool
+	err := d.pool.QueryRow(ctx, `SELECT legacy FROM connhost_sessions WHERE namespace = $1 AND session_id = $2`,
+		[]byte(namespace), []byte(sessionID)).Scan(&legacy)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("pgledger: read session: %w", err)
+	}
+	return !legacy, nil
+}
+
+// List implements ledger.Ledger: records in id order after f.After,
+// without pruned ones, filtered by the database.
+func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.exit()
+	limit := f.Limit
+	if limit <= 0 {
+		limit = ledger.DefaultListLimit
+	}
+	where := []string{"pruned_ns IS NULL"}
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if f.State != "" {
+		add("state = ?", string(f.State))
+	}
+	if f.Namespace != "" {
+		add("namespace = ?", []byte(f.Namespace))
+	}
+	if f.SessionID != "" {
+		add("session_id = ?", []byte(f.SessionID))
+	}
+	if f.After != "" {
+		add("id > ?", []byte(f.After))
+	}
+	args = append(args, limit)
+	sql := fmt.Sprintf("SELECT id, record FROM connhost_executions WHERE %s ORDER BY id LIMIT $%d", strings.Join(where, " AND "), len(args))
+	var recs []ledger.Record
+	err := d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, sql, args...)
+	return recs, err
+}

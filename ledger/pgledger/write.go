@@ -1,0 +1,265 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/connhost/connhost/ledger"
+)
+
+// Each write is one statement, so one round trip and one commit: its
+// data-modifying CTEs insert or update the execution's row, append its
+// event and classify its session, all or nothing. The statements are
+// prepared once per connection (pgx caches them).
+
+// createSQL inserts a new execution, its first event and (if the session
+// has none) its session's classification. $11 and $12 name the owner's
+// lease, or are NULL; with a lease, the row is inserted only while the
+// lease is live. It returns 1 if it inserted the execution, else 0.
+const createSQL = `WITH ins AS (
+    INSERT INTO connhost_executions
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12
+    WHERE $11::TEXT IS NULL OR EXISTS (
+        SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+), ev AS (
+    INSERT INTO connhost_events (execution_id, seq, event) SELECT id, 1, $9 FROM ins
+), sess AS (
+    INSERT INTO connhost_sessions (namespace, session_id, legacy) SELECT $2, $3, $10 FROM ins
+    ON CONFLICT (namespace, session_id) DO NOTHING
+)
+SELECT count(*) FROM ins`
+
+// applySQL moves an execution from the version it was checked against
+// ($7 events, $8 state, $9 attempt) to the new one and appends its event.
+// Without a lease ($11, $12 NULL) the owner is left as it is; with one,
+// the row changes only if it is unowned or owned by that lease and the
+// lease is live, and the lease becomes its owner. It returns 1 if it
+// changed the row, else 0 (someone else changed it first, or the lease
+// check failed).
+const applySQL = `WITH upd AS (
+    UPDATE connhost_executions
+    SET state = $2, attempt = $3, events = $4, terminal_ns = $5, record = $6,
+        owner_node = COALESCE($11, owner_node), owner_epoch = COALESCE($12, owner_epoch)
+    WHERE id = $1 AND events = $7 AND state = $8 AND attempt = $9
+      AND ($11::TEXT IS NULL OR (
+          (owner_node IS NULL OR (owner_node = $11 AND owner_epoch = $12))
+          AND EXISTS (SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())))
+    RETURNING id
+), ev AS (
+    INSERT INTO connhost_events (execution_id, seq, event) SELECT id, $4, $10 FROM upd
+)
+SELECT count(*) FROM upd`
+
+// Create implements ledger.Ledger. What it stores is what ledger.Start
+// returns; the grammar, ErrInvalid and ErrIllegalTransition are Start's.
+// If the id exists nothing is written and Create returns the existing
+// record with ErrExists; an id that was pruned is refused with ErrPruned
+// and its tombstone. The execution has no owner (see CreateOwned).
+func (d *DB) Create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	return d.create(ctx, nil, rec, ev)
+}
+
+func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return ledger.Record{}, err
+	}
+	defer d.exit()
+	rec, ev, err := ledger.Start(rec, ev, d.opts.Now())
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	v, e, err := d.encode(rec, ev)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	node, epoch := leaseArgs(lease)
+	var n int
+	err = d.retry(ctx, func() error {
+		return d.pool.QueryRow(ctx, createSQL, []byte(rec.ID), []byte(rec.Namespace), []byte(rec.SessionID),
+			[]byte(rec.ToolCallID), []byte(rec.ArgsDigest), string(rec.State), rec.Attempt, v, e,
+			ledger.StartsLegacySession(rec), node, epoch).Scan(&n)
+	})
+	if err != nil {
+		return ledger.Record{}, fmt.Errorf("pgledger: create execution[%s]: %w", rec.ID, err)
+	}
+	if n == 1 {
+		d.remember(rec)
+		return rec, nil
+	}
+	existing, err := d.get(ctx, rec.ID)
+	switch {
+	case err == nil:
+		return existing, fmt.Errorf("execution[%s]: %w", rec.ID, ledger.ErrExists)
+	case errors.Is(err, ledger.ErrPruned):
+		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ledger.ErrPruned)
+	case errors.Is(err, ledger.ErrNotFound) && lease != nil:
+		return ledger.Record{}, fmt.Errorf("execution[%s] not created: node %s epoch %d: %w", rec.ID, lease.Node, lease.Epoch, ErrLeaseExpired)
+	case errors.Is(err, ledger.ErrNotFound):
+		return ledger.Record{}, fmt.Errorf("pgledger: create execution[%s]: inserted nothing, and there is no record", rec.ID)
+	default:
+		return ledger.Record{}, err
+	}
+}
+
+// encode returns the record and event values, refusing a record larger
+// than Options.MaxRecordBytes.
+func (d *DB) encode(rec ledger.Record, ev ledger.Event) ([]byte, []byte, error) {
+	v, err := rec.MarshalBinary()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v) > d.opts.MaxRecordBytes {
+		return nil, nil, fmt.Errorf("execution[%s] is %d bytes, limit %d: %w", rec.ID, len(v), d.opts.MaxRecordBytes, ledger.ErrTooLarge)
+	}
+	e, err := ev.MarshalBinary()
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, e, nil
+}
+
+func leaseArgs(l *Lease) (node *string, epoch *int64) {
+	if l == nil {
+		return nil, nil
+	}
+	return &l.Node, &l.Epoch
+}
+
+// Apply implements ledger.Ledger; the grammar it enforces is ledger.Step's
+// (grammar.go), and what it stores is what Step returns. The change is a
+// compare-and-set on the version the grammar was checked against: if
+// another writer (on this node or another) changed the record since, the
+// stored record is read again and checked again, so a stale writer gets
+// the grammar's answer for the record as it now is (ErrConflict,
+// ErrTerminal, …) and never overwrites a newer state. The owner is left as
+// it is (see ApplyOwned). A lazy transition (Transition.Lazy, which the
+// grammar admits only where recovery re-derives a loss) is committed like
+// any other, durable before Apply returns: stronger than lazy asks, and
+// PostgreSQL's commits are group-flushed under concurrency anyway.
+func (d *DB) Apply(ctx context.Context, id string, t ledger.Transition) (ledger.Record, error) {
+	return d.apply(ctx, nil, id, t)
+}
+
+// maxCASRounds bounds how often Apply reads a record again because another
+// writer changed it between its read and its compare-and-set.
+const maxCASRounds = 100
+
+func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transition) (ledger.Record, error) {
+	if err := d.enter(ctx); err != nil {
+		return ledger.Record{}, err
+	}
+	defer d.exit()
+	old, cached := d.cached(id)
+	if !cached {
+		var err error
+		if old, err = d.get(ctx, id); err != nil {
+			return ledger.Record{}, err
+		}
+	}
+	node, epoch := leaseArgs(lease)
+	for range maxCASRounds {
+		rec, ev, err := ledger.Step(old, t, d.opts.Now())
+		if err != nil && cached {
+			// The cached version may be stale: refuse only what the
+			// stored record refuses.
+			d.forget(id)
+			if old, err = d.get(ctx, id); err != nil {
+				return ledger.Record{}, err
+			}
+			cached = false
+			continue
+		}
+		if err != nil {
+			return ledger.Record{}, err
+		}
+		v, e, err := d.encode(rec, ev)
+		if err != nil {
+			return ledger.Record{}, err
+		}
+		var terminal *int64
+		if rec.State.Terminal() {
+			ns := rec.UpdatedAt.UnixNano()
+			terminal = &ns
+		}
+		var n int
+		err = d.retry(ctx, func() error {
+			return d.pool.QueryRow(ctx, applySQL, []byte(id), string(rec.State), rec.Attempt, int64(rec.Events), terminal, v,
+				int64(old.Events), string(old.State), old.Attempt, e, node, epoch).Scan(&n)
+		})
+		if err != nil {
+			d.forget(id)
+			return ledger.Record{}, fmt.Errorf("pgledger: apply to execution[%s]: %w", id, err)
+		}
+		if n == 1 {
+			d.remember(rec)
+			return rec, nil
+		}
+		// Refused: the record changed since old was read, or (with a
+		// lease) the lease or the owner does not allow the write.
+		d.forget(id)
+		if lease != nil {
+			if old, err = d.checkOwner(ctx, *lease, id); err != nil {
+				return ledger.Record{}, err
+			}
+		} else if old, err = d.get(ctx, id); err != nil {
+			return ledger.Record{}, err
+		}
+		cached = false
+	}
+	return ledger.Record{}, fmt.Errorf("execution[%s] changed under %d consecutive attempts to apply %s → %s: %w",
+		id, maxCASRounds, t.From, t.To, ledger.ErrConflict)
+}
+
+// pruneSQL turns up to 512 terminal executions that became terminal
+// before $1 into tombstones (the row keeps its id and key columns, loses
+// its record) and deletes their events. The rows are locked first, so
+// that two nodes pruning at once wait for each other instead of
+// interleaving.
+const pruneSQL = `WITH victims AS (
+    SELECT id FROM connhost_executions
+    WHERE terminal_ns < $1 AND pruned_ns IS NULL
+    ORDER BY terminal_ns, id
+    LIMIT 512
+    FOR UPDATE
+), del AS (
+    DELETE FROM connhost_events WHERE execution_id IN (SELECT id FROM victims)
+)
+UPDATE connhost_executions x SET pruned_ns = $2, record = NULL
+FROM victims v WHERE x.id = v.id`
+
+// Prune implements ledger.Ledger. It walks the retention index up to
+// olderThan and, 512 executions per transaction, replaces each record with
+// its tombstone and deletes its events; a crash between transactions
+// leaves a prefix of the work done and the rest for the next Prune. Get,
+// Apply and Events then answer ErrPruned, and Create on the id is refused.
+func (d *DB) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+	if err := d.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer d.exit()
+	pruned := 0
+	now := d.opts.Now().UnixNano()
+	for {
+		if err := ctx.Err(); err != nil {
+			return pruned, err
+		}
+		var n int64
+		err := d.retry(ctx, func() error {
+			tag, err := d.pool.Exec(ctx, pruneSQL, olderThan.UnixNano(), now)
+			n = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return pruned, fmt.Errorf("pgledger: prune: %w", err)
+		}
+		if n == 0 {
+			return pruned, nil
+		}
+		pruned += int(n)
+	}
+}
