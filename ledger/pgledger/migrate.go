@@ -92,11 +92,12 @@ func (d *DB) migrate(ctx context.Context) error {
 
 func migrateTo(ctx context.Context, d *DB, ms []migration) error {
 	// Two nodes creating the table at once can collide in the catalog
-	// (unique_violation, duplicate_table): the loser finds it created.
+	// (unique_violation, duplicate_table, or duplicate_object for its row
+	// type): the loser's retry finds it created.
 	err := d.retry(ctx, func() error {
 		_, err := d.pool.Exec(ctx, createMigrationsTable)
 		return err
-	}, "23505", "42P07")
+	}, "23505", "42P07", "42710")
 	if err != nil {
 		return fmt.Errorf("pgledger: create connhost_schema_migrations: %w", err)
 	}

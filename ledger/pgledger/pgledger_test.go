@@ -86,8 +86,14 @@ func checkStorage(t testing.TB, l ledger.Ledger) {
 	t.Helper()
 	dsn, ok := dsns.Load(l)
 	require.True(t, ok, "ledger not opened by a pgStore")
+	checkTables(t, dsn.(string))
+}
+
+// checkTables is checkStorage on the database dsn.
+func checkTables(t testing.TB, dsn string) {
+	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn.(string))
+	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT x.id, x.namespace, x.session_id, x.tool_call_id, x.args_digest, x.state, x.attempt,
