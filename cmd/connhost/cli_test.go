@@ -74,6 +74,19 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 			t.Errorf("%v: exit %d stderr %q", args, code, errOut)
 		}
 	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "ledger", "--backend", "postgres"}, "--backend postgres needs --dsn"},
+		{[]string{"bench", "ledger", "--backend", "sqlite"}, `--backend is pebble or postgres, not "sqlite"`},
+		{[]string{"bench", "ledger", "--dsn", "postgres://localhost"}, "--dsn needs --backend postgres"},
+	} {
+		code, _, errOut := runCLI(t, nil, c.args...)
+		if code != ExitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d stderr %q, want %q", c.args, code, errOut, c.want)
+		}
+	}
 }
 
 func TestIsLoopbackListen(t *testing.T) {

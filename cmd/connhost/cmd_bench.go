@@ -15,8 +15,9 @@ func (a *app) benchCommand() *cobra.Command {
 		Short: "Measure connhost on this machine against same-run baselines",
 	}
 	var o bench.LedgerOptions
+	var backend, dsn string
 	ledgerCmd := &cobra.Command{
-		Use:   "ledger [--history N] [--pending M] [--concurrency C]",
+		Use:   "ledger [--history N] [--pending M] [--concurrency C] [--backend pebble|postgres --dsn DSN]",
 		Short: "Measure durable executions and recovery time",
 		Long: `bench ledger measures, in one run and on this machine:
 
@@ -39,9 +40,17 @@ median of the per-round ratios.
 
 It prints each figure and its ratio to the baseline. It needs the source
 tree (it builds the no-op test connector) and writes only to a temporary
-directory.`,
+directory.
+
+With --backend postgres it measures the PostgreSQL ledger on the database
+--dsn names instead, in schemas of its own that it drops afterwards: raw
+is two committed single-row transactions per operation on the same
+server, ledger is Create + Apply, and recovery is opening the ledger and
+reading the pending executions (the executor does not run on PostgreSQL
+yet). --history defaults to 100,000 there.`,
 		Example: `  connhost bench ledger
-  connhost bench ledger --history 1000000 --pending 1000 --concurrency 64 --json`,
+  connhost bench ledger --history 1000000 --pending 1000 --concurrency 64 --json
+  connhost bench ledger --backend postgres --dsn postgres://connhost@127.0.0.1:5432/bench`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.History < 0 || o.Pending < 1 || o.Concurrency < 1 || o.Rounds < 1 {
@@ -49,6 +58,23 @@ directory.`,
 			}
 			if !a.g.json {
 				o.Progress = func(phase string) { fmt.Fprintf(a.stderr, "bench: %s\n", phase) }
+			}
+			switch {
+			case backend == "postgres" && dsn == "":
+				return usagef("bench ledger --backend postgres needs --dsn")
+			case backend == "postgres":
+				switch {
+				case !cmd.Flags().Changed("history"):
+					o.History = 0 // RunPostgres's default
+				case o.History == 0:
+					o.History = -1 // explicitly none
+				}
+				return a.benchPostgres(cmd, bench.PostgresOptions{DSN: dsn, History: o.History, Pending: o.Pending,
+					Concurrency: o.Concurrency, Rounds: o.Rounds, Progress: o.Progress})
+			case backend != "pebble":
+				return usagef("bench ledger --backend is pebble or postgres, not %q", backend)
+			case dsn != "":
+				return usagef("bench ledger --dsn needs --backend postgres")
 			}
 			if o.History == 0 {
 				o.History = -1 // RunLedger: explicit zero history
@@ -84,6 +110,32 @@ directory.`,
 	f.IntVar(&o.Pending, "pending", 1000, "pending executions to recover")
 	f.IntVar(&o.Concurrency, "concurrency", 64, "concurrent writers and callers")
 	f.IntVar(&o.Rounds, "rounds", 5, "alternating rounds of raw and execute runs")
+	f.StringVar(&backend, "backend", "pebble", "ledger backend to measure: pebble or postgres")
+	f.StringVar(&dsn, "dsn", "", "PostgreSQL connection string (--backend postgres)")
 	c.AddCommand(ledgerCmd)
 	return c
+}
+
+// benchPostgres runs and prints the PostgreSQL ledger measurement.
+func (a *app) benchPostgres(cmd *cobra.Command, o bench.PostgresOptions) error {
+	rep, err := bench.RunPostgres(cmd.Context(), o)
+	if err != nil {
+		return err
+	}
+	if a.g.json {
+		writeJSON(a.stdout, rep)
+		return nil
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "measure\tvalue\tbaseline\tratio\n")
+	fmt.Fprintf(w, "sequential latency\t%.0f µs/execution\t%.0f µs/op raw\t%.2f× (target ≤ 1.5×)\n", rep.LedgerSeqMicros, rep.RawSeqMicros, rep.SeqRatio)
+	fmt.Fprintf(w, "throughput at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f× (target ≥ 0.5×)\n", rep.Concurrency, rep.LedgerParPerSecond, rep.RawParPerSecond, rep.ParRatio)
+	fmt.Fprintf(w, "open + pending scan\t%.1f ms with %d history\t%.1f ms pending only\t%.2f× (target ≤ 1.5×)\n", rep.RecoverWithHistoryMs, rep.History, rep.RecoverPendingOnlyMs, rep.RecoverRatio)
+	fmt.Fprintf(w, "storage\t%.0f bytes/execution (tables + indexes)\t%.0f WAL bytes/execution\t\n", rep.BytesPerExecution, rep.WALBytesPerExecution)
+	fmt.Fprintf(w, "commits\t%.2f per execution\t\t\n", rep.CommitsPerExecution)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "(PostgreSQL %s; medians of %d rounds; %d connections; GOMAXPROCS %d on %d CPUs)\n", rep.ServerVersion, rep.Rounds, rep.MaxConns, rep.GOMAXPROCS, rep.CPUs)
+	return nil
 }
