@@ -3,9 +3,10 @@
 // transition grammar that every change must obey.
 //
 // The [Ledger] interface is what the host uses; [Open] returns the Pebble
-// implementation, the only one today. Pebble types never leave this package,
-// so a second backend (e.g. on PostgreSQL) can implement the same interface
-// with the same semantics.
+// implementation, the embedded default, and package ledger/pgledger one on
+// PostgreSQL that a fleet of nodes shares. Both call [Start] and [Step], the
+// grammar and what a change writes, and both pass the conformance suite in
+// ledger/ledgertest. Pebble types never leave this package.
 //
 // Every transition is applied as one synced write that updates the record,
 // appends an [Event] and maintains the indexes, so the record, the trail and
