@@ -26,6 +26,7 @@ const (
 	guest  = module + "/abi/guest"
 	pebble = "github.com/cockroachdb/pebble/v2"
 	wazero = "github.com/tetratelabs/wazero"
+	pgx    = "github.com/jackc/pgx/v5"
 )
 
 // pkg is the part of `go list -json` output the rules read.
@@ -203,7 +204,7 @@ func pebbleAllowed(p string) bool {
 }
 
 // TestPebbleAndWazeroStayInTheirPackages checks direct imports, test files
-// included, in the default build and with the executor tag.
+// included, in the default build and with the executor tag; pgx too.
 func TestPebbleAndWazeroStayInTheirPackages(t *testing.T) {
 	for _, tags := range []string{"", "executor"} {
 		t.Run("tags="+tags, func(t *testing.T) {
@@ -232,8 +233,20 @@ func TestPebbleAndWazeroStayInTheirPackages(t *testing.T) {
 					}
 				}
 			}
+			if !listed(pkgs, module+"/ledger/pgledger") {
+				t.Fatalf("go list did not list %s", module+"/ledger/pgledger")
+			}
+			for _, bad := range confinedViolations(pkgs, pgx, pgxAllowed) {
+				t.Errorf("%s; pgx is confined to ledger/pgledger (and the tests' PostgreSQL in internal/testing/testenv, the bench's baseline in internal/bench)", bad)
+			}
 		})
 	}
+}
+
+// pgxAllowed: the PostgreSQL driver is the PostgreSQL ledger's, plus the
+// test clusters' setup and the bench's raw baseline on the same server.
+func pgxAllowed(p string) bool {
+	return within(p, module+"/ledger/pgledger") || p == module+"/internal/testing/testenv" || p == module+"/internal/bench"
 }
 
 // TestRuleCheckersReportViolations proves the checkers above can fail.
@@ -256,6 +269,10 @@ func TestRuleCheckersReportViolations(t *testing.T) {
 	want := []string{module + "/ledgerx imports " + pebble + "/vfs"}
 	if got := confinedViolations(pkgs, pebble, func(p string) bool { return within(p, module+"/ledger") }); !slices.Equal(got, want) {
 		t.Errorf("confinedViolations(pebble) = %q, want %q", got, want)
+	}
+	if got := confinedViolations([]pkg{{ImportPath: module + "/host", Imports: []string{pgx + "/pgxpool"}},
+		{ImportPath: module + "/ledger/pgledger", Imports: []string{pgx}}}, pgx, pgxAllowed); !slices.Equal(got, []string{module + "/host imports " + pgx + "/pgxpool"}) {
+		t.Errorf("confinedViolations(pgx) = %q", got)
 	}
 	want = []string{module + "/cmd/connhost imports " + wazero + "/api"}
 	if got := confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/internal/wasmrt") }); !slices.Equal(got, want) {
