@@ -107,7 +107,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		Resumed:        call.Resumed, MaxAttempts: op.op.MaxAttempts,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	ev := ledger.Event{Actor: "executor"}
+	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
 	// before_intent means "a new call, nothing recorded yet": a call sent
 	// again must not reach it, so with the point armed the record is looked
@@ -309,6 +309,9 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			d := act.Until.Sub(e.now())
 			if caller == nil || d > e.opts.MaxInlineRetryWait {
 				return res, nil
+			}
+			if f := waitNotifyOf(caller); f != nil {
+				f(res)
 			}
 			t := time.NewTimer(d)
 			select {

@@ -418,6 +418,12 @@ type ToolCall struct {
 	// ledger: with no record in a session the ledger does not know, it
 	// becomes recovery_required instead of executing.
 	Resumed bool `json:"resumed,omitempty"`
+	// Note, when set, is recorded as the reason of a new execution's first
+	// audit event: what the runtime wants the audit trail to say about
+	// how the call reached the host (e.g. that its identity was derived
+	// per request). It is not part of the identity and is ignored for a
+	// call already recorded. The default value records no reason.
+	Note string `json:"-"`
 }
 
 // Status is what a runtime sees of an execution.
