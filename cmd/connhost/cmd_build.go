@@ -124,7 +124,8 @@ format of the model API (always JSON; it needs no ledger):
 
   openai     [{"type":"function","function":{"name","description","parameters"}}]
   anthropic  [{"name","description","input_schema"}]
-  mcp        {"tools":[{"name","description","inputSchema"}]}
+  mcp        {"tools":[{"name","title","description","inputSchema","annotations","_meta"}]}
+             (what connhost mcp and /mcp list)
 
 OpenAI and Anthropic tool names must match ^[a-zA-Z0-9_-]{1,64}$, so for
 them "connector.operation" is written "connector__operation"; the HTTP API

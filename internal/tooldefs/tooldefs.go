@@ -38,7 +38,8 @@ const (
 	// [{"name","description","input_schema"}].
 	FormatAnthropic Format = "anthropic"
 	// FormatMCP is the result of an MCP tools/list request:
-	// {"tools":[{"name","description","inputSchema"}]}.
+	// {"tools":[{"name","title","description","inputSchema","annotations","_meta"}]},
+	// exactly what connhost's MCP server lists (see MCPTools).
 	FormatMCP Format = "mcp"
 )
 
@@ -160,14 +161,100 @@ type anthropicTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-type mcpTool struct {
-	Name        string          `json:"name"`
+// MCPTool is one tool of an MCP tools/list result, as connhost's MCP
+// server lists it.
+type MCPTool struct {
+	// Name is "connector.operation" (MCP allows "." in tool names).
+	Name string `json:"name"`
+	// Title is a display name for people: "Payments: create payment",
+	// with " (needs approval)" for an operation that requires approval.
+	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	// Annotations are derived from the manifest (see MCPAnnotations).
+	Annotations MCPAnnotations `json:"annotations"`
+	// Meta carries the manifest's declarations under io.connhost/ keys:
+	// effect, recovery and requires_approval.
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
+// MCPAnnotations are an MCP tool's behaviour hints, derived from the
+// manifest:
+//
+//   - readOnlyHint: the operation's effect is "read".
+//   - destructiveHint: true for every external operation (a manifest does
+//     not say whether an effect only adds), false for reads.
+//   - idempotentHint: true for reads only. connhost deduplicates a call
+//     sent again under the same tool-call id, whatever the policy; the same
+//     arguments under a new id are a new effect.
+//   - openWorldHint: the connector may reach hosts outside connhost
+//     (capabilities.http is not empty).
+type MCPAnnotations struct {
+	ReadOnlyHint    bool `json:"readOnlyHint"`
+	DestructiveHint bool `json:"destructiveHint"`
+	IdempotentHint  bool `json:"idempotentHint"`
+	OpenWorldHint   bool `json:"openWorldHint"`
+}
+
+// The _meta keys of an MCP tool definition.
+const (
+	MetaEffect           = "io.connhost/effect"
+	MetaRecovery         = "io.connhost/recovery"
+	MetaRequiresApproval = "io.connhost/requires_approval"
+)
+
 type mcpList struct {
-	Tools []mcpTool `json:"tools"`
+	Tools []MCPTool `json:"tools"`
+}
+
+// MCPTools lists the tools of the manifests as connhost's MCP server
+// lists them, sorted by name.
+func MCPTools(ms []*manifests.Manifest) ([]MCPTool, error) {
+	tools, err := Tools(ms)
+	if err != nil {
+		return nil, err
+	}
+	ops := map[string]*manifests.Operation{}
+	openWorld := map[string]bool{}
+	for _, m := range ms {
+		openWorld[m.Connector.Name] = len(m.Capabilities.HTTP) > 0
+		for _, op := range m.Operations {
+			ops[m.Connector.Name+"."+op.Name] = op
+		}
+	}
+	out := make([]MCPTool, 0, len(tools))
+	for _, t := range tools {
+		op := ops[t.Name]
+		conn, _, _ := strings.Cut(t.Name, ".")
+		read := op.Effect == manifests.EffectRead
+		meta := map[string]any{MetaEffect: string(op.Effect), MetaRequiresApproval: op.RequiresApproval}
+		if op.Recovery != "" {
+			meta[MetaRecovery] = string(op.Recovery)
+		}
+		out = append(out, MCPTool{
+			Name: t.Name, Title: Title(conn, op), Description: t.Description, InputSchema: t.Parameters,
+			Annotations: MCPAnnotations{ReadOnlyHint: read, DestructiveHint: !read, IdempotentHint: read, OpenWorldHint: openWorld[conn]},
+			Meta:        meta,
+		})
+	}
+	return out, nil
+}
+
+// Title is an operation's display name: "Payments: create payment", and
+// " (needs approval)" when it requires approval.
+func Title(connector string, op *manifests.Operation) string {
+	words := func(s string) string {
+		return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '_' || r == '-' }), " ")
+	}
+	c := words(connector)
+	if c != "" {
+		c = strings.ToUpper(c[:1]) + c[1:]
+	}
+	t := c + ": " + words(op.Name)
+	if op.RequiresApproval {
+		t += " (needs approval)"
+	}
+	return t
 }
 
 // Build returns the tool definitions of the manifests in format f, as a
@@ -194,11 +281,11 @@ func Build(ms []*manifests.Manifest, f Format) (any, error) {
 		}
 		return out, nil
 	case FormatMCP:
-		out := mcpList{Tools: make([]mcpTool, 0, len(tools))}
-		for _, t := range tools {
-			out.Tools = append(out.Tools, mcpTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters})
+		mt, err := MCPTools(ms)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return mcpList{Tools: mt}, nil
 	}
 	return nil, fmt.Errorf("%w: %q", ErrFormat, f)
 }
