@@ -137,6 +137,14 @@ func principalOf(r *http.Request) Principal {
 	return p
 }
 
+// PrincipalFromContext returns the principal a request acts for, from
+// the context of a request that the API's authentication has let through:
+// the handler mounted as Options.MCP reads its caller with it.
+func PrincipalFromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
 // authenticate resolves the request's bearer token to a principal and puts
 // it in the request's context. Without credentials every request acts as
 // the anonymous principal (checkHost keeps such a server to loopback Host

@@ -304,3 +304,12 @@ func (a *api) openapi(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(OpenAPI)
 }
+
+// mcp hands /mcp to the MCP server (Options.MCP).
+func (a *api) mcp(w http.ResponseWriter, r *http.Request) {
+	if a.opts.MCP == nil {
+		writeProblem(w, NewProblem(CodeNotFound, "this server does not serve MCP"))
+		return
+	}
+	a.opts.MCP.ServeHTTP(w, r)
+}

@@ -68,6 +68,12 @@ type Options struct {
 	// duration; never bodies or headers) and the causes of internal
 	// errors. The default value is slog.Default().
 	Logger *slog.Logger
+	// MCP, when set, is served at /mcp (POST, GET and DELETE: the MCP
+	// streamable HTTP transport) behind the same authentication as every
+	// other route, to principals with role runtime; it finds the caller
+	// with PrincipalFromContext. The default value (nil) answers /mcp with
+	// not_found.
+	MCP http.Handler
 	// Registry is served at GET /metrics; New registers the connector
 	// pool collector on it. Pass the registry given to [NewObserver] so the
 	// executor's metrics appear too. The default value is a new registry.
@@ -131,6 +137,9 @@ func routes() []route {
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
 		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: anyRole},
 		{method: "GET", path: "/openapi.json", handler: (*api).openapi, roles: anyRole},
+		{method: "POST", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
+		{method: "GET", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
+		{method: "DELETE", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
 	}
 }
 
