@@ -1,0 +1,209 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connhost/connhost/host"
+)
+
+// approvalInput is the key of the approval request among a result's input
+// requests (protocol 2026-07-28 and later, multi round trip).
+const approvalInput = "connhost_approval"
+
+// The _meta keys of the approval dialog's elicitation request.
+const (
+	MetaApprovalID = "io.connhost/approval_id"
+	MetaArgsDigest = "io.connhost/args_digest"
+)
+
+// mrtrVersion is the first protocol revision in which a server asks the
+// client for input by answering with input requests (multi round trip)
+// instead of sending elicitation/create while the call runs.
+const mrtrVersion = "2026-07-28"
+
+// maxReasonBytes caps the reason a user types in the approval dialog.
+const maxReasonBytes = 500
+
+// elicits reports whether the client declared form elicitation.
+func elicits(req *mcp.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	// With neither mode named, form is meant (the 2025-06-18 capability).
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+}
+
+// askApproval asks the client's user to approve or reject the gated call
+// res and records the answer under who.approver. It returns a result to
+// send instead (the input request of a multi round trip), or whether a
+// decision was recorded; when none was, why says what the model should
+// know (the dialog failed, the user dismissed it).
+func (s *Server) askApproval(ctx context.Context, req *mcp.CallToolRequest, who caller, id identity, call host.Call,
+	res host.Result, st *requestState) (out *mcp.CallToolResult, decided bool, why string) {
+	ap := res.Approval
+	params := s.approvalRequest(call, res, who)
+	var answer *mcp.ElicitResult
+	if req.ProtocolVersion() >= mrtrVersion {
+		resp, ok := req.Params.InputResponses[approvalInput]
+		if !ok || st == nil || st.Approval != ap.ID || st.Digest != ap.ArgsDigest || st.ID != id {
+			return &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{approvalInput: params},
+				RequestState:  s.signState(requestState{ID: id, Approval: ap.ID, Digest: ap.ArgsDigest}),
+			}, false, ""
+		}
+		if answer, ok = resp.(*mcp.ElicitResult); !ok {
+			return nil, false, "the client answered the approval request with something else than an elicitation result"
+		}
+	} else {
+		ectx, stop := context.WithDeadline(ctx, ap.ExpiresAt)
+		defer stop()
+		var err error
+		if answer, err = req.Session.Elicit(ectx, params); err != nil {
+			if ctx.Err() != nil {
+				return nil, false, ""
+			}
+			s.opts.Logger.WarnContext(ctx, "mcpserver: approval dialog failed", "approval_id", ap.ID, "err", err)
+			return nil, false, "the client could not show the approval dialog: " + firstLine(err.Error())
+		}
+	}
+	return s.decide(ctx, who, res, answer)
+}
+
+// decide records the user's answer: accept approves, decline rejects,
+// cancel (the dialog dismissed) leaves the call waiting for a reviewer.
+func (s *Server) decide(ctx context.Context, who caller, res host.Result, answer *mcp.ElicitResult) (*mcp.CallToolResult, bool, string) {
+	ap := res.Approval
+	reason := ""
+	if r, ok := answer.Content["reason"].(string); ok {
+		reason = cleanReason(r)
+	}
+	dctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer stop()
+	var err error
+	switch answer.Action {
+	case "accept":
+		_, err = s.ex.Approve(dctx, ap.ID, host.Decision{By: who.approver, ArgsDigest: ap.ArgsDigest, Reason: withPrefix("approved in the MCP client's dialog", reason)})
+	case "decline":
+		_, err = s.ex.Reject(dctx, ap.ID, host.Decision{By: who.approver, ArgsDigest: ap.ArgsDigest, Reason: withPrefix("rejected in the MCP client's dialog", reason)})
+	default:
+		return nil, false, "the approval dialog was dismissed; a reviewer can still approve or reject the call"
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, host.ErrNotAwaitingApproval), errors.Is(err, host.ErrApprovalExpired):
+		// Decided elsewhere meanwhile, or expired: the execution says which.
+	default:
+		s.opts.Logger.ErrorContext(ctx, "mcpserver: record the approval dialog's answer", "approval_id", ap.ID, "err", err)
+		return nil, false, "the answer could not be recorded: " + firstLine(err.Error())
+	}
+	return nil, true, ""
+}
+
+func withPrefix(prefix, reason string) string {
+	if reason == "" {
+		return prefix
+	}
+	return prefix + ": " + reason
+}
+
+// cleanReason keeps a user's reason printable and short.
+func cleanReason(r string) string {
+	r = strings.ToValidUTF8(r, "?")
+	r = strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return ' '
+		}
+		return c
+	}, r)
+	r = strings.TrimSpace(r)
+	if len(r) > maxReasonBytes {
+		r = strings.ToValidUTF8(r[:maxReasonBytes], "") + "…"
+	}
+	return r
+}
+
+// approvalRequest is the elicitation that shows the user the exact call:
+// operation, arguments, digest, expiry.
+func (s *Server) approvalRequest(call host.Call, res host.Result, who caller) *mcp.ElicitParams {
+	ap := res.Approval
+	var b strings.Builder
+	fmt.Fprintf(&b, "An agent asks to run %s. Approve this exact call?\n\n", call.Tool)
+	fmt.Fprintf(&b, "Arguments: %s\n", compact(call.Arguments))
+	fmt.Fprintf(&b, "Arguments digest (sha256): %s\n", ap.ArgsDigest)
+	fmt.Fprintf(&b, "Approval: %s, expires %s\n", ap.ID, ap.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Session %s, tool call %s\n\n", call.SessionID, call.ToolCallID)
+	fmt.Fprintf(&b, "Accept approves it (recorded as %s), decline rejects it; dismissing leaves it for a reviewer.", who.approver)
+	return &mcp.ElicitParams{
+		Mode:    "form",
+		Message: b.String(),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"reason": map[string]any{
+					"type": "string", "title": "Reason (optional)",
+					"description": "Recorded with your decision in the audit trail.", "maxLength": maxReasonBytes,
+				},
+			},
+		},
+		Meta: mcp.Meta{MetaApprovalID: ap.ID, MetaArgsDigest: ap.ArgsDigest},
+	}
+}
+
+// requestState is what a multi-round-trip approval carries from the
+// input request to the client's retry: the call's identity (a made-up one
+// included, or the retry would be another call) and the approval it
+// answers. The client echoes it, so it is signed with a key of this
+// process; a state from elsewhere, or altered, is ignored.
+type requestState struct {
+	ID       identity `json:"id"`
+	Approval string   `json:"a"`
+	Digest   string   `json:"d"`
+}
+
+func (s *Server) signState(st requestState) string {
+	b, _ := json.Marshal(st)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(s.mac(b))
+}
+
+func (s *Server) mac(b []byte) []byte {
+	m := hmac.New(sha256.New, s.key[:])
+	m.Write(b)
+	return m.Sum(nil)
+}
+
+// verifyState returns the request state v names, or nil when v is empty,
+// malformed or not signed by this server.
+func (s *Server) verifyState(v string) *requestState {
+	if v == "" || len(v) > 4096 {
+		return nil
+	}
+	p, sig, ok := strings.Cut(v, ".")
+	if !ok {
+		return nil
+	}
+	b, err1 := base64.RawURLEncoding.DecodeString(p)
+	mac, err2 := base64.RawURLEncoding.DecodeString(sig)
+	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(b)) {
+		return nil
+	}
+	var st requestState
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil || st.ID.SessionID == "" || st.ID.ToolCallID == "" {
+		return nil
+	}
+	return &st
+}

@@ -1,0 +1,302 @@
+// Package mcpserver serves connhost's executor to MCP clients, with the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk): over stdio
+// (`connhost mcp`) and over streamable HTTP at /mcp of the HTTP API
+// (`connhost serve`, `connhost dev`).
+//
+// Every tool call keeps the executor's promises. Its identity (namespace,
+// session, tool-call id) comes from the request's _meta (see MetaSessionID
+// and MetaToolCallID), never from the arguments; a call without it gets an
+// identity of its own request only, the audit trail says so, and so does
+// the result. Statuses are answers, not protocol errors: awaiting_approval
+// is an ordinary result that tells the model a human has to decide;
+// intent mismatch, a fenced session and recovery_required are results with
+// isError set and the stable problem code of the HTTP API. Protocol errors
+// are left to protocol problems (an unknown tool, malformed params).
+//
+// A client that declares the elicitation capability is asked to approve
+// or reject a gated call in its own dialog, when the connection's user may
+// approve (Options.Approver for stdio, the approver role over HTTP); the
+// answer is recorded as that user's decision. A client that cancels a call
+// (notifications/cancelled) cancels the execution as Executor.Cancel does;
+// a client that gave a progress token hears of every retry.
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/tooldefs"
+)
+
+// The _meta keys of a tools/call request through which a runtime passes
+// the identity it already has (the session it runs and the model's
+// tool-call id). Values are strings (MetaResumed a boolean) under the same
+// rules as the HTTP API's fields: valid UTF-8, no control characters, at
+// most host.MaxIdentityBytes. MetaSessionID and MetaToolCallID come
+// together or not at all.
+const (
+	// MetaSessionID is the call's session id (host.Call.SessionID).
+	MetaSessionID = "io.connhost/session_id"
+	// MetaToolCallID is the call's tool-call id (host.Call.ToolCallID):
+	// the model's id of the call, stable across the runtime's retries.
+	MetaToolCallID = "io.connhost/tool_call_id"
+	// MetaNamespace is the call's namespace (optional; the executor's
+	// default namespace otherwise).
+	MetaNamespace = "io.connhost/namespace"
+	// MetaResumed marks a call replayed from history that may predate the
+	// ledger (host.Call.Resumed); it needs MetaToolCallID.
+	MetaResumed = "io.connhost/resumed"
+)
+
+// Identity says where a call's identity came from; it is the "identity"
+// member of every result's structuredContent.
+type Identity string
+
+const (
+	// IdentityClient: the runtime passed MetaSessionID and
+	// MetaToolCallID. A retry with the same ids is the same call.
+	IdentityClient Identity = "client"
+	// IdentityPerRequest: the request had no ids, so connhost made them
+	// up for this request alone ("mcp:<connection>", "mcp-req:<random>").
+	// A retry after a disconnect is a new call and is not deduplicated,
+	// unless it passes the ids this result names in _meta.
+	IdentityPerRequest Identity = "per_request"
+)
+
+// DefaultMaxWait is the default Options.MaxWait.
+const DefaultMaxWait = 30 * time.Second
+
+// DefaultStdioActor is the default Options.Actor.
+const DefaultStdioActor = "mcp:stdio"
+
+// Options configures a [Server].
+type Options struct {
+	// Approver is the name recorded as the reviewer of approvals given in
+	// the client's dialog (elicitation) on a connection without an
+	// authenticated principal: stdio, where whoever launched the process
+	// is the user. It must match httpapi.PrincipalNameRE. The default
+	// value ("") means such connections never approve: a gated call
+	// answers awaiting_approval and waits for a reviewer elsewhere. Over
+	// HTTP the authenticated principal decides, and only if it holds
+	// httpapi.RoleApprover; Approver is not used there.
+	Approver string
+	// Actor is recorded as the requester of cancellations on connections
+	// without an authenticated principal. The default value is
+	// DefaultStdioActor.
+	Actor string
+	// MaxWait bounds how long one tools/call waits, beyond the executor's
+	// own inline wait, for an execution that is pending (a retry scheduled
+	// later, an attempt that has to settle) before it answers status
+	// pending. The client is sent progress meanwhile, if it asked for it.
+	// The default value is DefaultMaxWait; a negative value never waits.
+	MaxWait time.Duration
+	// SessionTimeout closes an HTTP session after this long without a
+	// request. The default value is 30 minutes.
+	SessionTimeout time.Duration
+	// MaxBodyBytes caps an HTTP request body. The default value is
+	// httpapi.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Version is the server version reported to clients. The default
+	// value is "dev".
+	Version string
+	// Logger receives the server's log records. The default value is
+	// slog.Default(). Over stdio it must not write to stdout.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their default values.
+func (o *Options) EnsureDefaults() {
+	if o.Actor == "" {
+		o.Actor = DefaultStdioActor
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = httpapi.DefaultMaxBodyBytes
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// ErrInvalidOptions is returned by [Options.Validate] (wrapped, once per
+// problem).
+var ErrInvalidOptions = errors.New("mcpserver: invalid options")
+
+// Validate reports every problem of the options at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Approver != "" && !httpapi.PrincipalNameRE.MatchString(o.Approver) {
+		errs = append(errs, fmt.Errorf("%w: approver %q must match %s", ErrInvalidOptions, o.Approver, httpapi.PrincipalNameRE))
+	}
+	if o.SessionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: session timeout %v is negative", ErrInvalidOptions, o.SessionTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is an MCP server over one executor. It is safe for concurrent
+// use; it does not own the executor.
+type Server struct {
+	ex   *host.Executor
+	opts Options
+	srv  *mcp.Server
+	// key signs the request state of multi-round-trip approvals.
+	key [32]byte
+	// conn names this server's connections without an MCP session id
+	// (stdio) in derived session ids.
+	conn string
+}
+
+// New returns an MCP server offering the tools of ex's manifests.
+func New(ex *host.Executor, opts Options) (*Server, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	tools, err := tooldefs.MCPTools(ex.Manifests())
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	s := &Server{ex: ex, opts: opts, conn: rand.Text()[:12]}
+	_, _ = rand.Read(s.key[:])
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "connhost", Title: "connhost", Version: opts.Version}, &mcp.ServerOptions{
+		Logger: opts.Logger,
+		Instructions: "Tools run durably: pass the model's tool-call id as _meta \"" + MetaToolCallID + "\" and your session as \"" +
+			MetaSessionID + "\", and send a call again with the same ids after a disconnect; connhost returns the recorded outcome instead of acting twice.",
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range tools {
+		s.srv.AddTool(&mcp.Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema,
+			Annotations: &mcp.ToolAnnotations{
+				ReadOnlyHint: t.Annotations.ReadOnlyHint, DestructiveHint: &t.Annotations.DestructiveHint,
+				IdempotentHint: t.Annotations.IdempotentHint, OpenWorldHint: &t.Annotations.OpenWorldHint,
+			},
+			Meta: t.Meta,
+		}, s.callTool)
+	}
+	return s, nil
+}
+
+// MCP returns the SDK server, for transports this package does not wrap.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Run serves one connection over t (for `connhost mcp`, the process's
+// stdin and stdout) until the client disconnects or ctx is done.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	return s.srv.Run(ctx, t)
+}
+
+// principalKey is the TokenInfo.Extra key of the HTTP principal.
+const principalKey = "connhost.principal"
+
+// HTTPHandler returns the streamable HTTP handler that httpapi mounts at
+// /mcp (httpapi.Options.MCP). It serves requests that httpapi has
+// authenticated: the principal in the request's context (see
+// httpapi.PrincipalFromContext) is the connection's user, and each MCP
+// session is bound to it (another principal's request for the session is
+// refused with 403). Sessions are stateful, so that the server can ask the
+// client for approval while a call runs; a client of protocol 2026-07-28
+// is answered with the versions that allows, and falls back.
+func (s *Server) HTTPHandler() http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+		Logger:              s.opts.Logger,
+		SessionTimeout:      s.opts.SessionTimeout,
+		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+	})
+	// The SDK hands a request's identity to tool handlers (and binds
+	// sessions to it) only through a TokenInfo that its bearer middleware
+	// puts into the context. httpapi has authenticated the request
+	// already, so the verifier ignores the token and reads the principal.
+	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := httpapi.PrincipalFromContext(r.Context())
+		if !ok {
+			return nil, fmt.Errorf("%w: no authenticated principal", auth.ErrInvalidToken)
+		}
+		p.Token = ""
+		return &auth.TokenInfo{UserID: p.Name, Extra: map[string]any{principalKey: p}}, nil
+	}
+	withInfo := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			// A server without credentials (dev): every request acts as
+			// the anonymous principal, which the SDK's middleware cannot
+			// see without a bearer header.
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer anonymous")
+		}
+		withInfo.ServeHTTP(w, r)
+	})
+}
+
+// caller is who a tools/call acts for.
+type caller struct {
+	// actor is recorded as the requester of a cancellation.
+	actor string
+	// approver is recorded as the reviewer of an approval given in the
+	// client's dialog; "" when this caller may not approve.
+	approver string
+}
+
+func (s *Server) callerOf(req *mcp.CallToolRequest) caller {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		if p, ok := req.Extra.TokenInfo.Extra[principalKey].(httpapi.Principal); ok {
+			c := caller{actor: p.Name}
+			if p.Has(httpapi.RoleApprover) {
+				c.approver = p.Name
+			}
+			return c
+		}
+	}
+	return caller{actor: s.opts.Actor, approver: s.opts.Approver}
+}
+
+// Result is the structuredContent of every tools/call result.
+type Result struct {
+	// Status is the execution's status (host.Status), or "refused" when
+	// the executor refused the call (Code says why).
+	Status string `json:"status"`
+	// Code is the stable problem code of an isError result that has one
+	// (intent_mismatch, session_fenced, recovery_required,
+	// invalid_arguments, bad_request, …): the codes of the HTTP API.
+	Code httpapi.Code `json:"code,omitempty"`
+	// Identity says whether the ids came from the client or were made up
+	// for this request (see Identity).
+	Identity    Identity `json:"identity"`
+	Namespace   string   `json:"namespace,omitempty"`
+	SessionID   string   `json:"session_id"`
+	ToolCallID  string   `json:"tool_call_id"`
+	ExecutionID string   `json:"execution_id,omitempty"`
+	// Attempt, Receipt, Result, Source, Error, Approval, NextAttemptAt and
+	// Recorded are host.Result's.
+	Attempt       int                `json:"attempt,omitempty"`
+	Receipt       string             `json:"receipt,omitempty"`
+	Result        json.RawMessage    `json:"result,omitempty"`
+	Source        string             `json:"source,omitempty"`
+	Error         string             `json:"error,omitempty"`
+	Approval      *host.ApprovalInfo `json:"approval,omitempty"`
+	NextAttemptAt time.Time          `json:"next_attempt_at,omitzero"`
+	Recorded      bool               `json:"recorded,omitempty"`
+	// Problem is the HTTP API's problem document of a refused call.
+	Problem *httpapi.Problem `json:"problem,omitempty"`
+}
