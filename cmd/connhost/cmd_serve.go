@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -59,6 +60,8 @@ func (a *app) serveCommand() *cobra.Command {
 		Long: `serve opens the ledger, loads the connectors, runs recovery, and serves
 the HTTP API (see internal/httpapi/openapi.json; GET /openapi.json on the
 server) until SIGINT or SIGTERM, then drains requests and closes the ledger.
+MCP clients reach the same tools at /mcp (streamable HTTP; see connhost mcp
+--help for the _meta ids a runtime passes).
 
 It listens on loopback by default and refuses a non-loopback address unless
 a bearer token is configured. The config file (TOML) holds the server
@@ -197,6 +200,11 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	mcpSrv, err := mcpserver.New(ex, mcpserver.Options{Logger: logger, MaxBodyBytes: apiOpts.MaxBodyBytes})
+	if err != nil {
+		return err
+	}
+	apiOpts.MCP = mcpSrv.HTTPHandler()
 	handler, err := httpapi.New(ex, apiOpts)
 	if err != nil {
 		return err
@@ -221,7 +229,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		defer removeInfo()
 	}
 	logAuthority(logger, apiOpts)
-	logger.Info("serving the HTTP API", "url", url, "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
+	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
 	if so.ready != nil {
 		so.ready(url)
 	}

@@ -33,6 +33,9 @@ import (
 //	roles = ["approver"]         # runtime, approver, operator
 //	token_env = "CONNHOST_TOKEN_RITA"  # or token = "…"
 //
+//	[mcp]
+//	approver = "rita"            # connhost mcp (stdio): approvals in the client's dialog, recorded as rita
+//
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
 //	api_key_env = "STRIPE_SECRET_KEY"  # the value of api_key comes from $STRIPE_SECRET_KEY
@@ -73,6 +76,7 @@ type Config struct {
 	Path       string
 	Server     ServerConfig
 	Principals []PrincipalConfig
+	MCP        MCPConfig
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
@@ -90,6 +94,20 @@ type ServerConfig struct {
 	Modules   string
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
+}
+
+// MCPConfig is the [mcp] table: settings of `connhost mcp` (stdio).
+//
+// approver names the user of the MCP client that launched connhost mcp:
+// with it, a gated call is shown to that user in the client's dialog
+// (elicitation) and the answer is recorded as that name's approval or
+// rejection. The launching user owns the data directory and the process,
+// so the name is configuration, not a credential. Without it (the
+// default), stdio never approves: a gated call answers awaiting_approval.
+// Over HTTP (/mcp) the authenticated principal decides instead, and only
+// with role approver; approver is not used there.
+type MCPConfig struct {
+	Approver string
 }
 
 // PrincipalConfig is one [[principals]] entry.
@@ -336,8 +354,29 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 				c.Connectors[name] = vals
 			}
+		case "mcp":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "mcp must be a table")
+				continue
+			}
+			for k, v := range t {
+				key := "mcp." + k
+				switch k {
+				case "approver":
+					c.MCP.Approver = str(key, v)
+					switch {
+					case !httpapi.PrincipalNameRE.MatchString(c.MCP.Approver):
+						bad(key, "mcp approver %q: use letters, digits and . _ @ - (at most 64, starting with a letter or digit)", c.MCP.Approver)
+					case slices.Contains(reservedNames, c.MCP.Approver):
+						bad(key, "mcp approver %q is reserved for servers without credentials", c.MCP.Approver)
+					}
+				default:
+					bad(key, "unknown key %s in [mcp] (known: approver)", k)
+				}
+			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [[principals]], [connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [mcp], [connectors.<name>])", top)
 		}
 	}
 	c.checkPrincipals(lines, bad)

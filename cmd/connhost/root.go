@@ -272,7 +272,7 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
-		a.serveCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
+		a.serveCommand(), a.mcpCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
 		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
 	)
