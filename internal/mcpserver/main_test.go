@@ -298,17 +298,7 @@ func (f *fixture) client(co clientOpts) *mcp.ClientSession {
 	var tr mcp.Transport
 	switch f.kind {
 	case overStdio:
-		cfg := fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
-			sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
-		if co.approver {
-			cfg += "\n[mcp]\napprover = \"rita\"\n"
-		}
-		path := filepath.Join(f.data, "connhost.toml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(binary(t), "mcp", "--data", f.data, "--manifests", shared.manifests,
-			"--modules", shared.modules, "--config", path)
+		cmd := exec.Command(binary(t), f.stdioArgs(co.approver)...)
 		cmd.Env = append(os.Environ(), co.env...)
 		f.log = newLogWriter(t)
 		cmd.Stderr = f.log
@@ -333,6 +323,23 @@ func (f *fixture) client(co clientOpts) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// stdioArgs writes the config of a `connhost mcp` process on the
+// fixture's data directory and returns its arguments.
+func (f *fixture) stdioArgs(approver bool) []string {
+	t := f.t
+	t.Helper()
+	cfg := fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
+		sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
+	if approver {
+		cfg += "\n[mcp]\napprover = \"rita\"\n"
+	}
+	path := filepath.Join(f.data, "connhost.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"mcp", "--data", f.data, "--manifests", shared.manifests, "--modules", shared.modules, "--config", path}
 }
 
 // logWriter keeps a connhost process's stderr, shown when the test
