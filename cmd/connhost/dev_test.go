@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -69,6 +72,21 @@ func TestDevServesAPI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"succeeded"`) {
 		t.Fatalf("execute via dev: %d %s", resp.StatusCode, b)
 	}
+	// The same tools over MCP at /mcp.
+	mc := mcp.NewClient(&mcp.Implementation{Name: "dev-test", Version: "0"}, nil)
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: urls["api"] + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("mcp connect to dev: %v", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "noop.echo", Arguments: map[string]any{"msg": "dev"},
+		Meta: mcp.Meta{mcpserver.MetaSessionID: "s1", mcpserver.MetaToolCallID: "c1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("mcp tools/call via dev: %v %+v", err, res)
+	}
+	if sc, _ := res.StructuredContent.(map[string]any); sc["status"] != "succeeded" || sc["recorded"] != true {
+		t.Fatalf("the MCP call with the HTTP call's ids is its recorded outcome: %+v", res.StructuredContent)
+	}
+	_ = cs.Close()
 	cancel()
 	select {
 	case code := <-done:
