@@ -194,8 +194,10 @@ func (s *Server) verifyState(v string) *requestState {
 	if !ok {
 		return nil
 	}
-	b, err1 := base64.RawURLEncoding.DecodeString(p)
-	mac, err2 := base64.RawURLEncoding.DecodeString(sig)
+	// Strict: the unused bits of the last character must be zero, so
+	// that one state has one spelling.
+	b, err1 := base64.RawURLEncoding.Strict().DecodeString(p)
+	mac, err2 := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(b)) {
 		return nil
 	}

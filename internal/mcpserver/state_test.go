@@ -21,10 +21,12 @@ func TestRequestStateRoundTrip(t *testing.T) {
 		t.Fatal("another server's key verified the state")
 	}
 	for i := range v {
-		m := []byte(v)
-		m[i] ^= 1
-		if a.verifyState(string(m)) != nil {
-			t.Fatalf("state changed at byte %d verified", i)
+		for _, bit := range []byte{1, 2, 4, 8, 16, 32} {
+			m := []byte(v)
+			m[i] ^= bit
+			if a.verifyState(string(m)) != nil {
+				t.Fatalf("state changed at byte %d (bit %d) verified", i, bit)
+			}
 		}
 	}
 }
