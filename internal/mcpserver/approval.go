@@ -51,7 +51,7 @@ func elicits(req *mcp.CallToolRequest) bool {
 // send instead (the input request of a multi round trip), or whether a
 // decision was recorded; when none was, why says what the model should
 // know (the dialog failed, the user dismissed it).
-func (s *Server) askApproval(ctx context.Context, req *mcp.CallToolRequest, who caller, id identity, call host.Call,
+func (s *Server) askApproval(ctx context.Context, req *mcp.CallToolRequest, who caller, id identity, call host.ToolCall,
 	res host.Result, st *requestState) (out *mcp.CallToolResult, decided bool, why string) {
 	ap := res.Approval
 	params := s.approvalRequest(call, res, who)
@@ -137,7 +137,7 @@ func cleanReason(r string) string {
 
 // approvalRequest is the elicitation that shows the user the exact call:
 // operation, arguments, digest, expiry.
-func (s *Server) approvalRequest(call host.Call, res host.Result, who caller) *mcp.ElicitParams {
+func (s *Server) approvalRequest(call host.ToolCall, res host.Result, who caller) *mcp.ElicitParams {
 	ap := res.Approval
 	var b strings.Builder
 	fmt.Fprintf(&b, "An agent asks to run %s. Approve this exact call?\n\n", call.Tool)

@@ -105,7 +105,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 		args = json.RawMessage(`{}`)
 	}
-	call := host.Call{
+	call := host.ToolCall{
 		Namespace: id.Namespace, SessionID: id.SessionID, ToolCallID: id.ToolCallID,
 		Tool: req.Params.Name, Arguments: args, Resumed: id.Resumed,
 	}

@@ -75,7 +75,7 @@ func runMain(m *testing.M) (int, error) {
 			return 0, err
 		}
 	}
-	for _, mod := range []struct{ pkg, name string }{{"plugins/payments", "payments"}, {"internal/testconnectors/noop", "noop"}} {
+	for _, mod := range []struct{ pkg, name string }{{"plugins/payments", "payments"}, {"internal/testing/testconnectors/noop", "noop"}} {
 		wasm, digest, err := wasmbuild.Cached(ctx, mod.pkg)
 		if err != nil {
 			return 0, err
@@ -100,9 +100,9 @@ func runMain(m *testing.M) (int, error) {
 			}
 		}
 	}
-	// The effect connector (internal/testconnectors/effect) against a
+	// The effect connector (internal/testing/testconnectors/effect) against a
 	// provider this process controls, for retries.
-	wasm, digest, err := wasmbuild.Cached(ctx, "internal/testconnectors/effect")
+	wasm, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/effect")
 	if err != nil {
 		return 0, err
 	}

@@ -46,16 +46,16 @@ import (
 // most host.MaxIdentityBytes. MetaSessionID and MetaToolCallID come
 // together or not at all.
 const (
-	// MetaSessionID is the call's session id (host.Call.SessionID).
+	// MetaSessionID is the call's session id (host.ToolCall.SessionID).
 	MetaSessionID = "io.connhost/session_id"
-	// MetaToolCallID is the call's tool-call id (host.Call.ToolCallID):
+	// MetaToolCallID is the call's tool-call id (host.ToolCall.ToolCallID):
 	// the model's id of the call, stable across the runtime's retries.
 	MetaToolCallID = "io.connhost/tool_call_id"
 	// MetaNamespace is the call's namespace (optional; the executor's
 	// default namespace otherwise).
 	MetaNamespace = "io.connhost/namespace"
 	// MetaResumed marks a call replayed from history that may predate the
-	// ledger (host.Call.Resumed); it needs MetaToolCallID.
+	// ledger (host.ToolCall.Resumed); it needs MetaToolCallID.
 	MetaResumed = "io.connhost/resumed"
 )
 
