@@ -26,6 +26,13 @@ var (
 	ErrBadDigest = errors.New("manifests: bad sha256 digest")
 	// ErrNoConnectorTable: SetSHA256 found no [connector] table to pin.
 	ErrNoConnectorTable = errors.New("manifests: no [connector] table")
+	// ErrNoOperation: SetOperationField found no [[operation]] of that
+	// name.
+	ErrNoOperation = errors.New("manifests: no such operation")
+	// ErrNotEditable: SetOperationField cannot make the edit line by line
+	// (a multi-line value, operations written as an inline array), or was
+	// asked for a key or value TOML cannot write on one line.
+	ErrNotEditable = errors.New("manifests: cannot edit in place")
 )
 
 // Problem is one rule a manifest breaks.

@@ -44,21 +44,13 @@ func SetSHA256(data []byte, digest string) ([]byte, error) {
 	value := `"` + digest + `"`
 	switch {
 	case sha >= 0:
-		line := lines[sha]
-		start := infos[sha].valueStart
-		rest := line[start:]
 		// The old value is one simple string (the format allows nothing
 		// else): keep what follows it, e.g. a comment or "\r".
-		trimmed := strings.TrimLeft(rest, " \t")
-		lead := rest[:len(rest)-len(trimmed)]
-		if lead == "" {
-			lead = " "
-		}
-		end := stringEnd(trimmed)
-		if end < 0 {
+		line, ok := replaceValue(lines[sha], infos[sha].valueStart, value)
+		if !ok {
 			return nil, fmt.Errorf("%w: line %d: sha256 is not a one-line string", ErrInvalid, sha+1)
 		}
-		lines[sha] = line[:start] + lead + value + trimmed[end:]
+		lines[sha] = line
 	default:
 		at, indent, eol := header, "", ""
 		if module >= 0 {
@@ -71,24 +63,6 @@ func SetSHA256(data []byte, digest string) ([]byte, error) {
 		lines = append(lines[:at+1], append([]string{indent + "sha256 = " + value + eol}, lines[at+1:]...)...)
 	}
 	return []byte(strings.Join(lines, "\n")), nil
-}
-
-// stringEnd returns the index just after the basic or literal one-line
-// string that starts s, or -1.
-func stringEnd(s string) int {
-	if s == "" || (s[0] != '"' && s[0] != '\'') || strings.HasPrefix(s, `"""`) || strings.HasPrefix(s, `'''`) {
-		return -1
-	}
-	q := s[0]
-	for i := 1; i < len(s); i++ {
-		switch {
-		case s[i] == '\\' && q == '"':
-			i++
-		case s[i] == q:
-			return i + 1
-		}
-	}
-	return -1
 }
 
 // PinFile rewrites the manifest file at path with SetSHA256, atomically
