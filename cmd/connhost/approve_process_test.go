@@ -21,6 +21,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
 )
 
 // buildConnhost builds ./cmd/connhost into dir.
@@ -56,8 +57,11 @@ func pinnedManifests(t *testing.T, dir, module string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := strings.Replace(string(b), "module = \"noop.wasm\"\n", "module = \"noop.wasm\"\nsha256 = \""+digest+"\"\n", 1)
-		writeFile(t, out, name, text)
+		pinned, err := manifests.SetSHA256(b, digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, out, name, string(pinned))
 	}
 	return out
 }

@@ -321,8 +321,12 @@ func (d *demo) setup(ctx context.Context) error {
 		}
 		manualText := text
 		if name == "payments" {
-			if manualText, err = setRecovery(text, "create_payment", manifests.PolicyManual); err != nil {
-				return fmt.Errorf("demo: %w", err)
+			manualText, err = manifests.SetOperationField(text, "create_payment", "recovery", string(manifests.PolicyManual))
+			if err == nil {
+				_, err = manifests.Parse(filepath.Join(d.manual, base), manualText)
+			}
+			if err != nil {
+				return fmt.Errorf("demo: declare create_payment manual in a copy of %s: %w", m.Path, err)
 			}
 		}
 		if err := os.WriteFile(filepath.Join(d.manual, base), manualText, 0o644); err != nil {
@@ -1226,49 +1230,6 @@ func lastLines(s string) string {
 		lines = lines[len(lines)-3:]
 	}
 	return strings.Join(lines, " | ")
-}
-
-// setRecovery returns the manifest text with the recovery policy of the
-// named operation set to p; everything else is kept byte for byte.
-func setRecovery(src []byte, op string, p manifests.Policy) ([]byte, error) {
-	lines := strings.Split(string(src), "\n")
-	opHeader := regexp.MustCompile(`^\s*\[\[\s*operation\s*\]\]`)
-	table := regexp.MustCompile(`^\s*\[`)
-	name := regexp.MustCompile(`^\s*name\s*=\s*"([^"]*)"`)
-	recovery := regexp.MustCompile(`^(\s*recovery\s*=\s*)"[^"]*"(.*)$`)
-	inOp, inString, current, done := false, false, "", false
-	for i, l := range lines {
-		if strings.Count(l, `"""`)%2 == 1 {
-			inString = !inString
-			continue
-		}
-		if inString {
-			continue
-		}
-		if table.MatchString(l) {
-			inOp, current = opHeader.MatchString(l), ""
-			continue
-		}
-		if !inOp {
-			continue
-		}
-		if m := name.FindStringSubmatch(l); m != nil && current == "" {
-			current = m[1]
-		}
-		if m := recovery.FindStringSubmatch(l); m != nil && current == op && !done {
-			lines[i] = fmt.Sprintf("%s%q%s", m[1], string(p), m[2])
-			done = true
-		}
-	}
-	out := []byte(strings.Join(lines, "\n"))
-	m, err := manifests.Parse("manual-variant.toml", out)
-	if err != nil {
-		return nil, fmt.Errorf("manifest variant with %s recovery = %q: %w", op, p, err)
-	}
-	if o, ok := m.Operation(op); !done || !ok || o.Recovery != p {
-		return nil, fmt.Errorf("could not declare recovery = %q on operation %s", p, op)
-	}
-	return out, nil
 }
 
 // copyFileTo copies src to dst.

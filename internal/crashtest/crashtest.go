@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -285,7 +284,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			if gated && op.Effect == manifests.EffectRead && !o.GatedReads {
 				continue
 			}
-			text, err := setApproval(src, op.Name, gated)
+			text, err := variant(src, op.Name, gated)
 			if err != nil {
 				return rep, err
 			}
@@ -365,68 +364,16 @@ func (o *Options) validate() error {
 	return errors.Join(errs...)
 }
 
-var (
-	opHeaderRE  = regexp.MustCompile(`^\s*\[\[\s*operation\s*\]\]`)
-	tableRE     = regexp.MustCompile(`^\s*\[`)
-	opNameRE    = regexp.MustCompile(`^\s*name\s*=\s*"([^"]*)"`)
-	approvalRE  = regexp.MustCompile(`^(\s*)requires_approval\s*=\s*(true|false)\b(.*)$`)
-	multilineRE = regexp.MustCompile(`"""`)
-)
-
-// setApproval returns the manifest text with requires_approval of the named
+// variant returns the manifest text with requires_approval of the named
 // operation set to gated. Everything else — the module pin included — is
 // kept byte for byte.
-func setApproval(src []byte, op string, gated bool) ([]byte, error) {
-	lines := strings.Split(string(src), "\n")
-	inOp, inString := false, false
-	name, nameLine, approvalLine := "", -1, -1
-	target, targetApproval := -1, -1
-	endOp := func() {
-		if inOp && name == op && target < 0 {
-			target, targetApproval = nameLine, approvalLine
-		}
+func variant(src []byte, op string, gated bool) ([]byte, error) {
+	out, err := manifests.SetOperationField(src, op, "requires_approval", gated)
+	if err == nil {
+		_, err = manifests.Parse("variant.toml", out)
 	}
-	for i, l := range lines {
-		if len(multilineRE.FindAllString(l, -1))%2 == 1 {
-			inString = !inString
-			continue
-		}
-		if inString {
-			continue
-		}
-		if tableRE.MatchString(l) {
-			endOp()
-			inOp, name, nameLine, approvalLine = opHeaderRE.MatchString(l), "", -1, -1
-			continue
-		}
-		if !inOp {
-			continue
-		}
-		if m := opNameRE.FindStringSubmatch(l); m != nil && name == "" {
-			name, nameLine = m[1], i
-		}
-		if approvalRE.MatchString(l) {
-			approvalLine = i
-		}
-	}
-	endOp()
-	if target < 0 {
-		return nil, fmt.Errorf("crashtest: manifest has no operation %q", op)
-	}
-	val := fmt.Sprintf("requires_approval = %t", gated)
-	if targetApproval >= 0 {
-		m := approvalRE.FindStringSubmatch(lines[targetApproval])
-		lines[targetApproval] = m[1] + val + m[3]
-	} else {
-		lines = slices.Insert(lines, target+1, val)
-	}
-	out := []byte(strings.Join(lines, "\n"))
-	m, err := manifests.Parse("variant.toml", out)
 	if err != nil {
 		return nil, fmt.Errorf("crashtest: manifest variant of %s (requires_approval=%t): %w", op, gated, err)
-	}
-	if o, _ := m.Operation(op); o == nil || o.RequiresApproval != gated {
-		return nil, fmt.Errorf("crashtest: could not set requires_approval=%t on %s", gated, op)
 	}
 	return out, nil
 }
