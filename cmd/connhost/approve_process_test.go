@@ -15,11 +15,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -66,50 +66,59 @@ func pinnedManifests(t *testing.T, dir, module string) string {
 	return out
 }
 
-// proc is a connhost serve or dev process under test.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer // its log, complete once it has exited
-	logs   chan string   // its log lines while it runs
+// server is a connhost serve or dev process under test.
+type server struct {
+	*proc.Process
+	log  *bytes.Buffer // its stderr, complete once it has ended
+	logs chan string   // its log lines while it runs
 }
 
-// startProc starts bin with args and env and returns once the log line
+// startServer starts bin with args and env and returns once the log line
 // containing ready appears (serve and dev log it after they wrote the
 // discovery file). The process is killed when the test ends.
-func startProc(t *testing.T, bin string, env []string, ready string, args ...string) *proc {
+func startServer(t *testing.T, bin string, env []string, ready string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout = io.Discard
-	pr, err := cmd.StderrPipe()
+	pr, pw := io.Pipe()
+	s := &server{log: &bytes.Buffer{}, logs: make(chan string, 1024)}
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: args, Env: env, Stderr: io.MultiWriter(s.log, pw), DieWithParent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, logs: make(chan string, 1024)}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	s.Process = p
+	t.Cleanup(p.Kill)
+	go func() {
+		<-p.Done()
+		pw.Close()
+	}()
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			p.stderr.WriteString(sc.Text() + "\n")
 			select {
-			case p.logs <- sc.Text():
+			case s.logs <- sc.Text():
 			default:
 			}
 		}
-		close(p.logs)
+		close(s.logs)
 	}()
 	var seen []string
-	for line := range p.logs {
+	for line := range s.logs {
 		seen = append(seen, line)
 		if strings.Contains(line, ready) {
-			return p
+			return s
 		}
 	}
 	t.Fatalf("%s exited before %q:\n%s", bin, ready, strings.Join(seen, "\n"))
 	return nil
+}
+
+// stop ends the server with SIGTERM, as an operator would, and fails the
+// test unless it shut down cleanly.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.Stop(processBound)
+	if res, err := s.Wait(t.Context()); err != nil || res.Signal != 0 || res.Code != 0 {
+		t.Fatalf("shutdown: %s %v\n%s", res, err, s.log)
+	}
 }
 
 // cliEnv is the environment of CLI runs: the test's, without any token.
@@ -121,18 +130,11 @@ func cliEnv(extra ...string) []string {
 // runBin runs the built CLI and returns its exit code, stdout and stderr.
 func runBin(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	res, err := proc.Run(t.Context(), proc.Cmd{Path: bin, Args: args, Env: env})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return code, out.String(), errb.String()
+	return res.Code, string(res.Stdout), string(res.Stderr)
 }
 
 // apiCall posts (or gets, with a nil body) path on base with token.
@@ -191,10 +193,10 @@ name = "rita"
 roles = ["approver"]
 token_env = "T_RITA"
 `)
-	srv := startProc(t, bin, cliEnv("T_RUNTIME="+runtimeTok, "T_RITA="+ritaTok), "serving the HTTP API",
+	srv := startServer(t, bin, cliEnv("T_RUNTIME="+runtimeTok, "T_RITA="+ritaTok), "serving the HTTP API",
 		append([]string{"--json", "serve", "--config", cfg, "--listen", "127.0.0.1:0"}, global...)...)
 	si, err := readServerInfo(d.data)
-	if err != nil || si.PID != srv.cmd.Process.Pid || si.Command != "serve" || !si.Auth {
+	if err != nil || si.PID != srv.Pid() || si.Command != "serve" || !si.Auth {
 		t.Fatalf("discovery file %+v: %v", si, err)
 	}
 
@@ -226,7 +228,7 @@ token_env = "T_RITA"
 
 	c1 := gated("c1")
 	code, _, errOut := approve(cliEnv(), c1)
-	oneLine("without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.cmd.Process.Pid)+")", "holds the ledger", DefaultTokenEnv)
+	oneLine("without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.Pid())+")", "holds the ledger", DefaultTokenEnv)
 	if code != ExitFailure {
 		t.Errorf("without a token: exit %d", code)
 	}
@@ -259,7 +261,7 @@ token_env = "T_RITA"
 
 	// Commands that need the ledger itself name the server that holds it.
 	code, _, errOut = runBin(t, bin, cliEnv(), append([]string{"ls"}, global...)...)
-	oneLine("ls while serve runs", errOut, "is in use by connhost serve (pid "+strconv.Itoa(srv.cmd.Process.Pid)+") at "+si.URL)
+	oneLine("ls while serve runs", errOut, "is in use by connhost serve (pid "+strconv.Itoa(srv.Pid())+") at "+si.URL)
 	if code != ExitFailure {
 		t.Errorf("ls while serve runs: exit %d", code)
 	}
@@ -270,7 +272,7 @@ token_env = "T_RITA"
 	}
 	c2 := gated("c2")
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2)
-	oneLine("no discovery file", errOut, "is in use by process "+strconv.Itoa(srv.cmd.Process.Pid), "announced no API", "--server URL")
+	oneLine("no discovery file", errOut, "is in use by process "+strconv.Itoa(srv.Pid()), "announced no API", "--server URL")
 	if code != ExitFailure {
 		t.Errorf("no discovery file: exit %d", code)
 	}
@@ -284,7 +286,7 @@ token_env = "T_RITA"
 		t.Fatal(err)
 	}
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2)
-	oneLine("stale discovery file", errOut, "is in use by process "+strconv.Itoa(srv.cmd.Process.Pid), "which does not answer")
+	oneLine("stale discovery file", errOut, "is in use by process "+strconv.Itoa(srv.Pid()), "which does not answer")
 	if code != ExitFailure {
 		t.Errorf("stale discovery file: exit %d", code)
 	}
@@ -297,17 +299,12 @@ token_env = "T_RITA"
 	// A clean shutdown removes only its own discovery file (the stale one
 	// above is not its own) and releases the ledger: the CLI then opens
 	// it directly and records the local user, or --by.
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.cmd.Wait(); err != nil {
-		t.Fatalf("serve exit: %v\n%s", err, srv.stderr)
-	}
+	srv.stop(t)
 	if cur, err := readServerInfo(d.data); err != nil || cur.PID != stale.PID {
 		t.Errorf("serve removed a discovery file not its own: %+v %v", cur, err)
 	}
-	if strings.Contains(srv.stderr.String(), "approvals disabled") || strings.Contains(srv.stderr.String(), ritaTok) {
-		t.Errorf("serve log:\n%s", srv.stderr)
+	if strings.Contains(srv.log.String(), "approvals disabled") || strings.Contains(srv.log.String(), ritaTok) {
+		t.Errorf("serve log:\n%s", srv.log)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "exec", "--session", "s1", "--tool-call", "c3", "--tool", "gated.echo", "--args", "{}"}, global...)...)
 	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Approval == nil {
@@ -342,9 +339,9 @@ func TestDecisionsThroughDev(t *testing.T) {
 	bin := buildConnhost(t, tmp)
 	d := testDirs(t)
 	global := []string{"--data", d.data, "--manifests", "testdata/manifests", "--modules", d.modules}
-	dev := startProc(t, bin, cliEnv(), "serving the HTTP API", append([]string{"--json", "dev", "--listen", "127.0.0.1:0"}, global...)...)
+	dev := startServer(t, bin, cliEnv(), "serving the HTTP API", append([]string{"--json", "dev", "--listen", "127.0.0.1:0"}, global...)...)
 	si, err := readServerInfo(d.data)
-	if err != nil || si.PID != dev.cmd.Process.Pid || si.Command != "dev" || si.Auth {
+	if err != nil || si.PID != dev.Pid() || si.Command != "dev" || si.Auth {
 		t.Fatalf("discovery file %+v: %v", si, err)
 	}
 	var res host.Result
@@ -359,14 +356,9 @@ func TestDecisionsThroughDev(t *testing.T) {
 	if view.Record.Approval.By != "dev-loopback" || last.Actor != "dev-loopback" || last.Reason != "claimed by rita: fine" {
 		t.Fatalf("recorded approval %+v, event %+v", view.Record.Approval, last)
 	}
-	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.cmd.Wait(); err != nil {
-		t.Fatalf("dev exit: %v", err)
-	}
-	if !strings.Contains(dev.stderr.String(), "anyone on this machine can approve, reject and resolve") {
-		t.Errorf("dev log does not say who can approve:\n%s", dev.stderr)
+	dev.stop(t)
+	if !strings.Contains(dev.log.String(), "anyone on this machine can approve, reject and resolve") {
+		t.Errorf("dev log does not say who can approve:\n%s", dev.log)
 	}
 	if _, err := readServerInfo(d.data); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("dev left its discovery file: %v", err)

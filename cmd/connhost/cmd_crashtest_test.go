@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/connhost/connhost/internal/crashtest"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -98,28 +97,15 @@ func TestCrashtestCommand(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(bin, append([]string{"--modules", modules, "--json", "crashtest"}, tc.args...)...)
-			cmd.Dir = dir
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
+			res, err := proc.Run(t.Context(), proc.Cmd{Path: bin, Args: append([]string{"--modules", modules, "--json", "crashtest"}, tc.args...),
+				Dir: dir, DieWithParent: true})
+			if err != nil {
 				t.Fatal(err)
 			}
-			// Whatever happens, nothing of this run may survive the test.
-			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-			err := cmd.Wait()
-			out := []byte(stdout.String())
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			out, code := res.Stdout, res.Code
 			var rep crashtest.Report
 			if jerr := json.Unmarshal(out, &rep); jerr != nil {
-				t.Fatalf("exit %d, no report: %v\nstdout %s\nstderr %s", code, jerr, out, stderr.String())
+				t.Fatalf("%s, no report: %v\nstdout %s\nstderr %s", res, jerr, out, res.Stderr)
 			}
 			var table strings.Builder
 			_ = rep.WriteTable(&table)

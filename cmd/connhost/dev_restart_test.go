@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	manifestsPkg "github.com/connhost/connhost/manifests"
@@ -24,49 +24,33 @@ import (
 
 // devProc is one `connhost dev` process.
 type devProc struct {
-	cmd  *exec.Cmd
+	*proc.Process
 	urls map[string]string // api, payments, email
-	done chan error
 }
 
-// startDev starts `connhost dev --json` on data and waits for its startup
-// line. env is added to the environment (a crash point).
-func startDev(t *testing.T, bin, data, manifests, modules string, env ...string) *devProc {
+// startDev starts `connhost dev --json` on data, with the crash point
+// crashAt armed ("" for none), and waits for its startup line.
+func startDev(t *testing.T, bin, data, manifests, modules, crashAt string) *devProc {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--json", "--data", data, "--manifests", manifests, "--modules", modules, "--listen", "127.0.0.1:0")
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, crash.EnvVar+"=") }), env...)
 	logf, err := os.OpenFile(filepath.Join(filepath.Dir(data), "dev.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { logf.Close() })
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
+	defer logf.Close()
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: []string{"dev", "--json", "--data", data, "--manifests", manifests, "--modules", modules, "--listen", "127.0.0.1:0"},
+		CrashAt: crashAt, Stderr: logf, DieWithParent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &devProc{cmd: cmd, done: make(chan error, 1)}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	go func() { _, _ = io.Copy(io.Discard, out); p.done <- cmd.Wait() }()
-	if err != nil || json.Unmarshal([]byte(line), &p.urls) != nil {
+	t.Cleanup(p.Kill)
+	d := &devProc{Process: p}
+	ctx, cancel := context.WithTimeout(t.Context(), processBound)
+	defer cancel()
+	if err := p.DecodeLine(ctx, &d.urls); err != nil {
 		log, _ := os.ReadFile(logf.Name())
-		t.Fatalf("dev startup line %q: %v\n%s", line, err, log)
+		t.Fatalf("dev startup line: %v\n%s", err, log)
 	}
-	return p
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *devProc) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
-	p.done <- nil // for the cleanup
+	return d
 }
 
 // call posts one execution; it returns the error of a request the server
@@ -162,17 +146,17 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 	const payArgs = `{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`
 
 	// A payment, then SIGKILL.
-	dev := startDev(t, bin, data, manifests, modules)
+	dev := startDev(t, bin, data, manifests, modules, "")
 	first, err := dev.approved(t, "s1", "c1", "payments.create_payment", payArgs)
 	if err != nil || first.Status != host.StatusSucceeded || !strings.HasPrefix(first.Receipt, "pi_") {
 		t.Fatalf("payment: %+v %v", first, err)
 	}
-	dev.kill(t)
+	dev.Kill()
 
 	// Restarted on the same data: the provider remembers the payment. The
 	// crash point is armed for the second connector call (the first is
 	// get_payment's).
-	dev = startDev(t, bin, data, manifests, modules, crash.EnvVar+"="+crash.AfterPluginReturn+":2")
+	dev = startDev(t, bin, data, manifests, modules, crash.AfterPluginReturn+":2")
 	got, err := dev.call("s1", "r1", "payments.get_payment", fmt.Sprintf(`{"payment_intent":%q}`, first.Receipt))
 	if err != nil || got.Status != host.StatusSucceeded || !bytes.Contains(got.Result, []byte(first.Receipt)) {
 		t.Fatalf("get_payment of %s after the restart: %+v %v", first.Receipt, got, err)
@@ -186,10 +170,9 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 	if res, err := dev.approved(t, "s1", "c2", "payments.create_payment", payArgs); err == nil {
 		t.Fatalf("dev answered through its crash point: %+v", res)
 	}
-	if err := <-dev.done; err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("dev exited with %v, want killed at %s", err, crash.AfterPluginReturn)
+	if res, err := dev.Wait(t.Context()); err != nil || !res.Killed() {
+		t.Fatalf("dev ended: %s %v, want killed at %s", res, err, crash.AfterPluginReturn)
 	}
-	dev.done <- nil
 	before, err := os.ReadFile(filepath.Join(data, "sandbox", sandbox.StripeStateFile))
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +180,7 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 
 	// Opening runs recovery: idempotent-retry re-dispatches with the same
 	// key and the provider replays its saved answer.
-	dev = startDev(t, bin, data, manifests, modules)
+	dev = startDev(t, bin, data, manifests, modules, "")
 	second, err := dev.call("s1", "c2", "payments.create_payment", payArgs)
 	if err != nil || second.Status != host.StatusSucceeded || !second.Recorded || !bytes.Contains(before, []byte(second.Receipt)) {
 		t.Fatalf("the crashed create after the restart: %+v %v", second, err)
@@ -224,5 +207,5 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 	if st.PaymentIntentsCreated != 2 || st.Replays < 1 {
 		t.Fatalf("provider stats %+v: want 2 intents created and the recovery's replay", st)
 	}
-	dev.kill(t)
+	dev.Kill()
 }

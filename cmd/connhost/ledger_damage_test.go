@@ -3,11 +3,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,10 +15,10 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
@@ -92,11 +89,11 @@ func TestDamagedLedgerProcess(t *testing.T) {
 	// as dispatched, then succeeded).
 	const calls = 6
 	data := filepath.Join(dir, "data")
-	dev := startDamagedDev(t, bin, devArgs(data))
+	dev, api := startDamagedDev(t, bin, devArgs(data))
 	for i := range calls {
 		call, _ := sendArgs(i)
 		body := fmt.Sprintf(`{"session_id":"s1","tool_call_id":%q,"tool":"effect.apply","arguments":{"n":%d}}`, call, i)
-		resp, err := http.Post(dev.api+"/v1/executions", "application/json", strings.NewReader(body))
+		resp, err := http.Post(api+"/v1/executions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +104,7 @@ func TestDamagedLedgerProcess(t *testing.T) {
 		}
 	}
 	waitMark(t, filepath.Join(data, "ledger.mark"), 2*calls)
-	dev.kill()
+	dev.Kill()
 	if n := requests.Load(); n != calls {
 		t.Fatalf("the provider saw %d requests for %d calls", n, calls)
 	}
@@ -275,59 +272,22 @@ func waitMark(t *testing.T, path string, n uint64) {
 	}
 }
 
-// damagedDev is the `connhost dev` whose data directory the test damages.
-type damagedDev struct {
-	cmd  *exec.Cmd
-	api  string
-	done chan struct{}
-}
-
-// startDamagedDev starts `connhost dev` in a process group of its own and
-// waits for its startup line.
-func startDamagedDev(t *testing.T, bin string, args []string) *damagedDev {
+// startDamagedDev starts the `connhost dev` whose data directory the test
+// damages, and returns it with its API URL once its startup line is out.
+func startDamagedDev(t *testing.T, bin string, args []string) (*proc.Process, string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: args, DieWithParent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	t.Cleanup(p.Kill)
+	ctx, cancel := context.WithTimeout(t.Context(), processBound)
+	defer cancel()
+	var s struct{ API string }
+	if err := p.DecodeLine(ctx, &s); err != nil || s.API == "" {
+		t.Fatalf("dev startup line %+v (%v); stderr:\n%s", s, err, p.Stderr())
 	}
-	p := &damagedDev{cmd: cmd, done: make(chan struct{})}
-	t.Cleanup(p.kill)
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case line := <-lines:
-		var s struct{ API string }
-		if err := json.Unmarshal([]byte(line), &s); err != nil || s.API == "" {
-			t.Fatalf("dev startup line %q (%v); stderr:\n%s", line, err, stderr.String())
-		}
-		p.api = s.API
-	case <-time.After(processBound):
-		t.Fatalf("dev printed no startup line; stderr:\n%s", stderr.String())
-	}
-	return p
-}
-
-// kill SIGKILLs the process group and waits for the process.
-func (p *damagedDev) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
+	return p, s.API
 }
 
 type procRun struct {
@@ -338,21 +298,13 @@ type procRun struct {
 // runConnhost runs the binary to its end (at most processBound).
 func runConnhost(t *testing.T, bin string, args ...string) procRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), processBound)
+	ctx, cancel := context.WithTimeout(t.Context(), processBound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := procRun{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
+	res, err := proc.Run(ctx, proc.Cmd{Path: bin, Args: args})
+	r := procRun{code: res.Code, stdout: string(res.Stdout), stderr: string(res.Stderr)}
 	switch {
 	case ctx.Err() != nil:
 		t.Fatalf("connhost %v: no end within %s; stderr %s", args, processBound, r.stderr)
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
 	case err != nil:
 		t.Fatal(err)
 	}
