@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -23,6 +22,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
@@ -480,7 +480,7 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.sayf("The agent goes on in the same session with a harmless read (look up order 1001's payment). connhost refuses it: new work in a fenced session waits until the uncertain call is settled.")
 	st, r := d.command(ctx, d.manual, "", look...)
 	var p httpapi.Problem
-	if d.exitIs(st, r, ExitRecoveryRequired) && d.decode(st, r.stdout, &p) {
+	if d.exitIs(st, r, ExitRecoveryRequired) && d.decode(st, r.Stdout, &p) {
 		st.Code = string(p.Code)
 		d.expect(st, "refused with code session_fenced", string(p.Code), string(httpapi.CodeSessionFenced))
 		listed := slices.ContainsFunc(p.UncertainCalls, func(u host.UncertainCall) bool { return u.ExecutionID == id })
@@ -494,7 +494,7 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.sayf("The operator starts from the list of calls recovery could not decide.")
 	st, r = d.command(ctx, d.manual, "", "ls", "--state", "recovery_required")
 	var list demoList
-	if d.exitIs(st, r, ExitOK) && d.decode(st, r.stdout, &list) {
+	if d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &list) {
 		ids := make([]string, 0, len(list.Executions))
 		for _, e := range list.Executions {
 			ids = append(ids, e.ID)
@@ -517,7 +517,7 @@ func (d *demo) partManual(ctx context.Context) error {
 	}
 	st, r = d.command(ctx, d.manual, "", args...)
 	var rr host.Result
-	if d.exitIs(st, r, ExitOK) && d.decode(st, r.stdout, &rr) {
+	if d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &rr) {
 		d.noteResult(st, rr)
 		d.expect(st, "status succeeded", string(rr.Status), string(host.StatusSucceeded))
 		d.expect(st, "source operator", rr.Source, "operator")
@@ -547,7 +547,7 @@ func (d *demo) partProof(ctx context.Context) error {
 	d.sayf("Every execution in the ledger against the objects the providers hold. An external call's objects are found by its identity: the PaymentIntent's metadata connhost_execution_id, the message's Mailpit id (the receipt) and Message-ID.")
 	st, r := d.command(ctx, d.mfs, "", "ls", "--limit", "1000")
 	var list demoList
-	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.stdout, &list) {
+	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.Stdout, &list) {
 		d.emit(st)
 		return errors.New("ls failed")
 	}
@@ -690,14 +690,14 @@ func (d *demo) approve(ctx context.Context, mfs, id, reason string) error {
 	st, r := d.command(ctx, mfs, "", "approve", ap.ID, "--by", demoReviewer, "--digest", ap.ArgsDigest, "--reason", reason)
 	st.ExecutionID = id
 	var res host.Result
-	ok := d.exitIs(st, r, ExitOK) && d.decode(st, r.stdout, &res)
+	ok := d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &res)
 	if ok {
 		d.noteResult(st, res)
 		decision := ""
 		if res.Approval != nil {
 			decision = res.Approval.Decision
 		}
-		st.Notes[0] = fmt.Sprintf("→ %s by %s, exit %d: the execution is %s until the runtime re-drives the call", decision, demoReviewer, r.exit, res.Status)
+		st.Notes[0] = fmt.Sprintf("→ %s by %s, exit %d: the execution is %s until the runtime re-drives the call", decision, demoReviewer, r.Code, res.Status)
 		d.expect(st, "approval approved by "+demoReviewer, decision, "approved")
 	}
 	d.emit(st)
@@ -713,10 +713,10 @@ func (d *demo) crashed(ctx context.Context, mfs string, call []string, id string
 	st, r := d.command(ctx, mfs, crash.AfterPluginReturn, call...)
 	st.ExecutionID = id
 	if r.err == nil {
-		if r.killed {
+		if r.Killed() {
 			st.Notes = append(st.Notes, "→ killed by SIGKILL at after_plugin_return: no outcome recorded, nothing printed")
 		}
-		d.check(st, "the process died by SIGKILL at after_plugin_return", r.killed, r.describe())
+		d.check(st, "the process died by SIGKILL at after_plugin_return", r.Killed(), r.describe())
 	}
 	d.emit(st)
 }
@@ -825,7 +825,7 @@ func (d *demo) history(ctx context.Context, mfs, id string) (demoRecord, []demoE
 		Record demoRecord     `json:"record"`
 		Events []ledger.Event `json:"events"`
 	}
-	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.stdout, &v) {
+	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.Stdout, &v) {
 		d.emit(st)
 		return demoRecord{}, nil
 	}
@@ -913,7 +913,7 @@ func demoCall(session, toolCall, tool, args string) []string {
 func (d *demo) execResult(ctx context.Context, mfs string, call []string, crashAt string, wantExit int) (*demoStep, host.Result, bool) {
 	st, r := d.command(ctx, mfs, crashAt, call...)
 	var res host.Result
-	ok := d.exitIs(st, r, wantExit) && d.decode(st, r.stdout, &res)
+	ok := d.exitIs(st, r, wantExit) && d.decode(st, r.Stdout, &res)
 	if ok {
 		d.noteResult(st, res)
 	}
@@ -954,31 +954,25 @@ func (d *demo) noteResult(st *demoStep, res host.Result) {
 
 // childResult is one finished child process.
 type childResult struct {
-	exit   int
-	killed bool
-	signal string
-	stdout []byte
-	stderr []byte
-	err    error // the process could not be run or timed out
+	proc.Result
+	err error // the process could not be run or timed out
 }
 
 func (r childResult) describe() string {
 	switch {
 	case r.err != nil:
 		return r.err.Error()
-	case r.killed:
-		return "killed by SIGKILL"
-	case r.signal != "":
-		return "died by " + r.signal
+	case r.Signal != 0:
+		return r.Result.String()
 	}
-	s := fmt.Sprintf("exit %d", r.exit)
+	s := fmt.Sprintf("exit %d", r.Code)
 	// With --json a failure is a problem document on stdout.
 	var p httpapi.Problem
-	if r.exit != ExitOK && json.Unmarshal(r.stdout, &p) == nil && p.Code != "" {
+	if r.Code != ExitOK && json.Unmarshal(r.Stdout, &p) == nil && p.Code != "" {
 		return s + ": " + string(p.Code) + ": " + clipText(orDash(p.Detail), 300)
 	}
 	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(string(r.stderr)), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(string(r.Stderr)), "\n") {
 		// The allow_http warning every start prints is not news.
 		if l != "" && !strings.Contains(l, "config allow_http") {
 			lines = append(lines, l)
@@ -1013,17 +1007,16 @@ func (d *demo) command(ctx context.Context, mfs, crashAt string, args ...string)
 
 	r := d.spawn(ctx, crashAt, full)
 	if r.err == nil {
-		code := r.exit
-		if r.killed {
-			code = -1
+		code := r.Code
+		if r.Killed() {
 			d.kills++
 			st.Killed, st.Signal = true, "SIGKILL"
-		} else if r.signal != "" {
-			st.Signal = r.signal
+		} else if r.Signal != 0 {
+			st.Signal = proc.SignalName(r.Signal)
 		}
 		st.ExitCode = &code
-		if len(bytes.TrimSpace(r.stdout)) > 0 && json.Valid(r.stdout) {
-			st.Output = json.RawMessage(r.stdout)
+		if len(bytes.TrimSpace(r.Stdout)) > 0 && json.Valid(r.Stdout) {
+			st.Output = json.RawMessage(r.Stdout)
 		}
 	} else {
 		d.check(st, "the process ran", false, r.err.Error())
@@ -1031,38 +1024,17 @@ func (d *demo) command(ctx context.Context, mfs, crashAt string, args ...string)
 	return st, r
 }
 
-// spawn starts this binary with args in its own process group.
+// spawn runs this binary with args, in its own process group, killed with
+// its group when it outlives demoChildTimeout.
 func (d *demo) spawn(ctx context.Context, crashAt string, args []string) childResult {
 	ctx, cancel := context.WithTimeout(ctx, demoChildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, d.self, args...)
-	cmd.Dir = d.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.Env = crash.Environ(os.Environ(), crashAt)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := childResult{stdout: stdout.Bytes(), stderr: stderr.Bytes()}
-	if ctx.Err() != nil {
-		r.err = fmt.Errorf("no answer within %s (killed): %w", demoChildTimeout, ctx.Err())
-		return r
-	}
-	var ee *exec.ExitError
+	res, err := proc.Run(ctx, proc.Cmd{Path: d.self, Args: args, Dir: d.dir, CrashAt: crashAt})
+	r := childResult{Result: res}
 	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.signal = ws.Signal().String()
-			r.killed = ws.Signal() == syscall.SIGKILL
-			if r.killed {
-				r.signal = "SIGKILL"
-			}
-			r.exit = -1
-			return r
-		}
-		r.exit = ee.ExitCode()
-	default:
+	case ctx.Err() != nil:
+		r.err = fmt.Errorf("no answer within %s (killed): %w", demoChildTimeout, ctx.Err())
+	case err != nil:
 		r.err = err
 	}
 	return r
@@ -1073,7 +1045,7 @@ func (d *demo) exitIs(st *demoStep, r childResult, want int) bool {
 	if r.err != nil {
 		return false
 	}
-	ok := !r.killed && r.signal == "" && r.exit == want
+	ok := r.Signal == 0 && r.Code == want
 	d.check(st, fmt.Sprintf("exit code %d", want), ok, r.describe())
 	return ok
 }
