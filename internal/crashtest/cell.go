@@ -155,8 +155,8 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		if err != nil {
 			return row, err
 		}
-		if err := json.Unmarshal(p.stdout, &h); err != nil || p.code != 0 {
-			return row, fmt.Errorf("history %s: exit %d: %s %s", res.ExecutionID, p.code, clip(string(p.stdout)), clip(string(p.stderr)))
+		if err := json.Unmarshal(p.Stdout, &h); err != nil || p.Code != 0 {
+			return row, fmt.Errorf("history %s: exit %d: %s %s", res.ExecutionID, p.Code, clip(string(p.Stdout)), clip(string(p.Stderr)))
 		}
 	}
 	after, err := c.o.Effects(ctx)
@@ -231,8 +231,8 @@ func (c *cell) killAfterAnswer(ctx context.Context, call []string) (*result, err
 			return nil, fmt.Errorf("gated call answered %q %s before the armed exec: %v", res.Status, res.Code, err)
 		}
 		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
-		if err != nil || p.code != 0 {
-			return nil, fmt.Errorf("approve: exit %d: %v %s", p.code, err, clip(string(p.stderr)))
+		if err != nil || p.Code != 0 {
+			return nil, fmt.Errorf("approve: exit %d: %v %s", p.Code, err, clip(string(p.Stderr)))
 		}
 	}
 	res, err := c.exec(ctx, crash.AfterAnswer, call)
@@ -260,8 +260,8 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 			return nil, fmt.Errorf("gated call answered %q %s before the hold: %v", res.Status, res.Code, err)
 		}
 		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
-		if err != nil || p.code != 0 {
-			return nil, fmt.Errorf("approve before the hold: exit %d: %v %s", p.code, err, clip(string(p.stderr)))
+		if err != nil || p.Code != 0 {
+			return nil, fmt.Errorf("approve before the hold: exit %d: %v %s", p.Code, err, clip(string(p.Stderr)))
 		}
 	}
 	if err := c.o.Hold.Arm(ctx, c.spec.op.Name); errors.Is(err, ErrCannotHold) {
@@ -273,8 +273,8 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 	if err != nil {
 		return nil, err
 	}
-	if !p.killed {
-		return nil, fmt.Errorf("%w (the call finished, exit %d)", errNotHeld, p.code)
+	if !p.Killed() {
+		return nil, fmt.Errorf("%w (the call finished, exit %d)", errNotHeld, p.Code)
 	}
 	// Past the whole retry budget: every attempt the host makes meets the
 	// held request (in progress), or a reconcile that must wait for it.
@@ -441,8 +441,8 @@ func (c *cell) sequence(ctx context.Context, crashAt string, call []string) (res
 		return res.result, false, nil
 	}
 	p, err := c.connhost(ctx, crashAt, "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
-	if err != nil || p.killed {
-		return res.result, p.killed, err
+	if err != nil || p.Killed() {
+		return res.result, p.Killed(), err
 	}
 	res, err = c.exec(ctx, crashAt, call)
 	return res.result, res.killed, err
@@ -460,18 +460,18 @@ func (c *cell) exec(ctx context.Context, crashAt string, call []string) (execRes
 	if err != nil {
 		return execResult{}, err
 	}
-	if p.killed {
+	if p.Killed() {
 		// A process killed after its answer (after_answer) printed it.
 		var r result
-		_ = json.Unmarshal(p.stdout, &r)
+		_ = json.Unmarshal(p.Stdout, &r)
 		return execResult{result: r, killed: true}, nil
 	}
 	var r result
-	if err := json.Unmarshal(p.stdout, &r); err != nil {
-		return execResult{}, fmt.Errorf("exec: exit %d, unreadable answer %q: %v (stderr %s)", p.code, clip(string(p.stdout)), err, clip(string(p.stderr)))
+	if err := json.Unmarshal(p.Stdout, &r); err != nil {
+		return execResult{}, fmt.Errorf("exec: exit %d, unreadable answer %q: %v (stderr %s)", p.Code, clip(string(p.Stdout)), err, clip(string(p.Stderr)))
 	}
 	if r.Status == "" && r.Code == "" {
-		return execResult{}, fmt.Errorf("exec: exit %d, answer without status or problem code: %s", p.code, clip(string(p.stdout)))
+		return execResult{}, fmt.Errorf("exec: exit %d, answer without status or problem code: %s", p.Code, clip(string(p.Stdout)))
 	}
 	return execResult{result: r}, nil
 }

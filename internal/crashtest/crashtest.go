@@ -14,22 +14,20 @@
 package crashtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -388,85 +386,51 @@ func fileDigest(path string) (string, error) {
 	return digestReader(f)
 }
 
-// procResult is one finished connhost process.
-type procResult struct {
-	killed bool // died by SIGKILL (the injected crash)
-	code   int
-	stdout []byte
-	stderr []byte
-}
-
 // connhost runs one connhost process in its own process group with the
-// given crash spec ("" for none).
-func (c *cell) connhost(ctx context.Context, crashAt string, args ...string) (procResult, error) {
+// given crash spec ("" for none). A process that died by SIGKILL (the
+// injected crash) is a Result; any other signal is an error.
+func (c *cell) connhost(ctx context.Context, crashAt string, args ...string) (proc.Result, error) {
 	return c.run1(ctx, crashAt, nil, args...)
 }
 
 // connhostKilledWhen runs one connhost process and SIGKILLs it (its whole
 // group) as soon as until returns nil.
-func (c *cell) connhostKilledWhen(ctx context.Context, until func(context.Context) error, args ...string) (procResult, error) {
+func (c *cell) connhostKilledWhen(ctx context.Context, until func(context.Context) error, args ...string) (proc.Result, error) {
 	return c.run1(ctx, "", until, args...)
 }
 
-func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.Context) error, args ...string) (procResult, error) {
+func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.Context) error, args ...string) (proc.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ProcessTimeout)
 	defer cancel()
 	full := append([]string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules,
 		"--config", c.o.Config, "--json"}, args...)
-	cmd := exec.CommandContext(ctx, c.o.Binary, full...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The whole group: connhost starts no children today, but a
-		// stray one must not outlive the cell.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.Env = crash.Environ(os.Environ(), crashAt)
+	var env []string // nil: this process's
 	if c.o.LoseUnsynced {
-		cmd.Env = append(cmd.Env, crash.LoseUnsyncedEnv+"=1")
+		env = append(os.Environ(), crash.LoseUnsyncedEnv+"=1")
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		return procResult{}, fmt.Errorf("connhost %s: %w", strings.Join(args, " "), err)
+	p, err := proc.Start(proc.Cmd{Path: c.o.Binary, Args: full, Env: env, CrashAt: crashAt})
+	if err != nil {
+		return proc.Result{}, fmt.Errorf("connhost %s: %w", strings.Join(args, " "), err)
 	}
 	if killWhen != nil {
-		stop := make(chan struct{})
-		defer close(stop)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
 		go func() {
-			wctx, wcancel := context.WithCancel(ctx)
-			defer wcancel()
-			go func() {
-				select {
-				case <-stop:
-					wcancel()
-				case <-wctx.Done():
-				}
-			}()
 			if killWhen(wctx) == nil {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				p.Kill()
 			}
 		}()
 	}
-	err := cmd.Wait()
-	res := procResult{stdout: stdout.Bytes(), stderr: stderr.Bytes()}
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("connhost %s: no answer within %s (killed): %s", strings.Join(args, " "), c.o.ProcessTimeout, clip(stderr.String()))
-	}
-	var ee *exec.ExitError
+	res, err := p.Wait(ctx)
 	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			if ws.Signal() != syscall.SIGKILL {
-				return res, fmt.Errorf("connhost %s: died by %s", strings.Join(args, " "), ws.Signal())
-			}
-			res.killed = true
-			c.kills++
-			return res, nil
-		}
-		res.code = ee.ExitCode()
-	default:
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("connhost %s: no answer within %s (killed): %s", strings.Join(args, " "), c.o.ProcessTimeout, clip(string(res.Stderr)))
+	case err != nil:
 		return res, fmt.Errorf("connhost %s: %w", strings.Join(args, " "), err)
+	case res.Killed():
+		c.kills++
+	case res.Signal != 0:
+		return res, fmt.Errorf("connhost %s: %s", strings.Join(args, " "), res)
 	}
 	return res, nil
 }

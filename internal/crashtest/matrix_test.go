@@ -1,10 +1,8 @@
 package crashtest_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -12,12 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/crashtest"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -271,38 +269,14 @@ func copyFile(t *testing.T, src, dst string) {
 // and stops it (the whole group) in t.Cleanup.
 func startSandbox(t *testing.T, bin string) (paymentsURL, emailURL string) {
 	t.Helper()
-	cmd := exec.Command(bin, "sandbox", "--json")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: []string{"sandbox", "--json"}, DieWithParent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	if err != nil {
-		t.Fatalf("connhost sandbox printed no address: %v\n%s", err, stderr.String())
-	}
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
 	var urls struct{ Payments, Email string }
-	if err := json.Unmarshal([]byte(line), &urls); err != nil || !strings.HasPrefix(urls.Payments, "http://") {
-		t.Fatalf("connhost sandbox: %q: %v", line, err)
+	if err := p.DecodeLine(t.Context(), &urls); err != nil || !strings.HasPrefix(urls.Payments, "http://") {
+		t.Fatalf("connhost sandbox printed no address: %+v %v\n%s", urls, err, p.Stderr())
 	}
 	return urls.Payments, urls.Email
 }
