@@ -3,9 +3,7 @@
 package soak
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connhost/connhost/internal/proc"
 )
 
 // startupBound bounds how long a process may take to print its startup
@@ -24,98 +23,36 @@ import (
 // (seconds), later starts load them from the compilation cache.
 const startupBound = 90 * time.Second
 
-// proc is a connhost process in a process group of its own, so that a kill
-// reaches everything it started.
-type proc struct {
-	cmd     *exec.Cmd
+// child is a connhost process of the soak, in a process group of its own
+// (so that a kill reaches everything it started), and its log.
+type child struct {
+	*proc.Process
 	logPath string
-	done    chan struct{} // closed once Wait returned
-	waitErr error
-}
-
-// firstLine captures the first line written to it and discards the rest.
-type firstLine struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	got  bool
-	line chan string
-}
-
-func (w *firstLine) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.got {
-		return len(p), nil
-	}
-	w.buf.Write(p)
-	if i := bytes.IndexByte(w.buf.Bytes(), '\n'); i >= 0 {
-		w.got = true
-		w.line <- string(w.buf.Bytes()[:i])
-	}
-	return len(p), nil
 }
 
 // startProc starts bin with args (stderr to logPath), waits for its first
 // stdout line and decodes it as JSON into out. The process is killed at
-// the test's cleanup whatever happens.
-func startProc(t *testing.T, bin, dir, logPath string, out any, args ...string) (*proc, error) {
+// the test's cleanup whatever happens, and by the kernel if the test
+// binary dies without running its cleanups (a -timeout panic, a kill).
+func startProc(t *testing.T, bin, dir, logPath string, out any, args ...string) (*child, error) {
 	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	fl := &firstLine{line: make(chan string, 1)}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Stdout = fl
-	cmd.Stderr = logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", filepath.Base(bin), err)
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: args, Dir: dir, Stderr: logf, DieWithParent: true})
+	if err != nil {
+		return nil, err
 	}
-	p := &proc{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.kill)
-	select {
-	case line := <-fl.line:
-		if err := json.Unmarshal([]byte(line), out); err != nil {
-			p.kill()
-			return nil, fmt.Errorf("%s %v: startup line %q: %w", filepath.Base(bin), args, line, err)
-		}
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("%s %v exited before its startup line (%v); log tail:\n%s", filepath.Base(bin), args, p.waitErr, tail(logPath, 2000))
-	case <-time.After(startupBound):
-		p.kill()
-		return nil, fmt.Errorf("%s %v printed no startup line within %s; log tail:\n%s", filepath.Base(bin), args, startupBound, tail(logPath, 2000))
+	t.Cleanup(p.Kill)
+	ctx, cancel := context.WithTimeout(context.Background(), startupBound)
+	defer cancel()
+	if err := p.DecodeLine(ctx, out); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("%s %v: %w; log tail:\n%s", filepath.Base(bin), args, err, tail(logPath, 2000))
 	}
-}
-
-// kill sends SIGKILL to the process group and waits for the process to be
-// reaped. It is safe to call more than once.
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	// The negative pid names the group Setpgid created.
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-// exited reports whether the process has ended on its own.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return &child{Process: p, logPath: logPath}, nil
 }
 
 // tail returns the last n bytes of the file at path.
@@ -166,7 +103,7 @@ type devHost struct {
 	logDir   string
 
 	mu      sync.Mutex
-	p       *proc
+	p       *child
 	api     string
 	gen     int
 	changed chan struct{} // closed when gen moves on
@@ -214,7 +151,7 @@ func (h *devHost) start() error {
 		return err
 	}
 	if line.API == "" {
-		p.kill()
+		p.Kill()
 		return errors.New("dev startup line has no api URL")
 	}
 	h.mu.Lock()
@@ -237,8 +174,8 @@ func (h *devHost) kill() (exitedBefore bool) {
 	if p == nil {
 		return false
 	}
-	exitedBefore = p.exited()
-	p.kill()
+	exitedBefore = p.Exited()
+	p.Kill()
 	return exitedBefore
 }
 

@@ -339,7 +339,7 @@ func TestKillStorm(t *testing.T) {
 			rrSeen++
 		}
 	}
-	if sbProc.exited() {
+	if sbProc.Exited() {
 		s.errorf("connhost sandbox exited during the soak; log tail:\n%s", tail(sbProc.logPath, 2000))
 	}
 	t.Logf("seed %d: calls issued %d (%s); kills survived %d (storm %d, of them %d while a provider held a call, + final 1), restarts %d; approvals %d, transport errors %d, fenced refusals %d (deferred calls %d)",
