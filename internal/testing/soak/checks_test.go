@@ -4,6 +4,7 @@ package soak
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,170 @@ import (
 	"github.com/connhost/connhost/internal/sandbox/stripe"
 	"github.com/connhost/connhost/ledger"
 )
+
+// checkLedger checks the ledger against what the test issued and was
+// told, before the final re-issue: every call is recorded, final (terminal
+// or recovery_required), with the ids, tool and arguments the test sent
+// and the status and receipt the runtime was given; the ledger holds
+// nothing else. It returns the number of lost or stuck calls.
+func (s *soak) checkLedger(recs []httpapi.RecordView, byExec map[string]*call) int {
+	recByID := map[string]httpapi.RecordView{}
+	for _, r := range recs {
+		recByID[r.ID] = r
+		if byExec[r.ID] == nil {
+			s.errorf("ledger holds execution %s (%s/%s, %s.%s) that the test never issued", r.ID, r.SessionID, r.ToolCallID, r.Connector, r.Operation)
+		}
+	}
+	lost := 0
+	for _, c := range s.calls {
+		r, ok := recByID[c.execID]
+		switch {
+		case c.execID == "":
+			lost++
+			s.errorf("call %s never got an answer (last %+v)", c, c.last)
+		case !ok:
+			lost++
+			s.errorf("call %s is missing from the ledger (last seen %s)", c, c.last.Status)
+		case !final(r.State):
+			lost++
+			s.errorf("call %s is stuck in %s after recovery", c, r.State)
+		case r.SessionID != c.session || r.ToolCallID != c.toolCallID || r.Connector+"."+r.Operation != c.tool || !sameJSON(r.Args, c.args):
+			s.errorf("call %s: the ledger recorded %s/%s %s.%s %s", c, r.SessionID, r.ToolCallID, r.Connector, r.Operation, r.Args)
+		case c.first != nil && (string(r.State) != string(c.first.Status) || receiptOf(r) != c.first.Receipt):
+			s.errorf("call %s: the runtime was told %s with receipt %q, the ledger holds %s with %q", c, c.first.Status, c.first.Receipt, r.State, receiptOf(r))
+		}
+	}
+	return lost
+}
+
+func receiptOf(r httpapi.RecordView) string {
+	if r.Outcome == nil {
+		return ""
+	}
+	return r.Outcome.Receipt
+}
+
+// final reports whether a ledger state is terminal or recovery_required.
+func final(st ledger.State) bool {
+	switch st {
+	case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected, ledger.StateExpired,
+		ledger.StateAbandoned, ledger.StateCancelled, ledger.StateRecoveryRequired:
+		return true
+	}
+	return false
+}
+
+// checkProviders checks, per execution, what the providers hold against
+// the policy and the ledger, and returns the number of duplicate effects.
+//
+//   - create_payment (idempotent-retry), refund_payment and send
+//     (reconcile): at most one effect tagged with the execution; a
+//     succeeded execution's receipt names that effect, and the effect
+//     carries the execution's key; a failed one has none.
+//   - release_message (manual): never dispatched twice (the ledger's
+//     events), since nothing can tell whether a lost release happened.
+//   - No effect at the providers that no execution accounts for.
+func (s *soak) checkProviders(ev *evidence, recs []httpapi.RecordView, events map[string][]ledger.Event, byExec map[string]*call) int {
+	dups := 0
+	seenPI, seenRefund, seenMsg := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, r := range recs {
+		c := byExec[r.ID]
+		if c == nil {
+			continue // reported already
+		}
+		approvals := 0
+		for _, e := range events[r.ID] {
+			if e.Decision == "approved" {
+				approvals++
+			}
+		}
+		if approvals > 1 {
+			s.errorf("%s was approved %d times: an answered approval gate was re-armed", c, approvals)
+		}
+		var ids []string
+		var key func(id string) string // the connhost_key the effect carries
+		switch c.tool {
+		case opCreate:
+			ids = ev.pis[r.ID]
+			key = func(id string) string { return ev.pi[id].Metadata["connhost_key"] }
+			for _, id := range ids {
+				seenPI[id] = true
+			}
+		case opRefund:
+			ids = ev.refunds[r.ID]
+			key = func(id string) string { return ev.refund[id].Metadata["connhost_key"] }
+			for _, id := range ids {
+				seenRefund[id] = true
+				var a struct {
+					PaymentIntent string `json:"payment_intent"`
+				}
+				if err := json.Unmarshal(c.args, &a); err != nil || ev.refund[id].PaymentIntent != a.PaymentIntent {
+					s.errorf("%s: refund %s is of %s, the call named %s", c, id, ev.refund[id].PaymentIntent, a.PaymentIntent)
+				}
+			}
+		case opSend:
+			ids = ev.msgs[messageID(r.IdempotencyKey)]
+			key = func(string) string { return r.IdempotencyKey } // the Message-ID is derived from it
+			for _, id := range ids {
+				seenMsg[id] = true
+			}
+		case opRelease:
+			dispatches := 0
+			for _, e := range events[r.ID] {
+				if e.To == ledger.StateDispatched {
+					dispatches++
+				}
+			}
+			if dispatches > 1 || r.Attempt > 1 {
+				dups += dispatches - 1
+				s.errorf("manual %s was dispatched %d times (attempt %d): %+v", c, dispatches, r.Attempt, events[r.ID])
+			}
+			continue
+		}
+		if len(ids) > 1 {
+			dups += len(ids) - 1
+			s.errorf("%s (%s): %d effects at the provider: %v", c, r.State, len(ids), ids)
+		}
+		switch r.State {
+		case ledger.StateSucceeded:
+			receipt := ""
+			if r.Outcome != nil {
+				receipt = r.Outcome.Receipt
+			}
+			switch {
+			case len(ids) == 0:
+				s.errorf("%s succeeded with receipt %q, but the provider holds no effect tagged with it", c, receipt)
+			case !slices.Contains(ids, receipt):
+				s.errorf("%s succeeded with receipt %q, but the effect tagged with it is %v", c, receipt, ids)
+			case key(receipt) != r.IdempotencyKey:
+				s.errorf("%s: effect %s carries key %q, the ledger recorded %q", c, receipt, key(receipt), r.IdempotencyKey)
+			}
+		case ledger.StateFailed:
+			if len(ids) > 0 {
+				s.errorf("%s failed, but the provider holds %v tagged with it", c, ids)
+			}
+		}
+	}
+	for id, p := range ev.pi {
+		if !seenPI[id] {
+			dups++
+			s.errorf("payment intent %s (metadata %v) belongs to no execution", id, p.Metadata)
+		}
+	}
+	for id, r := range ev.refund {
+		if !seenRefund[id] {
+			dups++
+			s.errorf("refund %s (metadata %v) belongs to no execution", id, r.Metadata)
+		}
+	}
+	for id, m := range ev.msg {
+		if !seenMsg[id] {
+			dups++
+			s.errorf("message %s (Message-ID %s) belongs to no execution", id, m.MessageID)
+		}
+	}
+	return dups
+}
 
 // world is a small synthetic end state: one execution per operation, all
 // succeeded (the release failed, as against the emulator), each effect

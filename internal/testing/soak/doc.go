@@ -14,3 +14,16 @@
 //
 // `go test -short` skips it. See RATIONALE.md, "Kill-storm soak".
 package soak
+
+// The test, one idea per file:
+//
+//   - soak_test.go: TestKillStorm from setup to verdict, the calls it
+//     issues and the figures it reports;
+//   - storm_test.go: the workers that issue calls and the killer that
+//     SIGKILLs and restarts the host, with provider latency and holds;
+//   - drive_test.go: the runtime, driving one call to a final status and
+//     checking every answer it is given;
+//   - operator_test.go: the operator's pass over recovery_required calls;
+//   - evidence_test.go: what the providers hold and the audit trails;
+//   - checks_test.go: the end-state checks, and the tests proving they fail;
+//   - api_test.go: the HTTP API client; proc_test.go: the processes.
