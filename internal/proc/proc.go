@@ -53,7 +53,10 @@ type Cmd struct {
 	// DieWithParent has the kernel SIGKILL the child when the process
 	// that started it dies without doing so itself (Linux only; ignored
 	// elsewhere). Tests set it: a test binary killed by its -timeout runs
-	// no cleanup. The default value is false.
+	// no cleanup. The default value is false, because Linux sends the
+	// signal when the thread that started the child ends, and a goroutine
+	// that exits locked to its thread ends it (golang/go#27505): a child
+	// could die of a kill nobody injected.
 	DieWithParent bool
 }
 
