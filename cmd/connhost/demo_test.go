@@ -5,15 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -42,19 +41,16 @@ func TestDemo(t *testing.T) {
 
 	// An empty --modules: the demo builds the modules from plugins/
 	// (through the build cache), as it does in a fresh checkout.
-	cmd := exec.CommandContext(ctx, bin, "demo", "--json", "--modules", filepath.Join(tmp, "no-modules"))
-	cmd.Dir = root
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, crash.EnvVar+"=") })
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("connhost demo --json: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	res, err := proc.Run(ctx, proc.Cmd{Path: bin, Args: []string{"demo", "--json", "--modules", filepath.Join(tmp, "no-modules")},
+		Dir: root, DieWithParent: true})
+	if err != nil || res.Code != 0 || res.Signal != 0 {
+		t.Fatalf("connhost demo --json: %s %v\nstdout:\n%s\nstderr:\n%s", res, err, res.Stdout, res.Stderr)
 	}
 	t.Logf("demo took %s", time.Since(start).Round(100*time.Millisecond))
 
 	var steps []demoStep
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
 		var st demoStep
