@@ -10,7 +10,8 @@ import (
 type PoolStats struct {
 	// Size is the pool's cap (Limits.Instances).
 	Size int
-	// Idle instances wait warm for a call; Busy instances serve one.
+	// Idle instances wait warm for a call; Busy instances serve one (or
+	// are being created for one).
 	Idle, Busy int
 	// Created counts instances ever instantiated (including the describing
 	// one); Discarded counts those closed after a trap, timeout or bad
@@ -64,22 +65,24 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 		<-p.slots
 		return nil, ErrConnectorClosed
 	}
+	// busy changes under mu together with idle, so warm never sees a slot
+	// whose instance is still being created as free.
+	p.busy.Add(1)
 	if n := len(p.idle); n > 0 {
 		inst := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		p.busy.Add(1)
 		return inst, nil
 	}
 	p.mu.Unlock()
 	inst, err := p.create(ctx)
 	if err != nil {
+		p.busy.Add(-1)
 		<-p.slots
 		return nil, err
 	}
 	p.created.Add(1)
-	p.busy.Add(1)
 	return inst, nil
 }
 
@@ -120,8 +123,8 @@ func (p *pool) warm(ctx context.Context, n int) error {
 
 // put returns a healthy instance to the pool.
 func (p *pool) put(inst *instance) {
-	p.busy.Add(-1)
 	p.mu.Lock()
+	p.busy.Add(-1)
 	if p.closed {
 		p.mu.Unlock()
 		inst.close()
