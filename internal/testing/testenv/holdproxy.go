@@ -45,6 +45,10 @@ func HoldingProxy(tb testing.TB, target string) string {
 			r = r.WithContext(context.WithoutCancel(r.Context()))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			in.Checkpoint(fault.WithRule(r.Context(), rule))
+			// A context that cannot be cancelled makes ReverseProxy fall
+			// back to http.CloseNotifier, which would cancel the upstream
+			// request when the client's connection closes; hide it.
+			w = struct{ http.ResponseWriter }{w}
 		}
 		rp.ServeHTTP(w, r)
 	})
