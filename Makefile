@@ -6,16 +6,19 @@ PKGS      ?= ./...
 # Packages with real concurrency (ledger stripes, executor flights, pools,
 # the HTTP server): run them under the race detector too.
 RACE_PKGS ?= ./ledger/... ./host/... ./internal/wasmrt/... ./internal/httpapi/... ./internal/sandbox/...
+# cmd/connhost runs connhost as real processes through every crash point;
+# on a loaded 2-core machine it outlasts go test's default 10m.
+TIMEOUT   ?= 40m
 
 .PHONY: test race fmt lint check tidy-check build
 
 ## test: the whole suite (builds connectors and the pinned Mailpit on demand), then the race run.
 test:
-	$(GO) test -count=1 $(PKGS)
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
 
 race:
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
