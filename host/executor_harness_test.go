@@ -83,6 +83,20 @@ func (p *provider) releaseHeld() {
 	p.mu.Unlock()
 }
 
+// hangReads sets whether every /read hangs until its client gives up.
+func (p *provider) hangReads(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.readHang = on
+}
+
+// readCount is the number of /read requests received.
+func (p *provider) readCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reads
+}
+
 func (p *provider) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

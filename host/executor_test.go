@@ -468,7 +468,7 @@ func TestReadOperationIsReExecuted(t *testing.T) {
 	h.reopen()
 	res := h.exec(c)
 	require.Equal(t, host.StatusSucceeded, res.Status)
-	require.Equal(t, 2, h.prov.reads, "a read is safe to run again")
+	require.Equal(t, 2, h.prov.readCount(), "a read is safe to run again")
 }
 
 // A call that never reached the guest (here: the connector was closed

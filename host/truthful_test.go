@@ -96,16 +96,16 @@ func TestInFlightAttemptIsNeverReportedFailed(t *testing.T) {
 // runtime may simply ask again), and its session stays open.
 func TestReadsNeverFence(t *testing.T) {
 	h := newHarness(t, "manual")
-	h.prov.readHang = true
+	h.prov.hangReads(true)
 	read := host.ToolCall{SessionID: "s1", ToolCallID: "r1", Tool: "effect.read", Arguments: []byte(`{}`)}
 	res := h.exec(read)
 	require.Equal(t, host.StatusFailed, res.Status)
 	require.Equal(t, 3, res.Attempt)
-	require.Equal(t, 3, h.prov.reads)
+	require.Equal(t, 3, h.prov.readCount())
 	fenced, err := h.ex.Ledger().Fenced(context.Background(), "default", "s1")
 	require.NoError(t, err)
 	require.Empty(t, fenced)
-	h.prov.readHang = false
+	h.prov.hangReads(false)
 	require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "c2", `{"n":1}`)).Status, "the session is not fenced")
 
 	// A read found dispatched after a crash is read again.
