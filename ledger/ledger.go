@@ -141,6 +141,9 @@ const (
 	ApprovalApproved ApprovalDecision = "approved"
 	ApprovalRejected ApprovalDecision = "rejected"
 	ApprovalExpired  ApprovalDecision = "expired"
+	// ApprovalCancelled: the execution was cancelled while its approval
+	// request was pending; nobody decided it.
+	ApprovalCancelled ApprovalDecision = "cancelled"
 )
 
 // Approval binds a reviewer's decision to the exact arguments and policy it
