@@ -25,10 +25,14 @@ func (a *app) lsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls [--state S] [--session S]",
 		Short: "List executions",
-		Long: `ls lists executions from the ledger in --data, in execution-id order,
-as recorded: it loads no connector and runs no recovery, so it needs no
-connector config. Operators start here: connhost ls --state
-recovery_required shows the calls recovery could not decide.`,
+		Long: `ls lists executions from the ledger in --data, the most recently created
+first, as recorded: it loads no connector and runs no recovery, so it needs
+no connector config. Operators start here: connhost ls --state
+recovery_required shows the calls recovery could not decide.
+
+A full page ends with the --after to pass for the next one; paging never
+skips or repeats an execution. With --json it prints what
+GET /v1/executions answers.`,
 		Example: `  connhost ls --state recovery_required
   connhost ls --session s1 --json`,
 		Args: cobra.NoArgs,
@@ -47,18 +51,16 @@ recovery_required shows the calls recovery could not decide.`,
 				recs, err = led.List(cmd.Context(), f)
 				return err
 			})
-			if err != nil && !errors.Is(err, ledger.ErrNoLedger) {
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				return usagef("--after %s names no execution in %s", after, a.g.data)
+			case errors.Is(err, ledger.ErrPruned):
+				return fmt.Errorf("--after %s names an execution pruned by retention meanwhile; list again without --after", after)
+			case err != nil && !errors.Is(err, ledger.ErrNoLedger):
 				return err
 			}
 			if a.g.json {
-				out := httpapi.ListResponse{Executions: make([]httpapi.RecordView, 0, len(recs))}
-				for _, r := range recs {
-					out.Executions = append(out.Executions, httpapi.NewRecordView(r))
-				}
-				if len(recs) == f.Limit && len(recs) > 0 {
-					out.Next = recs[len(recs)-1].ID
-				}
-				writeJSON(a.stdout, out)
+				writeJSON(a.stdout, httpapi.NewListResponse(recs, f))
 				return nil
 			}
 			renderList(a.stdout, recs)
@@ -72,7 +74,7 @@ recovery_required shows the calls recovery could not decide.`,
 	f.StringVar(&state, "state", "", "only this state (awaiting_approval, approved, dispatched, retry_wait, recovery_required, succeeded, failed, rejected, expired, abandoned, cancelled)")
 	f.StringVar(&session, "session", "", "only this session")
 	f.StringVar(&namespace, "namespace", "", "only this namespace")
-	f.StringVar(&after, "after", "", "continue after this execution id")
+	f.StringVar(&after, "after", "", "continue after this execution id (the last one of the previous page)")
 	f.IntVar(&limit, "limit", 0, "at most this many executions (default 100, at most 1000)")
 	return c
 }
@@ -84,10 +86,11 @@ func renderList(w io.Writer, recs []ledger.Record) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tUPDATED")
+	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tCREATED\tUPDATED")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.State, r.Connector, r.Operation,
-			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts, r.UpdatedAt.UTC().Format(timeFormat))
+		fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.State, r.Connector, r.Operation,
+			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts,
+			r.CreatedAt.UTC().Format(timeFormat), r.UpdatedAt.UTC().Format(timeFormat))
 	}
 	_ = tw.Flush()
 }
@@ -129,7 +132,7 @@ the actor and the evidence it was based on.`,
 				return err
 			}
 			if a.g.json {
-				writeJSON(a.stdout, httpapi.NewExecutionView(rec, evs))
+				writeJSON(a.stdout, httpapi.NewExecution(rec, evs))
 				return nil
 			}
 			renderHistory(a.stdout, rec, evs)
