@@ -205,7 +205,7 @@ func findOperation(ms []*manifests.Manifest, tool string) *manifests.Operation {
 //
 // Not run (TestHelpExamplesParse checks them): examples that talk to a
 // running server (--server), and the commands that serve, build into the
-// repository or run for minutes (dev, serve, sandbox, demo, build,
+// repository or run for minutes (dev, serve, mcp, sandbox, demo, build,
 // crashtest, bench).
 func TestHelpExamplesRun(t *testing.T) {
 	if testing.Short() {
@@ -266,7 +266,7 @@ func TestHelpExamplesRun(t *testing.T) {
 	if story == nil {
 		t.Fatal("exec has no example")
 	}
-	skip := []string{"dev", "serve", "sandbox", "demo", "build", "crashtest", "bench"}
+	skip := []string{"dev", "serve", "mcp", "sandbox", "demo", "build", "crashtest", "bench"}
 	ran := 0
 	for _, ex := range all {
 		name := ex.args[0]
