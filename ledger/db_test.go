@@ -767,3 +767,43 @@ func TestProtocol3Upgrade(t *testing.T) {
 	require.Equal(t, []string{"c", "a", "b"}, []string{got[0].ID, got[1].ID, got[2].ID})
 	checkInvariants(t, db)
 }
+
+// An upgrade interrupted after some creation index entries were written
+// leaves marker 3, and a protocol-3 release may then prune a record whose
+// entry it does not know of. The next upgrade must not keep that stale
+// entry: it would name a pruned record, and every listing by time that
+// reached it would fail.
+func TestProtocol3UpgradeDropsStaleIndexEntries(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	clock := newFakeClock()
+	db, err := Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := db.Create(ctx, dispatchedRecord(id), Event{Decision: "dispatch"})
+		require.NoError(t, err)
+		clock.Advance(time.Minute)
+	}
+	_, err = db.Apply(ctx, "a", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
+		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
+	require.NoError(t, err)
+	clock.Advance(time.Hour)
+	n, err := db.Prune(ctx, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	// What the protocol-3 release's prune left: a's entry, marker 3.
+	b := db.db.NewBatch()
+	require.NoError(t, b.Set(createdKey(clock.Now().Add(-2*time.Hour), "a"), nil, nil))
+	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":3}`), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	defer db.Close()
+	got, err := db.List(ctx, Filter{Order: OrderNewest})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "b"}, []string{got[0].ID, got[1].ID})
+	require.Len(t, got, 2)
+	checkInvariants(t, db)
+}

@@ -488,13 +488,16 @@ func (d *DB) checkProtocol() error {
 // buildCreationIndex.
 const upgradeBatchRecords = 8192
 
-// buildCreationIndex writes the creation index entry of every record that
-// is not a tombstone, in batches, the last one synced, and returns the
-// number of records. Writing an entry that exists changes nothing, so it
-// may run again after a crash.
+// buildCreationIndex rebuilds the creation index: it deletes every entry
+// and writes the entry of every record that is not a tombstone, in
+// batches, the last one synced, and returns the number of records. It
+// may run again after a crash. Entries an interrupted run left are not
+// trusted: an older release, which does not know them, may have pruned
+// their records since.
 func (d *DB) buildCreationIndex() (int, error) {
 	b := d.db.NewBatch()
 	defer func() { _ = b.Close() }()
+	_ = b.DeleteRange([]byte(prefixCreated), prefixEnd([]byte(prefixCreated)), nil)
 	n := 0
 	err := scan(d.db, []byte(prefixRecord), func(k, v []byte) error {
 		if len(v) > 0 && v[0] == tombstoneTag {
