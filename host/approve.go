@@ -3,7 +3,7 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/ledger"
@@ -35,36 +35,36 @@ func (e *Executor) Reject(ctx context.Context, approvalID string, d Decision) (R
 
 func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, approve bool) (Result, error) {
 	if d.By == "" {
-		return Result{}, fmt.Errorf("%w: a decision needs the reviewer's identity", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "a decision needs the reviewer's identity")
 	}
 	id, ok := ledger.ExecutionIDOfApproval(approvalID)
 	if !ok {
-		return Result{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+		return Result{}, refuse(ErrNotFound, "no approval %q", approvalID)
 	}
 	release, err := e.flights.acquire(ctx, id)
 	if err != nil {
 		return Result{}, err
 	}
 	defer release()
-	rec, err := e.led.Get(ctx, id)
-	if errors.Is(err, ledger.ErrNotFound) || (err == nil && rec.Approval == nil) {
-		return Result{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+	rec, err := e.record(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && rec.Approval == nil) {
+		return Result{}, refuse(ErrNotFound, "no approval %q", approvalID)
 	}
 	if err != nil {
 		return Result{}, err
 	}
 	if rec.State != ledger.StateAwaitingApproval {
-		return ResultOf(rec), fmt.Errorf("%w: approval %s of execution[%s] is %s (execution %s)", ErrNotAwaitingApproval, approvalID, id, rec.Approval.Decision, rec.State)
+		return ResultOf(rec), refuse(ErrNotAwaitingApproval, "approval %s is %s, not pending (execution %s is %s)", approvalID, rec.Approval.Decision, id, rec.State)
 	}
 	if approve && d.ArgsDigest != rec.ArgsDigest {
-		return ResultOf(rec), fmt.Errorf("%w: approval %s: reviewer saw %s, recorded %s", ErrApprovalDigest, approvalID, short(d.ArgsDigest), short(rec.ArgsDigest))
+		return ResultOf(rec), refuse(ErrApprovalDigest, "approval %s: the reviewer saw arguments with digest %s, but the recorded arguments have digest %s; approve what was recorded (its args_digest), or nothing", approvalID, short(d.ArgsDigest), short(rec.ArgsDigest))
 	}
 	if e.now().After(rec.Approval.ExpiresAt) {
 		res, err := e.expire(ctx, rec, "approval request expired before a decision")
 		if err != nil {
 			return Result{}, err
 		}
-		return res, fmt.Errorf("%w: approval %s expired at %s", ErrApprovalExpired, approvalID, rec.Approval.ExpiresAt)
+		return res, refuse(ErrApprovalExpired, "approval %s expired at %s; the execution is expired and will not run", approvalID, rec.Approval.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	a := *rec.Approval
 	a.By, a.Reason, a.DecidedAt = d.By, d.Reason, e.now()

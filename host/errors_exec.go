@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/wasmrt"
+	"github.com/connhost/connhost/manifests"
 )
 
 // Sentinel errors of the executor. Typed errors below wrap them, so callers
@@ -79,6 +80,35 @@ var (
 	ErrBadModule = wasmrt.ErrBadModule
 )
 
+// refusalError is how the executor refuses a request: the sentinel that
+// callers test with errors.Is, and a sentence for people naming what was
+// refused and why. Error() chains the two, as logs want; Detail() is the
+// sentence alone, which the HTTP API's problems and the CLI show.
+type refusalError struct {
+	sentinel error
+	detail   string
+}
+
+func refuse(sentinel error, format string, args ...any) error {
+	return &refusalError{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
+}
+
+func (e *refusalError) Error() string  { return e.sentinel.Error() + ": " + e.detail }
+func (e *refusalError) Unwrap() error  { return e.sentinel }
+func (e *refusalError) Detail() string { return e.detail }
+
+// Detail returns what err says for people, without the chain of package
+// prefixes that Error() carries for logs: the sentence of the executor's
+// refusal or typed error found in err's chain (every error of this
+// package that a request can cause has one), or "" when there is none.
+func Detail(err error) string {
+	var d interface{ Detail() string }
+	if errors.As(err, &d) {
+		return d.Detail()
+	}
+	return ""
+}
+
 // DigestMismatchError reports a module whose sha256 differs from the
 // digest pinned in its manifest (errors.As finds it in Open's error).
 type DigestMismatchError = wasmrt.DigestMismatchError
@@ -96,6 +126,16 @@ type IntentMismatchError struct {
 func (e *IntentMismatchError) Error() string {
 	return fmt.Sprintf("host: intent mismatch: execution[%s] tool_call[%s] was recorded as %s with args digest %s, now called as %s with args digest %s",
 		e.ExecutionID, e.ToolCallID, e.RecordedTool, short(e.RecordedDigest), e.GivenTool, short(e.GivenDigest))
+}
+
+// Detail says what differs and what to do.
+func (e *IntentMismatchError) Detail() string {
+	what := "other arguments"
+	if e.RecordedTool != e.GivenTool {
+		what = "another tool"
+	}
+	return fmt.Sprintf("tool call %s was recorded as %s with args digest %s and is now called with %s (%s, args digest %s); nothing was dispatched: a tool-call id names one call, so give new arguments a new tool-call id",
+		e.ToolCallID, e.RecordedTool, short(e.RecordedDigest), what, e.GivenTool, short(e.GivenDigest))
 }
 
 // Unwrap returns ErrIntentMismatch.
@@ -128,6 +168,11 @@ func (e *FencedError) Error() string {
 // Unwrap returns ErrSessionFenced.
 func (e *FencedError) Unwrap() error { return ErrSessionFenced }
 
+// Detail names the session and the calls that fence it.
+func (e *FencedError) Detail() string {
+	return strings.TrimPrefix(e.Error(), "host: ")
+}
+
 // ArgumentsError reports arguments refused before anything was recorded.
 type ArgumentsError struct {
 	Tool string
@@ -140,6 +185,48 @@ func (e *ArgumentsError) Error() string {
 
 // Unwrap returns both ErrInvalidArguments and the underlying error.
 func (e *ArgumentsError) Unwrap() []error { return []error{ErrInvalidArguments, e.Err} }
+
+// Detail names the tool and every failing argument path.
+func (e *ArgumentsError) Detail() string {
+	var ae *manifests.ArgsError
+	if !errors.As(e.Err, &ae) {
+		return fmt.Sprintf("the arguments of %s are refused: %v", e.Tool, e.Err)
+	}
+	parts := make([]string, len(ae.Problems))
+	for i, p := range ae.Problems {
+		path := p.Path
+		if path == "" {
+			path = "/"
+		}
+		parts[i] = path + ": " + p.Msg
+	}
+	return fmt.Sprintf("the arguments do not match the input schema of %s: %s", e.Tool, strings.Join(parts, "; "))
+}
+
+// UnknownToolError reports a tool that no loaded connector offers.
+type UnknownToolError struct {
+	// Tool is the name as given.
+	Tool string
+	// Reason says which part is unknown.
+	Reason string
+	// Available lists the tools the executor offers ("connector.operation"),
+	// sorted.
+	Available []string
+}
+
+func (e *UnknownToolError) Error() string { return "host: " + e.Detail() }
+
+// Unwrap returns ErrUnknownTool.
+func (e *UnknownToolError) Unwrap() error { return ErrUnknownTool }
+
+// Detail names the tool, what is unknown about it, and the tools there are.
+func (e *UnknownToolError) Detail() string {
+	avail := "none is loaded"
+	if len(e.Available) > 0 {
+		avail = strings.Join(e.Available, ", ")
+	}
+	return fmt.Sprintf("unknown tool %q: %s; the available tools are: %s", e.Tool, e.Reason, avail)
+}
 
 // ApprovalRequiredError is Result.Err for an execution awaiting approval.
 type ApprovalRequiredError struct {
@@ -170,6 +257,11 @@ func (e *RecoveryRequiredError) Error() string {
 
 // Unwrap returns ErrRecoveryRequired.
 func (e *RecoveryRequiredError) Unwrap() error { return ErrRecoveryRequired }
+
+// prunedError refuses an execution pruned by retention.
+func prunedError(id string) error {
+	return refuse(ErrPruned, "execution %s was pruned by retention; its tool-call id stays used and is never executed again", id)
+}
 
 func short(digest string) string {
 	if len(digest) > 12 {

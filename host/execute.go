@@ -46,11 +46,11 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	switch {
 	case call.SessionID == "":
-		return Result{}, fmt.Errorf("%w: session_id is required", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "session_id is required")
 	case call.ToolCallID == "":
-		return Result{}, fmt.Errorf("%w: tool_call_id is required", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "tool_call_id is required")
 	case call.Tool == "":
-		return Result{}, fmt.Errorf("%w: tool is required", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "tool is required")
 	}
 	if err := validateIdentity(call); err != nil {
 		return Result{}, err
@@ -86,7 +86,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		case err == nil:
 			return e.driveRecorded(ctx, call, op, digest, rec)
 		case errors.Is(err, ledger.ErrPruned):
-			return Result{}, fmt.Errorf("%w: execution[%s]", ErrPruned, id)
+			return Result{}, prunedError(id)
 		case !errors.Is(err, ledger.ErrNotFound):
 			return Result{}, err
 		}
@@ -197,7 +197,7 @@ func (e *Executor) createFailed(ctx context.Context, call ToolCall, op *operatio
 	case errors.Is(err, ledger.ErrExists):
 		return e.driveRecorded(ctx, call, op, digest, existing)
 	case errors.Is(err, ledger.ErrPruned):
-		return Result{}, fmt.Errorf("%w: execution[%s]", ErrPruned, existing.ID)
+		return Result{}, prunedError(existing.ID)
 	default:
 		return Result{}, err
 	}

@@ -385,17 +385,30 @@ func (e *Executor) Manifests() []*manifests.Manifest {
 func (e *Executor) lookup(tool string) (*operation, error) {
 	cname, oname, ok := strings.Cut(tool, ".")
 	if !ok {
-		return nil, fmt.Errorf("%w: %q (want \"connector.operation\")", ErrUnknownTool, tool)
+		return nil, &UnknownToolError{Tool: tool, Reason: `a tool is named "connector.operation"`, Available: e.Tools()}
 	}
 	l, ok := e.conns[cname]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q: no connector %q", ErrUnknownTool, tool, cname)
+		return nil, &UnknownToolError{Tool: tool, Reason: fmt.Sprintf("no connector %q is loaded", cname), Available: e.Tools()}
 	}
 	op, ok := l.ops[oname]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q: connector %q has no operation %q", ErrUnknownTool, tool, cname, oname)
+		return nil, &UnknownToolError{Tool: tool, Reason: fmt.Sprintf("connector %q has no operation %q", cname, oname), Available: e.Tools()}
 	}
 	return op, nil
+}
+
+// Tools returns the names ("connector.operation") of the tools the
+// executor offers, sorted.
+func (e *Executor) Tools() []string {
+	var out []string
+	for _, l := range e.conns {
+		for name := range l.ops {
+			out = append(out, l.m.Connector.Name+"."+name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (e *Executor) opOf(rec ledger.Record) (*operation, error) {
@@ -439,37 +452,93 @@ const (
 	StatusExpired          Status = "expired"
 	StatusAbandoned        Status = "abandoned"
 	StatusCancelled        Status = "cancelled"
-	// StatusPending: approved but not yet dispatched, or a retry is
-	// scheduled (see Result.NextAttemptAt); call Execute again later.
+	// StatusPending: approved but not yet dispatched, dispatched without a
+	// recorded outcome yet, or waiting (for a scheduled retry, or for an
+	// attempt to settle before a reconcile answer counts; see
+	// Result.NextAttemptAt); call Execute again later.
 	StatusPending Status = "pending"
 )
 
-// ApprovalInfo is what a reviewer needs to decide on a call.
+// ApprovalInfo is an execution's approval request: what the reviewer is
+// asked to approve (the argument digest under a policy version) and what
+// was decided.
 type ApprovalInfo struct {
 	ID            string    `json:"id"`
 	ArgsDigest    string    `json:"args_digest"`
 	PolicyVersion string    `json:"policy_version"`
+	RequestedAt   time.Time `json:"requested_at,omitzero"`
 	ExpiresAt     time.Time `json:"expires_at"`
-	Decision      string    `json:"decision"`
+	// Decision is pending, approved, rejected, expired or cancelled (a
+	// ledger.ApprovalDecision).
+	Decision  string    `json:"decision"`
+	By        string    `json:"by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	// ConsumedBy is the attempt that used the approval (0: not used yet).
+	ConsumedBy int `json:"consumed_by,omitempty"`
 }
 
-// Result is the answer to a ToolCall.
+// Result is one execution as everyone sees it: the answer of Execute,
+// Approve, Reject, Resolve and Cancel, and, as JSON, every execution the
+// HTTP API and the CLI print (answers, listings, history). ResultOf builds
+// it from a ledger record.
+//
+// Status is what a runtime branches on; State is the ledger state behind
+// it, for operators (pending stands for approved, dispatched and
+// retry_wait).
 type Result struct {
-	ExecutionID string          `json:"execution_id"`
-	ToolCallID  string          `json:"tool_call_id"`
-	Status      Status          `json:"status"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Receipt     string          `json:"receipt,omitempty"`
-	Error       string          `json:"error,omitempty"`
+	ExecutionID string `json:"execution_id"`
+	ToolCallID  string `json:"tool_call_id"`
+	SessionID   string `json:"session_id"`
+	Namespace   string `json:"namespace"`
+	// Tool is "connector.operation".
+	Tool   string       `json:"tool"`
+	Status Status       `json:"status"`
+	State  ledger.State `json:"state"`
+	// Attempt is the number of the current (or last) dispatch, 0 before
+	// the first; MaxAttempts caps it.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+
+	// Result is the operation's JSON result (succeeded only).
+	Result  json.RawMessage `json:"result,omitempty"`
+	Receipt string          `json:"receipt,omitempty"`
+	Error   string          `json:"error,omitempty"`
 	// Source says where a result came from: "connector", "reconciled" or
 	// "operator".
-	Source        string        `json:"source,omitempty"`
-	Attempt       int           `json:"attempt"`
-	Approval      *ApprovalInfo `json:"approval,omitempty"`
-	NextAttemptAt time.Time     `json:"next_attempt_at,omitzero"`
+	Source     string             `json:"source,omitempty"`
+	Approval   *ApprovalInfo      `json:"approval,omitempty"`
+	Resolution *ledger.Resolution `json:"resolution,omitempty"`
+	// NextAttemptAt is when a pending execution will be driven again.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// Recorded is true when the answer came from the ledger without
-	// calling the connector in this request.
+	// calling the connector in this request (answers to Execute only).
 	Recorded bool `json:"recorded,omitempty"`
+	// Uncertain is set while an earlier attempt may have taken effect and
+	// nothing has ruled it out (see ledger.Record.Uncertain).
+	Uncertain bool `json:"uncertain,omitempty"`
+	// CancelRequested records a cooperative cancellation request.
+	CancelRequested bool      `json:"cancel_requested,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	// Deadline is when the current attempt's call must have returned.
+	Deadline time.Time `json:"deadline,omitzero"`
+
+	// What was asked, under which policy: the arguments exactly as
+	// recorded (inline JSON), their canonical digest, the operation's
+	// effect and recovery policy, the idempotency key the connector is
+	// handed, and the manifest and module the intent was recorded under.
+	Args           json.RawMessage `json:"args,omitempty"`
+	ArgsDigest     string          `json:"args_digest"`
+	Effect         string          `json:"effect"`
+	Policy         string          `json:"policy"`
+	PolicyVersion  string          `json:"policy_version"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	ManifestDigest string          `json:"manifest_digest"`
+	ModuleDigest   string          `json:"module_digest"`
+	// Resumed is set when the runtime flagged the call as resumed from
+	// older history.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // Err converts statuses a runtime must branch on into typed errors:
@@ -489,6 +558,7 @@ func (r Result) Err() error {
 	return nil
 }
 
+// statusOf returns the status a runtime sees of an execution in state s.
 func statusOf(s ledger.State) Status {
 	switch s {
 	case ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait:
@@ -497,21 +567,30 @@ func statusOf(s ledger.State) Status {
 	return Status(s)
 }
 
-// ResultOf builds the Result a runtime sees for a record.
+// ResultOf builds the Result of a record.
 func ResultOf(rec ledger.Record) Result {
-	r := Result{ExecutionID: rec.ID, ToolCallID: rec.ToolCallID, Status: statusOf(rec.State), Attempt: rec.Attempt}
+	r := Result{
+		ExecutionID: rec.ID, ToolCallID: rec.ToolCallID, SessionID: rec.SessionID, Namespace: rec.Namespace,
+		Tool: rec.Connector + "." + rec.Operation, Status: statusOf(rec.State), State: rec.State,
+		Attempt: rec.Attempt, MaxAttempts: rec.MaxAttempts, Resolution: rec.Resolution,
+		Uncertain: rec.Uncertain, CancelRequested: rec.CancelRequested,
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Deadline: rec.Deadline,
+		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
+		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
+		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed,
+	}
 	if o := rec.Outcome; o != nil {
+		r.Receipt = o.Receipt
 		if rec.State == ledger.StateSucceeded {
-			r.Result, r.Receipt, r.Source = o.Result, o.Receipt, o.Source
+			r.Result, r.Source = inlineJSON(o.Result), o.Source
 		} else {
-			r.Receipt = o.Receipt
-		}
-		if rec.State != ledger.StateSucceeded {
 			r.Error = o.Error
 		}
 	}
 	if a := rec.Approval; a != nil {
-		r.Approval = &ApprovalInfo{ID: a.ID, ArgsDigest: a.ArgsDigest, PolicyVersion: a.PolicyVersion, ExpiresAt: a.ExpiresAt, Decision: string(a.Decision)}
+		r.Approval = &ApprovalInfo{ID: a.ID, ArgsDigest: a.ArgsDigest, PolicyVersion: a.PolicyVersion,
+			RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: string(a.Decision),
+			By: a.By, Reason: a.Reason, DecidedAt: a.DecidedAt, ConsumedBy: a.ConsumedBy}
 	}
 	if rec.State == ledger.StateRetryWait {
 		r.NextAttemptAt = rec.NextAttemptAt
@@ -520,6 +599,20 @@ func ResultOf(rec ledger.Record) Result {
 		r.Error = "outcome unknown; an operator must resolve it"
 	}
 	return r
+}
+
+// inlineJSON returns b for inlining as JSON when it is valid JSON, as a
+// JSON string otherwise (the ledger keeps the exact bytes it was given),
+// and nil when b is empty.
+func inlineJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	s, _ := json.Marshal(string(b))
+	return s
 }
 
 func (e *Executor) now() time.Time { return e.opts.Now().UTC() }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -534,6 +535,46 @@ func TestCancelAfterDispatch(t *testing.T) {
 	})
 }
 
+// A gated call cancelled before anyone decided its approval does not go on
+// saying it waits for a reviewer: the approval's decision is cancelled (by
+// whoever cancelled), or expired when the request had already expired.
+func TestCancelWithdrawsPendingApproval(t *testing.T) {
+	t.Run("pending request: cancelled", func(t *testing.T) {
+		h := newHarness(t, "manual", withApproval())
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		require.Equal(t, host.StatusAwaitingApproval, res.Status)
+		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
+		require.NoError(t, err)
+		require.Equal(t, host.StatusCancelled, got.Status)
+		require.Equal(t, string(ledger.ApprovalCancelled), got.Approval.Decision)
+		require.Equal(t, "rita", got.Approval.By)
+		require.False(t, got.Approval.DecidedAt.IsZero())
+		rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
+		require.NoError(t, err)
+		require.Equal(t, ledger.ApprovalCancelled, rec.Approval.Decision, "the ledger records it too")
+	})
+	t.Run("expired request: expired", func(t *testing.T) {
+		h := newHarness(t, "manual", withApproval())
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		h.advance(2 * time.Hour) // past the approval's TTL
+		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
+		require.NoError(t, err)
+		require.Equal(t, host.StatusExpired, got.Status)
+		require.Equal(t, string(ledger.ApprovalExpired), got.Approval.Decision)
+	})
+	t.Run("approved, not dispatched: the approval stays approved", func(t *testing.T) {
+		h := newHarness(t, "manual", withApproval())
+		res := h.exec(call("s1", "c1", `{"n":1}`))
+		_, err := h.ex.Approve(context.Background(), res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+		require.NoError(t, err)
+		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "olga")
+		require.NoError(t, err)
+		require.Equal(t, host.StatusCancelled, got.Status)
+		require.Equal(t, string(ledger.ApprovalApproved), got.Approval.Decision)
+		require.Equal(t, "rita", got.Approval.By)
+	})
+}
+
 // Cancel cannot settle a call whose outcome is unknown: on a
 // recovery_required execution it is refused with ErrRecoveryRequired (the
 // message points at connhost resolve) and changes nothing; on a terminal
@@ -771,4 +812,78 @@ func TestBeforeIntentOnlyForNewCalls(t *testing.T) {
 	require.NotContains(t, hits, crash.BeforeIntent, "a re-sent call reached before_intent")
 	h.exec(call("s1", "c2", `{"n":2}`))
 	require.Contains(t, hits, crash.BeforeIntent)
+}
+
+// Refusals say what is wrong for people: host.Detail gives the sentence
+// without the chain of package prefixes that Error() keeps for logs, and
+// an unknown tool lists the tools there are.
+func TestRefusalDetails(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	ctx := context.Background()
+	gated := h.exec(call("s1", "c1", `{"n":1}`))
+	tests := []struct {
+		name     string
+		run      func() error
+		sentinel error
+		want     []string
+	}{
+		{"unknown connector", func() error {
+			_, err := h.ex.Execute(ctx, host.ToolCall{SessionID: "s1", ToolCallID: "c9", Tool: "nope.apply", Arguments: json.RawMessage(`{}`)})
+			return err
+		}, host.ErrUnknownTool, []string{`unknown tool "nope.apply"`, `no connector "nope"`, "the available tools are: effect.apply, effect.read"}},
+		{"unknown operation", func() error {
+			_, err := h.ex.Execute(ctx, host.ToolCall{SessionID: "s1", ToolCallID: "c9", Tool: "effect.nope", Arguments: json.RawMessage(`{}`)})
+			return err
+		}, host.ErrUnknownTool, []string{`connector "effect" has no operation "nope"`, "effect.apply, effect.read"}},
+		{"no dot", func() error {
+			_, err := h.ex.Execute(ctx, host.ToolCall{SessionID: "s1", ToolCallID: "c9", Tool: "apply", Arguments: json.RawMessage(`{}`)})
+			return err
+		}, host.ErrUnknownTool, []string{`"connector.operation"`, "effect.apply, effect.read"}},
+		{"arguments fail the schema", func() error {
+			_, err := h.ex.Execute(ctx, call("s1", "c9", `{"n":"one","x":1}`))
+			return err
+		}, host.ErrInvalidArguments, []string{"input schema of effect.apply", "/n: "}},
+		{"arguments not an object", func() error {
+			_, err := h.ex.Execute(ctx, call("s1", "c9", `[1]`))
+			return err
+		}, host.ErrInvalidArguments, []string{"arguments of effect.apply", "must be a JSON object"}},
+		{"missing session", func() error {
+			_, err := h.ex.Execute(ctx, call("", "c9", `{"n":1}`))
+			return err
+		}, host.ErrBadCall, []string{"session_id is required"}},
+		{"intent mismatch", func() error {
+			_, err := h.ex.Execute(ctx, call("s1", "c1", `{"n":2}`))
+			return err
+		}, host.ErrIntentMismatch, []string{"tool call c1 was recorded as effect.apply", "other arguments", "new tool-call id"}},
+		{"no execution", func() error {
+			_, _, err := h.ex.Get(ctx, "ex_nope")
+			return err
+		}, host.ErrNotFound, []string{`no execution "ex_nope"`}},
+		{"no approval", func() error {
+			_, err := h.ex.Approve(ctx, "ap_nope", host.Decision{By: "rita", ArgsDigest: "d"})
+			return err
+		}, host.ErrNotFound, []string{`no approval "ap_nope"`}},
+		{"digest differs", func() error {
+			_, err := h.ex.Approve(ctx, gated.Approval.ID, host.Decision{By: "rita", ArgsDigest: strings.Repeat("0", 64)})
+			return err
+		}, host.ErrApprovalDigest, []string{"the reviewer saw arguments with digest 000000000000", gated.ArgsDigest[:12]}},
+		{"not recovery_required", func() error {
+			_, err := h.ex.Resolve(ctx, gated.ExecutionID, host.Resolution{By: "olga", Reason: "r"})
+			return err
+		}, host.ErrNotRecoveryRequired, []string{gated.ExecutionID + " is awaiting_approval, not recovery_required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.run()
+			require.ErrorIs(t, err, tt.sentinel)
+			d := host.Detail(err)
+			for _, w := range tt.want {
+				require.Contains(t, d, w)
+			}
+			for _, chain := range []string{"host:", "manifests:", "ledger:", "strictjson:"} {
+				require.NotContains(t, d, chain, "the detail carries a Go error chain")
+			}
+			require.Contains(t, err.Error(), "host: ", "Error() keeps the package prefix for logs")
+		})
+	}
 }

@@ -28,7 +28,7 @@ func validateIdentity(call ToolCall) error {
 		{"tool_call_id", call.ToolCallID},
 	} {
 		if msg := identityProblem(f.v); msg != "" {
-			return fmt.Errorf("%w: %s %s", ErrBadCall, f.name, msg)
+			return refuse(ErrBadCall, "%s %s", f.name, msg)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/connhost/connhost/ledger"
 )
@@ -29,28 +28,25 @@ type Resolution struct {
 // recovery_required execution it is no longer fenced.
 func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution) (Result, error) {
 	if r.By == "" || r.Reason == "" {
-		return Result{}, fmt.Errorf("%w: a resolution needs the operator's name and a reason", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "a resolution needs the operator's name and a reason")
 	}
 	if r.Applied && r.Retry {
-		return Result{}, fmt.Errorf("%w: an applied call cannot be retried", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "an applied call cannot be retried")
 	}
 	if len(r.Result) > 0 && !json.Valid(r.Result) {
-		return Result{}, fmt.Errorf("%w: result is not valid JSON", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "result is not valid JSON")
 	}
 	release, err := e.flights.acquire(ctx, executionID)
 	if err != nil {
 		return Result{}, err
 	}
 	defer release()
-	rec, err := e.led.Get(ctx, executionID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return Result{}, fmt.Errorf("%w: execution %q", ErrNotFound, executionID)
-	}
+	rec, err := e.record(ctx, executionID)
 	if err != nil {
 		return Result{}, err
 	}
 	if rec.State != ledger.StateRecoveryRequired {
-		return ResultOf(rec), fmt.Errorf("%w: execution[%s] is %s", ErrNotRecoveryRequired, executionID, rec.State)
+		return ResultOf(rec), refuse(ErrNotRecoveryRequired, "execution %s is %s, not recovery_required: only calls whose outcome is unknown are resolved", executionID, rec.State)
 	}
 	res := &ledger.Resolution{Applied: r.Applied, Retry: r.Retry, By: r.By, Reason: r.Reason, At: e.now()}
 	ev := ledger.Event{Actor: r.By, Reason: r.Reason}
@@ -67,10 +63,10 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 		// An operator's resolution is not a reviewer's approval, and a
 		// cancelled call is not to be performed after all.
 		if op.op.RequiresApproval && (rec.Approval == nil || rec.Approval.Decision != ledger.ApprovalApproved) {
-			return ResultOf(rec), fmt.Errorf("%w: execution[%s] was never approved; resolve it as not applied without retry and issue a new call for approval", ErrApprovalRequired, executionID)
+			return ResultOf(rec), refuse(ErrApprovalRequired, "execution %s was never approved, so it cannot be retried: resolve it as not applied without retry, and issue a new call for approval", executionID)
 		}
 		if rec.CancelRequested {
-			return ResultOf(rec), fmt.Errorf("%w: execution[%s] was cancelled; it can be abandoned or resolved as applied, not retried", ErrBadCall, executionID)
+			return ResultOf(rec), refuse(ErrBadCall, "execution %s was cancelled: it can be abandoned or resolved as applied, not retried", executionID)
 		}
 		// The operator's word that nothing happened is the evidence that
 		// clears the execution's uncertainty.
@@ -92,7 +88,9 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 }
 
 // Cancel asks for an execution to be cancelled. Before dispatch it is
-// cancelled at once; once dispatched, cancellation is cooperative: the flag
+// cancelled at once, and a pending approval request with it (its decision
+// becomes cancelled; a request already past its expiry makes the execution
+// expired instead); once dispatched, cancellation is cooperative: the flag
 // is recorded and, if the outcome turns out unknown, recovery never
 // re-dispatches it (it reconciles, or asks an operator). A
 // recovery_required execution is refused with ErrRecoveryRequired: its
@@ -102,17 +100,14 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 // end (at most the operation's timeout) and returns what it recorded.
 func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, error) {
 	if by == "" {
-		return Result{}, fmt.Errorf("%w: cancel needs the requester's identity", ErrBadCall)
+		return Result{}, refuse(ErrBadCall, "cancel needs the requester's identity")
 	}
 	release, err := e.flights.acquire(ctx, executionID)
 	if err != nil {
 		return Result{}, err
 	}
 	defer release()
-	rec, err := e.led.Get(ctx, executionID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return Result{}, fmt.Errorf("%w: execution %q", ErrNotFound, executionID)
-	}
+	rec, err := e.record(ctx, executionID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -124,17 +119,29 @@ func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, 
 		ev.Decision = string(DecisionCancelledUncertain)
 		ev.Evidence = "cancel requested while an earlier attempt's effect is unknown"
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateRecoveryRequired, CancelRequested: true, Event: ev})
+	case rec.State == ledger.StateAwaitingApproval && rec.Approval != nil && e.now().After(rec.Approval.ExpiresAt):
+		// The request expired before anyone cancelled it: it is recorded
+		// as what it is, as a decision on it would be.
+		return e.expire(ctx, rec, "approval request expired before the cancellation")
 	case rec.State == ledger.StateAwaitingApproval || rec.State == ledger.StateApproved || rec.State == ledger.StateRetryWait:
 		ev.Decision = string(DecisionCancelled)
-		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateCancelled, Event: ev})
+		t := ledger.Transition{To: ledger.StateCancelled, Event: ev}
+		if rec.State == ledger.StateAwaitingApproval && rec.Approval != nil {
+			// The request is withdrawn: the record must not go on saying
+			// it waits for a reviewer.
+			a := *rec.Approval
+			a.Decision, a.By, a.DecidedAt = ledger.ApprovalCancelled, by, e.now()
+			t.Approval = &a
+		}
+		rec, err = e.apply(ctx, rec, t)
 	case rec.State == ledger.StateDispatched:
 		ev.Decision = string(DecisionCancelAsked)
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateDispatched, CancelRequested: true, Event: ev})
 	case rec.State == ledger.StateRecoveryRequired:
 		// Returning the record unchanged would read as "nothing to cancel"
 		// while the session stays fenced and the effect may have happened.
-		return ResultOf(rec), fmt.Errorf("%w: execution[%s] has an unknown outcome, which cancelling cannot settle; an operator must resolve it (connhost resolve %s)",
-			ErrRecoveryRequired, executionID, executionID)
+		return ResultOf(rec), refuse(ErrRecoveryRequired, "execution %s has an unknown outcome, which cancelling cannot settle; an operator must resolve it (connhost resolve %s)",
+			executionID, executionID)
 	default:
 		return ResultOf(rec), nil
 	}
@@ -146,13 +153,23 @@ func (e *Executor) Cancel(ctx context.Context, executionID, by string) (Result, 
 
 // Get returns an execution's record and audit trail.
 func (e *Executor) Get(ctx context.Context, executionID string) (ledger.Record, []ledger.Event, error) {
-	rec, err := e.led.Get(ctx, executionID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return ledger.Record{}, nil, fmt.Errorf("%w: execution %q", ErrNotFound, executionID)
-	}
+	rec, err := e.record(ctx, executionID)
 	if err != nil {
 		return ledger.Record{}, nil, err
 	}
 	evs, err := e.led.Events(ctx, executionID)
 	return rec, evs, err
+}
+
+// record reads an execution's record for a request that names it:
+// ErrNotFound or ErrPruned (refusals a caller can act on), or the record.
+func (e *Executor) record(ctx context.Context, executionID string) (ledger.Record, error) {
+	rec, err := e.led.Get(ctx, executionID)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return ledger.Record{}, refuse(ErrNotFound, "no execution %q", executionID)
+	case errors.Is(err, ledger.ErrPruned):
+		return ledger.Record{}, prunedError(executionID)
+	}
+	return rec, err
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -641,5 +642,168 @@ func TestProtocol2Upgrade(t *testing.T) {
 	reread, err := db.Get(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, got, reread)
+	checkInvariants(t, db)
+}
+
+// OrderNewest lists the most recently created records first, and a
+// listing paged with After neither skips nor repeats a record, even while
+// records are created, change state and are pruned between its pages.
+func TestListNewest(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	db := openMem(t, clock)
+	create := func(id, session string) {
+		t.Helper()
+		r := dispatchedRecord(id)
+		r.SessionID = session
+		_, err := db.Create(ctx, r, Event{Decision: "dispatch"})
+		require.NoError(t, err)
+		clock.Advance(time.Second)
+	}
+	// Ids in the opposite order of time, so id order and time order differ.
+	for i := 9; i >= 0; i-- {
+		create(fmt.Sprintf("x%d", i), fmt.Sprintf("s%d", i%2))
+	}
+	ids := func(recs []Record) []string {
+		out := make([]string, len(recs))
+		for i, r := range recs {
+			out[i] = r.ID
+		}
+		return out
+	}
+	got, err := db.List(ctx, Filter{Order: OrderNewest})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"}, ids(got))
+	byID, err := db.List(ctx, Filter{})
+	require.NoError(t, err)
+	require.Equal(t, "x0", byID[0].ID, "OrderID is still the default")
+
+	// Page by 3 while the ledger changes under the listing.
+	var seen []string
+	after := ""
+	for page := 0; ; page++ {
+		got, err := db.List(ctx, Filter{Order: OrderNewest, After: after, Limit: 3})
+		require.NoError(t, err)
+		seen = append(seen, ids(got)...)
+		if len(got) < 3 {
+			break
+		}
+		after = got[len(got)-1].ID
+		switch page {
+		case 0:
+			create("new", "s0") // newer than the listing: not on its pages
+		case 1:
+			// A listed record and an unlisted one change state.
+			for _, id := range []string{"x1", "x7"} {
+				_, err := db.Apply(ctx, id, Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
+					Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
+				require.NoError(t, err)
+			}
+		}
+	}
+	require.Equal(t, []string{"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"}, seen)
+
+	got, err = db.List(ctx, Filter{Order: OrderNewest, SessionID: "s1", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x1", "x3"}, ids(got))
+	got, err = db.List(ctx, Filter{Order: OrderNewest, State: StateSucceeded})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x1", "x7"}, ids(got))
+
+	// Pruned records leave the index with their record.
+	clock.Advance(time.Hour)
+	n, err := db.Prune(ctx, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	checkInvariants(t, db)
+	got, err = db.List(ctx, Filter{Order: OrderNewest, Limit: 4})
+	require.NoError(t, err)
+	require.Equal(t, []string{"new", "x0", "x2", "x3"}, ids(got))
+	_, err = db.List(ctx, Filter{Order: OrderNewest, After: "x1"})
+	require.ErrorIs(t, err, ErrPruned)
+	_, err = db.List(ctx, Filter{Order: OrderNewest, After: "nope"})
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = db.List(ctx, Filter{Order: 7})
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// A protocol-3 directory has no creation index: Open builds it before it
+// raises the marker, so that a listing by time misses no older record.
+func TestProtocol3Upgrade(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	clock := newFakeClock()
+	db, err := Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	for _, id := range []string{"b", "a", "c"} {
+		_, err := db.Create(ctx, dispatchedRecord(id), Event{Decision: "dispatch"})
+		require.NoError(t, err)
+		clock.Advance(time.Minute)
+	}
+	// Make it what protocol 3 wrote: no c/ entries, marker 3.
+	b := db.db.NewBatch()
+	for k := range rawKeys(t, db) {
+		if strings.HasPrefix(k, prefixCreated) {
+			require.NoError(t, b.Delete([]byte(k), nil))
+		}
+	}
+	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":3}`), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	got, err := db.List(ctx, Filter{Order: OrderNewest})
+	require.NoError(t, err)
+	require.Empty(t, got, "the test's protocol-3 directory still has an index")
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	defer db.Close()
+	v, closer, err := db.db.Get(protocolKey)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
+	require.NoError(t, closer.Close())
+	got, err = db.List(ctx, Filter{Order: OrderNewest})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, []string{"c", "a", "b"}, []string{got[0].ID, got[1].ID, got[2].ID})
+	checkInvariants(t, db)
+}
+
+// An upgrade interrupted after some creation index entries were written
+// leaves marker 3, and a protocol-3 release may then prune a record whose
+// entry it does not know of. The next upgrade must not keep that stale
+// entry: it would name a pruned record, and every listing by time that
+// reached it would fail.
+func TestProtocol3UpgradeDropsStaleIndexEntries(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	clock := newFakeClock()
+	db, err := Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := db.Create(ctx, dispatchedRecord(id), Event{Decision: "dispatch"})
+		require.NoError(t, err)
+		clock.Advance(time.Minute)
+	}
+	_, err = db.Apply(ctx, "a", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
+		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
+	require.NoError(t, err)
+	clock.Advance(time.Hour)
+	n, err := db.Prune(ctx, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	// What the protocol-3 release's prune left: a's entry, marker 3.
+	b := db.db.NewBatch()
+	require.NoError(t, b.Set(createdKey(clock.Now().Add(-2*time.Hour), "a"), nil, nil))
+	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":3}`), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	defer db.Close()
+	got, err := db.List(ctx, Filter{Order: OrderNewest})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "b"}, []string{got[0].ID, got[1].ID})
+	require.Len(t, got, 2)
 	checkInvariants(t, db)
 }

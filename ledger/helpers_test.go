@@ -67,10 +67,11 @@ func rawKeys(t testing.TB, db *DB) map[string][]byte {
 	return m
 }
 
-// checkInvariants scans r/, e/, p/, f/, t/ and s/ and fails t unless they
+// checkInvariants scans r/, e/, p/, f/, t/, c/ and s/ and fails t unless they
 // agree: p/ holds exactly the non-terminal records, f/ exactly the
 // recovery_required ones (under their session), t/ exactly the terminal
-// ones (at their UpdatedAt), every record's session has a marker, every
+// ones (at their UpdatedAt), c/ exactly the records that are not pruned
+// (at their CreatedAt), every record's session has a marker, every
 // record has events 1..Events whose last one ends in its state, and a
 // tombstone has no events or index entries. The in-memory fence counts
 // must match f/.
@@ -120,6 +121,7 @@ func checkInvariants(t testing.TB, db *DB) {
 			want[string(fenceKey(rec.Namespace, rec.SessionID, id))] = true
 		}
 		want[string(sessionKey(rec.Namespace, rec.SessionID))] = true
+		want[string(createdKey(rec.CreatedAt, id))] = true
 		for seq := uint64(1); seq <= rec.Events; seq++ {
 			ek := string(eventKey(id, seq))
 			want[ek] = true

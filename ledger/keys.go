@@ -19,9 +19,12 @@ import (
 //	s/<ns*><session*>                   session marker: some execution of the session was created here
 //	t/<unix nanos u64 BE, sign-flipped>/<id>
 //	                                    retention index: when a record became terminal
+//	c/<unix nanos u64 BE, sign-flipped>/<id>
+//	                                    creation index: when a record was created (every record
+//	                                    that is not pruned; since protocol 4), for List by OrderNewest
 //
 // <id> is a raw execution id where it is the whole rest of the key (r/, p/,
-// t/), so r/ iterates in execution-id order for List. A part marked * is
+// t/, c/), so r/ iterates in execution-id order for List. A part marked * is
 // escaped and terminated (0x00 → 0x00 0xff, then 0x00 0x01), so a separator
 // inside an id can never make two different tuples share a key or make one
 // prefix cover another tuple: ("a\x00b","c") and ("a","b\x00c") differ, and
@@ -36,6 +39,7 @@ const (
 	prefixFence   = "f/"
 	prefixSession = "s/"
 	prefixTerm    = "t/"
+	prefixCreated = "c/"
 )
 
 var (
@@ -120,9 +124,22 @@ func termKey(t time.Time, id string) []byte {
 }
 
 // idFromTermKey returns the id of a t/ key.
-func idFromTermKey(k []byte) (string, bool) {
-	n := len(prefixTerm) + 8 + 1
-	if len(k) < n || !bytes.HasPrefix(k, []byte(prefixTerm)) || k[n-1] != '/' {
+func idFromTermKey(k []byte) (string, bool) { return idFromTimeKey(prefixTerm, k) }
+
+// createdKey is the creation index's key of a record created at t.
+func createdKey(t time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64([]byte(prefixCreated), termNanos(t))
+	k = append(k, '/')
+	return append(k, id...)
+}
+
+// idFromCreatedKey returns the id of a c/ key.
+func idFromCreatedKey(k []byte) (string, bool) { return idFromTimeKey(prefixCreated, k) }
+
+// idFromTimeKey returns the id of a <prefix><u64>/<id> key.
+func idFromTimeKey(prefix string, k []byte) (string, bool) {
+	n := len(prefix) + 8 + 1
+	if len(k) < n || !bytes.HasPrefix(k, []byte(prefix)) || k[n-1] != '/' {
 		return "", false
 	}
 	return string(k[n:]), true

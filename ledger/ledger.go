@@ -141,6 +141,9 @@ const (
 	ApprovalApproved ApprovalDecision = "approved"
 	ApprovalRejected ApprovalDecision = "rejected"
 	ApprovalExpired  ApprovalDecision = "expired"
+	// ApprovalCancelled: the execution was cancelled while its approval
+	// request was pending; nobody decided it.
+	ApprovalCancelled ApprovalDecision = "cancelled"
 )
 
 // Approval binds a reviewer's decision to the exact arguments and policy it
@@ -257,15 +260,36 @@ type Transition struct {
 	Event Event
 }
 
+// Order is the order in which List returns records.
+type Order uint8
+
+// Orders of List.
+const (
+	// OrderID lists records in execution-id order (ids are hashes, so
+	// this order says nothing about time). It is the zero value.
+	OrderID Order = iota
+	// OrderNewest lists the most recently created records first: by
+	// CreatedAt descending, and by id descending among records created at
+	// the same instant. A record's place never changes (CreatedAt is
+	// fixed), so paging with After neither skips nor repeats a record;
+	// records created after a listing began appear only on a new one.
+	OrderNewest
+)
+
 // Filter selects records for List. Zero fields match everything.
 type Filter struct {
 	State     State
 	Namespace string
 	SessionID string
-	// After continues a listing after this execution id.
+	// After continues a listing after this execution id: the last record
+	// of the previous page. With OrderNewest it must name a record the
+	// ledger holds (List returns ErrNotFound, or ErrPruned once the
+	// record has been pruned).
 	After string
 	// Limit caps the number of records; 0 means 100.
 	Limit int
+	// Order is the order of the records. The default value is OrderID.
+	Order Order
 }
 
 // Ledger is the durable store of executions. Implementations are safe for
@@ -298,7 +322,7 @@ type Ledger interface {
 	// A session whose first record was a resumed call with no record (its
 	// history predates the ledger) stays unknown for good.
 	SessionKnown(ctx context.Context, namespace, sessionID string) (bool, error)
-	// List returns records matching f in execution-id order.
+	// List returns records matching f, in f.Order.
 	List(ctx context.Context, f Filter) ([]Record, error)
 	// Prune deletes terminal records (and their events) that became
 	// terminal before olderThan, keeping a tombstone per execution id so

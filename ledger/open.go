@@ -458,12 +458,20 @@ func (d *DB) checkProtocol() error {
 	switch m.Protocol {
 	case ProtocolVersion:
 		return nil
-	case 1, 2:
-		// Protocol 1 stored JSON values and protocol 2 records without
-		// the Uncertain field; this release reads both, and writes values
-		// that a release of either cannot. Raising the marker first makes
-		// such a release refuse the whole directory at Open, instead of
-		// failing on one record after another.
+	case 1, 2, 3:
+		// Protocol 1 stored JSON values, protocol 2 records without the
+		// Uncertain field, and neither they nor protocol 3 kept the
+		// creation index; this release reads all three, and writes values
+		// that a release of any of them cannot. The index is built first
+		// (a crash meanwhile leaves the old marker, and the next Open
+		// builds it again); raising the marker then makes an older release
+		// refuse the whole directory at Open, instead of failing on one
+		// record after another or leaving new records out of the index.
+		n, err := d.buildCreationIndex()
+		if err != nil {
+			return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
+		}
+		d.opts.Logger.Info("ledger creation index built", "dir", d.opts.Dir, "records", n)
 		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
 		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
 			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
@@ -474,6 +482,49 @@ func (d *DB) checkProtocol() error {
 		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
 			ErrProtocol, d.opts.Dir, m.Protocol, ProtocolVersion)
 	}
+}
+
+// upgradeBatchRecords is the number of index entries per batch of
+// buildCreationIndex.
+const upgradeBatchRecords = 8192
+
+// buildCreationIndex rebuilds the creation index: it deletes every entry
+// and writes the entry of every record that is not a tombstone, in
+// batches, the last one synced, and returns the number of records. It
+// may run again after a crash. Entries an interrupted run left are not
+// trusted: an older release, which does not know them, may have pruned
+// their records since.
+func (d *DB) buildCreationIndex() (int, error) {
+	b := d.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	_ = b.DeleteRange([]byte(prefixCreated), prefixEnd([]byte(prefixCreated)), nil)
+	n := 0
+	err := scan(d.db, []byte(prefixRecord), func(k, v []byte) error {
+		if len(v) > 0 && v[0] == tombstoneTag {
+			return nil
+		}
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("execution[%s]: %w", k[len(prefixRecord):], err)
+		}
+		_ = b.Set(createdKey(normTime(rec.CreatedAt), rec.ID), nil, nil)
+		n++
+		if n%upgradeBatchRecords == 0 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return fmt.Errorf("commit creation index: %w", err)
+			}
+			_ = b.Close()
+			b = d.db.NewBatch()
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return n, fmt.Errorf("commit creation index: %w", err)
+	}
+	return n, nil
 }
 
 func (d *DB) empty() (bool, error) {

@@ -96,10 +96,12 @@ func (d *DB) Pending(ctx context.Context, fn func(Record) error) error {
 // is 0.
 const DefaultListLimit = 100
 
-// List implements Ledger. It walks the records in id order from f.After,
-// skipping tombstones of pruned executions; a filter on state, namespace or
-// session is applied while walking, so a selective filter over a large
-// history reads more than it returns.
+// List implements Ledger. With OrderID it walks the records in id order
+// from f.After, skipping tombstones of pruned executions; with OrderNewest
+// it walks the creation index backwards from f.After's entry, reading
+// each record it names. A filter on state, namespace or session is applied
+// while walking, so a selective filter over a large history reads more
+// than it returns.
 func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
@@ -108,6 +110,13 @@ func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit
+	}
+	switch f.Order {
+	case OrderID:
+	case OrderNewest:
+		return d.listNewest(ctx, f, limit)
+	default:
+		return nil, fmt.Errorf("%w: list order %d", ErrInvalid, f.Order)
 	}
 	lower := []byte(prefixRecord)
 	if f.After != "" {
@@ -143,6 +152,49 @@ func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
 	return recs, err
 }
 
+// listNewest is List in OrderNewest.
+func (d *DB) listNewest(ctx context.Context, f Filter, limit int) ([]Record, error) {
+	upper := prefixEnd([]byte(prefixCreated))
+	if f.After != "" {
+		after, err := getRecord(d.db, f.After)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: list after execution[%s]: %w", f.After, err)
+		}
+		upper = createdKey(after.CreatedAt, after.ID)
+	}
+	var recs []Record
+	errStop := errors.New("stop")
+	err := scanRangeReverse(d.db, []byte(prefixCreated), upper, func(k, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		id, ok := idFromCreatedKey(k)
+		if !ok {
+			return fmt.Errorf("%w: creation key %q", ErrCorrupt, k)
+		}
+		rec, err := getRecord(d.db, id)
+		if err != nil {
+			// The entry goes with the record in the same batch (Create,
+			// Prune): a record missing behind it is damage.
+			return fmt.Errorf("ledger: creation index entry of execution[%s]: %w", id, err)
+		}
+		if (f.State != "" && rec.State != f.State) ||
+			(f.Namespace != "" && rec.Namespace != f.Namespace) ||
+			(f.SessionID != "" && rec.SessionID != f.SessionID) {
+			return nil
+		}
+		recs = append(recs, rec)
+		if len(recs) >= limit {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return recs, err
+}
+
 // scan calls fn for every key with the prefix, in order. The slices are
 // only valid during the call.
 func scan(r reader, prefix []byte, fn func(k, v []byte) error) error {
@@ -155,6 +207,30 @@ func scanRange(r reader, lower, upper []byte, fn func(k, v []byte) error) error 
 		return fmt.Errorf("ledger: iterator: %w", err)
 	}
 	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("ledger: read %q: %w", it.Key(), err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return fmt.Errorf("ledger: iterate: %w", err)
+	}
+	return it.Close()
+}
+
+// scanRangeReverse is scanRange from the last key to the first.
+func scanRangeReverse(r reader, lower, upper []byte, fn func(k, v []byte) error) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("ledger: iterator: %w", err)
+	}
+	for valid := it.Last(); valid; valid = it.Prev() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()

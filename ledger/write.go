@@ -161,6 +161,9 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 	}
 	_ = b.Set(recordKey(rec.ID), v, nil)
 	_ = b.Set(eventKey(rec.ID, ev.Seq), e, nil)
+	if old == nil {
+		_ = b.Set(createdKey(rec.CreatedAt, rec.ID), nil, nil)
+	}
 	switch {
 	case !rec.State.Terminal():
 		// The pending entry carries the record itself, so recovery reads

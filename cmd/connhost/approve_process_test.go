@@ -242,10 +242,10 @@ token_env = "T_RITA"
 	if code != ExitFailure {
 		t.Errorf("signing as another: exit %d", code)
 	}
-	var view httpapi.ExecutionView
+	var view httpapi.Execution
 	apiCall(t, si.URL, runtimeTok, "/v1/executions/"+c1.ExecutionID, nil, &view)
-	if view.Record.State != "awaiting_approval" {
-		t.Fatalf("refused approvals changed the execution: %s", view.Record.State)
+	if view.State != "awaiting_approval" {
+		t.Fatalf("refused approvals changed the execution: %s", view.State)
 	}
 
 	code, out, errOut := approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c1, "--json")
@@ -255,8 +255,8 @@ token_env = "T_RITA"
 	}
 	apiCall(t, si.URL, runtimeTok, "/v1/executions/"+c1.ExecutionID, nil, &view)
 	last := view.Events[len(view.Events)-1]
-	if view.Record.Approval.By != "rita" || last.Actor != "rita" {
-		t.Fatalf("recorded reviewer %q, actor %q", view.Record.Approval.By, last.Actor)
+	if view.Approval.By != "rita" || last.Actor != "rita" {
+		t.Fatalf("recorded reviewer %q, actor %q", view.Approval.By, last.Actor)
 	}
 
 	// Commands that need the ledger itself name the server that holds it.
@@ -350,11 +350,11 @@ func TestDecisionsThroughDev(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("approve through dev: exit %d %q %q", code, out, errOut)
 	}
-	var view httpapi.ExecutionView
+	var view httpapi.Execution
 	apiCall(t, si.URL, "", "/v1/executions/"+res.ExecutionID, nil, &view)
 	last := view.Events[len(view.Events)-1]
-	if view.Record.Approval.By != "dev-loopback" || last.Actor != "dev-loopback" || last.Reason != "claimed by rita: fine" {
-		t.Fatalf("recorded approval %+v, event %+v", view.Record.Approval, last)
+	if view.Approval.By != "dev-loopback" || last.Actor != "dev-loopback" || last.Reason != "claimed by rita: fine" {
+		t.Fatalf("recorded approval %+v, event %+v", view.Approval, last)
 	}
 	dev.stop(t)
 	if !strings.Contains(dev.log.String(), "anyone on this machine can approve, reject and resolve") {

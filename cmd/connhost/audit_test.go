@@ -420,8 +420,9 @@ func TestAuditDiff(t *testing.T) {
 	}
 }
 
-// TestAuditErrors: command-line mistakes exit 2, unreadable manifests in
-// --diff exit 1.
+// TestAuditErrors: command-line mistakes exit 2 — a path that does not
+// exist among them: it is not a finding about a manifest —, unreadable
+// manifests in --diff exit 1.
 func TestAuditErrors(t *testing.T) {
 	e := auditEnv{modules: t.TempDir(), data: t.TempDir()}
 	tests := []struct {
@@ -433,7 +434,9 @@ func TestAuditErrors(t *testing.T) {
 		{"nothing to audit", nil, ExitUsage, "at least one manifest"},
 		{"diff one manifest", []string{"--diff", "a.toml"}, ExitUsage, "exactly two"},
 		{"diff three manifests", []string{"--diff", "a.toml", "--diff", "b.toml", "c.toml"}, ExitUsage, "exactly two"},
-		{"diff missing manifest", []string{"--diff", "../../manifests/payments.toml", "nope.toml"}, ExitFailure, "nope.toml"},
+		{"diff missing manifest", []string{"--diff", "../../manifests/payments.toml", "nope.toml"}, ExitUsage, "nope.toml: no such file or directory"},
+		{"missing directory", []string{"nosuchdir/"}, ExitUsage, "nosuchdir/: no such file or directory"},
+		{"missing manifest among others", []string{"testdata/manifests/noop.toml", "nope.toml"}, ExitUsage, "nope.toml: no such file or directory"},
 		{"diff invalid manifest", []string{"--diff", "testdata/manifests/noop.toml", "audit_test.go"}, ExitFailure, "new manifest"},
 	}
 	for _, tt := range tests {

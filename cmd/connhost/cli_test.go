@@ -430,10 +430,54 @@ func TestExecRefusesAmbiguousInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, a, "exec", "--session", tc.session, "--tool-call", tc.call, "--tool", "noop.echo", "--args", tc.args)
-			if code != ExitFailure || out != "" || !strings.Contains(errOut, tc.want) {
-				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %q", code, out, errOut, ExitFailure, tc.want)
+			if code != ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %q", code, out, errOut, ExitUsage, tc.want)
 			}
 		})
+	}
+	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
+		t.Fatalf("ls after refused calls: %d %q", code, out)
+	}
+}
+
+// TestExecRefusedCallExit2: a call the executor refuses before recording
+// anything is a command-line mistake, as `connhost help exit-codes` says:
+// exit 2, with a message that says what is wrong in words (no chain of Go
+// package prefixes); an unknown tool's message lists the tools there are,
+// as text and as the --json problem.
+func TestExecRefusedCallExit2(t *testing.T) {
+	a := testApp(t)
+	for _, tc := range []struct {
+		name, tool, args string
+		want             []string
+	}{
+		{"unknown tool", "nope.echo", `{}`, []string{`unknown tool "nope.echo"`, "the available tools are: gated.echo, noop.echo, noop.keyed", "code: unknown_tool"}},
+		{"unknown operation", "noop.nope", `{}`, []string{`connector "noop" has no operation "nope"`, "noop.echo, noop.keyed"}},
+		{"arguments fail the schema", "noop.echo", `{"msg":3}`, []string{"the arguments do not match the input schema of noop.echo: /msg: ", "code: invalid_arguments"}},
+		{"arguments not an object", "noop.echo", `[1]`, []string{"the arguments of noop.echo are refused: must be a JSON object"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, a, "exec", "--session", "s1", "--tool-call", "c1", "--tool", tc.tool, "--args", tc.args)
+			if code != ExitUsage || out != "" {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit %d", code, out, errOut, ExitUsage)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+			for _, chain := range []string{"host:", "manifests:", "ledger:"} {
+				if strings.Contains(strings.TrimPrefix(errOut, "connhost: "), chain) {
+					t.Errorf("stderr carries a Go error chain: %q", errOut)
+				}
+			}
+		})
+	}
+	code, out, _ := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "nope.echo", "--args", `{}`)
+	var p httpapi.Problem
+	if code != ExitUsage || json.Unmarshal([]byte(out), &p) != nil || p.Code != httpapi.CodeUnknownTool ||
+		strings.Join(p.AvailableTools, " ") != "gated.echo noop.echo noop.keyed" {
+		t.Fatalf("--json: exit %d %q", code, out)
 	}
 	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
 		t.Fatalf("ls after refused calls: %d %q", code, out)

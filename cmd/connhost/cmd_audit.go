@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -32,7 +33,8 @@ func (a *app) auditCommand() *cobra.Command {
 		Short: "Check manifests against what their modules really do",
 		Long: `audit cross-checks each manifest with its module (exports, declared
 recovery policies, capabilities) and reports findings. It exits 3 when it
-finds problems (with --strict, warnings count too).`,
+finds problems (with --strict, warnings count too), and 2 when a path it
+is given does not exist.`,
 		Example: `  connhost audit manifests/
   connhost audit --strict --html report.html manifests/payments.toml
   connhost audit --diff old/payments.toml manifests/payments.toml`,
@@ -41,14 +43,27 @@ finds problems (with --strict, warnings count too).`,
 				return usagef("audit needs at least one manifest or directory")
 			}
 			o := auditOptions{strict: strict, html: html}
+			paths := args
 			if len(diff) > 0 {
 				// --diff OLD NEW reads as one --diff value and one argument;
 				// --diff OLD --diff NEW and --diff OLD,NEW as two values.
-				pair := append(append([]string(nil), diff...), args...)
-				if len(pair) != 2 {
-					return usagef("--diff compares exactly two manifests, OLD and NEW (got %d)", len(pair))
+				paths = append(append([]string(nil), diff...), args...)
+				if len(paths) != 2 {
+					return usagef("--diff compares exactly two manifests, OLD and NEW (got %d)", len(paths))
 				}
-				return a.runAuditDiff(cmd.Context(), pair[0], pair[1], o)
+			}
+			// A path that is not there is a mistake on the command line,
+			// not a finding about a manifest.
+			for _, p := range paths {
+				if _, err := os.Stat(p); err != nil {
+					if errors.Is(err, fs.ErrNotExist) {
+						return usagef("%s: no such file or directory", p)
+					}
+					return fmt.Errorf("audit: %w", err)
+				}
+			}
+			if len(diff) > 0 {
+				return a.runAuditDiff(cmd.Context(), paths[0], paths[1], o)
 			}
 			return a.runAudit(cmd.Context(), args, o)
 		},

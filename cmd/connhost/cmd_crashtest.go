@@ -46,7 +46,8 @@ The shipped operations have built-in sample arguments; give others with
 --args (for --operation, or for every operation without defaults).`,
 		Example: `  connhost crashtest --manifest manifests/payments.toml
   connhost crashtest --manifest manifests/email.toml --operation send --json
-  connhost crashtest --manifest my.toml --operation charge --args '{"amount":100}'`,
+  connhost crashtest --manifest manifests/payments.toml --operation create_payment \
+      --args '{"amount":100,"currency":"eur","payment_method":"pm_card_visa"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,10 +29,14 @@ and tool-call id name the same execution, so running exec again returns the
 recorded outcome instead of calling the connector a second time.
 
 It exits 0 when the execution succeeded, 4 when it is recovery_required or
-the session is fenced, and 5 for any other status (the result is printed).`,
-		Example: `  connhost exec --session s1 --tool-call call_1 --tool payments.create_payment \
-      --args '{"amount":500,"currency":"usd"}'
-  connhost exec --session s1 --tool-call call_2 --tool email.send --args @message.json --json`,
+the session is fenced, and 5 for any other status (the result is printed).
+A call the executor refuses before recording anything (unknown tool,
+arguments that do not match the tool's input schema) exits 2; the message
+says what is wrong, and for an unknown tool lists the tools there are.`,
+		Example: `  connhost exec --config connhost.toml --session s1 --tool-call call_1 --tool payments.create_payment \
+      --args '{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}'
+  connhost exec --config connhost.toml --session s1 --tool-call call_2 --tool email.send --json \
+      --args '{"to":"ada@example.com","subject":"Your receipt","text":"Thank you for your payment."}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			raw, err := a.readArg(args)
@@ -45,6 +51,9 @@ the session is fenced, and 5 for any other status (the result is printed).`,
 			err = a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
 				var err error
 				if res, err = ex.Execute(cmd.Context(), call); err != nil {
+					if errors.Is(err, host.ErrUnknownTool) || errors.Is(err, host.ErrInvalidArguments) || errors.Is(err, host.ErrBadCall) {
+						return &argumentError{err}
+					}
 					return err
 				}
 				// The answer leaves before the ledger closes (Close syncs):
@@ -98,8 +107,15 @@ func renderResult(w io.Writer, res host.Result) {
 	fmt.Fprintf(w, "execution  %s\n", res.ExecutionID)
 	fmt.Fprintf(w, "tool call  %s\n", res.ToolCallID)
 	fmt.Fprintf(w, "status     %s", res.Status)
+	var notes []string
+	if res.State != "" && string(res.State) != string(res.Status) {
+		notes = append(notes, string(res.State)) // what pending stands for
+	}
 	if res.Attempt > 0 {
-		fmt.Fprintf(w, " (attempt %d)", res.Attempt)
+		notes = append(notes, fmt.Sprintf("attempt %d", res.Attempt))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))
 	}
 	if res.Recorded {
 		fmt.Fprint(w, " — recorded outcome, connector not called")
@@ -118,7 +134,11 @@ func renderResult(w io.Writer, res host.Result) {
 		fmt.Fprintf(w, "error      %s\n", res.Error)
 	}
 	if ap := res.Approval; ap != nil {
-		fmt.Fprintf(w, "approval   %s %s, digest %s, expires %s\n", ap.ID, ap.Decision, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
+		by := ""
+		if ap.By != "" {
+			by = " by " + ap.By
+		}
+		fmt.Fprintf(w, "approval   %s %s%s, digest %s, expires %s\n", ap.ID, ap.Decision, by, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
 		if ap.Decision == "pending" {
 			fmt.Fprintf(w, "           connhost approve %s --by NAME --digest %s\n", ap.ID, ap.ArgsDigest)
 		}
@@ -142,13 +162,6 @@ func renderProblem(w io.Writer, p *httpapi.Problem) {
 	fmt.Fprintf(w, "  code: %s\n", p.Code)
 	if p.RecordedDigest != "" {
 		fmt.Fprintf(w, "  recorded: %s args digest %s\n  given:    %s args digest %s\n", p.RecordedTool, p.RecordedDigest, p.GivenTool, p.GivenDigest)
-	}
-	for _, ae := range p.ArgumentErrors {
-		path := ae.Path
-		if path == "" {
-			path = "/"
-		}
-		fmt.Fprintf(w, "  %s: %s\n", path, ae.Msg)
 	}
 	if len(p.UncertainCalls) > 0 {
 		fmt.Fprintln(w, "  uncertain calls (resolve each with connhost resolve):")

@@ -25,10 +25,14 @@ func (a *app) lsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls [--state S] [--session S]",
 		Short: "List executions",
-		Long: `ls lists executions from the ledger in --data, in execution-id order,
-as recorded: it loads no connector and runs no recovery, so it needs no
-connector config. Operators start here: connhost ls --state
-recovery_required shows the calls recovery could not decide.`,
+		Long: `ls lists executions from the ledger in --data, the most recently created
+first, as recorded: it loads no connector and runs no recovery, so it needs
+no connector config. Operators start here: connhost ls --state
+recovery_required shows the calls recovery could not decide.
+
+A full page ends with the --after to pass for the next one; paging never
+skips or repeats an execution. With --json it prints what
+GET /v1/executions answers.`,
 		Example: `  connhost ls --state recovery_required
   connhost ls --session s1 --json`,
 		Args: cobra.NoArgs,
@@ -47,18 +51,16 @@ recovery_required shows the calls recovery could not decide.`,
 				recs, err = led.List(cmd.Context(), f)
 				return err
 			})
-			if err != nil && !errors.Is(err, ledger.ErrNoLedger) {
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				return usagef("--after %s names no execution in %s", after, a.g.data)
+			case errors.Is(err, ledger.ErrPruned):
+				return fmt.Errorf("--after %s names an execution pruned by retention meanwhile; list again without --after", after)
+			case err != nil && !errors.Is(err, ledger.ErrNoLedger):
 				return err
 			}
 			if a.g.json {
-				out := httpapi.ListResponse{Executions: make([]httpapi.RecordView, 0, len(recs))}
-				for _, r := range recs {
-					out.Executions = append(out.Executions, httpapi.NewRecordView(r))
-				}
-				if len(recs) == f.Limit && len(recs) > 0 {
-					out.Next = recs[len(recs)-1].ID
-				}
-				writeJSON(a.stdout, out)
+				writeJSON(a.stdout, httpapi.NewListResponse(recs, f))
 				return nil
 			}
 			renderList(a.stdout, recs)
@@ -72,7 +74,7 @@ recovery_required shows the calls recovery could not decide.`,
 	f.StringVar(&state, "state", "", "only this state (awaiting_approval, approved, dispatched, retry_wait, recovery_required, succeeded, failed, rejected, expired, abandoned, cancelled)")
 	f.StringVar(&session, "session", "", "only this session")
 	f.StringVar(&namespace, "namespace", "", "only this namespace")
-	f.StringVar(&after, "after", "", "continue after this execution id")
+	f.StringVar(&after, "after", "", "continue after this execution id (the last one of the previous page)")
 	f.IntVar(&limit, "limit", 0, "at most this many executions (default 100, at most 1000)")
 	return c
 }
@@ -84,10 +86,11 @@ func renderList(w io.Writer, recs []ledger.Record) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tUPDATED")
+	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tCREATED\tUPDATED")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.State, r.Connector, r.Operation,
-			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts, r.UpdatedAt.UTC().Format(timeFormat))
+		fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.State, r.Connector, r.Operation,
+			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts,
+			r.CreatedAt.UTC().Format(timeFormat), r.UpdatedAt.UTC().Format(timeFormat))
 	}
 	_ = tw.Flush()
 }
@@ -106,8 +109,8 @@ func (a *app) historyCommand() *cobra.Command {
 		Long: `history prints what was asked (tool, arguments, policy), where the
 execution stands, and every transition of its audit trail with the decision,
 the actor and the evidence it was based on.`,
-		Example: `  connhost history ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3
-  connhost history ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --json`,
+		Example: `  connhost history ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz
+  connhost history ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --json`,
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
@@ -123,13 +126,13 @@ the actor and the evidence it was based on.`,
 				return err
 			})
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrNoLedger) {
-				return fmt.Errorf("%w: execution %q", host.ErrNotFound, args[0])
+				return refusef(host.ErrNotFound, "no execution %q in %s", args[0], a.g.data)
 			}
 			if err != nil {
 				return err
 			}
 			if a.g.json {
-				writeJSON(a.stdout, httpapi.NewExecutionView(rec, evs))
+				writeJSON(a.stdout, httpapi.NewExecution(rec, evs))
 				return nil
 			}
 			renderHistory(a.stdout, rec, evs)
@@ -242,8 +245,8 @@ an operator (manual). Expired approval requests expire.
 
 On a terminal it shows progress on stderr; with --json it prints only the
 report. It exits 4 when recovery_required executions remain.`,
-		Example: `  connhost recover
-  connhost recover --json | jq .uncertain`,
+		Example: `  connhost recover --config connhost.toml
+  connhost recover --config connhost.toml --json | jq .uncertain`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var progress func(int)
@@ -327,8 +330,10 @@ Every resolution is audited with who made it and --reason. Once a session
 holds no recovery_required execution it is no longer fenced. Through a
 server, resolving needs an approver's or an operator's token.
 ` + decisionHelp,
-		Example: `  connhost resolve ex_3q7l… --applied --receipt pi_3N2x… --reason "found in the Stripe dashboard"
-  CONNHOST_APPROVER_TOKEN=… connhost resolve ex_3q7l… --not-applied --retry --reason "no PaymentIntent with this key"`,
+		Example: `  connhost resolve ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config connhost.toml --applied \
+      --receipt pi_3N2xQw2eZvKYlo2C0123abcd --reason "found in the Stripe dashboard"
+  CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN_RITA connhost resolve ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz \
+      --not-applied --retry --reason "no PaymentIntent with this key" --server http://127.0.0.1:8420`,
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if retry && applied {
@@ -388,15 +393,17 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 		digest, reason string
 		df             decisionFlags
 	)
-	verb, Verb := "approve", "Approve"
+	verb, Verb, exampleReason := "approve", "Approve", "checked the amount"
 	if !approve {
-		verb, Verb = "reject", "Reject"
+		verb, Verb, exampleReason = "reject", "Reject", "the amount is wrong"
 	}
 	c := &cobra.Command{
 		Use:   verb + " <approval-id> --digest D [--reason TEXT]",
 		Short: Verb + " a call that awaits approval",
-		Example: fmt.Sprintf("  connhost %s ap_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --digest 9f86d081884c7d65… --reason \"checked the amount\"\n"+
-			"  CONNHOST_APPROVER_TOKEN=… connhost %s ap_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --digest 9f86d081884c7d65… --server http://127.0.0.1:8420", verb, verb),
+		Example: fmt.Sprintf("  connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config connhost.toml \\\n"+
+			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --reason \"%[2]s\"\n"+
+			"  CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN_RITA connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz \\\n"+
+			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --server http://127.0.0.1:8420", verb, exampleReason),
 		Args: exactArgs(1, "an approval id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := httpapi.DecisionRequest{By: df.by, Digest: digest, Reason: reason}
@@ -452,8 +459,8 @@ refused: its effect may have happened, so only connhost resolve settles it.
 A terminal execution is shown unchanged. Through a server, cancelling needs
 an operator's (or the runtime's) token.
 ` + decisionHelp,
-		Example: `  connhost cancel ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3
-  CONNHOST_APPROVER_TOKEN=… connhost cancel ex_3q7lq2v6k4xgq3b2w5y7z8a9b0c1d2e3 --json`,
+		Example: `  connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config connhost.toml
+  CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --server http://127.0.0.1:8420 --json`,
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := a.decide(cmd.Context(), df, "cancel",

@@ -43,13 +43,14 @@ config, a client that supports elicitation instead shows the user the exact
 call (operation, arguments, digest, expiry) and records the answer as
 NAME's approval or rejection. A client's notifications/cancelled cancels
 the execution (as connhost cancel); a progress token gets a notification
-per retry.`,
-		Example: `  connhost mcp --data ~/.connhost --manifests ./manifests --modules ./build --config connhost.toml
+per retry.
 
-  # in a desktop client's MCP configuration:
+In a desktop client's MCP configuration:
+
   {"mcpServers": {"connhost": {"command": "connhost",
     "args": ["mcp", "--data", "/home/me/.connhost", "--config", "/home/me/connhost.toml"]}}}`,
-		Args: cobra.NoArgs,
+		Example: `  connhost mcp --data ~/.connhost --manifests ./manifests --modules ./build --config connhost.toml`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			approver := ""
 			if a.g.config != "" {

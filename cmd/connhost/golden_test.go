@@ -158,7 +158,7 @@ func TestRenderGolden(t *testing.T) {
 	golden(t, "history", b.Bytes())
 
 	b.Reset()
-	writeJSON(&b, httpapi.NewExecutionView(rec, evs))
+	writeJSON(&b, httpapi.NewExecution(rec, evs))
 	golden(t, "history_json", b.Bytes())
 
 	b.Reset()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,7 +29,9 @@ const (
 	// ExitFailure: the command failed (see the message on stderr).
 	ExitFailure = 1
 	// ExitUsage: the command line is wrong (unknown command or flag,
-	// missing argument).
+	// missing or malformed argument, a path that does not exist), or exec's
+	// call is (unknown tool, arguments that fail the tool's schema, a bad
+	// session or tool-call id): the same command fails the same way again.
 	ExitUsage = 2
 	// ExitFindings: audit or crashtest found problems.
 	ExitFindings = 3
@@ -47,7 +50,11 @@ const exitCodesHelp = `connhost exits with one of these codes:
 
   0  ok: the command did what it was asked
   1  failure: the command failed (the reason is printed on stderr)
-  2  usage error: unknown command or flag, missing or bad argument
+  2  usage error: the command line is wrong, and running it again fails
+     the same way: unknown command or flag, missing or malformed argument,
+     a path that does not exist, or exec's call itself (unknown tool,
+     arguments that do not match the tool's schema, a bad session or
+     tool-call id); nothing was recorded
   3  findings: audit or crashtest found problems
   4  recovery required: exec's execution is recovery_required, the session
      is fenced by uncertain calls, or recover left recovery_required
@@ -147,10 +154,11 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		re *runError
 		ee *exitError
 		ue *usageError
+		ae *argumentError
 	)
 	code := ExitFailure
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &ae):
 		code = ExitUsage
 	case !errors.As(err, &re):
 		// Cobra's own errors: unknown command or flag, bad arguments,
@@ -174,7 +182,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if re != nil && errors.As(err, &re) {
 		err = re.err
 	}
-	a.printError(err, code == ExitUsage)
+	a.printError(err, code == ExitUsage && !errors.As(err, &ae))
 	return code
 }
 
@@ -188,6 +196,30 @@ func (a *app) printError(err error, usage bool) {
 	}
 	renderProblem(a.stderr, p)
 }
+
+// argumentError marks the executor's refusal of exec's call itself
+// (unknown tool, invalid arguments, bad identity): a command-line mistake
+// (exit 2), reported with the executor's problem.
+type argumentError struct{ err error }
+
+func (e *argumentError) Error() string { return e.err.Error() }
+func (e *argumentError) Unwrap() error { return e.err }
+
+// refusal is an executor refusal that the CLI itself finds (e.g. history
+// of an unknown id): the executor's sentinel, so the problem has the
+// executor's code, and a sentence for people (see host.Detail).
+type refusal struct {
+	sentinel error
+	detail   string
+}
+
+func refusef(sentinel error, format string, args ...any) error {
+	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
+}
+
+func (e *refusal) Error() string  { return e.detail }
+func (e *refusal) Unwrap() error  { return e.sentinel }
+func (e *refusal) Detail() string { return e.detail }
 
 // problemFor maps a CLI error to the problem the HTTP API would answer.
 func problemFor(err error, usage bool) *httpapi.Problem {
@@ -209,7 +241,7 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 		errors.Is(err, host.ErrIntentMismatch), errors.Is(err, host.ErrSessionFenced), errors.Is(err, host.ErrNotFound),
 		errors.Is(err, host.ErrApprovalDigest), errors.Is(err, host.ErrApprovalExpired), errors.Is(err, host.ErrNotAwaitingApproval),
 		errors.Is(err, host.ErrNotRecoveryRequired), errors.Is(err, host.ErrRecoveryRequired), errors.Is(err, host.ErrPruned),
-		errors.Is(err, host.ErrClosed):
+		errors.Is(err, host.ErrApprovalRequired), errors.Is(err, host.ErrClosed):
 		var rr *resultError
 		if errors.As(err, &rr) {
 			res = rr.res
@@ -250,10 +282,17 @@ never silently repeated.
 
 Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 4 recovery required or session fenced, 5 execution not succeeded,
-6 ledger damaged or missing (see "connhost help exit-codes").`,
+6 ledger damaged or missing (see "connhost help exit-codes").
+
+The examples run from the repository's root. Commands that load the
+connectors need their config (payments' api_key): the examples pass a
+connhost.toml with --config (see connhost serve --help). Ids are not
+placeholders: the same session and tool-call id always name the same
+execution, so the examples of one command follow from another's.`,
 		Example: `  connhost build plugins/payments --pin
   connhost dev
-  connhost exec --session s1 --tool-call call_1 --tool payments.create_payment --args '{"amount":500,"currency":"usd"}'
+  connhost exec --config connhost.toml --session s1 --tool-call call_1 --tool payments.create_payment \
+      --args '{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}'
   connhost ls --state recovery_required`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -379,7 +418,25 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Observer:           o.observer,
 		RecoveryProgress:   o.progress,
 	})
-	return ex, explainMissingConfig(err, a.g.config)
+	return ex, explainMissingModule(explainMissingConfig(err, a.g.config), ms)
+}
+
+// explainMissingModule rewrites host.Open's error for a connector whose
+// module file is not there into what to do about it; other errors are
+// returned as they are.
+func explainMissingModule(err error, ms []*manifests.Manifest) error {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, m := range ms {
+		if path := m.ModulePath(""); filepath.Base(path) == filepath.Base(pe.Path) {
+			return &missingConfigError{err: err, msg: fmt.Sprintf(
+				"the module of connector %s is missing: there is no %s; build it (connhost build plugins/%s for a shipped connector writes it to --modules), or point --modules at the directory that holds it",
+				m.Connector.Name, pe.Path, m.Connector.Name)}
+		}
+	}
+	return err
 }
 
 // withLedger opens the ledger in --data for reading, runs f and closes it.

@@ -53,17 +53,12 @@ type result struct {
 	Detail string `json:"detail"`
 }
 
-// history is the subset of `connhost history --json`.
+// history is the subset of `connhost history --json` (an execution in
+// the shape of the HTTP API, with its events) the judge reads.
 type history struct {
-	Record struct {
-		State   string `json:"state"`
-		Attempt int    `json:"attempt"`
-		Outcome *struct {
-			Receipt string `json:"receipt"`
-			Source  string `json:"source"`
-		} `json:"outcome"`
-	} `json:"record"`
-	Events []struct {
+	State   string `json:"state"`
+	Attempt int    `json:"attempt"`
+	Events  []struct {
 		Attempt  int    `json:"attempt"`
 		To       string `json:"to"`
 		Decision string `json:"decision"`
@@ -170,7 +165,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		row.Final = "error:" + res.Code
 	}
 	row.Receipt = res.Receipt
-	row.Attempt = h.Record.Attempt
+	row.Attempt = h.Attempt
 	row.Decision = "none"
 	for _, ev := range h.Events {
 		if ev.Actor == "recovery" {
@@ -364,8 +359,8 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 	if again.Status != res.Status || again.Receipt != res.Receipt {
 		bad("re-issued call answered %s/%q, first answer %s/%q", again.Status, again.Receipt, res.Status, res.Receipt)
 	}
-	if h.Record.State != "" && h.Record.State != res.Status && slices.Contains(finalStatuses, res.Status) {
-		bad("ledger says %s, the call answered %s", h.Record.State, res.Status)
+	if h.State != "" && h.State != res.Status && slices.Contains(finalStatuses, res.Status) {
+		bad("ledger says %s, the call answered %s", h.State, res.Status)
 	}
 	if external && row.Effects > 1 {
 		row.Duplicate = true
@@ -415,8 +410,8 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 			if row.Decision != string(host.DecisionManualPolicy) {
 				bad("recovery decided %s, want manual_policy", row.Decision)
 			}
-			if h.Record.Attempt > 1 {
-				bad("manual call re-executed (attempt %d)", h.Record.Attempt)
+			if h.Attempt > 1 {
+				bad("manual call re-executed (attempt %d)", h.Attempt)
 			}
 			if !pluginRan && row.Effects != 0 {
 				bad("%d effects though the connector never ran before the kill and must not run after it", row.Effects)

@@ -23,12 +23,12 @@ func testPrincipals() []Principal {
 // state reads an execution's ledger state and its last event.
 func (c client) state(t *testing.T, id string) (ledger.State, ledger.Event) {
 	t.Helper()
-	var view ExecutionView
+	var view Execution
 	c.get("/v1/executions/"+id).decode(t, &view)
 	if len(view.Events) == 0 {
 		t.Fatalf("%s has no events", id)
 	}
-	return view.Record.State, view.Events[len(view.Events)-1]
+	return view.State, view.Events[len(view.Events)-1]
 }
 
 // TestRuntimeTokenCannotDecide: the runtime's credential executes but can
@@ -97,11 +97,11 @@ func TestReviewerIsTheCredential(t *testing.T) {
 	if approved.Approval.Decision != "approved" {
 		t.Fatalf("approve: %+v", approved)
 	}
-	var view ExecutionView
+	var view Execution
 	rita.get("/v1/executions/"+gated.ExecutionID).decode(t, &view)
 	last := view.Events[len(view.Events)-1]
-	if view.Record.Approval.By != "rita" || last.Actor != "rita" || last.Decision != "approved" || last.Reason != "checked" {
-		t.Fatalf("recorded approval %+v, event %+v", view.Record.Approval, last)
+	if view.Approval.By != "rita" || last.Actor != "rita" || last.Decision != "approved" || last.Reason != "checked" {
+		t.Fatalf("recorded approval %+v, event %+v", view.Approval, last)
 	}
 	if done := runtime.post("/v1/executions", call).result(t); done.Status != host.StatusSucceeded {
 		t.Fatalf("re-driven: %+v", done)
@@ -168,11 +168,11 @@ func TestDevLoopbackRecordsItself(t *testing.T) {
 	c := client{t: t, base: env.serve(t, devOptions()).URL}
 	gated := c.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{}`)).result(t)
 	c.post("/v1/approvals/"+gated.Approval.ID+"/approve", DecisionRequest{By: "rita", Digest: gated.Approval.ArgsDigest, Reason: "looks fine"}).result(t)
-	var view ExecutionView
+	var view Execution
 	c.get("/v1/executions/"+gated.ExecutionID).decode(t, &view)
 	last := view.Events[len(view.Events)-1]
-	if view.Record.Approval.By != "dev-loopback" || last.Actor != "dev-loopback" || last.Reason != "claimed by rita: looks fine" {
-		t.Fatalf("approval %+v, event %+v", view.Record.Approval, last)
+	if view.Approval.By != "dev-loopback" || last.Actor != "dev-loopback" || last.Reason != "claimed by rita: looks fine" {
+		t.Fatalf("approval %+v, event %+v", view.Approval, last)
 	}
 }
 

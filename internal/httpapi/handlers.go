@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -39,12 +40,11 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeBadRequest, "missing required field(s): "+strings.Join(missing, ", ")))
 		return
 	}
-	tool, err := tooldefs.ToolName(req.Tool)
-	if err != nil {
-		writeProblem(w, NewProblem(CodeUnknownTool, err.Error()))
-		return
+	// A name that is neither form goes to the executor as given, which
+	// refuses it with the list of the tools there are.
+	if tool, err := tooldefs.ToolName(req.Tool); err == nil {
+		req.Tool = tool
 	}
-	req.Tool = tool
 	res, err := a.ex.Execute(r.Context(), req)
 	if err != nil {
 		a.fail(w, r, err, res)
@@ -63,7 +63,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, host.Result{})
 		return
 	}
-	writeJSON(w, http.StatusOK, NewExecutionView(rec, evs))
+	writeJSON(w, http.StatusOK, NewExecution(rec, evs))
 }
 
 // MaxListLimit caps the limit parameter of GET /v1/executions.
@@ -71,10 +71,22 @@ const MaxListLimit = 1000
 
 // ListResponse is the answer of GET /v1/executions.
 type ListResponse struct {
-	Executions []RecordView `json:"executions"`
+	Executions []Execution `json:"executions"`
 	// Next, when set, is the value of the after parameter that continues
-	// the listing.
+	// the listing: the id of the last execution listed.
 	Next string `json:"next,omitempty"`
+}
+
+// NewListResponse returns the answer listing recs, which f selected.
+func NewListResponse(recs []ledger.Record, f ledger.Filter) ListResponse {
+	out := ListResponse{Executions: make([]Execution, 0, len(recs))}
+	for _, rec := range recs {
+		out.Executions = append(out.Executions, NewListItem(rec))
+	}
+	if len(recs) == f.Limit && len(recs) > 0 {
+		out.Next = recs[len(recs)-1].ID
+	}
+	return out
 }
 
 // knownStates are the values the state filter accepts.
@@ -85,9 +97,10 @@ var knownStates = []ledger.State{
 }
 
 // ParseFilter parses list query parameters (state, session_id, namespace,
-// after, limit) into a ledger filter. The CLI's ls uses it too.
+// after, limit) into a ledger filter that lists the newest executions
+// first (ledger.OrderNewest). The CLI's ls uses it too.
 func ParseFilter(state, session, namespace, after, limit string) (ledger.Filter, error) {
-	f := ledger.Filter{State: ledger.State(state), SessionID: session, Namespace: namespace, After: after, Limit: 100}
+	f := ledger.Filter{State: ledger.State(state), SessionID: session, Namespace: namespace, After: after, Limit: 100, Order: ledger.OrderNewest}
 	if state != "" {
 		ok := false
 		for _, s := range knownStates {
@@ -127,18 +140,18 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recs, err := a.ex.Ledger().List(r.Context(), f)
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("after names no execution (%q); pass the next of a previous answer", f.After)))
+		return
+	case errors.Is(err, ledger.ErrPruned):
+		writeProblem(w, NewProblem(CodePruned, fmt.Sprintf("after names execution %s, which was pruned by retention meanwhile; list again from the start", f.After)))
+		return
+	case err != nil:
 		a.fail(w, r, err, host.Result{})
 		return
 	}
-	out := ListResponse{Executions: make([]RecordView, 0, len(recs))}
-	for _, rec := range recs {
-		out.Executions = append(out.Executions, NewRecordView(rec))
-	}
-	if len(recs) == f.Limit && len(recs) > 0 {
-		out.Next = recs[len(recs)-1].ID
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, NewListResponse(recs, f))
 }
 
 // ResolveRequest is the body of POST /v1/executions/{id}/resolve. Applied

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,10 +242,10 @@ func TestApprovalRoundTrip(t *testing.T) {
 		t.Fatalf("re-driven: %+v", done)
 	}
 
-	var view ExecutionView
+	var view Execution
 	c.get("/v1/executions/"+res.ExecutionID).decode(t, &view)
-	if view.Record.State != "succeeded" || compact(view.Record.Args) != `{"msg":"pay"}` || view.Record.Outcome == nil || view.Record.Outcome.Result == nil {
-		t.Fatalf("record: %+v", view.Record)
+	if view.State != "succeeded" || view.Status != host.StatusSucceeded || compact(view.Args) != `{"msg":"pay"}` || compact(view.Result.Result) != `{"msg":"pay"}` {
+		t.Fatalf("execution: %+v", view)
 	}
 	var decisions []string
 	for _, ev := range view.Events {
@@ -541,4 +543,90 @@ func compact(b []byte) string {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestOneShape: an execution reads the same wherever it comes from — the
+// answer of POST /v1/executions, GET /v1/executions/{id} and an item of
+// GET /v1/executions decode into one host.Result with the same values
+// (GET adds the events), so a runtime needs one parser.
+func TestOneShape(t *testing.T) {
+	env := newTestExecutor(t)
+	c := client{t: t, base: env.serve(t, devOptions()).URL}
+	posted := c.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{"msg":"pay"}`)).result(t)
+	approved := c.post("/v1/approvals/"+posted.Approval.ID+"/approve", DecisionRequest{Digest: posted.Approval.ArgsDigest}).result(t)
+	if approved.Status != host.StatusPending || approved.State != "approved" {
+		t.Fatalf("approved: status %s, state %s", approved.Status, approved.State)
+	}
+	done := c.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{"msg":"pay"}`)).result(t)
+
+	var got Execution
+	c.get("/v1/executions/"+done.ExecutionID).decode(t, &got)
+	var list ListResponse
+	c.get("/v1/executions").decode(t, &list)
+	if len(list.Executions) != 1 {
+		t.Fatalf("list: %+v", list)
+	}
+	item := list.Executions[0]
+	if len(got.Events) == 0 || item.Events != nil {
+		t.Fatalf("events: GET %d, list item %d", len(got.Events), len(item.Events))
+	}
+	for name, r := range map[string]host.Result{"GET": got.Result, "list item": item.Result} {
+		want := done
+		want.Recorded = false // only an answer to POST says whether it called the connector
+		if !reflect.DeepEqual(jsonOf(t, r), jsonOf(t, want)) {
+			t.Errorf("%s differs from the POST answer:\n%s\n%s", name, jsonOf(t, r), jsonOf(t, want))
+		}
+	}
+	if done.Tool != "gated.echo" || done.SessionID != "s1" || done.State != "succeeded" || done.Approval.Decision != "approved" ||
+		done.Approval.By != "dev-loopback" || compact(done.Args) != `{"msg":"pay"}` || done.IdempotencyKey == "" {
+		t.Errorf("POST answer: %+v", done)
+	}
+	// The deprecated members of API 1.0 stay where they were.
+	if got.Record == nil || got.Record.ID != done.ExecutionID || got.Record.State != "succeeded" {
+		t.Errorf("GET lost the deprecated record: %+v", got.Record)
+	}
+	if item.ID != done.ExecutionID || item.Connector != "gated" || item.Operation != "echo" || item.Outcome == nil {
+		t.Errorf("list item lost the deprecated members: %+v", item)
+	}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestListNewestFirst: the listing shows the newest executions first, and
+// its pages, chained by next, list each execution once.
+func TestListNewestFirst(t *testing.T) {
+	env := newTestExecutor(t)
+	c := client{t: t, base: env.serve(t, Options{}).URL}
+	var ids []string
+	for i := range 5 {
+		res := c.post("/v1/executions", execReq("s1", fmt.Sprintf("c%d", i), "noop.echo", `{}`)).result(t)
+		ids = append([]string{res.ExecutionID}, ids...)
+		env.clock.Advance(time.Second)
+	}
+	var got []string
+	path := "/v1/executions?limit=2"
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("the listing does not end")
+		}
+		var l ListResponse
+		c.get(path).decode(t, &l)
+		for _, e := range l.Executions {
+			got = append(got, e.ExecutionID)
+		}
+		if l.Next == "" {
+			break
+		}
+		path = "/v1/executions?limit=2&after=" + l.Next
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("listed %v, want newest first %v", got, ids)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/manifests"
@@ -28,6 +29,7 @@ const (
 	CodeNotAwaitingApproval    Code = "not_awaiting_approval"
 	CodeNotRecoveryRequired    Code = "not_recovery_required"
 	CodeRecoveryRequired       Code = "recovery_required"
+	CodeApprovalRequired       Code = "approval_required"
 	CodePruned                 Code = "pruned"
 	CodeUnauthorized           Code = "unauthorized"
 	CodeForbiddenHost          Code = "forbidden_host"
@@ -62,6 +64,7 @@ var codes = map[Code]codeInfo{
 	CodeNotAwaitingApproval:    {http.StatusConflict, "Execution is not awaiting approval"},
 	CodeNotRecoveryRequired:    {http.StatusConflict, "Execution is not recovery_required"},
 	CodeRecoveryRequired:       {http.StatusConflict, "Execution is recovery_required; only a resolution settles it"},
+	CodeApprovalRequired:       {http.StatusConflict, "Execution was never approved; it cannot be retried"},
 	CodePruned:                 {http.StatusGone, "Execution pruned by retention"},
 	CodeUnauthorized:           {http.StatusUnauthorized, "Missing or wrong bearer token"},
 	CodeForbiddenHost:          {http.StatusForbidden, "Host header not allowed"},
@@ -95,6 +98,10 @@ type Problem struct {
 
 	// ArgumentErrors lists the failing argument paths (invalid_arguments).
 	ArgumentErrors []manifests.ArgProblem `json:"argument_errors,omitempty"`
+	// AvailableTools lists the tools the server offers
+	// ("connector.operation", sorted) when the one asked for is unknown
+	// (unknown_tool).
+	AvailableTools []string `json:"available_tools,omitempty"`
 	// ExecutionID names the execution concerned, when there is one.
 	ExecutionID string `json:"execution_id,omitempty"`
 	// RecordedTool, GivenTool, RecordedDigest and GivenDigest describe an
@@ -109,9 +116,10 @@ type Problem struct {
 	// RequiredRoles are the roles the route needs (forbidden_role,
 	// approval_not_configured).
 	RequiredRoles []Role `json:"required_roles,omitempty"`
-	// Execution is the execution's current state when an operation was
+	// Execution is the execution as it stands when an operation was
 	// refused because of it (not_awaiting_approval, not_recovery_required,
-	// recovery_required, approval_digest_mismatch, approval_expired).
+	// recovery_required, approval_required, approval_digest_mismatch,
+	// approval_expired), in the shape of every execution (see Execution).
 	Execution *host.Result `json:"execution,omitempty"`
 }
 
@@ -125,53 +133,71 @@ func NewProblem(code Code, detail string) *Problem {
 }
 
 // ProblemOf maps an executor error to its problem. res is the Result the
-// executor returned with the error (it may be zero). Errors the API does
-// not recognise become CodeInternal with a generic detail, so internal
-// messages (paths, ledger keys) do not leak; the caller logs them.
+// executor returned with the error (it may be zero). The detail is what
+// the error says for people (host.Detail), never its chain of package
+// prefixes; the caller logs the whole error where it needs it. Errors the
+// API does not recognise become CodeInternal with a generic detail, so
+// internal messages (paths, ledger keys) do not leak.
 func ProblemOf(err error, res host.Result) *Problem {
 	var (
 		im *host.IntentMismatchError
 		fe *host.FencedError
+		ut *host.UnknownToolError
 		ae *manifests.ArgsError
 	)
+	detail := host.Detail(err)
+	if detail == "" {
+		// A refusal built outside the executor (without a sentence of its
+		// own): its message, less the package prefix.
+		detail = strings.TrimPrefix(err.Error(), "host: ")
+	}
 	var p *Problem
 	switch {
 	case errors.As(err, &im):
-		p = NewProblem(CodeIntentMismatch, err.Error())
+		p = NewProblem(CodeIntentMismatch, detail)
 		p.ExecutionID, p.RecordedTool, p.GivenTool = im.ExecutionID, im.RecordedTool, im.GivenTool
 		p.RecordedDigest, p.GivenDigest = im.RecordedDigest, im.GivenDigest
 		return p
 	case errors.As(err, &fe):
-		p = NewProblem(CodeSessionFenced, err.Error())
+		p = NewProblem(CodeSessionFenced, detail)
 		p.UncertainCalls = fe.Calls
 		if p.UncertainCalls == nil {
 			p.UncertainCalls = []host.UncertainCall{}
 		}
 		return p
 	case errors.Is(err, host.ErrInvalidArguments):
-		p = NewProblem(CodeInvalidArguments, err.Error())
+		p = NewProblem(CodeInvalidArguments, detail)
 		if errors.As(err, &ae) {
 			p.ArgumentErrors = ae.Problems
 		}
 		return p
 	case errors.Is(err, host.ErrBadCall):
-		return NewProblem(CodeBadRequest, err.Error())
+		return NewProblem(CodeBadRequest, detail)
+	case errors.As(err, &ut):
+		p = NewProblem(CodeUnknownTool, detail)
+		p.AvailableTools = ut.Available
+		if p.AvailableTools == nil {
+			p.AvailableTools = []string{}
+		}
+		return p
 	case errors.Is(err, host.ErrUnknownTool):
-		return NewProblem(CodeUnknownTool, err.Error())
+		return NewProblem(CodeUnknownTool, detail)
 	case errors.Is(err, host.ErrNotFound):
-		return NewProblem(CodeNotFound, err.Error())
+		return NewProblem(CodeNotFound, detail)
 	case errors.Is(err, host.ErrPruned):
-		return NewProblem(CodePruned, err.Error())
+		return NewProblem(CodePruned, detail)
 	case errors.Is(err, host.ErrApprovalDigest):
-		p = NewProblem(CodeApprovalDigestMismatch, err.Error())
+		p = NewProblem(CodeApprovalDigestMismatch, detail)
 	case errors.Is(err, host.ErrApprovalExpired):
-		p = NewProblem(CodeApprovalExpired, err.Error())
+		p = NewProblem(CodeApprovalExpired, detail)
 	case errors.Is(err, host.ErrNotAwaitingApproval):
-		p = NewProblem(CodeNotAwaitingApproval, err.Error())
+		p = NewProblem(CodeNotAwaitingApproval, detail)
 	case errors.Is(err, host.ErrNotRecoveryRequired):
-		p = NewProblem(CodeNotRecoveryRequired, err.Error())
+		p = NewProblem(CodeNotRecoveryRequired, detail)
 	case errors.Is(err, host.ErrRecoveryRequired):
-		p = NewProblem(CodeRecoveryRequired, err.Error())
+		p = NewProblem(CodeRecoveryRequired, detail)
+	case errors.Is(err, host.ErrApprovalRequired):
+		p = NewProblem(CodeApprovalRequired, detail)
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
 	default:

@@ -27,6 +27,8 @@ func problemOfCases() []problemOfCase {
 		{wrap(host.ErrNotAwaitingApproval), host.Result{}, CodeNotAwaitingApproval},
 		{wrap(host.ErrNotRecoveryRequired), host.Result{}, CodeNotRecoveryRequired},
 		{wrap(host.ErrRecoveryRequired), host.Result{ExecutionID: "ex_1"}, CodeRecoveryRequired},
+		{wrap(host.ErrApprovalRequired), host.Result{ExecutionID: "ex_1"}, CodeApprovalRequired},
+		{&host.UnknownToolError{Tool: "x.y", Available: []string{"a.b"}}, host.Result{}, CodeUnknownTool},
 		{wrap(host.ErrPruned), host.Result{}, CodePruned},
 		{host.ErrClosed, host.Result{}, CodeUnavailable},
 		{errors.New("disk on fire"), host.Result{}, CodeInternal},

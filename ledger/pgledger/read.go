@@ -179,8 +179,14 @@ func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (boo
 }
 
 // List implements ledger.Ledger: records in id order after f.After,
-// without pruned ones, filtered by the database.
+// without pruned ones, filtered by the database. ledger.OrderNewest is not
+// implemented yet (the table keeps no creation time outside the encoded
+// record): it is refused with ledger.ErrInvalid rather than answered in
+// another order.
 func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	if f.Order != ledger.OrderID {
+		return nil, fmt.Errorf("pgledger: list order %d is not implemented: %w", f.Order, ledger.ErrInvalid)
+	}
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}

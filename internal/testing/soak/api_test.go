@@ -123,16 +123,16 @@ func (c *apiClient) recoverAll(ctx context.Context, api string) (host.RecoveryRe
 }
 
 // get is GET /v1/executions/{id}.
-func (c *apiClient) get(ctx context.Context, api, id string) (httpapi.ExecutionView, *httpapi.Problem, error) {
-	var v httpapi.ExecutionView
+func (c *apiClient) get(ctx context.Context, api, id string) (httpapi.Execution, *httpapi.Problem, error) {
+	var v httpapi.Execution
 	p, err := c.do(ctx, "GET", api+"/v1/executions/"+url.PathEscape(id), nil, &v)
 	return v, p, err
 }
 
 // list returns every execution (in state, when not empty), paging through
 // GET /v1/executions.
-func (c *apiClient) list(ctx context.Context, api, state string) ([]httpapi.RecordView, error) {
-	var out []httpapi.RecordView
+func (c *apiClient) list(ctx context.Context, api, state string) ([]httpapi.Execution, error) {
+	var out []httpapi.Execution
 	q := url.Values{"limit": {"1000"}}
 	if state != "" {
 		q.Set("state", state)

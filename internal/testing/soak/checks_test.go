@@ -21,12 +21,12 @@ import (
 // or recovery_required), with the ids, tool and arguments the test sent
 // and the status and receipt the runtime was given; the ledger holds
 // nothing else. It returns the number of lost or stuck calls.
-func (s *soak) checkLedger(recs []httpapi.RecordView, byExec map[string]*call) int {
-	recByID := map[string]httpapi.RecordView{}
+func (s *soak) checkLedger(recs []httpapi.Execution, byExec map[string]*call) int {
+	recByID := map[string]httpapi.Execution{}
 	for _, r := range recs {
-		recByID[r.ID] = r
-		if byExec[r.ID] == nil {
-			s.errorf("ledger holds execution %s (%s/%s, %s.%s) that the test never issued", r.ID, r.SessionID, r.ToolCallID, r.Connector, r.Operation)
+		recByID[r.ExecutionID] = r
+		if byExec[r.ExecutionID] == nil {
+			s.errorf("ledger holds execution %s (%s/%s, %s) that the test never issued", r.ExecutionID, r.SessionID, r.ToolCallID, r.Tool)
 		}
 	}
 	lost := 0
@@ -42,8 +42,8 @@ func (s *soak) checkLedger(recs []httpapi.RecordView, byExec map[string]*call) i
 		case !final(r.State):
 			lost++
 			s.errorf("call %s is stuck in %s after recovery", c, r.State)
-		case r.SessionID != c.session || r.ToolCallID != c.toolCallID || r.Connector+"."+r.Operation != c.tool || !sameJSON(r.Args, c.args):
-			s.errorf("call %s: the ledger recorded %s/%s %s.%s %s", c, r.SessionID, r.ToolCallID, r.Connector, r.Operation, r.Args)
+		case r.SessionID != c.session || r.ToolCallID != c.toolCallID || r.Tool != c.tool || !sameJSON(r.Args, c.args):
+			s.errorf("call %s: the ledger recorded %s/%s %s %s", c, r.SessionID, r.ToolCallID, r.Tool, r.Args)
 		case c.first != nil && (string(r.State) != string(c.first.Status) || receiptOf(r) != c.first.Receipt):
 			s.errorf("call %s: the runtime was told %s with receipt %q, the ledger holds %s with %q", c, c.first.Status, c.first.Receipt, r.State, receiptOf(r))
 		}
@@ -51,12 +51,7 @@ func (s *soak) checkLedger(recs []httpapi.RecordView, byExec map[string]*call) i
 	return lost
 }
 
-func receiptOf(r httpapi.RecordView) string {
-	if r.Outcome == nil {
-		return ""
-	}
-	return r.Outcome.Receipt
-}
+func receiptOf(r httpapi.Execution) string { return r.Receipt }
 
 // final reports whether a ledger state is terminal or recovery_required.
 func final(st ledger.State) bool {
@@ -78,16 +73,16 @@ func final(st ledger.State) bool {
 //   - release_message (manual): never dispatched twice (the ledger's
 //     events), since nothing can tell whether a lost release happened.
 //   - No effect at the providers that no execution accounts for.
-func (s *soak) checkProviders(ev *evidence, recs []httpapi.RecordView, events map[string][]ledger.Event, byExec map[string]*call) int {
+func (s *soak) checkProviders(ev *evidence, recs []httpapi.Execution, events map[string][]ledger.Event, byExec map[string]*call) int {
 	dups := 0
 	seenPI, seenRefund, seenMsg := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, r := range recs {
-		c := byExec[r.ID]
+		c := byExec[r.ExecutionID]
 		if c == nil {
 			continue // reported already
 		}
 		approvals := 0
-		for _, e := range events[r.ID] {
+		for _, e := range events[r.ExecutionID] {
 			if e.Decision == "approved" {
 				approvals++
 			}
@@ -99,13 +94,13 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.RecordView, events ma
 		var key func(id string) string // the connhost_key the effect carries
 		switch c.tool {
 		case opCreate:
-			ids = ev.pis[r.ID]
+			ids = ev.pis[r.ExecutionID]
 			key = func(id string) string { return ev.pi[id].Metadata["connhost_key"] }
 			for _, id := range ids {
 				seenPI[id] = true
 			}
 		case opRefund:
-			ids = ev.refunds[r.ID]
+			ids = ev.refunds[r.ExecutionID]
 			key = func(id string) string { return ev.refund[id].Metadata["connhost_key"] }
 			for _, id := range ids {
 				seenRefund[id] = true
@@ -124,14 +119,14 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.RecordView, events ma
 			}
 		case opRelease:
 			dispatches := 0
-			for _, e := range events[r.ID] {
+			for _, e := range events[r.ExecutionID] {
 				if e.To == ledger.StateDispatched {
 					dispatches++
 				}
 			}
 			if dispatches > 1 || r.Attempt > 1 {
 				dups += dispatches - 1
-				s.errorf("manual %s was dispatched %d times (attempt %d): %+v", c, dispatches, r.Attempt, events[r.ID])
+				s.errorf("manual %s was dispatched %d times (attempt %d): %+v", c, dispatches, r.Attempt, events[r.ExecutionID])
 			}
 			continue
 		}
@@ -141,10 +136,7 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.RecordView, events ma
 		}
 		switch r.State {
 		case ledger.StateSucceeded:
-			receipt := ""
-			if r.Outcome != nil {
-				receipt = r.Outcome.Receipt
-			}
+			receipt := r.Receipt
 			switch {
 			case len(ids) == 0:
 				s.errorf("%s succeeded with receipt %q, but the provider holds no effect tagged with it", c, receipt)
@@ -184,7 +176,7 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.RecordView, events ma
 // succeeded (the release failed, as against the emulator), each effect
 // tagged as the connectors tag them.
 type world struct {
-	recs   []httpapi.RecordView
+	recs   []httpapi.Execution
 	events map[string][]ledger.Event
 	calls  map[string]*call
 	ev     *evidence
@@ -193,10 +185,7 @@ type world struct {
 func cleanWorld() *world {
 	w := &world{events: map[string][]ledger.Event{}, calls: map[string]*call{}, ev: newEvidence()}
 	add := func(id, tool string, st ledger.State, receipt string, args string) {
-		r := httpapi.RecordView{Record: ledger.Record{ID: id, State: st, Attempt: 1, IdempotencyKey: "ck_" + id}}
-		if receipt != "" || st == ledger.StateFailed {
-			r.Outcome = &httpapi.OutcomeView{Outcome: ledger.Outcome{Receipt: receipt}}
-		}
+		r := httpapi.Execution{Result: host.Result{ExecutionID: id, State: st, Attempt: 1, IdempotencyKey: "ck_" + id, Receipt: receipt}}
 		w.recs = append(w.recs, r)
 		w.calls[id] = &call{session: "s", toolCallID: id, tool: tool, args: json.RawMessage(args), execID: id}
 		w.events[id] = []ledger.Event{
@@ -242,7 +231,7 @@ func TestCheckersReportViolations(t *testing.T) {
 		{name: "effect no execution accounts for", wantDups: 1, want: "belongs to no execution",
 			breakIt: func(w *world) { w.ev.addMessage(mailpit.MessageSummary{ID: "m9", MessageID: "other@example.com"}) }},
 		{name: "receipt names another object", want: "but the effect tagged with it is",
-			breakIt: func(w *world) { w.recs[0].Outcome.Receipt = "pi_9" }},
+			breakIt: func(w *world) { w.recs[0].Receipt = "pi_9" }},
 		{name: "succeeded without an effect", want: "holds no effect tagged with it",
 			breakIt: func(w *world) {
 				w.ev = newEvidence()

@@ -73,7 +73,7 @@ func (s *soak) evidence(ctx context.Context) (*evidence, error) {
 }
 
 // events reads every execution's audit trail (several at a time).
-func (s *soak) events(ctx context.Context, api string, recs []httpapi.RecordView) map[string][]ledger.Event {
+func (s *soak) events(ctx context.Context, api string, recs []httpapi.Execution) map[string][]ledger.Event {
 	var mu sync.Mutex
 	out := map[string][]ledger.Event{}
 	ch := make(chan string)
@@ -93,7 +93,7 @@ func (s *soak) events(ctx context.Context, api string, recs []httpapi.RecordView
 		})
 	}
 	for _, r := range recs {
-		ch <- r.ID
+		ch <- r.ExecutionID
 	}
 	close(ch)
 	wg.Wait()

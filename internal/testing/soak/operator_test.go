@@ -16,7 +16,7 @@ import (
 // execution exists → applied (its id is the receipt); it does not →
 // not applied, dispatch again with the same key; a release (manual, the
 // emulator has no release endpoint, so nothing was relayed) → abandoned.
-func (s *soak) operator(ctx context.Context, api string, rr []httpapi.RecordView, byExec map[string]*call) map[string]int {
+func (s *soak) operator(ctx context.Context, api string, rr []httpapi.Execution, byExec map[string]*call) map[string]int {
 	out := map[string]int{}
 	if len(rr) == 0 {
 		return out
@@ -26,9 +26,9 @@ func (s *soak) operator(ctx context.Context, api string, rr []httpapi.RecordView
 		s.fatalf("read the providers: %v", err)
 	}
 	for _, r := range rr {
-		c := byExec[r.ID]
+		c := byExec[r.ExecutionID]
 		if c == nil {
-			s.errorf("recovery_required execution %s was never issued by the test", r.ID)
+			s.errorf("recovery_required execution %s was never issued by the test", r.ExecutionID)
 			continue
 		}
 		c.rrSeen = true
@@ -38,9 +38,9 @@ func (s *soak) operator(ctx context.Context, api string, rr []httpapi.RecordView
 		var ids []string
 		switch c.tool {
 		case opCreate:
-			ids = ev.pis[r.ID]
+			ids = ev.pis[r.ExecutionID]
 		case opRefund:
-			ids = ev.refunds[r.ID]
+			ids = ev.refunds[r.ExecutionID]
 		case opSend:
 			ids = ev.msgs[messageID(r.IdempotencyKey)]
 		case opRelease:
@@ -67,7 +67,7 @@ func (s *soak) operator(ctx context.Context, api string, rr []httpapi.RecordView
 		case req.Retry:
 			decision = "retry"
 		}
-		res, p, err := s.api.resolve(ctx, api, r.ID, req)
+		res, p, err := s.api.resolve(ctx, api, r.ExecutionID, req)
 		if err != nil || p != nil {
 			s.errorf("resolve %s (%s): %v %+v", c, decision, err, p)
 			continue
