@@ -1,9 +1,9 @@
 // Package depcheck enforces the module's dependency rules (STYLE.md, habit
-// 2) with `go list`: the ABI and guest SDK are compiled into every connector
-// and depend on the standard library only; Pebble stays in ledger/; wazero
-// stays in internal/wasmrt, which imports neither the executor nor the
-// ledger (the layers only point down); connectors depend on the standard library and the ABI
-// only.
+// 2) with `go list`: the ABI, its codec and the guest SDK are compiled into
+// every connector and depend on the standard library only; Pebble stays in
+// ledger/; wazero stays in internal/wasmrt, which imports neither the
+// executor nor the ledger (the layers only point down); connectors depend
+// on the standard library and the ABI only.
 package depcheck
 
 import (
@@ -23,6 +23,7 @@ import (
 const (
 	module = "github.com/connhost/connhost"
 	abiPkg = module + "/abi"
+	codec  = module + "/abi/codec"
 	guest  = module + "/abi/guest"
 	pebble = "github.com/cockroachdb/pebble/v2"
 	wazero = "github.com/tetratelabs/wazero"
@@ -151,7 +152,7 @@ func listed(pkgs []pkg, path string) bool {
 }
 
 func TestABIDependsOnTheStandardLibraryOnly(t *testing.T) {
-	onlyABI := func(path string) bool { return path == abiPkg || path == guest }
+	onlyABI := func(path string) bool { return path == abiPkg || path == codec || path == guest }
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -165,8 +166,8 @@ func TestABIDependsOnTheStandardLibraryOnly(t *testing.T) {
 				t.Errorf("%s; the ABI and guest SDK may use the standard library only", bad)
 			}
 			// abi itself must not depend on its own guest SDK.
-			for _, bad := range stdOnlyViolations(goList(t, tc.env, "-deps", "./abi"), func(p string) bool { return p == abiPkg }) {
-				t.Errorf("%s; abi may use the standard library only", bad)
+			for _, bad := range stdOnlyViolations(goList(t, tc.env, "-deps", "./abi"), func(p string) bool { return p == abiPkg || p == codec }) {
+				t.Errorf("%s; abi may use the standard library and abi/codec only", bad)
 			}
 		})
 	}
@@ -176,7 +177,7 @@ func TestPluginsDependOnTheStandardLibraryAndABIOnly(t *testing.T) {
 	deps := goList(t, wasip1, "-deps", "./plugins/...")
 	plugins := 0
 	allowed := func(path string) bool {
-		return path == abiPkg || path == guest || within(path, module+"/plugins")
+		return path == abiPkg || path == codec || path == guest || within(path, module+"/plugins")
 	}
 	for _, p := range deps {
 		if within(p.ImportPath, module+"/plugins") {
@@ -193,7 +194,7 @@ func TestPluginsDependOnTheStandardLibraryAndABIOnly(t *testing.T) {
 		t.Fatal("go list found no packages under plugins/")
 	}
 	for _, bad := range stdOnlyViolations(deps, allowed) {
-		t.Errorf("%s (wasip1 build); connectors may use the standard library, abi and abi/guest only", bad)
+		t.Errorf("%s (wasip1 build); connectors may use the standard library, abi, abi/codec and abi/guest only", bad)
 	}
 }
 

@@ -1,0 +1,91 @@
+// Package codec reads and writes the JSON and form bodies connectors
+// exchange with the host and with providers, without reflection.
+//
+// encoding/json compiled to wasm is the largest cost of a connector call:
+// its scanner calls a function per input byte and its decoder walks types
+// by reflection, both of which wasm runs many times slower than native
+// code. This package does the same work with plain loops:
+//
+//   - [DecodeObject] and [DecodeObjectStrict] call a function for each
+//     member of a JSON object, which reads the members it wants through
+//     [Value] (into strings, integers, booleans, string maps, nested
+//     objects and arrays). Lenient decoding skips members the function does
+//     not read, for provider responses; strict decoding refuses them, and
+//     refuses duplicate names and ambiguous text, for arguments.
+//   - [AppendObject] writes a JSON object member by member, byte for byte
+//     as encoding/json would marshal the equivalent struct.
+//   - [Form] writes an application/x-www-form-urlencoded body in the order
+//     fields are added, escaped as url.QueryEscape does.
+//   - [Valid] reports what encoding/json's Valid reports.
+//
+// Every reader accepts exactly the JSON encoding/json accepts (differential
+// fuzz tests hold it to that), reads numbers into integers as
+// encoding/json does (no fraction, no exponent, no overflow), and treats
+// null as encoding/json treats it for the destination. Member names are
+// matched exactly, where encoding/json would also match them
+// case-insensitively.
+//
+// The package depends on the standard library only.
+package codec
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// SyntaxError reports input that is not JSON, or (strict decoding) text
+// that could be read two ways.
+type SyntaxError struct {
+	// Offset is the byte offset in the input where the problem was found.
+	Offset int
+	msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return "codec: " + e.msg + " at offset " + strconv.Itoa(e.Offset)
+}
+
+func syntaxErr(off int, msg string) error { return &SyntaxError{Offset: off, msg: msg} }
+
+// FieldError is an error of one member of an object or element of an
+// array, with the path to it.
+type FieldError struct {
+	// Path locates the value: member names separated by dots and array
+	// indexes in brackets, e.g. "to[1]" or "error.payment_intent.id".
+	Path string
+	// Err is what went wrong there.
+	Err error
+}
+
+func (e *FieldError) Error() string {
+	return "codec: " + e.Path + ": " + strings.TrimPrefix(e.Err.Error(), "codec: ")
+}
+
+// Unwrap returns e.Err.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Errors callers may test for with errors.Is.
+var (
+	// ErrUnknownField reports a member that strict decoding's function did
+	// not read.
+	ErrUnknownField = errors.New("codec: unknown field")
+	// ErrDuplicateField reports a member name that appears twice in one
+	// object under strict decoding.
+	ErrDuplicateField = errors.New("codec: duplicate field")
+	// ErrType reports a value of another JSON type than the one read, or a
+	// number that does not fit the integer read.
+	ErrType = errors.New("codec: wrong type")
+)
+
+// within prefixes err's path with seg (a member name or "[i]").
+func within(seg string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		if fe.Path != "" && fe.Path[0] != '[' {
+			seg += "."
+		}
+		return &FieldError{Path: seg + fe.Path, Err: fe.Err}
+	}
+	return &FieldError{Path: seg, Err: err}
+}

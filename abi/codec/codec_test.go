@@ -1,0 +1,161 @@
+package codec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestDecodeObjectStrictRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		is       error  // errors.Is target, or nil
+		msg      string // substring of the message
+	}{
+		{"unknown field", `{"s":"x","idempotency_key":"k"}`, ErrUnknownField, `codec: idempotency_key: unknown field`},
+		{"case-folded name is unknown", `{"S":"x"}`, ErrUnknownField, `S: unknown field`},
+		{"duplicate", `{"s":"x","i":1,"s":"y"}`, ErrDuplicateField, `s: duplicate field`},
+		{"nested unknown", `{"n":{"s":"x","q":1}}`, ErrUnknownField, `codec: n.q: unknown field`},
+		{"type in array", `{"a":[{"s":"x"},{"i":"7"}]}`, ErrType, `codec: a[1].i: wrong type: want an int64, got a string`},
+		{"fraction", `{"i":1.5}`, ErrType, `i: wrong type: want an int64, got the number 1.5`},
+		{"overflow", `{"i":9223372036854775808}`, ErrType, `want an int64, got the number 9223372036854775808`},
+		{"negative uint", `{"u":-1}`, ErrType, `want a uint64`},
+		{"invalid UTF-8", "{\"s\":\"a\xffb\"}", nil, `ambiguous text: invalid UTF-8 at offset 7`},
+		{"lone surrogate", `{"s":"\udc00"}`, nil, `ambiguous text: unpaired UTF-16 surrogate escape at offset 6`},
+		{"invalid UTF-8 in a name", "{\"\xff\":1}", nil, `invalid UTF-8`},
+		{"trailing data", `{"s":"x"} {}`, nil, `trailing data after the JSON value at offset 10`},
+		{"not an object", `["s"]`, ErrType, `want an object, got an array`},
+		{"syntax", `{"s":"x",}`, nil, `want a string key at offset 9`},
+		{"truncated", `{"s":"x`, nil, `unexpected end of input in a string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var x sample
+			err := DecodeObjectStrict([]byte(tc.in), x.strictMember)
+			if err == nil {
+				t.Fatalf("accepted %q", tc.in)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %v is not %v", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("error %q does not contain %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+// TestDecodeObjectLenient: what provider responses need, read as
+// encoding/json reads it.
+func TestDecodeObjectLenient(t *testing.T) {
+	in := `{"id":"pi_1","object":"payment_intent","amount":2000,"charges":{"data":[{"x":[1,2,{"y":null}]}]},` +
+		`"description":null,"metadata":{"k":"v"},"s":"a\ud800b\u00e9","extra":"\u0041","id":"pi_2"}`
+	var got struct {
+		ID, S  string
+		Amount int64
+		Desc   *string
+		Meta   map[string]string
+	}
+	got.Desc = new(string)
+	err := DecodeObject([]byte(in), func(name string, v *Value) error {
+		switch name {
+		case "id":
+			return v.String(&got.ID)
+		case "s":
+			return v.String(&got.S)
+		case "amount":
+			return v.Int64(&got.Amount)
+		case "description":
+			return v.OptString(&got.Desc)
+		case "metadata":
+			return v.StringMap(&got.Meta)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "pi_2" || got.S != "a\uFFFDb\u00e9" || got.Amount != 2000 || got.Desc != nil || got.Meta["k"] != "v" {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestDepthLimit(t *testing.T) {
+	deep := func(n int) []byte {
+		return []byte(`{"x":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}`)
+	}
+	for _, n := range []int{maxDepth, maxDepth + 1} {
+		err := DecodeObject(deep(n), func(string, *Value) error { return nil })
+		if want := n <= maxDepth; (err == nil) != want || json.Valid(deep(n)) != want || Valid(deep(n)) != want {
+			t.Errorf("depth %d: DecodeObject error %v, json.Valid %t, Valid %t", n, err, json.Valid(deep(n)), Valid(deep(n)))
+		}
+	}
+}
+
+func TestValueReadTwice(t *testing.T) {
+	err := DecodeObject([]byte(`{"s":"x"}`), func(name string, v *Value) error {
+		var s string
+		if err := v.String(&s); err != nil {
+			return err
+		}
+		return v.String(&s)
+	})
+	if err == nil || !strings.Contains(err.Error(), "read twice") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestSkipAcceptsUnderStrict(t *testing.T) {
+	var s string
+	err := DecodeObjectStrict([]byte(`{"s":"x","ignored":{"a":[1]}}`), func(name string, v *Value) error {
+		if name == "s" {
+			return v.String(&s)
+		}
+		return v.Skip()
+	})
+	if err != nil || s != "x" {
+		t.Fatalf("%v %q", err, s)
+	}
+}
+
+func TestForm(t *testing.T) {
+	var f Form
+	f.Add("amount", "2000")
+	f.Add("metadata[connhost_key]", "ck 1/é")
+	if got, want := f.String(), "amount=2000&metadata%5Bconnhost_key%5D=ck+1%2F%C3%A9"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+}
+
+func ExampleDecodeObject() {
+	body := []byte(`{"id":"pi_123","object":"payment_intent","amount":2000,"metadata":{"order":"42"},"livemode":false}`)
+	var id string
+	var amount int64
+	var meta map[string]string
+	err := DecodeObject(body, func(name string, v *Value) error {
+		switch name {
+		case "id":
+			return v.String(&id)
+		case "amount":
+			return v.Int64(&amount)
+		case "metadata":
+			return v.StringMap(&meta)
+		}
+		return nil // skipped
+	})
+	fmt.Println(id, amount, meta["order"], err)
+	// Output: pi_123 2000 42 <nil>
+}
+
+func ExampleAppendObject() {
+	desc := "order 42"
+	b := AppendObject(nil, func(o *Object) {
+		o.String("payment_intent", "pi_123")
+		o.Int("amount", 2000)
+		o.OptString("description", &desc)
+		o.Strings("tags", []string{"a", "<b>"})
+	})
+	fmt.Println(string(b))
+	// Output: {"payment_intent":"pi_123","amount":2000,"description":"order 42","tags":["a","\u003cb\u003e"]}
+}
