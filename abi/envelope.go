@@ -1,8 +1,9 @@
 package abi
 
 import (
-	"encoding/json"
 	"fmt"
+
+	"github.com/connhost/connhost/abi/codec"
 )
 
 // OutcomeKind is the typed result of a connector call.
@@ -124,7 +125,7 @@ func DecodeOutcome(b []byte) (Outcome, error) {
 	if !o.Kind.Valid() {
 		return Outcome{}, fmt.Errorf("abi: decode outcome: %w %d", ErrBadKind, uint8(o.Kind))
 	}
-	if len(o.Result) > 0 && !json.Valid(o.Result) {
+	if len(o.Result) > 0 && !codec.Valid(o.Result) {
 		return Outcome{}, fmt.Errorf("abi: decode outcome: result is not valid JSON")
 	}
 	if len(o.Result) == 0 {
