@@ -15,9 +15,8 @@ import (
 // passes to the call exports must lie inside that buffer. The outcome is
 // encoded into outbuf, which stays alive (and unchanged) until the next call.
 var (
-	inbuf   []byte
-	outbuf  []byte
-	takebuf []byte
+	inbuf  []byte
+	outbuf []byte
 )
 
 //go:wasmexport connhost_abi_version
@@ -127,20 +126,18 @@ type wasmHost struct{}
 func bytesPtr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 func strPtr(s string) unsafe.Pointer   { return unsafe.Pointer(unsafe.StringData(s)) }
 
-// takePending copies the n-byte value the host holds for this call.
+// takePending copies the n-byte value the host holds for this call into a
+// buffer of its own, which the caller may keep.
 func takePending(n int32) []byte {
 	if n <= 0 {
 		return nil
 	}
-	if int32(cap(takebuf)) < n {
-		takebuf = make([]byte, n)
-	}
-	buf := takebuf[:n]
+	buf := make([]byte, n)
 	got := hostTake(bytesPtr(buf), uint32(n))
 	if got < 0 {
 		return nil
 	}
-	return append([]byte(nil), buf[:got]...)
+	return buf[:got]
 }
 
 func (wasmHost) ExecutionID() string { return string(takePending(hostExecutionID())) }
@@ -154,7 +151,11 @@ func (wasmHost) Config(key string) (string, int32) {
 }
 
 func (wasmHost) HTTP(req abi.HTTPRequest) abi.HTTPResponse {
-	env := req.AppendBinary(nil)
+	size := 32 + len(req.Method) + len(req.URL) + len(req.Body)
+	for _, h := range req.Header {
+		size += 8 + len(h.Name) + len(h.Value)
+	}
+	env := req.AppendBinary(make([]byte, 0, size))
 	n := hostHTTPRequest(bytesPtr(env), uint32(len(env)))
 	if n < 0 {
 		return abi.HTTPResponse{Err: abi.HTTPInvalid, Message: "host refused the request envelope"}
