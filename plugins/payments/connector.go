@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/codec"
 	"github.com/connhost/connhost/abi/guest"
 )
 
@@ -27,20 +27,45 @@ func init() {
 
 // paymentIntent is the subset of Stripe's PaymentIntent the connector reads.
 type paymentIntent struct {
-	ID             string            `json:"id"`
-	Object         string            `json:"object"`
-	Status         string            `json:"status"`
-	Amount         int64             `json:"amount"`
-	AmountReceived int64             `json:"amount_received"`
-	Currency       string            `json:"currency"`
-	Description    *string           `json:"description"`
-	Created        int64             `json:"created"`
-	Metadata       map[string]string `json:"metadata"`
+	ID             string
+	Object         string
+	Status         string
+	Amount         int64
+	AmountReceived int64
+	Currency       string
+	Description    *string
+	Created        int64
+	Metadata       map[string]string
+}
+
+// member reads the fields the connector uses and skips the rest.
+func (pi *paymentIntent) member(name string, v *codec.Value) error {
+	switch name {
+	case "id":
+		return v.String(&pi.ID)
+	case "object":
+		return v.String(&pi.Object)
+	case "status":
+		return v.String(&pi.Status)
+	case "amount":
+		return v.Int64(&pi.Amount)
+	case "amount_received":
+		return v.Int64(&pi.AmountReceived)
+	case "currency":
+		return v.String(&pi.Currency)
+	case "description":
+		return v.OptString(&pi.Description)
+	case "created":
+		return v.Int64(&pi.Created)
+	case "metadata":
+		return v.StringMap(&pi.Metadata)
+	}
+	return nil
 }
 
 func decodePaymentIntent(b []byte) (paymentIntent, error) {
 	var pi paymentIntent
-	if err := json.Unmarshal(b, &pi); err != nil {
+	if err := codec.DecodeObject(b, pi.member); err != nil {
 		return pi, err
 	}
 	if pi.ID == "" || (pi.Object != "" && pi.Object != "payment_intent") {
@@ -57,6 +82,21 @@ type paymentResult struct {
 	Currency      string `json:"currency"`
 }
 
+// resultOf is the result create_payment reports for pi.
+func resultOf(pi paymentIntent) paymentResult {
+	return paymentResult{PaymentIntent: pi.ID, Status: pi.Status, Amount: pi.Amount, Currency: pi.Currency}
+}
+
+// json returns r as encoding/json marshals it.
+func (r paymentResult) json() []byte {
+	return codec.AppendObject(nil, func(o *codec.Object) {
+		o.String("payment_intent", r.PaymentIntent)
+		o.String("status", r.Status)
+		o.Int("amount", r.Amount)
+		o.String("currency", r.Currency)
+	})
+}
+
 // noteReplay logs, at info level, that Stripe answered from its
 // idempotency cache (Idempotent-Replayed: true): an earlier attempt of
 // this execution already did the work. It is not part of the result: a
@@ -70,11 +110,28 @@ func noteReplay(c *guest.Call, resp abi.HTTPResponse, object string) {
 
 // createArgs are create_payment's arguments.
 type createArgs struct {
-	Amount        *int64 `json:"amount"`
-	Currency      string `json:"currency"`
-	PaymentMethod string `json:"payment_method"`
-	Description   string `json:"description"`
-	CustomerEmail string `json:"customer_email"`
+	Amount        *int64
+	Currency      string
+	PaymentMethod string
+	Description   string
+	CustomerEmail string
+}
+
+// member reads one argument; any other name is refused as unknown.
+func (a *createArgs) member(name string, v *codec.Value) error {
+	switch name {
+	case "amount":
+		return v.OptInt64(&a.Amount)
+	case "currency":
+		return v.String(&a.Currency)
+	case "payment_method":
+		return v.String(&a.PaymentMethod)
+	case "description":
+		return v.String(&a.Description)
+	case "customer_email":
+		return v.String(&a.CustomerEmail)
+	}
+	return nil
 }
 
 func (a *createArgs) validate() error {
@@ -115,7 +172,7 @@ func (a *createArgs) validate() error {
 // reports the call failed. A 409 idempotency_key_in_use is InProgress.
 func createPayment(c *guest.Call, args []byte) abi.Outcome {
 	var a createArgs
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	if err := guest.ReadArgs(args, a.member); err != nil {
 		return guest.Permanent("create_payment: invalid arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -128,23 +185,25 @@ func createPayment(c *guest.Call, args []byte) abi.Outcome {
 	if err != nil {
 		return guest.Permanent("create_payment: %v", err)
 	}
-	form := url.Values{}
-	form.Set("amount", itoa(*a.Amount))
-	form.Set("currency", a.Currency)
-	form.Set("payment_method", a.PaymentMethod)
-	// A card-only, confirm-now PaymentIntent: with automatic payment
-	// methods Stripe would demand a return_url for redirect-based methods.
-	form.Set("payment_method_types[]", "card")
-	form.Set("confirm", "true")
+	// Fields in sorted order, so the body is byte for byte what
+	// url.Values.Encode wrote for earlier versions of the connector. A
+	// card-only, confirm-now PaymentIntent: with automatic payment methods
+	// Stripe would demand a return_url for redirect-based methods.
+	var form codec.Form
+	form.Add("amount", itoa(*a.Amount))
+	form.Add("confirm", "true")
+	form.Add("currency", a.Currency)
 	if a.Description != "" {
-		form.Set("description", a.Description)
+		form.Add("description", a.Description)
 	}
+	addMetadata(c, &form)
+	form.Add("payment_method", a.PaymentMethod)
+	form.Add("payment_method_types[]", "card")
 	if a.CustomerEmail != "" {
-		form.Set("receipt_email", a.CustomerEmail)
+		form.Add("receipt_email", a.CustomerEmail)
 	}
-	setMetadata(c, form)
 
-	resp := s.send("POST", "/v1/payment_intents", nil, form, c.Key)
+	resp := s.send("POST", "/v1/payment_intents", "", form.Bytes(), c.Key)
 	if f, ok := check(resp, true); !ok {
 		return executeFailure(c, f)
 	}
@@ -155,21 +214,17 @@ func createPayment(c *guest.Call, args []byte) abi.Outcome {
 		return guest.Uncertain("create_payment: unreadable 2xx response from Stripe (%d bytes): %v", len(resp.Body), err)
 	}
 	noteReplay(c, resp, pi.ID)
-	return guest.OK(paymentResult{
-		PaymentIntent: pi.ID,
-		Status:        pi.Status,
-		Amount:        pi.Amount,
-		Currency:      pi.Currency,
-	}, pi.ID)
+	return guest.OK(resultOf(pi).json(), pi.ID)
 }
 
-// setMetadata writes the execution identity into the object's metadata, so
-// reconcile (and a human) can find what this execution created.
-func setMetadata(c *guest.Call, form url.Values) {
-	form.Set("metadata["+metaKey+"]", c.Key)
+// addMetadata writes the execution identity into the object's metadata, so
+// reconcile (and a human) can find what this execution created. The two
+// fields sort between "description" and "payment_intent".
+func addMetadata(c *guest.Call, form *codec.Form) {
 	if id := c.ExecutionID(); id != "" {
-		form.Set("metadata["+metaExecution+"]", id)
+		form.Add("metadata["+metaExecution+"]", id)
 	}
+	form.Add("metadata["+metaKey+"]", c.Key)
 }
 
 // reconcileCreatePayment looks for a PaymentIntent carrying this
@@ -189,21 +244,29 @@ func reconcileCreatePayment(c *guest.Call, args []byte) abi.Outcome {
 	if err != nil {
 		return guest.Unknown("create_payment reconcile: %v", err)
 	}
-	q := url.Values{}
-	q.Set("query", "metadata['"+metaKey+"']:"+searchString(c.Key))
-	q.Set("limit", "10")
-	resp := s.send("GET", "/v1/payment_intents/search", q, nil, "")
+	var q codec.Form
+	q.Add("limit", "10")
+	q.Add("query", "metadata['"+metaKey+"']:"+searchString(c.Key))
+	resp := s.send("GET", "/v1/payment_intents/search", q.String(), nil, "")
 	if f, ok := check(resp, false); !ok {
 		return guest.Unknown("create_payment reconcile: %s", f.msg)
 	}
-	var res struct {
-		Data []paymentIntent `json:"data"`
-	}
-	if err := json.Unmarshal(resp.Body, &res); err != nil {
+	var data []paymentIntent
+	err = codec.DecodeObject(resp.Body, func(name string, v *codec.Value) error {
+		if name != "data" {
+			return nil
+		}
+		data = data[:0]
+		return v.Array(func(e *codec.Value) error {
+			data = append(data, paymentIntent{})
+			return e.Object(data[len(data)-1].member)
+		})
+	})
+	if err != nil {
 		return guest.Unknown("create_payment reconcile: unreadable search response: %v", err)
 	}
 	var hits []paymentIntent
-	for _, pi := range res.Data {
+	for _, pi := range data {
 		// Compare exactly: never trust the query alone to have matched.
 		if pi.ID != "" && pi.Metadata[metaKey] == c.Key {
 			hits = append(hits, pi)
@@ -223,7 +286,7 @@ func reconcileCreatePayment(c *guest.Call, args []byte) abi.Outcome {
 	pi := hits[0]
 	// Search results may be stale; the retrieve API is consistent.
 	fresh := false
-	if resp := s.send("GET", "/v1/payment_intents/"+url.PathEscape(pi.ID), nil, nil, ""); resp.Err == abi.HTTPOK && resp.Status == 200 {
+	if resp := s.send("GET", "/v1/payment_intents/"+url.PathEscape(pi.ID), "", nil, ""); resp.Err == abi.HTTPOK && resp.Status == 200 {
 		if p, err := decodePaymentIntent(resp.Body); err == nil && p.ID == pi.ID {
 			pi, fresh = p, true
 		}
@@ -239,17 +302,7 @@ func reconcileCreatePayment(c *guest.Call, args []byte) abi.Outcome {
 		}
 		return guest.NotApplied("create_payment reconcile: %s carries this key but holds no charge (status %s)", pi.ID, pi.Status)
 	}
-	return guest.Applied(paymentResult{
-		PaymentIntent: pi.ID,
-		Status:        pi.Status,
-		Amount:        pi.Amount,
-		Currency:      pi.Currency,
-	}, pi.ID)
-}
-
-// getArgs are get_payment's arguments.
-type getArgs struct {
-	PaymentIntent string `json:"payment_intent"`
+	return guest.Applied(resultOf(pi).json(), pi.ID)
 }
 
 // paymentView is get_payment's result: what the model may see of a
@@ -264,21 +317,40 @@ type paymentView struct {
 	Created        int64   `json:"created"`
 }
 
+// json returns p as encoding/json marshals it.
+func (p paymentView) json() []byte {
+	return codec.AppendObject(nil, func(o *codec.Object) {
+		o.String("id", p.ID)
+		o.String("status", p.Status)
+		o.Int("amount", p.Amount)
+		o.Int("amount_received", p.AmountReceived)
+		o.String("currency", p.Currency)
+		o.OptString("description", p.Description)
+		o.Int("created", p.Created)
+	})
+}
+
 // getPayment retrieves one PaymentIntent. It is a read: GET is idempotent,
 // so network errors are simply retryable.
 func getPayment(c *guest.Call, args []byte) abi.Outcome {
-	var a getArgs
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	var id string
+	err := guest.ReadArgs(args, func(name string, v *codec.Value) error {
+		if name == "payment_intent" {
+			return v.String(&id)
+		}
+		return nil
+	})
+	if err != nil {
 		return guest.Permanent("get_payment: invalid arguments: %v", err)
 	}
-	if !validID(a.PaymentIntent, "pi_") {
+	if !validID(id, "pi_") {
 		return guest.Permanent("get_payment: invalid arguments: payment_intent must be a PaymentIntent id (pi_…)")
 	}
 	s, err := newStripe(c)
 	if err != nil {
 		return guest.Permanent("get_payment: %v", err)
 	}
-	resp := s.send("GET", "/v1/payment_intents/"+url.PathEscape(a.PaymentIntent), nil, nil, "")
+	resp := s.send("GET", "/v1/payment_intents/"+url.PathEscape(id), "", nil, "")
 	if f, ok := check(resp, false); !ok {
 		return executeFailure(c, f)
 	}
@@ -294,5 +366,5 @@ func getPayment(c *guest.Call, args []byte) abi.Outcome {
 		Currency:       pi.Currency,
 		Description:    pi.Description,
 		Created:        pi.Created,
-	}, pi.ID)
+	}.json(), pi.ID)
 }

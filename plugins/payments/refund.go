@@ -1,23 +1,43 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/codec"
 	"github.com/connhost/connhost/abi/guest"
 )
 
 // refund is the subset of Stripe's Refund the connector reads.
 type refund struct {
-	ID            string            `json:"id"`
-	Object        string            `json:"object"`
-	Status        string            `json:"status"`
-	Amount        int64             `json:"amount"`
-	Currency      string            `json:"currency"`
-	PaymentIntent string            `json:"payment_intent"`
-	Metadata      map[string]string `json:"metadata"`
+	ID            string
+	Object        string
+	Status        string
+	Amount        int64
+	Currency      string
+	PaymentIntent string
+	Metadata      map[string]string
+}
+
+// member reads the fields the connector uses and skips the rest.
+func (r *refund) member(name string, v *codec.Value) error {
+	switch name {
+	case "id":
+		return v.String(&r.ID)
+	case "object":
+		return v.String(&r.Object)
+	case "status":
+		return v.String(&r.Status)
+	case "amount":
+		return v.Int64(&r.Amount)
+	case "currency":
+		return v.String(&r.Currency)
+	case "payment_intent":
+		return v.String(&r.PaymentIntent)
+	case "metadata":
+		return v.StringMap(&r.Metadata)
+	}
+	return nil
 }
 
 // refundResult is the result of refund_payment (and of its reconcile).
@@ -34,12 +54,36 @@ func (r refund) result() refundResult {
 		PaymentIntent: r.PaymentIntent}
 }
 
+// json returns r as encoding/json marshals it.
+func (r refundResult) json() []byte {
+	return codec.AppendObject(nil, func(o *codec.Object) {
+		o.String("refund", r.Refund)
+		o.String("status", r.Status)
+		o.Int("amount", r.Amount)
+		o.String("currency", r.Currency)
+		o.String("payment_intent", r.PaymentIntent)
+	})
+}
+
 // refundArgs are refund_payment's arguments.
 type refundArgs struct {
-	PaymentIntent string `json:"payment_intent"`
+	PaymentIntent string
 	// Amount is optional: without it Stripe refunds what remains.
-	Amount *int64 `json:"amount"`
-	Reason string `json:"reason"`
+	Amount *int64
+	Reason string
+}
+
+// member reads one argument; any other name is refused as unknown.
+func (a *refundArgs) member(name string, v *codec.Value) error {
+	switch name {
+	case "payment_intent":
+		return v.String(&a.PaymentIntent)
+	case "amount":
+		return v.OptInt64(&a.Amount)
+	case "reason":
+		return v.String(&a.Reason)
+	}
+	return nil
 }
 
 func (a *refundArgs) validate() error {
@@ -68,7 +112,7 @@ func (a *refundArgs) validate() error {
 // still sends the same key, so retries inside that window deduplicate too.
 func refundPayment(c *guest.Call, args []byte) abi.Outcome {
 	var a refundArgs
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	if err := guest.ReadArgs(args, a.member); err != nil {
 		return guest.Permanent("refund_payment: invalid arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -81,26 +125,28 @@ func refundPayment(c *guest.Call, args []byte) abi.Outcome {
 	if err != nil {
 		return guest.Permanent("refund_payment: %v", err)
 	}
-	form := url.Values{}
-	form.Set("payment_intent", a.PaymentIntent)
+	// Fields in sorted order, as url.Values.Encode wrote them for earlier
+	// versions of the connector.
+	var form codec.Form
 	if a.Amount != nil {
-		form.Set("amount", itoa(*a.Amount))
+		form.Add("amount", itoa(*a.Amount))
 	}
+	addMetadata(c, &form)
+	form.Add("payment_intent", a.PaymentIntent)
 	if a.Reason != "" {
-		form.Set("reason", a.Reason)
+		form.Add("reason", a.Reason)
 	}
-	setMetadata(c, form)
 
-	resp := s.send("POST", "/v1/refunds", nil, form, c.Key)
+	resp := s.send("POST", "/v1/refunds", "", form.Bytes(), c.Key)
 	if f, ok := check(resp, true); !ok {
 		return executeFailure(c, f)
 	}
 	var r refund
-	if err := json.Unmarshal(resp.Body, &r); err != nil || r.ID == "" || (r.Object != "" && r.Object != "refund") {
+	if err := codec.DecodeObject(resp.Body, r.member); err != nil || r.ID == "" || (r.Object != "" && r.Object != "refund") {
 		return guest.Uncertain("refund_payment: unreadable 2xx response from Stripe (%d bytes)", len(resp.Body))
 	}
 	noteReplay(c, resp, r.ID)
-	return guest.OK(r.result(), r.ID)
+	return guest.OK(r.result().json(), r.ID)
 }
 
 // maxRefundPages bounds the refund listing reconcile walks (100 a page).
@@ -120,7 +166,7 @@ const maxRefundPages = 10
 //     Unknown.
 func reconcileRefund(c *guest.Call, args []byte) abi.Outcome {
 	var a refundArgs
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	if err := guest.ReadArgs(args, a.member); err != nil {
 		return guest.Unknown("refund_payment reconcile: cannot read the recorded arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -133,37 +179,51 @@ func reconcileRefund(c *guest.Call, args []byte) abi.Outcome {
 	if err != nil {
 		return guest.Unknown("refund_payment reconcile: %v", err)
 	}
-	q := url.Values{}
-	q.Set("payment_intent", a.PaymentIntent)
-	q.Set("limit", "100")
-	seen := 0
+	seen, after := 0, ""
 	for page := 0; page < maxRefundPages; page++ {
-		resp := s.send("GET", "/v1/refunds", q, nil, "")
+		// Fields in sorted order, as url.Values.Encode wrote them.
+		var q codec.Form
+		q.Add("limit", "100")
+		q.Add("payment_intent", a.PaymentIntent)
+		if after != "" {
+			q.Add("starting_after", after)
+		}
+		resp := s.send("GET", "/v1/refunds", q.String(), nil, "")
 		if f, ok := check(resp, false); !ok {
 			return guest.Unknown("refund_payment reconcile: %s", f.msg)
 		}
-		var list struct {
-			Object  string   `json:"object"`
-			Data    []refund `json:"data"`
-			HasMore *bool    `json:"has_more"`
-		}
-		if err := json.Unmarshal(resp.Body, &list); err != nil || list.HasMore == nil {
+		var data []refund
+		var hasMore *bool
+		err := codec.DecodeObject(resp.Body, func(name string, v *codec.Value) error {
+			switch name {
+			case "data":
+				data = data[:0]
+				return v.Array(func(e *codec.Value) error {
+					data = append(data, refund{})
+					return e.Object(data[len(data)-1].member)
+				})
+			case "has_more":
+				return v.OptBool(&hasMore)
+			}
+			return nil
+		})
+		if err != nil || hasMore == nil {
 			return guest.Unknown("refund_payment reconcile: unreadable refund list (%d bytes)", len(resp.Body))
 		}
-		seen += len(list.Data)
-		for _, r := range list.Data {
+		seen += len(data)
+		for _, r := range data {
 			if r.ID != "" && r.Metadata[metaKey] == c.Key {
-				return guest.Applied(r.result(), r.ID)
+				return guest.Applied(r.result().json(), r.ID)
 			}
 		}
-		if !*list.HasMore {
+		if !*hasMore {
 			return guest.NotApplied("refund_payment reconcile: none of the %d refunds of %s carries this key",
 				seen, a.PaymentIntent)
 		}
-		if len(list.Data) == 0 {
+		if len(data) == 0 {
 			return guest.Unknown("refund_payment reconcile: Stripe reported more refunds after an empty page")
 		}
-		q.Set("starting_after", list.Data[len(list.Data)-1].ID)
+		after = data[len(data)-1].ID
 	}
 	return guest.Unknown("refund_payment reconcile: %s has more than %d refunds; not searched further",
 		a.PaymentIntent, maxRefundPages*100)

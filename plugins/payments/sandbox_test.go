@@ -15,7 +15,7 @@ import (
 // mode and end-to-end tests use (internal/sandbox/stripe), so the two agree
 // on the wire format and on Stripe's idempotency semantics.
 
-func startSandbox(t *testing.T, opts stripe.Options) (*stripe.Server, *testHost) {
+func startSandbox(t testing.TB, opts stripe.Options) (*stripe.Server, *testHost) {
 	t.Helper()
 	s := stripe.New(opts)
 	srv := httptest.NewServer(s)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/codec"
 	"github.com/connhost/connhost/abi/guest"
 )
 
@@ -65,42 +65,83 @@ func newStripe(c *guest.Call) (*client, error) {
 	return &client{call: c, base: strings.TrimRight(base, "/"), apiKey: key}, nil
 }
 
-// send performs one request. form, when non-nil, is the form-encoded body;
-// idemKey, when non-empty, is sent as Idempotency-Key.
-func (s *client) send(method, path string, query, form url.Values, idemKey string) abi.HTTPResponse {
+// send performs one request. query, when non-empty, is the encoded URL
+// query; form, when non-nil, is the form-encoded body; idemKey, when
+// non-empty, is sent as Idempotency-Key.
+func (s *client) send(method, path, query string, form []byte, idemKey string) abi.HTTPResponse {
 	u := s.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
+	if query != "" {
+		u += "?" + query
 	}
-	h := []abi.Header{
-		{Name: "Authorization", Value: "Bearer " + s.apiKey},
-		{Name: "Stripe-Version", Value: stripeVersion},
-		{Name: "Accept", Value: "application/json"},
-	}
-	var body []byte
+	h := make([]abi.Header, 3, 5)
+	h[0] = abi.Header{Name: "Authorization", Value: "Bearer " + s.apiKey}
+	h[1] = abi.Header{Name: "Stripe-Version", Value: stripeVersion}
+	h[2] = abi.Header{Name: "Accept", Value: "application/json"}
 	if form != nil {
-		body = []byte(form.Encode())
 		h = append(h, abi.Header{Name: "Content-Type", Value: "application/x-www-form-urlencoded"})
 	}
 	if idemKey != "" {
 		h = append(h, abi.Header{Name: "Idempotency-Key", Value: idemKey})
 	}
-	return s.call.HTTP(abi.HTTPRequest{Method: method, URL: u, Header: h, Body: body})
+	return s.call.HTTP(abi.HTTPRequest{Method: method, URL: u, Header: h, Body: form})
 }
 
-// apiError is Stripe's error body: {"error":{"type","code","message",…}}.
+// apiError is what the connector reads of Stripe's error body:
+// {"error":{"type","code","message",…}}.
 type apiError struct {
-	Error *struct {
-		Type          string `json:"type"`
-		Code          string `json:"code"`
-		DeclineCode   string `json:"decline_code"`
-		Message       string `json:"message"`
-		Param         string `json:"param"`
-		PaymentIntent *struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		} `json:"payment_intent"`
-	} `json:"error"`
+	Type          string
+	Code          string
+	DeclineCode   string
+	Message       string
+	Param         string
+	PaymentIntent *struct{ ID, Status string }
+}
+
+// decodeAPIError reads a Stripe error body; ok is false for anything else
+// (not JSON, no "error" object).
+func decodeAPIError(body []byte) (e apiError, ok bool) {
+	err := codec.DecodeObject(body, func(name string, v *codec.Value) error {
+		if name != "error" {
+			return nil
+		}
+		ok = v.Kind() == codec.KindObject
+		return v.Object(e.member)
+	})
+	return e, ok && err == nil
+}
+
+func (e *apiError) member(name string, v *codec.Value) error {
+	switch name {
+	case "type":
+		return v.String(&e.Type)
+	case "code":
+		return v.String(&e.Code)
+	case "decline_code":
+		return v.String(&e.DeclineCode)
+	case "message":
+		return v.String(&e.Message)
+	case "param":
+		return v.String(&e.Param)
+	case "payment_intent":
+		if v.Kind() == codec.KindNull {
+			e.PaymentIntent = nil
+			return v.Skip()
+		}
+		if e.PaymentIntent == nil {
+			e.PaymentIntent = new(struct{ ID, Status string })
+		}
+		pi := e.PaymentIntent
+		return v.Object(func(name string, v *codec.Value) error {
+			switch name {
+			case "id":
+				return v.String(&pi.ID)
+			case "status":
+				return v.String(&pi.Status)
+			}
+			return nil
+		})
+	}
+	return nil
 }
 
 // failure is a request that did not produce a usable 2xx answer.
@@ -177,40 +218,40 @@ func check(resp abi.HTTPResponse, mutating bool) (failure, bool) {
 	case resp.Status >= 500:
 		f.kind = open
 	}
-	var e apiError
-	if err := json.Unmarshal(resp.Body, &e); err != nil || e.Error == nil {
+	e, ok := decodeAPIError(resp.Body)
+	if !ok {
 		f.msg = fmt.Sprintf("stripe: HTTP %d with a non-Stripe body (%s, %d bytes)%s",
 			resp.Status, contentType(resp), len(resp.Body), requestID(resp))
 		return f, false
 	}
-	f.msg = fmt.Sprintf("stripe: HTTP %d %s", resp.Status, e.Error.Type)
-	if e.Error.Code != "" {
-		f.msg += "/" + e.Error.Code
+	f.msg = fmt.Sprintf("stripe: HTTP %d %s", resp.Status, e.Type)
+	if e.Code != "" {
+		f.msg += "/" + e.Code
 	}
-	if e.Error.DeclineCode != "" {
-		f.msg += "/" + e.Error.DeclineCode
+	if e.DeclineCode != "" {
+		f.msg += "/" + e.DeclineCode
 	}
-	if e.Error.Param != "" {
-		f.msg += " param " + e.Error.Param
+	if e.Param != "" {
+		f.msg += " param " + e.Param
 	}
-	if e.Error.Message != "" {
-		f.msg += ": " + clip(e.Error.Message, 300)
+	if e.Message != "" {
+		f.msg += ": " + clip(e.Message, 300)
 	}
-	if pi := e.Error.PaymentIntent; pi != nil && pi.ID != "" {
+	if pi := e.PaymentIntent; pi != nil && pi.ID != "" {
 		f.msg += fmt.Sprintf(" (payment_intent %s status %s)", pi.ID, pi.Status)
 	}
 	f.msg += requestID(resp)
 	switch {
-	case e.Error.Code == "idempotency_key_in_use" && mutating:
+	case e.Code == "idempotency_key_in_use" && mutating:
 		// The first request with this key is still executing.
 		f.kind = inProgress
-	case e.Error.Code == "lock_timeout" || e.Error.Type == "rate_limit_error" || e.Error.Code == "rate_limit":
+	case e.Code == "lock_timeout" || e.Type == "rate_limit_error" || e.Code == "rate_limit":
 		// A lock or a rate limiter ran before the endpoint executed:
 		// nothing was saved for this attempt, the same key may be retried.
 		f.kind = notApplied
-	case e.Error.Type == "idempotency_error":
+	case e.Type == "idempotency_error":
 		f.kind = misuse
-	case e.Error.Type == "api_error":
+	case e.Type == "api_error":
 		f.kind = open
 	}
 	return f, false

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest"
+	"github.com/connhost/connhost/abi/guest/guesttest"
+	"github.com/connhost/connhost/internal/sandbox/stripe"
+)
+
+// BenchmarkGuestCreatePayment is create_payment's own work: decode and
+// validate the arguments, build the form, decode Stripe's PaymentIntent
+// (recorded from the emulator, served in-process) and encode the result.
+// It runs natively and, compiled to wasip1, under a wasm runtime, where it
+// is the guest's CPU cost without the network and the host:
+//
+//	GOOS=wasip1 GOARCH=wasm go test -c -o payments_test.wasm ./plugins/payments
+//	go run github.com/tetratelabs/wazero/cmd/wazero run payments_test.wasm -test.run '^$' -test.bench Guest
+func BenchmarkGuestCreatePayment(b *testing.B) {
+	s := stripe.New(stripe.Options{})
+	b.Cleanup(s.Close)
+	const origin = "http://stripe.test:80"
+	h := newTestHost(origin, map[string]string{"base_url": origin, "api_key": testAPIKey})
+	h.Handler = s
+	wantKind(b, create(h, key1, createJSON), abi.OutcomeOK, "")
+	c := &guesttest.Canned{ExecID: h.ExecID, Values: h.Values, Responses: h.Responses()}
+	args := []byte(createJSON)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Reset()
+		if o := guest.Invoke(c, abi.ExportExecuteWithKey, "create_payment", key1, args); o.Kind != abi.OutcomeOK {
+			b.Fatalf("%s %q", o.Kind, o.Error)
+		}
+	}
+}
