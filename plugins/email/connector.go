@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/codec"
 	"github.com/connhost/connhost/abi/guest"
 )
 
@@ -31,18 +31,25 @@ func init() {
 // recipients accepts a JSON string or an array of strings.
 type recipients []string
 
-func (r *recipients) UnmarshalJSON(b []byte) error {
-	var one string
-	if err := json.Unmarshal(b, &one); err == nil {
+// read reads one address or a list of them. null reads as one empty
+// address, which validation refuses.
+func (r *recipients) read(v *codec.Value) error {
+	switch v.Kind() {
+	case codec.KindString:
+		var one string
+		err := v.String(&one)
 		*r = recipients{one}
-		return nil
+		return err
+	case codec.KindArray:
+		return v.Strings((*[]string)(r))
+	case codec.KindNull:
+		*r = recipients{""}
+		return v.Skip()
 	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return errors.New("must be an email address or a list of them")
+	if err := v.Skip(); err != nil {
+		return err
 	}
-	*r = many
-	return nil
+	return errors.New("must be an email address or a list of them")
 }
 
 const maxRecipients = 50
@@ -56,12 +63,31 @@ func validAddress(a string) bool {
 
 // sendArgs are send's arguments.
 type sendArgs struct {
-	To      recipients `json:"to"`
-	Cc      recipients `json:"cc"`
-	Subject string     `json:"subject"`
-	Text    string     `json:"text"`
-	HTML    string     `json:"html"`
-	From    string     `json:"from"`
+	To      recipients
+	Cc      recipients
+	Subject string
+	Text    string
+	HTML    string
+	From    string
+}
+
+// member reads one argument; any other name is refused as unknown.
+func (a *sendArgs) member(name string, v *codec.Value) error {
+	switch name {
+	case "to":
+		return a.To.read(v)
+	case "cc":
+		return a.Cc.read(v)
+	case "subject":
+		return v.String(&a.Subject)
+	case "text":
+		return v.String(&a.Text)
+	case "html":
+		return v.String(&a.HTML)
+	case "from":
+		return v.String(&a.From)
+	}
+	return nil
 }
 
 func (a *sendArgs) validate() error {
@@ -117,6 +143,41 @@ func toSendAddrs(r recipients) []sendAddr {
 	return out
 }
 
+// json returns r as encoding/json marshals it.
+func (r sendRequest) json() []byte {
+	addr := func(o *codec.Object, a sendAddr) {
+		if a.Name != "" {
+			o.String("Name", a.Name)
+		}
+		o.String("Email", a.Email)
+	}
+	addrs := func(o *codec.Object, name string, list []sendAddr) {
+		if list == nil {
+			o.Null(name)
+			return
+		}
+		o.Array(name, func(arr *codec.Array) {
+			for _, a := range list {
+				arr.Object(func(o *codec.Object) { addr(o, a) })
+			}
+		})
+	}
+	return codec.AppendObject(nil, func(o *codec.Object) {
+		o.Object("From", func(o *codec.Object) { addr(o, r.From) })
+		addrs(o, "To", r.To)
+		if len(r.Cc) > 0 {
+			addrs(o, "Cc", r.Cc)
+		}
+		o.String("Subject", r.Subject)
+		o.String("Text", r.Text)
+		if r.HTML != "" {
+			o.String("HTML", r.HTML)
+		}
+		o.Strings("Tags", r.Tags)
+		o.StringMap("Headers", r.Headers)
+	})
+}
+
 // sendResult is send's result (and its reconcile's).
 type sendResult struct {
 	// ID is Mailpit's database ID of the stored message (the receipt).
@@ -126,6 +187,15 @@ type sendResult struct {
 	// AlreadySent is true when an earlier attempt of this execution had
 	// already delivered the message and nothing new was sent.
 	AlreadySent bool `json:"already_sent"`
+}
+
+// json returns r as encoding/json marshals it.
+func (r sendResult) json() []byte {
+	return codec.AppendObject(nil, func(o *codec.Object) {
+		o.String("id", r.ID)
+		o.String("message_id", r.MessageID)
+		o.Bool("already_sent", r.AlreadySent)
+	})
 }
 
 // send delivers a message through Mailpit's send API.
@@ -145,7 +215,7 @@ type sendResult struct {
 // Message-ID).
 func send(c *guest.Call, args []byte) abi.Outcome {
 	var a sendArgs
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	if err := guest.ReadArgs(args, a.member); err != nil {
 		return guest.Permanent("send: invalid arguments: %v", err)
 	}
 	if err := a.validate(); err != nil {
@@ -175,7 +245,7 @@ func send(c *guest.Call, args []byte) abi.Outcome {
 		return guest.Permanent("send: nothing sent: looking for an earlier attempt failed: %s", pf.msg)
 	}
 	if prior != nil {
-		return guest.OK(sendResult{ID: prior.ID, MessageID: id, AlreadySent: true}, prior.ID)
+		return guest.OK(sendResult{ID: prior.ID, MessageID: id, AlreadySent: true}.json(), prior.ID)
 	}
 
 	req := sendRequest{
@@ -191,17 +261,21 @@ func send(c *guest.Call, args []byte) abi.Outcome {
 	if x := c.ExecutionID(); x != "" && !strings.ContainsAny(x, "\r\n") {
 		req.Headers["X-Connhost-Execution-Id"] = x
 	}
-	resp := m.do("POST", "/api/v1/send", nil, req)
+	resp := m.do("POST", "/api/v1/send", "", req.json())
 	f, ok := check(resp)
 	if ok {
-		var out struct {
-			ID *string `json:"ID"`
-		}
-		switch err := json.Unmarshal(resp.Body, &out); {
-		case err != nil || out.ID == nil:
+		var sent *string
+		err := codec.DecodeObject(resp.Body, func(name string, v *codec.Value) error {
+			if name == "ID" {
+				return v.OptString(&sent)
+			}
+			return nil
+		})
+		switch {
+		case err != nil || sent == nil:
 			f = failure{sent: true, msg: fmt.Sprintf("mailpit: unreadable send response (%d bytes)", len(resp.Body))}
-		case *out.ID != "":
-			return guest.OK(sendResult{ID: *out.ID, MessageID: id}, *out.ID)
+		case *sent != "":
+			return guest.OK(sendResult{ID: *sent, MessageID: id}.json(), *sent)
 		default:
 			// Mailpit answers an empty ID when --ignore-duplicate-ids
 			// dropped the message: one with this Message-ID is stored.
@@ -220,7 +294,7 @@ func send(c *guest.Call, args []byte) abi.Outcome {
 	case lf != nil:
 		return guest.Uncertain("send: %s; checking whether it was stored failed too: %s", f.msg, lf.msg)
 	case landed != nil:
-		return guest.OK(sendResult{ID: landed.ID, MessageID: id}, landed.ID)
+		return guest.OK(sendResult{ID: landed.ID, MessageID: id}.json(), landed.ID)
 	}
 	// Not stored yet is not "not sent": the request may still be on its
 	// way through Mailpit. The host reconciles once it has settled.
@@ -251,13 +325,24 @@ func reconcileSend(c *guest.Call, args []byte) abi.Outcome {
 	case s == nil:
 		return guest.NotApplied("send reconcile: no message with Message-ID <%s> is stored", id)
 	}
-	return guest.Applied(sendResult{ID: s.ID, MessageID: id}, s.ID)
+	return guest.Applied(sendResult{ID: s.ID, MessageID: id}.json(), s.ID)
 }
 
 // releaseArgs are release_message's arguments.
 type releaseArgs struct {
-	ID string     `json:"id"`
-	To recipients `json:"to"`
+	ID string
+	To recipients
+}
+
+// member reads one argument; any other name is refused as unknown.
+func (a *releaseArgs) member(name string, v *codec.Value) error {
+	switch name {
+	case "id":
+		return v.String(&a.ID)
+	case "to":
+		return a.To.read(v)
+	}
+	return nil
 }
 
 // releaseMessage relays a stored message to real recipients through the
@@ -275,7 +360,7 @@ type releaseArgs struct {
 // one attempt.
 func releaseMessage(c *guest.Call, args []byte) abi.Outcome {
 	var a releaseArgs
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	if err := guest.ReadArgs(args, a.member); err != nil {
 		return guest.Permanent("release_message: invalid arguments: %v", err)
 	}
 	var bad []string
@@ -297,8 +382,8 @@ func releaseMessage(c *guest.Call, args []byte) abi.Outcome {
 	if err != nil {
 		return guest.Permanent("release_message: %v", err)
 	}
-	resp := m.do("POST", "/api/v1/message/"+url.PathEscape(a.ID)+"/release", nil,
-		struct{ To []string }{To: a.To})
+	resp := m.do("POST", "/api/v1/message/"+url.PathEscape(a.ID)+"/release", "",
+		codec.AppendObject(nil, func(o *codec.Object) { o.Strings("To", a.To) }))
 	if f, ok := check(resp); !ok {
 		if f.sent {
 			msg := "release_message: outcome uncertain, the relay may have happened; not retried automatically: " + f.msg
@@ -307,10 +392,10 @@ func releaseMessage(c *guest.Call, args []byte) abi.Outcome {
 		}
 		return guest.Permanent("release_message: %s", f.msg)
 	}
-	return guest.OK(struct {
-		ID       string   `json:"id"`
-		Released []string `json:"released_to"`
-	}{a.ID, a.To}, a.ID)
+	return guest.OK(codec.AppendObject(nil, func(o *codec.Object) {
+		o.String("id", a.ID)
+		o.Strings("released_to", a.To)
+	}), a.ID)
 }
 
 // readFailure maps a failed read: transient answers are retryable (a read
@@ -340,38 +425,85 @@ type messageView struct {
 	Size      uint64    `json:"size"`
 }
 
+// json returns v as encoding/json marshals it.
+func (v messageView) json() []byte {
+	return codec.AppendObject(nil, func(o *codec.Object) {
+		o.String("id", v.ID)
+		o.String("message_id", v.MessageID)
+		writeAddress(o, "from", v.From)
+		writeAddresses(o, "to", v.To)
+		writeAddresses(o, "cc", v.Cc)
+		o.String("subject", v.Subject)
+		o.String("date", v.Date)
+		o.Strings("tags", v.Tags)
+		o.String("text", v.Text)
+		o.Bool("text_truncated", v.Truncated)
+		o.Uint("size", v.Size)
+	})
+}
+
+// message is what get_message reads of Mailpit's Message.
+type message struct {
+	ID, MessageID string
+	From          *address
+	To, Cc        []address
+	Subject, Date string
+	Tags          []string
+	Text          string
+	Size          uint64
+}
+
+func (m *message) member(name string, v *codec.Value) error {
+	switch name {
+	case "ID":
+		return v.String(&m.ID)
+	case "MessageID":
+		return v.String(&m.MessageID)
+	case "From":
+		return readAddress(v, &m.From)
+	case "To":
+		return readAddresses(v, &m.To)
+	case "Cc":
+		return readAddresses(v, &m.Cc)
+	case "Subject":
+		return v.String(&m.Subject)
+	case "Date":
+		return v.String(&m.Date)
+	case "Tags":
+		return v.Strings(&m.Tags)
+	case "Text":
+		return v.String(&m.Text)
+	case "Size":
+		return v.Uint64(&m.Size)
+	}
+	return nil
+}
+
 // getMessage returns one stored message (GET /api/v1/message/{ID}).
 func getMessage(c *guest.Call, args []byte) abi.Outcome {
-	var a struct {
-		ID string `json:"id"`
-	}
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	var id string
+	err := guest.ReadArgs(args, func(name string, v *codec.Value) error {
+		if name == "id" {
+			return v.String(&id)
+		}
+		return nil
+	})
+	if err != nil {
 		return guest.Permanent("get_message: invalid arguments: %v", err)
 	}
-	if !validMailboxID(a.ID) {
+	if !validMailboxID(id) {
 		return guest.Permanent("get_message: invalid arguments: id must be a Mailpit message ID")
 	}
 	m, err := newMailpit(c)
 	if err != nil {
 		return guest.Permanent("get_message: %v", err)
 	}
-	resp := m.do("GET", "/api/v1/message/"+url.PathEscape(a.ID), nil, nil)
+	resp := m.do("GET", "/api/v1/message/"+url.PathEscape(id), "", nil)
 	if f, ok := check(resp); !ok {
 		return readFailure("get_message", f)
 	}
-	var msg struct {
-		ID        string    `json:"ID"`
-		MessageID string    `json:"MessageID"`
-		From      *address  `json:"From"`
-		To        []address `json:"To"`
-		Cc        []address `json:"Cc"`
-		Subject   string    `json:"Subject"`
-		Date      string    `json:"Date"`
-		Tags      []string  `json:"Tags"`
-		Text      string    `json:"Text"`
-		Size      uint64    `json:"Size"`
-	}
-	if err := json.Unmarshal(resp.Body, &msg); err != nil || msg.ID == "" {
+	var msg message
+	if err := codec.DecodeObject(resp.Body, msg.member); err != nil || msg.ID == "" {
 		return guest.Permanent("get_message: unreadable response from Mailpit (%d bytes)", len(resp.Body))
 	}
 	v := messageView{ID: msg.ID, MessageID: msg.MessageID, From: msg.From, To: msg.To, Cc: msg.Cc,
@@ -379,50 +511,52 @@ func getMessage(c *guest.Call, args []byte) abi.Outcome {
 	if len(v.Text) > maxText {
 		v.Text, v.Truncated = strings.ToValidUTF8(v.Text[:maxText], ""), true
 	}
-	return guest.OK(v, msg.ID)
+	return guest.OK(v.json(), msg.ID)
 }
 
 // searchMessages runs a Mailpit search (GET /api/v1/search) with Mailpit's
 // search syntax (to:, from:, subject:, message-id:, tag:, is:unread, …).
 func searchMessages(c *guest.Call, args []byte) abi.Outcome {
-	var a struct {
-		Query string `json:"query"`
-		Limit *int   `json:"limit"`
-	}
-	if err := guest.DecodeArgs(args, &a); err != nil {
+	var query string
+	limit := int64(20)
+	err := guest.ReadArgs(args, func(name string, v *codec.Value) error {
+		switch name {
+		case "query":
+			return v.String(&query)
+		case "limit":
+			return v.Int64(&limit)
+		}
+		return nil
+	})
+	if err != nil {
 		return guest.Permanent("search_messages: invalid arguments: %v", err)
 	}
-	limit := 20
-	if a.Limit != nil {
-		limit = *a.Limit
-	}
-	if strings.TrimSpace(a.Query) == "" || len(a.Query) > 500 || strings.ContainsAny(a.Query, "\r\n") || limit < 1 || limit > 50 {
+	if strings.TrimSpace(query) == "" || len(query) > 500 || strings.ContainsAny(query, "\r\n") || limit < 1 || limit > 50 {
 		return guest.Permanent("search_messages: invalid arguments: query must be one non-empty line (≤500 bytes), limit 1..50")
 	}
 	m, err := newMailpit(c)
 	if err != nil {
 		return guest.Permanent("search_messages: %v", err)
 	}
-	p, f := m.search(a.Query, 0, limit)
+	p, f := m.search(query, 0, int(limit))
 	if f != nil {
 		return readFailure("search_messages", *f)
 	}
-	type hit struct {
-		ID        string    `json:"id"`
-		MessageID string    `json:"message_id"`
-		From      *address  `json:"from"`
-		To        []address `json:"to"`
-		Subject   string    `json:"subject"`
-		Created   string    `json:"created"`
-		Tags      []string  `json:"tags"`
-		Snippet   string    `json:"snippet"`
-	}
-	out := struct {
-		Total    uint64 `json:"total"`
-		Messages []hit  `json:"messages"`
-	}{Total: *p.MessagesCount, Messages: make([]hit, 0, len(p.Messages))}
-	for _, s := range p.Messages {
-		out.Messages = append(out.Messages, hit{s.ID, s.MessageID, s.From, s.To, s.Subject, s.Created, s.Tags, s.Snippet})
-	}
-	return guest.OK(out, "")
+	return guest.OK(codec.AppendObject(nil, func(o *codec.Object) {
+		o.Uint("total", *p.MessagesCount)
+		o.Array("messages", func(a *codec.Array) {
+			for _, s := range p.Messages {
+				a.Object(func(o *codec.Object) {
+					o.String("id", s.ID)
+					o.String("message_id", s.MessageID)
+					writeAddress(o, "from", s.From)
+					writeAddresses(o, "to", s.To)
+					o.String("subject", s.Subject)
+					o.String("created", s.Created)
+					o.Strings("tags", s.Tags)
+					o.String("snippet", s.Snippet)
+				})
+			}
+		})
+	}), "")
 }

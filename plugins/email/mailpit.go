@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/codec"
 	"github.com/connhost/connhost/abi/guest"
 )
 
@@ -110,24 +110,22 @@ func optionalConfig(c *guest.Call, key, def string) (string, error) {
 	return v, nil
 }
 
-func (m *client) do(method, path string, query url.Values, body any) abi.HTTPResponse {
+// do performs one request. query, when non-empty, is the encoded URL
+// query; body, when non-nil, is a JSON body.
+func (m *client) do(method, path, query string, body []byte) abi.HTTPResponse {
 	u := m.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
+	if query != "" {
+		u += "?" + query
 	}
-	req := abi.HTTPRequest{Method: method, URL: u, Header: []abi.Header{{Name: "Accept", Value: "application/json"}}}
+	h := make([]abi.Header, 1, 3)
+	h[0] = abi.Header{Name: "Accept", Value: "application/json"}
 	if m.auth != "" {
-		req.Header = append(req.Header, abi.Header{Name: "Authorization", Value: m.auth})
+		h = append(h, abi.Header{Name: "Authorization", Value: m.auth})
 	}
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return abi.HTTPResponse{Err: abi.HTTPInvalid, Message: "encode request: " + err.Error()}
-		}
-		req.Body = b
-		req.Header = append(req.Header, abi.Header{Name: "Content-Type", Value: "application/json"})
+		h = append(h, abi.Header{Name: "Content-Type", Value: "application/json"})
 	}
-	return m.call.HTTP(req)
+	return m.call.HTTP(abi.HTTPRequest{Method: method, URL: u, Header: h, Body: body})
 }
 
 // failure describes a response that is not a usable 2xx answer. sent says
@@ -170,9 +168,15 @@ func check(resp abi.HTTPResponse) (failure, bool) {
 
 // errorText extracts Mailpit's error: a JSON {"Error": "..."} or plain text.
 func errorText(b []byte) string {
-	var e struct{ Error string }
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return clip(e.Error, 300)
+	var e string
+	err := codec.DecodeObject(b, func(name string, v *codec.Value) error {
+		if name == "Error" {
+			return v.String(&e)
+		}
+		return nil
+	})
+	if err == nil && e != "" {
+		return clip(e, 300)
 	}
 	s := strings.TrimSpace(string(b))
 	if s == "" || strings.HasPrefix(s, "<") || !isText(s) {
@@ -198,43 +202,151 @@ func clip(s string, n int) string {
 	return strings.ToValidUTF8(s, "")
 }
 
-// address is Mailpit's {"Name", "Address"} (net/mail.Address as JSON).
-// The tags are lower case for the results the model reads; decoding
-// matches Mailpit's capitalised keys because encoding/json folds case.
+// address is Mailpit's {"Name", "Address"} (net/mail.Address as JSON),
+// which results show the model as {"name", "address"}.
 type address struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
 }
 
-// summary is Mailpit's MessageSummary (search and list results).
-type summary struct {
-	ID        string    `json:"ID"`
-	MessageID string    `json:"MessageID"`
-	From      *address  `json:"From"`
-	To        []address `json:"To"`
-	Subject   string    `json:"Subject"`
-	Created   string    `json:"Created"`
-	Tags      []string  `json:"Tags"`
-	Snippet   string    `json:"Snippet"`
+func (a *address) member(name string, v *codec.Value) error {
+	switch name {
+	case "Name":
+		return v.String(&a.Name)
+	case "Address":
+		return v.String(&a.Address)
+	}
+	return nil
 }
 
-// searchPage is Mailpit's MessagesSummary for GET /api/v1/search.
+// readAddress reads an address or null.
+func readAddress(v *codec.Value, dst **address) error {
+	if v.Kind() == codec.KindNull {
+		*dst = nil
+		return v.Skip()
+	}
+	if *dst == nil {
+		*dst = new(address)
+	}
+	return v.Object((*dst).member)
+}
+
+// readAddresses reads a list of addresses (null elements read as empty
+// ones) or null.
+func readAddresses(v *codec.Value, dst *[]address) error {
+	if v.Kind() == codec.KindNull {
+		*dst = nil
+		return v.Skip()
+	}
+	list := []address{}
+	err := v.Array(func(e *codec.Value) error {
+		list = append(list, address{})
+		return e.Object(list[len(list)-1].member)
+	})
+	*dst = list
+	return err
+}
+
+// writeAddress writes an address as a result shows it, or null.
+func writeAddress(o *codec.Object, name string, a *address) {
+	if a == nil {
+		o.Null(name)
+		return
+	}
+	o.Object(name, func(o *codec.Object) {
+		o.String("name", a.Name)
+		o.String("address", a.Address)
+	})
+}
+
+// writeAddresses writes a list of addresses, or null for a nil list.
+func writeAddresses(o *codec.Object, name string, list []address) {
+	if list == nil {
+		o.Null(name)
+		return
+	}
+	o.Array(name, func(arr *codec.Array) {
+		for _, a := range list {
+			arr.Object(func(o *codec.Object) {
+				o.String("name", a.Name)
+				o.String("address", a.Address)
+			})
+		}
+	})
+}
+
+// summary is what the connector reads of Mailpit's MessageSummary (search
+// and list results).
+type summary struct {
+	ID        string
+	MessageID string
+	From      *address
+	To        []address
+	Subject   string
+	Created   string
+	Tags      []string
+	Snippet   string
+}
+
+func (s *summary) member(name string, v *codec.Value) error {
+	switch name {
+	case "ID":
+		return v.String(&s.ID)
+	case "MessageID":
+		return v.String(&s.MessageID)
+	case "From":
+		return readAddress(v, &s.From)
+	case "To":
+		return readAddresses(v, &s.To)
+	case "Subject":
+		return v.String(&s.Subject)
+	case "Created":
+		return v.String(&s.Created)
+	case "Tags":
+		return v.Strings(&s.Tags)
+	case "Snippet":
+		return v.String(&s.Snippet)
+	}
+	return nil
+}
+
+// searchPage is what the connector reads of Mailpit's MessagesSummary for
+// GET /api/v1/search.
 type searchPage struct {
-	MessagesCount *uint64   `json:"messages_count"`
-	Messages      []summary `json:"messages"`
+	MessagesCount *uint64
+	Messages      []summary
+}
+
+func (p *searchPage) member(name string, v *codec.Value) error {
+	switch name {
+	case "messages_count":
+		return v.OptUint64(&p.MessagesCount)
+	case "messages":
+		if v.Kind() == codec.KindNull {
+			p.Messages = nil
+			return v.Skip()
+		}
+		p.Messages = []summary{}
+		return v.Array(func(e *codec.Value) error {
+			p.Messages = append(p.Messages, summary{})
+			return e.Object(p.Messages[len(p.Messages)-1].member)
+		})
+	}
+	return nil
 }
 
 func (m *client) search(query string, start, limit int) (searchPage, *failure) {
-	q := url.Values{}
-	q.Set("query", query)
-	q.Set("start", strconv.Itoa(start))
-	q.Set("limit", strconv.Itoa(limit))
-	resp := m.do("GET", "/api/v1/search", q, nil)
+	// Fields in sorted order, as url.Values.Encode wrote them.
+	var q codec.Form
+	q.Add("limit", strconv.Itoa(limit))
+	q.Add("query", query)
+	q.Add("start", strconv.Itoa(start))
+	resp := m.do("GET", "/api/v1/search", q.String(), nil)
 	if f, ok := check(resp); !ok {
 		return searchPage{}, &f
 	}
 	var p searchPage
-	if err := json.Unmarshal(resp.Body, &p); err != nil || p.MessagesCount == nil {
+	if err := codec.DecodeObject(resp.Body, p.member); err != nil || p.MessagesCount == nil {
 		return searchPage{}, &failure{msg: fmt.Sprintf("mailpit: unreadable search response (%d bytes)", len(resp.Body))}
 	}
 	return p, nil
