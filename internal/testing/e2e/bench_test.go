@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/internal/wasmrt"
@@ -56,32 +57,80 @@ func wantWarm(b *testing.B, c *conn) {
 func BenchmarkPaymentProviderDirect(b *testing.B) {
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
-	endpoint := shared.sb.PaymentsURL() + "/v1/payment_intents"
 	i := 0
 	for b.Loop() {
 		i++
-		key := fmt.Sprintf("%s-pdirect-%d", benchRun, i)
-		form := url.Values{
-			"amount": {"2000"}, "currency": {"usd"}, "payment_method": {"pm_card_visa"},
-			"payment_method_types[]": {"card"}, "confirm": {"true"}, "description": {"e2e"},
-			"metadata[connhost_key]": {key}, "metadata[connhost_execution_id]": {"exec-" + key},
-		}
-		req, err := http.NewRequest("POST", endpoint, strings.NewReader(form.Encode()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-		req.Header.Set("Stripe-Version", "2024-06-20")
-		req.Header.Set("Accept", "application/json")
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Idempotency-Key", key)
-		var pi struct {
-			ID, Status string
-		}
-		if st := doJSON(b, client, req, &pi); st != 200 || pi.Status != "succeeded" {
-			b.Fatalf("create: %d %+v", st, pi)
-		}
+		paymentDirect(b, client, fmt.Sprintf("%s-pdirect-%d", benchRun, i))
 	}
+}
+
+// paymentDirect makes create_payment's request with net/http.
+func paymentDirect(b *testing.B, client *http.Client, key string) {
+	form := url.Values{
+		"amount": {"2000"}, "currency": {"usd"}, "payment_method": {"pm_card_visa"},
+		"payment_method_types[]": {"card"}, "confirm": {"true"}, "description": {"e2e"},
+		"metadata[connhost_key]": {key}, "metadata[connhost_execution_id]": {"exec-" + key},
+	}
+	req, err := http.NewRequest("POST", shared.sb.PaymentsURL()+"/v1/payment_intents", strings.NewReader(form.Encode()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Stripe-Version", "2024-06-20")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Idempotency-Key", key)
+	var pi struct {
+		ID, Status string
+	}
+	if st := doJSON(b, client, req, &pi); st != 200 || pi.Status != "succeeded" {
+		b.Fatalf("create: %d %+v", st, pi)
+	}
+}
+
+// BenchmarkPaymentOverhead alternates one create_payment through the host
+// (BenchmarkPaymentE2E's call) with the same request made directly
+// (BenchmarkPaymentProviderDirect's), so both see the same load and the
+// same provider state, and reports each one's time, the host's overhead
+// (their difference) and their ratio.
+func BenchmarkPaymentOverhead(b *testing.B) {
+	c := loadPayments(b, shared.sb.PaymentsURL())
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	ctx := context.Background()
+	args := []byte(paymentArgs(2000, "pm_card_visa"))
+	var p pair
+	for b.Loop() {
+		p.n++
+		key := fmt.Sprintf("%s-pover-%d", benchRun, p.n)
+		t0 := time.Now()
+		o, err := c.Call(ctx, wasmrt.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "create_payment", Key: key, ExecutionID: "exec-" + key, Args: args})
+		t1 := time.Now()
+		if err != nil || o.Kind != abi.OutcomeOK {
+			b.Fatalf("create_payment: %v %s %q", err, o.Kind, o.Error)
+		}
+		paymentDirect(b, client, key+"-direct")
+		p.add(t1.Sub(t0), time.Since(t1))
+	}
+	p.report(b)
+	wantWarm(b, c)
+}
+
+// pair sums the two sides of an Overhead benchmark.
+type pair struct {
+	n            int
+	host, direct time.Duration
+}
+
+func (p *pair) add(host, direct time.Duration) { p.host += host; p.direct += direct }
+
+// report adds host-µs, direct-µs, overhead-µs (per call) and host/direct.
+func (p *pair) report(b *testing.B) {
+	n := float64(p.n)
+	b.ReportMetric(float64(p.host.Microseconds())/n, "host-µs")
+	b.ReportMetric(float64(p.direct.Microseconds())/n, "direct-µs")
+	b.ReportMetric(float64((p.host-p.direct).Microseconds())/n, "overhead-µs")
+	b.ReportMetric(float64(p.host)/float64(p.direct), "host/direct")
 }
 
 func BenchmarkEmailE2E(b *testing.B) {
@@ -113,39 +162,71 @@ func BenchmarkEmailProviderDirect(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		key := fmt.Sprintf("%s-edirect-%d", benchRun, i)
-		id := messageID(key)
-		q := url.Values{"query": {"message-id:" + id}, "start": {"0"}, "limit": {"50"}}
-		req, err := http.NewRequest("GET", base+"/api/v1/search?"+q.Encode(), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Header.Set("Accept", "application/json")
-		var page struct {
-			MessagesCount *uint64 `json:"messages_count"`
-			Messages      []struct{ ID, MessageID string }
-		}
-		if st := doJSON(b, client, req, &page); st != 200 || page.MessagesCount == nil {
-			b.Fatalf("search: %d", st)
-		}
-		body, _ := json.Marshal(map[string]any{
-			"From":    map[string]string{"Email": defaultFrom},
-			"To":      []map[string]string{{"Email": "customer@example.com"}},
-			"Subject": "Invoice 42", "Text": "Your invoice is attached.",
-			"Tags":    []string{"connhost", "connhost-" + key[len(key)-16:]},
-			"Headers": map[string]string{"Message-ID": "<" + id + ">", "X-Connhost-Execution-Id": "exec-" + key},
-		})
-		req, err = http.NewRequest("POST", base+"/api/v1/send", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Header.Set("Accept", "application/json")
-		req.Header.Set("Content-Type", "application/json")
-		var out struct{ ID string }
-		if st := doJSON(b, client, req, &out); st != 200 || out.ID == "" {
-			b.Fatalf("send: %d %+v", st, out)
-		}
+		emailDirect(b, client, base, fmt.Sprintf("%s-edirect-%d", benchRun, i))
 	}
+}
+
+// emailDirect makes send's two requests with net/http.
+func emailDirect(b *testing.B, client *http.Client, base, key string) {
+	id := messageID(key)
+	q := url.Values{"query": {"message-id:" + id}, "start": {"0"}, "limit": {"50"}}
+	req, err := http.NewRequest("GET", base+"/api/v1/search?"+q.Encode(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	var page struct {
+		MessagesCount *uint64 `json:"messages_count"`
+		Messages      []struct{ ID, MessageID string }
+	}
+	if st := doJSON(b, client, req, &page); st != 200 || page.MessagesCount == nil {
+		b.Fatalf("search: %d", st)
+	}
+	body, _ := json.Marshal(map[string]any{
+		"From":    map[string]string{"Email": defaultFrom},
+		"To":      []map[string]string{{"Email": "customer@example.com"}},
+		"Subject": "Invoice 42", "Text": "Your invoice is attached.",
+		"Tags":    []string{"connhost", "connhost-" + key[len(key)-16:]},
+		"Headers": map[string]string{"Message-ID": "<" + id + ">", "X-Connhost-Execution-Id": "exec-" + key},
+	})
+	req, err = http.NewRequest("POST", base+"/api/v1/send", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	var out struct{ ID string }
+	if st := doJSON(b, client, req, &out); st != 200 || out.ID == "" {
+		b.Fatalf("send: %d %+v", st, out)
+	}
+}
+
+// BenchmarkEmailOverhead alternates one send through the host with the
+// same two requests made directly (as BenchmarkPaymentOverhead does), on
+// one mailbox that both grow alike.
+func BenchmarkEmailOverhead(b *testing.B) {
+	base := needMailpit(b)
+	emptyMailbox(b)
+	c := loadEmail(b, base)
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	ctx := context.Background()
+	args := []byte(sendArgs)
+	var p pair
+	for b.Loop() {
+		p.n++
+		key := fmt.Sprintf("%s-eover-%d", benchRun, p.n)
+		t0 := time.Now()
+		o, err := c.Call(ctx, wasmrt.CallRequest{Export: abi.ExportExecuteWithKey, Operation: "send", Key: key, ExecutionID: "exec-" + key, Args: args})
+		t1 := time.Now()
+		if err != nil || o.Kind != abi.OutcomeOK {
+			b.Fatalf("send: %v %s %q", err, o.Kind, o.Error)
+		}
+		emailDirect(b, client, base, key+"-direct")
+		p.add(t1.Sub(t0), time.Since(t1))
+	}
+	p.report(b)
+	wantWarm(b, c)
 }
 
 // emptyMailbox deletes every message of the real Mailpit, so each email
