@@ -256,3 +256,62 @@ func doJSON(b *testing.B, client *http.Client, req *http.Request, out any) int {
 	}
 	return resp.StatusCode
 }
+
+// BenchmarkColdPaths reports, for each shipped connector, what serve's
+// start and a burst's pool growth pay: load-ms is Load with a warm
+// compilation cache (read and check the module, compile from the cache,
+// instantiate the describing instance, version check, describe), and
+// instance-ms is creating one more pooled instance (Prewarm by one:
+// instantiate + _initialize). ns/op is their sum, plus Close.
+func BenchmarkColdPaths(b *testing.B) {
+	for _, tc := range []struct{ name, wasm, digest string }{
+		{"payments", shared.paymentsWasm, shared.paymentsDigest},
+		{"email", shared.emailWasm, shared.emailDigest},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := shippedManifest(b, tc.name, tc.digest)
+			cfg := map[string]string{"api_key": apiKey, "base_url": "http://127.0.0.1:1", "default_from": defaultFrom}
+			ctx := context.Background()
+			rt, err := wasmrt.New(ctx, wasmrt.Options{
+				CacheDir: shared.wazeroCache,
+				Config: func(_, key string) (string, bool) {
+					v, ok := cfg[key]
+					return v, ok
+				},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rt.Close(ctx)
+			lo := wasmrt.LoadOptions{ModulePath: tc.wasm}
+			c, err := rt.Load(ctx, m, lo) // warms the cache
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Close(ctx)
+			var load, inst time.Duration
+			n := 0
+			for b.Loop() {
+				n++
+				t0 := time.Now()
+				c, err := rt.Load(ctx, m, lo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				st := c.Stats()
+				if err := c.Prewarm(ctx, st.Idle+st.Busy+1); err != nil {
+					b.Fatal(err)
+				}
+				t2 := time.Now()
+				if got := c.Stats().Created; got != st.Created+1 {
+					b.Fatalf("Prewarm created %d instances, want 1", got-st.Created)
+				}
+				load, inst = load+t1.Sub(t0), inst+t2.Sub(t1)
+				c.Close(ctx)
+			}
+			b.ReportMetric(float64(load.Microseconds())/1000/float64(n), "load-ms")
+			b.ReportMetric(float64(inst.Microseconds())/1000/float64(n), "instance-ms")
+		})
+	}
+}
