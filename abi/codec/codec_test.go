@@ -159,3 +159,26 @@ func ExampleAppendObject() {
 	fmt.Println(string(b))
 	// Output: {"payment_intent":"pi_123","amount":2000,"description":"order 42","tags":["a","\u003cb\u003e"]}
 }
+
+// TestStringWordBoundaries: a byte that ends the plain run, at every
+// offset around the eight-byte steps, is seen as encoding/json sees it.
+func TestStringWordBoundaries(t *testing.T) {
+	for _, c := range []byte{'"', '\\', 0x00, 0x1F, 0x20, 0x7F, 0x80, 0xFF, 'x'} {
+		for n := 0; n < 26; n++ {
+			for _, tail := range []string{`"`, `n"`, `u00e9"`, ``} {
+				s := append([]byte(`"`+strings.Repeat("a", n)), c)
+				s = append(s, tail...)
+				if got, want := Valid(s), json.Valid(s); got != want {
+					t.Errorf("Valid(%q) = %t, encoding/json says %t", s, got, want)
+				}
+				var v string
+				got := DecodeObject(append(append([]byte(`{"s":`), s...), '}'), func(_ string, val *Value) error { return val.String(&v) })
+				var w struct{ S string }
+				want := json.Unmarshal(append(append([]byte(`{"s":`), s...), '}'), &w)
+				if (got == nil) != (want == nil) || got == nil && v != w.S {
+					t.Errorf("decode %q: %v %q; encoding/json: %v %q", s, got, v, want, w.S)
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -43,6 +44,11 @@ var plain = func() (t [256]bool) {
 // included) and refuses control bytes and unknown escapes.
 func scanString(b []byte, i int) (end int, simple bool, err error) {
 	j := i + 1
+	// Eight plain bytes at a time (results, arguments and provider bodies
+	// are mostly long runs of them), then byte by byte.
+	for j+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[j:])) {
+		j += 8
+	}
 	for j < len(b) && plain[b[j]] {
 		j++
 	}
@@ -81,6 +87,18 @@ func scanString(b []byte, i int) (end int, simple bool, err error) {
 		}
 	}
 	return 0, false, syntaxErr(len(b), "unexpected end of input in a string")
+}
+
+// plainWord reports whether all eight bytes of x are plain: none is '"',
+// '\\', below 0x20 or at or above 0x80. (x-0x20…) & ^x has a byte's top
+// bit set when some byte is below 0x20 (exactly when one is; which one may
+// be misreported, which does not matter here), and a byte of x^'"'… is
+// zero where x holds '"'.
+func plainWord(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ ('"' * ones)
+	bs := x ^ ('\\' * ones)
+	return (x|(x-0x20*ones)|(q-ones)&^q|(bs-ones)&^bs)&highs == 0
 }
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
