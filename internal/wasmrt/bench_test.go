@@ -99,12 +99,16 @@ func directModule(b *testing.B, closeOnDone bool) api.Module {
 // decode; the input is written once. It is the baseline for WarmCall.
 // "closeOnDone" uses WithCloseOnContextDone(true) like the runtime;
 // "closeOnDone+alloc" adds the connhost_alloc round trip the ABI asks for
-// before every call; "plain" has no deadline enforcement, to show its cost.
+// before every call; "closeOnDone+alloc+deadline" also gives each call a
+// context with a deadline, as Call does (wazero then watches it with a
+// goroutine per call); "plain" has no deadline enforcement, to show its
+// cost.
 func BenchmarkDirectCall(b *testing.B) {
 	for _, mode := range []struct {
-		name                   string
-		closeOnDone, withAlloc bool
-	}{{"closeOnDone", true, false}, {"closeOnDone+alloc", true, true}, {"plain", false, false}} {
+		name                                string
+		closeOnDone, withAlloc, withTimeout bool
+	}{{"closeOnDone", true, false, false}, {"closeOnDone+alloc", true, true, false},
+		{"closeOnDone+alloc+deadline", true, true, true}, {"plain", false, false, false}} {
 		closeOnDone := mode.closeOnDone
 		b.Run(mode.name, func(b *testing.B) {
 			mod := directModule(b, closeOnDone)
@@ -123,15 +127,22 @@ func BenchmarkDirectCall(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(kib1)))
 			for b.Loop() {
+				cctx, cancel := ctx, context.CancelFunc(nil)
+				if mode.withTimeout {
+					cctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+				}
 				if mode.withAlloc {
 					stack[0] = uint64(len(op) + len(kib1))
-					if err := alloc.CallWithStack(ctx, stack); err != nil {
+					if err := alloc.CallWithStack(cctx, stack); err != nil {
 						b.Fatal(err)
 					}
 				}
 				stack[0], stack[1], stack[2], stack[3] = uint64(ptr), uint64(len(op)), uint64(ptr)+uint64(len(op)), uint64(len(kib1))
-				if err := exec.CallWithStack(ctx, stack); err != nil {
+				if err := exec.CallWithStack(cctx, stack); err != nil {
 					b.Fatal(err)
+				}
+				if cancel != nil {
+					cancel()
 				}
 				if _, n := abi.UnpackPtrLen(stack[0]); n < uint32(len(kib1)) {
 					b.Fatalf("short outcome: %d bytes", n)
