@@ -14,9 +14,8 @@ import (
 // arguments, look the Message-ID up (Mailpit's search answer over a
 // mailbox of 100 messages sent by the connector, each with its own tag,
 // recorded from the emulator and served in-process), encode the send
-// request, read its answer and encode the result. It runs natively and,
-// compiled to wasip1, under a wasm runtime (see BenchmarkGuestCreatePayment
-// in plugins/payments).
+// request, read its answer and encode the result. It runs natively (see
+// BenchmarkGuestCreatePayment in plugins/payments).
 func BenchmarkGuestSend(b *testing.B) {
 	s := mailpit.New(mailpit.Options{})
 	b.Cleanup(s.Close)
