@@ -48,10 +48,12 @@ func TestLeases(t *testing.T) {
 
 	_, err = db.CreateOwned(ctx, a1, ledgertest.Dispatched("x"), ledger.Event{})
 	require.NoError(t, err)
-	node, epoch, err := db.Owner(ctx, "x")
+	owner, live, err := db.Owner(ctx, "x")
 	require.NoError(t, err)
-	require.Equal(t, "a", node)
-	require.EqualValues(t, 1, epoch)
+	require.Equal(t, "a", owner.Node)
+	require.EqualValues(t, 1, owner.Epoch)
+	require.True(t, live)
+	require.Equal(t, a1.Expires, owner.Expires)
 
 	// A restart: the same node registers again. Its former epoch is
 	// fenced out at once, though its lease had not expired.
@@ -67,6 +69,10 @@ func TestLeases(t *testing.T) {
 	require.ErrorIs(t, err, pgledger.ErrLeaseExpired)
 	_, err = db.Get(ctx, "y")
 	require.ErrorIs(t, err, ledger.ErrNotFound, "a fenced create wrote")
+	owner, live, err = db.Owner(ctx, "x")
+	require.NoError(t, err)
+	require.False(t, live, "a superseded epoch is not live")
+	require.EqualValues(t, 1, owner.Epoch)
 	// The new epoch does not own x either until it claims it.
 	_, err = db.ApplyOwned(ctx, a2, "x", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
 		Outcome: &ledger.Outcome{Kind: "ok", Attempt: 1}})
@@ -164,14 +170,16 @@ func TestTakeover(t *testing.T) {
 	slices.Sort(all)
 	require.Equal(t, want, all, "every pending execution of a claimed exactly once")
 	for id, i := range owner {
-		node, epoch, err := nodeA.Owner(ctx, id)
+		owner, live, err := nodeA.Owner(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, leases[i].Node, node)
-		require.Equal(t, leases[i].Epoch, epoch)
+		require.Equal(t, leases[i].Node, owner.Node)
+		require.Equal(t, leases[i].Epoch, owner.Epoch)
+		require.True(t, live)
 	}
-	node, _, err := nodeA.Owner(ctx, "free")
+	free, live, err := nodeA.Owner(ctx, "free")
 	require.NoError(t, err)
-	require.Empty(t, node)
+	require.Equal(t, pgledger.Lease{}, free)
+	require.False(t, live)
 
 	// a comes back late and writes an outcome: refused, nothing changes.
 	id := want[0]
@@ -200,4 +208,159 @@ func TestTakeover(t *testing.T) {
 	}
 	ledgertest.Invariants(t, nodeA, everything, [][2]string{{ledger.DefaultNamespace, "s1"}})
 	checkTables(t, dsn)
+}
+
+func gated(id string) ledger.Record {
+	r := ledgertest.Dispatched(id)
+	r.State, r.Attempt = ledger.StateAwaitingApproval, 0
+	r.Approval = &ledger.Approval{ID: "ap-" + id, ArgsDigest: r.ArgsDigest, Decision: ledger.ApprovalPending}
+	return r
+}
+
+func requireOwner(t *testing.T, db *pgledger.DB, id string, want pgledger.Lease) {
+	t.Helper()
+	owner, _, err := db.Owner(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, want.Node, owner.Node)
+	require.Equal(t, want.Epoch, owner.Epoch)
+}
+
+// TestOwnershipAtRest: an execution with no attempt in flight belongs to
+// whichever live node writes it next (an approval given through one node is
+// consumed by the node that dispatches); an attempt in flight only to its
+// owner, though another node may record a cancel request on it, which
+// leaves the owner as it is.
+func TestOwnershipAtRest(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	db := openDB(t, dsn, nil)
+	var a, b, c pgledger.Lease
+	for _, p := range []struct {
+		l    *pgledger.Lease
+		node string
+	}{{&a, "a"}, {&b, "b"}, {&c, "c"}} {
+		var err error
+		*p.l, err = db.RegisterNode(ctx, p.node, ttl)
+		require.NoError(t, err)
+	}
+	_, err := db.CreateOwned(ctx, a, gated("x"), ledger.Event{})
+	require.NoError(t, err)
+	requireOwner(t, db, "x", a)
+
+	// b approves a's request (a is live): at rest, b takes it.
+	approved := ledger.Approval{ID: "ap-x", ArgsDigest: "d-x", Decision: ledger.ApprovalApproved, By: "rita"}
+	_, err = db.ApplyOwned(ctx, b, "x", ledger.Transition{From: ledger.StateAwaitingApproval, To: ledger.StateApproved, Approval: &approved})
+	require.NoError(t, err)
+	requireOwner(t, db, "x", b)
+	// c dispatches it.
+	_, err = db.ApplyOwned(ctx, c, "x", ledger.Transition{From: ledger.StateApproved, To: ledger.StateDispatched, Attempt: 1})
+	require.NoError(t, err)
+	requireOwner(t, db, "x", c)
+
+	// In flight: neither a nor b may decide its attempt.
+	outcome := ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
+		Outcome: &ledger.Outcome{Kind: "ok", Attempt: 1}}
+	for _, l := range []pgledger.Lease{a, b} {
+		_, err = db.ApplyOwned(ctx, l, "x", outcome)
+		require.ErrorIs(t, err, pgledger.ErrNotOwner, "%s", l)
+		_, err = db.ApplyOwned(ctx, l, "x", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateDispatched, Attempt: 2, Uncertain: true})
+		require.ErrorIs(t, err, pgledger.ErrNotOwner, "%s", l)
+	}
+	// b may ask for its cancellation; c still owns the attempt.
+	rec, err := db.ApplyOwned(ctx, b, "x", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateDispatched, Attempt: 1, CancelRequested: true})
+	require.NoError(t, err)
+	require.True(t, rec.CancelRequested)
+	requireOwner(t, db, "x", c)
+	// c records the outcome on the record b changed since c's last write
+	// (its cached version is stale).
+	rec, err = db.ApplyOwned(ctx, c, "x", outcome)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateSucceeded, rec.State)
+
+	// retry_wait is at rest too: a due retry goes to whichever live node
+	// dispatches it first.
+	_, err = db.CreateOwned(ctx, a, ledgertest.Dispatched("y"), ledger.Event{})
+	require.NoError(t, err)
+	_, err = db.ApplyOwned(ctx, a, "y", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateRetryWait, Attempt: 1,
+		NextAttemptAt: time.Now(), Outcome: &ledger.Outcome{Kind: "retryable_error", Attempt: 1}})
+	require.NoError(t, err)
+	_, err = db.ApplyOwned(ctx, b, "y", ledger.Transition{From: ledger.StateRetryWait, FromAttempt: 1, To: ledger.StateDispatched, Attempt: 2})
+	require.NoError(t, err)
+	requireOwner(t, db, "y", b)
+	_, err = db.ApplyOwned(ctx, a, "y", ledger.Transition{From: ledger.StateRetryWait, FromAttempt: 1, To: ledger.StateDispatched, Attempt: 2})
+	require.ErrorIs(t, err, ledger.ErrConflict, "the loser of the race gets the grammar's answer")
+
+	// A lease that is not live takes nothing, at rest or not.
+	_, err = db.CreateOwned(ctx, a, gated("z"), ledger.Event{})
+	require.NoError(t, err)
+	expire(t, dsn, "b")
+	_, err = db.ApplyOwned(ctx, b, "z", ledger.Transition{From: ledger.StateAwaitingApproval, To: ledger.StateApproved, Approval: &approved})
+	require.ErrorIs(t, err, pgledger.ErrLeaseExpired)
+	requireOwner(t, db, "z", a)
+	ledgertest.Invariants(t, db, []string{"x", "y", "z"}, [][2]string{{ledger.DefaultNamespace, "s1"}})
+	checkTables(t, dsn)
+}
+
+// TestReleaseLease: a node that shuts down releases its lease, and its
+// executions are claimable at once; the released lease writes nothing more.
+func TestReleaseLease(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	db := openDB(t, dsn, nil)
+	a, err := db.RegisterNode(ctx, "a", ttl)
+	require.NoError(t, err)
+	b, err := db.RegisterNode(ctx, "b", ttl)
+	require.NoError(t, err)
+	_, err = db.CreateOwned(ctx, a, gated("x"), ledger.Event{})
+	require.NoError(t, err)
+	claimed, err := db.ClaimExpired(ctx, b)
+	require.NoError(t, err)
+	require.Empty(t, claimed, "a is live")
+
+	require.NoError(t, db.ReleaseLease(ctx, a))
+	require.NoError(t, db.ReleaseLease(ctx, a), "releasing twice")
+	_, err = db.RenewLease(ctx, a, ttl)
+	require.ErrorIs(t, err, pgledger.ErrLeaseExpired)
+	_, err = db.CreateOwned(ctx, a, gated("y"), ledger.Event{})
+	require.ErrorIs(t, err, pgledger.ErrLeaseExpired)
+	_, live, err := db.Owner(ctx, "x")
+	require.NoError(t, err)
+	require.False(t, live)
+	claimed, err = db.ClaimExpired(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, ids(claimed))
+	requireOwner(t, db, "x", b)
+}
+
+// TestPendingOwned: a node's recovery pass reads the pending executions it
+// owns and those nobody owns, never another node's.
+func TestPendingOwned(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	db := openDB(t, dsn, nil)
+	a, err := db.RegisterNode(ctx, "a", ttl)
+	require.NoError(t, err)
+	b, err := db.RegisterNode(ctx, "b", ttl)
+	require.NoError(t, err)
+	for _, id := range []string{"a1", "a2", "done"} {
+		_, err := db.CreateOwned(ctx, a, ledgertest.Dispatched(id), ledger.Event{})
+		require.NoError(t, err)
+	}
+	_, err = db.ApplyOwned(ctx, a, "done", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
+		Outcome: &ledger.Outcome{Kind: "ok", Attempt: 1}})
+	require.NoError(t, err)
+	_, err = db.CreateOwned(ctx, b, ledgertest.Dispatched("b1"), ledger.Event{})
+	require.NoError(t, err)
+	_, err = db.Create(ctx, ledgertest.Dispatched("free"), ledger.Event{})
+	require.NoError(t, err)
+	list := func(l pgledger.Lease) []string {
+		var got []string
+		require.NoError(t, db.PendingOwned(ctx, l, func(r ledger.Record) error { got = append(got, r.ID); return nil }))
+		return got
+	}
+	require.Equal(t, []string{"a1", "a2", "free"}, list(a))
+	require.Equal(t, []string{"b1", "free"}, list(b))
+	a2, err := db.RegisterNode(ctx, "a", ttl)
+	require.NoError(t, err)
+	require.Equal(t, []string{"free"}, list(a2), "a new epoch owns nothing until it claims")
 }

@@ -18,23 +18,19 @@ import (
 // cannot, it must stop dispatching, because after expiry any live node
 // may claim its pending executions. Each execution a node creates or
 // changes with CreateOwned or ApplyOwned records the node and its epoch as
-// its owner, and those writes succeed only while that lease is live and
-// the execution is unowned or owned by that same lease: the epoch is the
-// fencing token that refuses a stale node's late writes. A node that
+// its owner, and those writes succeed only while that lease is live; an
+// execution with an attempt in flight (dispatched) is changed only by its
+// owner (a cancel request aside), so the epoch is the fencing token that
+// refuses a stale node's late writes. An execution at rest (awaiting
+// approval, approved, retry_wait, recovery_required) has nothing in
+// flight, and any live lease may take it with its write. A node that
 // restarts registers again and gets a new epoch, so its former
 // incarnation's executions are claimable like a dead node's (by itself
 // too).
 
-// Lease is a node's claim to run executions: its id, its epoch (the
-// fencing token) and when it expires unless renewed.
-type Lease struct {
-	Node  string
-	Epoch int64
-	// Expires is the expiry the database recorded, by its clock.
-	Expires time.Time
-}
-
-func (l Lease) String() string { return fmt.Sprintf("node %s epoch %d", l.Node, l.Epoch) }
+// Lease is a node's claim to run executions (ledger.Lease): its id, its
+// epoch (the fencing token) and when it expires unless renewed.
+type Lease = ledger.Lease
 
 // RegisterNode starts a new lease for node, valid for ttl: epoch 1 for a
 // new node, else one more than its last epoch, whatever state that lease
@@ -85,6 +81,24 @@ RETURNING expires_at`, l.Node, l.Epoch, ttl.Microseconds()).Scan(&l.Expires)
 		return Lease{}, fmt.Errorf("pgledger: renew %s: %w", l, err)
 	}
 	return l, nil
+}
+
+// ReleaseLease ends l now, so that live nodes may claim its executions
+// at once (a node shutting down). A lease already gone is left as it is.
+func (d *DB) ReleaseLease(ctx context.Context, l Lease) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	err := d.retry(ctx, func() error {
+		_, err := d.pool.Exec(ctx, `UPDATE connhost_nodes SET expires_at = clock_timestamp()
+WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp()`, l.Node, l.Epoch)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgledger: release %s: %w", l, err)
+	}
+	return nil
 }
 
 // claimSQL makes $1 at epoch $2 (a live lease) the owner of every pending
@@ -159,43 +173,69 @@ func (d *DB) CreateOwned(ctx context.Context, l Lease, rec ledger.Record, ev led
 }
 
 // ApplyOwned is Apply by the node holding l, fenced by l: it changes the
-// execution only while l is live (else ErrLeaseExpired) and the execution
-// is unowned or owned by l (else ErrNotOwner, e.g. after another node
-// claimed it), and makes l its owner. The grammar's errors are Apply's.
+// execution only while l is live (else ErrLeaseExpired) and, if the
+// execution has an attempt in flight (dispatched), only if it is unowned
+// or owned by l (else ErrNotOwner, e.g. after another node claimed it),
+// unless t is a cancel request. l becomes the owner, except of a cancel
+// request. The grammar's errors are Apply's.
 func (d *DB) ApplyOwned(ctx context.Context, l Lease, id string, t ledger.Transition) (ledger.Record, error) {
 	return d.apply(ctx, &l, id, t)
 }
 
-// Owner returns the owner of an execution: its node and lease epoch, or ""
-// and 0 if no node owns it. Unknown ids are ErrNotFound.
-func (d *DB) Owner(ctx context.Context, id string) (node string, epoch int64, err error) {
+// Owner implements ledger.Fleet: the lease that owns an execution (its
+// node, epoch and, if that epoch is its node's current one, its expiry)
+// and whether it is live now, by the database's clock; a zero Lease if no
+// node owns it. Unknown ids are ErrNotFound.
+func (d *DB) Owner(ctx context.Context, id string) (owner Lease, live bool, err error) {
 	if err := d.enter(ctx); err != nil {
-		return "", 0, err
+		return Lease{}, false, err
 	}
 	defer d.exit()
 	return d.owner(ctx, id)
 }
 
-func (d *DB) owner(ctx context.Context, id string) (node string, epoch int64, err error) {
-	var n *string
-	var e *int64
-	err = d.pool.QueryRow(ctx, `SELECT owner_node, owner_epoch FROM connhost_executions WHERE id = $1`, []byte(id)).Scan(&n, &e)
+func (d *DB) owner(ctx context.Context, id string) (Lease, bool, error) {
+	var (
+		n       *string
+		e       *int64
+		expires *time.Time
+		live    *bool
+	)
+	err := d.pool.QueryRow(ctx, `SELECT x.owner_node, x.owner_epoch, n.expires_at, n.expires_at > clock_timestamp()
+FROM connhost_executions x LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node AND n.epoch = x.owner_epoch
+WHERE x.id = $1`, []byte(id)).Scan(&n, &e, &expires, &live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", 0, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
+		return Lease{}, false, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
 	case err != nil:
-		return "", 0, fmt.Errorf("pgledger: read owner of execution[%s]: %w", id, err)
+		return Lease{}, false, fmt.Errorf("pgledger: read owner of execution[%s]: %w", id, err)
 	case n == nil:
-		return "", 0, nil
+		return Lease{}, false, nil
 	}
-	return *n, *e, nil
+	l := Lease{Node: *n, Epoch: *e}
+	if expires != nil {
+		l.Expires = *expires
+	}
+	return l, live != nil && *live, nil
 }
 
-// checkOwner explains why an owned write by l to id was refused: the lease
-// is not live (ErrLeaseExpired) or another lease owns the execution
+// PendingOwned implements ledger.Fleet: Pending restricted to the
+// executions l owns and those no node owns, in id order, in one statement.
+func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) error) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions
+WHERE terminal_ns IS NULL AND (owner_node IS NULL OR (owner_node = $1 AND owner_epoch = $2)) ORDER BY id`, l.Node, l.Epoch)
+}
+
+// checkOwner explains why an owned write of t by l to id was refused:
+// the lease is not live (ErrLeaseExpired), or the execution has an attempt
+// in flight that another lease owns and t is not a cancel request
 // (ErrNotOwner); otherwise the record changed, and checkOwner returns it
 // as stored now for the caller to check again.
-func (d *DB) checkOwner(ctx context.Context, l Lease, id string) (ledger.Record, error) {
+func (d *DB) checkOwner(ctx context.Context, l Lease, id string, t ledger.Transition) (ledger.Record, error) {
 	live, err := d.live(ctx, l)
 	if err != nil {
 		return ledger.Record{}, err
@@ -207,12 +247,19 @@ func (d *DB) checkOwner(ctx context.Context, l Lease, id string) (ledger.Record,
 	if err != nil {
 		return ledger.Record{}, err
 	}
-	node, epoch, err := d.owner(ctx, id)
+	owner, _, err := d.owner(ctx, id)
 	if err != nil {
 		return ledger.Record{}, err
 	}
-	if node != "" && (node != l.Node || epoch != l.Epoch) {
-		return ledger.Record{}, fmt.Errorf("execution[%s] is owned by node %s epoch %d, not %s: %w", id, node, epoch, l, ErrNotOwner)
+	if owner.Node != "" && (owner.Node != l.Node || owner.Epoch != l.Epoch) && rec.State == ledger.StateDispatched && !cancelRequest(t) {
+		return ledger.Record{}, fmt.Errorf("execution[%s] has attempt %d in flight, owned by %s, not %s: %w", id, rec.Attempt, owner, l, ErrNotOwner)
 	}
 	return rec, nil
+}
+
+// cancelRequest reports whether t records a cancel request on the attempt
+// in flight (the one change of a dispatched execution its owner need not
+// make, see ledger.Fleet).
+func cancelRequest(t ledger.Transition) bool {
+	return t.From == ledger.StateDispatched && t.To == ledger.StateDispatched && t.Attempt == t.FromAttempt
 }

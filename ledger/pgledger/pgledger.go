@@ -15,9 +15,10 @@
 // other gets ErrConflict (or ErrTerminal). See RATIONALE.md.
 //
 // For fleet mode the schema records an owner node and lease epoch per
-// execution, and DB has node leases (RegisterNode, RenewLease), an atomic
-// claim of the executions of nodes whose lease expired (ClaimExpired), and
-// writes fenced by the writer's lease (CreateOwned, ApplyOwned).
+// execution, and DB implements ledger.Fleet: node leases (RegisterNode,
+// RenewLease, ReleaseLease), an atomic claim of the executions of nodes
+// whose lease expired (ClaimExpired), and writes fenced by the writer's
+// lease (CreateOwned, ApplyOwned).
 package pgledger
 
 import (
@@ -35,13 +36,15 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
-// Errors of the fleet methods. Callers compare with errors.Is.
+// Errors of the fleet methods: ledger's (see ledger.Fleet), here for
+// callers of this package. Callers compare with errors.Is.
 var (
 	// ErrLeaseExpired: the writer's lease has expired or was superseded
 	// by a newer epoch of its node; the node must stop dispatching.
-	ErrLeaseExpired = errors.New("pgledger: lease expired")
-	// ErrNotOwner: the execution is owned by another node's lease.
-	ErrNotOwner = errors.New("pgledger: execution owned by another node")
+	ErrLeaseExpired = ledger.ErrLeaseExpired
+	// ErrNotOwner: the execution has an attempt in flight owned by
+	// another node's lease.
+	ErrNotOwner = ledger.ErrNotOwner
 )
 
 // DefaultMaxConns is the default value of Options.MaxConns.
@@ -135,7 +138,7 @@ type DB struct {
 	closed  bool
 }
 
-var _ ledger.Ledger = (*DB)(nil)
+var _ ledger.Fleet = (*DB)(nil)
 
 // Open connects to the database, applies the schema migrations this
 // release has and the database lacks (see migrate.go), and returns the

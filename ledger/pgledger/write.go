@@ -36,18 +36,20 @@ SELECT count(*) FROM ins`
 
 // applySQL moves an execution from the version it was checked against
 // ($7 events, $8 state, $9 attempt) to the new one and appends its event.
-// Without a lease ($11, $12 NULL) the owner is left as it is; with one,
-// the row changes only if it is unowned or owned by that lease and the
-// lease is live, and the lease becomes its owner. It returns 1 if it
-// changed the row, else 0 (someone else changed it first, or the lease
-// check failed).
+// Without a lease ($11, $12 NULL) the owner is left as it is. With one,
+// the lease must be live, and the execution unowned, owned by that lease,
+// or open to it ($13: at rest, or the change is a cancel request); the
+// lease becomes its owner unless $14 (a cancel request, which leaves the
+// owner as it is). It returns 1 if it changed the row, else 0 (someone
+// else changed it first, or the lease check failed).
 const applySQL = `WITH upd AS (
     UPDATE connhost_executions
     SET state = $2, attempt = $3, events = $4, terminal_ns = $5, record = $6,
-        owner_node = COALESCE($11, owner_node), owner_epoch = COALESCE($12, owner_epoch)
+        owner_node = CASE WHEN $14::BOOL THEN owner_node ELSE COALESCE($11, owner_node) END,
+        owner_epoch = CASE WHEN $14::BOOL THEN owner_epoch ELSE COALESCE($12, owner_epoch) END
     WHERE id = $1 AND events = $7 AND state = $8 AND attempt = $9
       AND ($11::TEXT IS NULL OR (
-          (owner_node IS NULL OR (owner_node = $11 AND owner_epoch = $12))
+          (owner_node IS NULL OR (owner_node = $11 AND owner_epoch = $12) OR $13::BOOL)
           AND EXISTS (SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())))
     RETURNING id
 ), ev AS (
@@ -186,10 +188,14 @@ func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transi
 			ns := rec.UpdatedAt.UnixNano()
 			terminal = &ns
 		}
+		// An execution at rest has no attempt in flight: any live lease
+		// may take it. A cancel request leaves the attempt to its owner.
+		keep := cancelRequest(t)
+		open := old.State != ledger.StateDispatched || keep
 		var n int
 		err = d.retry(ctx, func() error {
 			return d.pool.QueryRow(ctx, applySQL, []byte(id), string(rec.State), rec.Attempt, int64(rec.Events), terminal, v,
-				int64(old.Events), string(old.State), old.Attempt, e, node, epoch).Scan(&n)
+				int64(old.Events), string(old.State), old.Attempt, e, node, epoch, open, keep).Scan(&n)
 		})
 		if err != nil {
 			d.forget(id)
@@ -203,7 +209,7 @@ func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transi
 		// lease) the lease or the owner does not allow the write.
 		d.forget(id)
 		if lease != nil {
-			if old, err = d.checkOwner(ctx, *lease, id); err != nil {
+			if old, err = d.checkOwner(ctx, *lease, id, t); err != nil {
 				return ledger.Record{}, err
 			}
 		} else if old, err = d.get(ctx, id); err != nil {

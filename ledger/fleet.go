@@ -1,0 +1,78 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of a Fleet ledger. Callers compare with errors.Is.
+var (
+	// ErrLeaseExpired: the writer's lease has expired or was superseded
+	// by a newer epoch of its node. Nothing was written; the node must
+	// stop dispatching and register again.
+	ErrLeaseExpired = errors.New("ledger: lease expired")
+	// ErrNotOwner: the execution has an attempt in flight that another
+	// node's lease owns. Nothing was written.
+	ErrNotOwner = errors.New("ledger: execution owned by another node")
+)
+
+// Lease is a node's right to run executions on a Fleet ledger: the node's
+// id, its epoch (the fencing token: every registration of the node starts
+// a new one) and when it expires unless renewed, by the ledger's clock.
+type Lease struct {
+	Node  string
+	Epoch int64
+	// Expires is the expiry the ledger recorded, by its own clock.
+	Expires time.Time
+}
+
+func (l Lease) String() string { return fmt.Sprintf("node %s epoch %d", l.Node, l.Epoch) }
+
+// Fleet is a Ledger that several nodes (connhost processes, on one machine
+// or many) share. Each node holds a lease it renews; each execution it
+// dispatches records it as its owner, with the lease's epoch. When a
+// node's lease expires, a live node claims its pending executions and
+// applies the recovery decision table to them, and the dead node's late
+// writes are refused by the epoch.
+//
+// The owned writes (CreateOwned, ApplyOwned) succeed only while the
+// writer's lease is live (else ErrLeaseExpired). An execution with an
+// attempt in flight (dispatched) may be changed only by the lease that
+// owns it (else ErrNotOwner), except to record a cancel request, which
+// leaves the owner as it is; an execution at rest (awaiting approval,
+// approved, waiting for a retry, recovery_required) may be changed by any
+// live lease, which becomes its owner. So an approval given through one
+// node is consumed by whichever node dispatches, and an attempt is never
+// decided twice.
+//
+// package ledger/pgledger implements it on PostgreSQL.
+type Fleet interface {
+	Ledger
+	// RegisterNode starts a new lease for node, valid for ttl: a new
+	// epoch, which fences out every earlier epoch of the node at once.
+	RegisterNode(ctx context.Context, node string, ttl time.Duration) (Lease, error)
+	// RenewLease extends a live lease to ttl from now, or fails with
+	// ErrLeaseExpired if it expired or was superseded.
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends a lease now (a node shutting down), so that live
+	// nodes may claim its executions without waiting for its expiry. A
+	// lease already gone is not an error.
+	ReleaseLease(ctx context.Context, l Lease) error
+	// ClaimExpired makes l, which must be live, the owner of the pending
+	// executions of every lease that is gone, each execution going to
+	// exactly one claimer, and returns them.
+	ClaimExpired(ctx context.Context, l Lease) ([]Record, error)
+	// CreateOwned is Create by the holder of l, which becomes the owner.
+	CreateOwned(ctx context.Context, l Lease, rec Record, ev Event) (Record, error)
+	// ApplyOwned is Apply by the holder of l, fenced as the type's comment
+	// says.
+	ApplyOwned(ctx context.Context, l Lease, id string, t Transition) (Record, error)
+	// Owner returns the lease that owns an execution (zero if none) and
+	// whether that lease is live now.
+	Owner(ctx context.Context, id string) (owner Lease, live bool, err error)
+	// PendingOwned is Pending restricted to the executions l owns and
+	// those no lease owns.
+	PendingOwned(ctx context.Context, l Lease, fn func(Record) error) error
+}
