@@ -173,6 +173,10 @@ type facts struct {
 	Live bool
 	// Fenced: the session holds recovery_required executions.
 	Fenced bool
+	// Elsewhere: on a fleet ledger, another live node owns the attempt in
+	// flight: it is running it, and its outcome is not unknown, only not
+	// known here yet.
+	Elsewhere bool
 	Now    time.Time
 	// Age is the time since the intent was recorded; KeyRetention how long
 	// the provider remembers an idempotency key.
@@ -274,6 +278,12 @@ func decide(f facts) action {
 		return dispatch(DecisionRetryDispatch)
 
 	case ledger.StateDispatched:
+		if f.Elsewhere && f.Evidence == evNone {
+			// Not this node's attempt to recover: look again soon (a
+			// recovery pass leaves it to its owner, or to whoever claims
+			// it once the owner's lease is gone).
+			return wait(f.Now.Add(elsewherePoll), DecisionNone)
+		}
 		return decideAttempt(f)
 	}
 	// recovery_required waits for an operator; terminal states never move.

@@ -22,7 +22,7 @@ import (
 //
 //	state=<ledger state>   policy=manual|idempotent-retry|reconcile|-   read
 //	attempt=<n>/<max>      evidence=none|ok|retryable|permanent|unsupported|uncertain|in_progress|applied|not_applied|unknown|reconcile_error
-//	uncertain  cancel  unloaded  pass (not live)  fenced  age=<duration>
+//	uncertain  cancel  unloaded  pass (not live)  fenced  elsewhere  age=<duration>
 //	next=<±duration>  settle=<±duration>  (relative to now)
 //	approval=ok|none|expired|problem
 //
@@ -108,6 +108,8 @@ func parseFacts(row string) (facts, error) {
 			f.Live = false
 		case "fenced":
 			f.Fenced = true
+		case "elsewhere":
+			f.Elsewhere = true
 		case "age":
 			f.Age, err = time.ParseDuration(v)
 		case "next":

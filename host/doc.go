@@ -10,6 +10,11 @@
 // decide approval requests ([Executor.Approve], [Executor.Reject]),
 // operators settle calls recovery could not decide ([Executor.Resolve]).
 //
+// On a ledger shared by several nodes (a ledger.Fleet: ledger/pgledger)
+// the executor is one node of a fleet, with a lease it renews, writes
+// fenced by that lease, and the takeover of the calls of nodes whose lease
+// expired (fleet.go).
+//
 // The recovery decision table is one pure function (decide.go, its cases
 // in testdata/decide); docs/design.md explains the state grammar and the
 // crash points. The wasm runtime the executor calls connectors through

@@ -41,6 +41,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		return Result{}, ErrClosed
 	default:
 	}
+	if err := e.Health(); err != nil {
+		return Result{}, err
+	}
 	if call.Namespace == "" {
 		call.Namespace = e.opts.Namespace
 	}
@@ -180,13 +183,33 @@ func (e *Executor) driveRecorded(ctx context.Context, call ToolCall, op *operati
 }
 
 // create records a new execution and reports it to the observer. On
-// failure it returns what Create returned, for createFailed.
+// failure it returns what Create returned, for createFailed. On a fleet
+// ledger the node's lease owns it; a dispatch needs a live one.
 func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	created, err := e.led.Create(ctx, rec, ev)
-	if err == nil {
-		e.opts.Observer.Transition(created.State, ev.Decision)
+	if e.node == nil {
+		created, err := e.led.Create(ctx, rec, ev)
+		if err == nil {
+			e.opts.Observer.Transition(created.State, ev.Decision)
+		}
+		return created, err
 	}
-	return created, err
+	h, err := e.node.lease(rec.State == ledger.StateDispatched)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	ev.Actor = actorOf(ev.Actor, h.l)
+	created, err := e.node.fleet.CreateOwned(ctx, h.l, rec, ev)
+	if err != nil && !definite(err) {
+		// The connection may have failed after the commit.
+		if got, ok := e.landed(ctx, rec.ID, 0, ev, rec.State); ok {
+			created, err = got, nil
+		}
+	}
+	if err != nil {
+		return created, e.node.refused(h, err)
+	}
+	e.opts.Observer.Transition(created.State, ev.Decision)
+	return created, nil
 }
 
 // createFailed handles a Create that found the execution recorded (the
@@ -212,6 +235,8 @@ func fencedError(ns, session string, recs []ledger.Record) *FencedError {
 }
 
 // apply performs one ledger transition and reports it to the observer.
+// On a fleet ledger it is fenced by the node's lease (a dispatch needs a
+// live one), and the executor's own events name the lease.
 func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transition) (ledger.Record, error) {
 	t.From, t.FromAttempt = rec.State, rec.Attempt
 	if t.Attempt == 0 {
@@ -220,14 +245,65 @@ func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transi
 	if t.Event.Actor == "" {
 		t.Event.Actor = "executor"
 	}
+	var (
+		out  ledger.Record
+		err  error
+		took bool
+	)
 	start := time.Now()
-	out, err := e.led.Apply(ctx, rec.ID, t)
+	if e.node == nil {
+		out, err = e.led.Apply(ctx, rec.ID, t)
+	} else {
+		out, took, err = e.applyOwned(ctx, rec, t)
+	}
 	e.opts.Observer.LedgerWrite(time.Since(start))
 	if err != nil {
 		return rec, fmt.Errorf("host: execution[%s] %s→%s: %w", rec.ID, t.From, t.To, err)
 	}
 	e.opts.Observer.Transition(out.State, t.Event.Decision)
+	if took {
+		e.node.obs.TookOver(t.Event.Decision)
+	}
 	return out, nil
+}
+
+// applyOwned is apply on a fleet ledger. took reports that the write was
+// the first decision on an execution this node claimed.
+func (e *Executor) applyOwned(ctx context.Context, rec ledger.Record, t ledger.Transition) (out ledger.Record, took bool, err error) {
+	dispatch := t.To == ledger.StateDispatched && t.Attempt > t.FromAttempt
+	h, err := e.node.lease(dispatch)
+	if err != nil {
+		return rec, false, err
+	}
+	own := t.Event.Actor == "executor" || t.Event.Actor == "recovery"
+	t.Event.Actor = actorOf(t.Event.Actor, h.l)
+	var tk takeover
+	if own {
+		tk, took = e.node.takeoverOf(rec)
+	}
+	if took {
+		note := fmt.Sprintf("taken over from %s (lease gone) by %s", tk.from, h.l)
+		if t.Event.Reason == "" {
+			t.Event.Reason = note
+		} else {
+			t.Event.Reason += "; " + note
+		}
+	}
+	out, err = e.node.fleet.ApplyOwned(ctx, h.l, rec.ID, t)
+	if err != nil && !definite(err) {
+		// The connection may have failed after the commit: the write may
+		// have landed. Decide on what the ledger holds.
+		if got, ok := e.landed(ctx, rec.ID, rec.Events, t.Event, t.To); ok {
+			out, err = got, nil
+		}
+	}
+	if err != nil {
+		return rec, false, e.node.refused(h, err)
+	}
+	if took {
+		e.node.tookOver(rec.ID)
+	}
+	return out, took, nil
 }
 
 // observed is what one connector call (an attempt or a reconcile) told
@@ -267,6 +343,10 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 	// waited is the end of the last inline wait: its timer fired, so the
 	// time is at least that, whatever the clock (Options.Now) says.
 	var waited time.Time
+	// On a fleet ledger: the inline wait for another node's attempt so
+	// far, and the writes another node's change refused.
+	var elsewhereWaited time.Duration
+	raced := 0
 	for {
 		op, _ := e.opOf(rec)
 		var fenced []ledger.Record
@@ -276,7 +356,17 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return Result{}, err
 			}
 		}
+		var elsewhere *ledger.Lease
+		if e.node != nil && rec.State == ledger.StateDispatched && obs.ev == evNone {
+			// "No outcome" means "unknown" only for this node's own
+			// attempt: another live node may be running it right now.
+			var err error
+			if rec, elsewhere, err = e.ownAttempt(ctx, rec); err != nil {
+				return Result{}, err
+			}
+		}
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
+		f.Elsewhere = elsewhere != nil
 		act := decide(f)
 		if obs.ev == evNone && rec.State == ledger.StateDispatched {
 			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)
@@ -307,6 +397,13 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			res := ResultOf(rec)
 			res.NextAttemptAt = act.Until
 			d := act.Until.Sub(e.now())
+			if elsewhere != nil {
+				// Another node's attempt: wait for it within one budget.
+				if elsewhereWaited+d > e.opts.MaxInlineRetryWait {
+					d = e.opts.MaxInlineRetryWait + 1
+				}
+				elsewhereWaited += d
+			}
 			if caller == nil || d > e.opts.MaxInlineRetryWait {
 				return res, nil
 			}
@@ -324,15 +421,25 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return res, nil
 			}
 			obs, waited = observed{}, act.Until
+			if e.node != nil {
+				// Other nodes may have moved it meanwhile.
+				if rec, err = e.led.Get(ctx, rec.ID); err != nil {
+					return Result{}, err
+				}
+			}
 
 		case stepDispatch:
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: dispatch without a loaded operation", rec.ID)
 			}
-			if rec, err = e.apply(ctx, rec, e.dispatchTransition(rec, op, act, obs, why)); err != nil {
-				return Result{}, err
+			next, err := e.apply(ctx, rec, e.dispatchTransition(rec, op, act, obs, why))
+			if err != nil {
+				if rec, obs, err = e.raced(ctx, rec, obs, err, &raced); err != nil {
+					return Result{}, err
+				}
+				continue
 			}
-			worked = true
+			rec, worked = next, true
 			crash.At(crash.AfterDispatchRecord)
 			obs = e.call(ctx, op, rec)
 
@@ -340,13 +447,22 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: reconcile without a loaded operation", rec.ID)
 			}
+			if e.node != nil {
+				if _, err := e.node.lease(true); err != nil {
+					return Result{}, err
+				}
+			}
 			obs = e.reconcileCall(ctx, op, rec, why)
 
 		case stepRecord:
-			if rec, err = e.apply(ctx, rec, e.recordTransition(rec, op, act, obs, why)); err != nil {
-				return Result{}, err
+			next, err := e.apply(ctx, rec, e.recordTransition(rec, op, act, obs, why))
+			if err != nil {
+				if rec, obs, err = e.raced(ctx, rec, obs, err, &raced); err != nil {
+					return Result{}, err
+				}
+				continue
 			}
-			worked = true
+			rec, worked = next, true
 			switch act.To {
 			case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRetryWait:
 				crash.At(crash.AfterOutcomeRecord)
@@ -354,6 +470,45 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			obs = observed{}
 		}
 	}
+}
+
+// maxRaces bounds how often one advance re-decides after another node's
+// change refused its write.
+const maxRaces = 8
+
+// raced handles a write of advance that failed with err. On a fleet
+// ledger another node may have changed the execution first (a conflict,
+// or it dispatched it): advance then decides again on the record as it is
+// now, keeping what this process observed only if the record is still at
+// the same step. Any other error, or too many races, ends advance.
+func (e *Executor) raced(ctx context.Context, rec ledger.Record, obs observed, err error, n *int) (ledger.Record, observed, error) {
+	if e.node == nil || !(errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotOwner)) {
+		return rec, obs, err
+	}
+	if *n++; *n > maxRaces {
+		return rec, obs, fmt.Errorf("host: execution[%s] changed by other nodes under %d consecutive decisions: %w", rec.ID, maxRaces, err)
+	}
+	now, gerr := e.led.Get(ctx, rec.ID)
+	if gerr != nil {
+		return rec, obs, errors.Join(err, gerr)
+	}
+	if now.State != rec.State || now.Attempt != rec.Attempt {
+		return now, observed{}, nil
+	}
+	if errors.Is(err, ledger.ErrNotOwner) {
+		// The attempt this process observed is owned by a lease other
+		// than the one it wrote under (a former epoch of this node, or a
+		// node that claimed it): what was observed may be written only
+		// once this node owns it.
+		var elsewhere *ledger.Lease
+		if now, elsewhere, gerr = e.ownAttempt(ctx, now); gerr != nil {
+			return rec, obs, errors.Join(err, gerr)
+		}
+		if elsewhere != nil || now.State != rec.State || now.Attempt != rec.Attempt {
+			return now, observed{}, nil
+		}
+	}
+	return now, obs, nil
 }
 
 // facts gathers what decide needs about rec.
@@ -552,6 +707,19 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}
+	if e.node != nil {
+		// Only under a lease this process knows to be live, and no longer
+		// than it holds it: once another node may take the call over, a
+		// request still on its way here would race the takeover's.
+		h, err := e.node.lease(true)
+		if err != nil {
+			host := ledger.Outcome{Kind: abi.OutcomeRetryable.String(), Error: "not called: " + err.Error(), Source: "host"}
+			return observed{ev: evRetryable, out: host, detail: host.Error}
+		}
+		var stop func() bool
+		ctx, stop = leaseBound(ctx, h)
+		defer stop()
+	}
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
 	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
@@ -594,10 +762,25 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 // effect. why is the uncertainty that led here.
 func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) observed {
 	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Args: rec.Args}
+	var lost func() bool // whether the node lost the lease it asked under
+	if e.node != nil {
+		h, err := e.node.lease(true)
+		if err != nil {
+			return observed{} // advance checks the lease before asking
+		}
+		var stop func() bool
+		ctx, stop = leaseBound(ctx, h)
+		defer stop()
+		lost = func() bool { return h.ctx.Err() != nil }
+	}
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
 	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
 	crash.At(crash.AfterReconcileReturn)
+	if err != nil && lost != nil && lost() {
+		// Cut short by the lease's loss: reconcile said nothing.
+		return observed{}
+	}
 	if err != nil {
 		return observed{ev: evReconcileError, detail: why + "; reconcile failed: " + err.Error()}
 	}

@@ -28,7 +28,21 @@ type Options struct {
 	DataDir string
 	// Ledger, when set, is used instead of opening the Pebble ledger in
 	// DataDir/ledger. The executor does not close a ledger it was given.
+	// A ledger that implements ledger.Fleet (ledger/pgledger) makes the
+	// executor one node of a fleet sharing it (see fleet.go): it needs
+	// Node.
 	Ledger ledger.Ledger
+	// Node is this executor's node id on a fleet ledger: unique in the
+	// fleet, and the same across restarts of the same node (a restart
+	// then takes over its former incarnation's calls at once instead of
+	// after LeaseTTL). Required with a ledger.Fleet, ignored otherwise.
+	Node string
+	// LeaseTTL is how long the node's lease on a fleet ledger lasts
+	// without renewal (it is renewed every LeaseTTL/3): after a crash,
+	// other nodes take over its calls that much later; a node that cannot
+	// renew within it stops dispatching. The default value is
+	// DefaultLeaseTTL (15s).
+	LeaseTTL time.Duration
 	// LedgerCreate says when Open may create a new, empty ledger in
 	// DataDir/ledger (its mark is DataDir/ledger.mark): see
 	// ledger.CreateMode. A missing or damaged ledger makes Open fail with
@@ -130,6 +144,9 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxInlineRetryWait == 0 {
 		o.MaxInlineRetryWait = 5 * time.Second
 	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
@@ -155,6 +172,14 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	if _, fleet := o.Ledger.(ledger.Fleet); fleet {
+		if o.Node == "" {
+			errs = append(errs, errors.New("Node is required on a fleet ledger (each node of the fleet needs its own id)"))
+		}
+		if o.LeaseTTL < 0 {
+			errs = append(errs, errors.New("LeaseTTL is negative"))
+		}
 	}
 	if err := missingConfig(o.Manifests, o.Config); err != nil {
 		errs = append(errs, err)
@@ -221,11 +246,14 @@ type Executor struct {
 	opts       Options
 	led        ledger.Ledger
 	ownsLedger bool
-	rt         *wasmrt.Runtime
-	conns      map[string]*loaded
-	flights    flights
-	closed     chan struct{}
-	closeOnce  sync.Once
+	// node is the executor's membership in a fleet; nil on a
+	// single-node ledger.
+	node      *node
+	rt        *wasmrt.Runtime
+	conns     map[string]*loaded
+	flights   flights
+	closed    chan struct{}
+	closeOnce sync.Once
 	// warming is the background pre-warm of the pools; Close cancels it
 	// and waits for it.
 	stopWarming context.CancelFunc
@@ -258,6 +286,19 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 			return nil, err
 		}
 		e.led, e.ownsLedger = db, true
+	}
+	if fleet, ok := e.led.(ledger.Fleet); ok {
+		fo, _ := opts.Observer.(FleetObserver)
+		if fo == nil {
+			fo = nopFleetObserver{}
+		}
+		e.node = &node{fleet: fleet, id: opts.Node, ttl: opts.LeaseTTL, obs: fo, log: opts.Logger,
+			stop: make(chan struct{}), done: make(chan struct{})}
+		if err := e.node.register(ctx); err != nil {
+			e.node = nil
+			return nil, err
+		}
+		go e.node.renew()
 	}
 	ro := opts.Runtime
 	ro.CacheDir = opts.CacheDir
@@ -320,7 +361,9 @@ func (e *Executor) register(m *manifests.Manifest, c invoker) {
 	e.conns[m.Connector.Name] = l
 }
 
-// Close releases the runtime and, if the executor opened it, the ledger.
+// Close releases the runtime, the node's lease on a fleet ledger (other
+// nodes may then take over its pending calls at once) and, if the executor
+// opened it, the ledger.
 func (e *Executor) Close(ctx context.Context) error {
 	var errs []error
 	e.closeOnce.Do(func() {
@@ -331,6 +374,9 @@ func (e *Executor) Close(ctx context.Context) error {
 		e.warming.Wait()
 		if e.rt != nil {
 			errs = append(errs, e.rt.Close(ctx))
+		}
+		if e.node != nil {
+			errs = append(errs, e.node.close(ctx))
 		}
 		if e.ownsLedger && e.led != nil {
 			errs = append(errs, e.led.Close())

@@ -16,3 +16,20 @@ func CloseConnector(ctx context.Context, e *Executor, name string) error {
 	}
 	return l.conn.(*wasmrt.Connector).Close(ctx)
 }
+
+// FreezeNode stops the node's lease renewals without releasing its lease:
+// to the fleet, the node looks like a process that stopped running.
+func FreezeNode(e *Executor) { e.node.stopRenewals() }
+
+// RenewNow runs one lease renewal of the node (registering again if its
+// lease is gone).
+func RenewNow(e *Executor) error { return e.node.renewOnce() }
+
+// LoseLease makes the node lose its lease, as when it could not renew it
+// within the TTL.
+func LoseLease(e *Executor) {
+	e.node.mu.Lock()
+	h := e.node.cur
+	e.node.mu.Unlock()
+	e.node.lose(h, "lost for a test")
+}

@@ -21,6 +21,9 @@ type RecoveryReport struct {
 	// Errors lists executions the pass could not move (each stays pending
 	// and is tried again by the next pass).
 	Errors []string `json:"errors,omitempty"`
+	// Claimed counts, on a fleet ledger, the executions this pass took
+	// over from nodes whose lease was gone (they are among Pending).
+	Claimed int `json:"claimed,omitempty"`
 }
 
 // Recover applies the recovery decision table to every pending execution:
@@ -30,6 +33,10 @@ type RecoveryReport struct {
 // Approved executions wait for their runtime to re-drive them, and so do
 // executions in a fenced session. It reads
 // only the ledger's pending index. Open runs it before admitting new work.
+//
+// On a fleet ledger the pass first claims the pending executions of every
+// node whose lease is gone, then decides those this node owns (and those
+// nobody owns), never another live node's.
 func (e *Executor) Recover(ctx context.Context) (RecoveryReport, error) {
 	return e.recover(ctx, nil, true)
 }
@@ -42,11 +49,30 @@ func (e *Executor) Recover(ctx context.Context) (RecoveryReport, error) {
 func (e *Executor) recover(ctx context.Context, progress func(int), reread bool) (RecoveryReport, error) {
 	rep := RecoveryReport{Decisions: map[Status]int{}}
 	var pending []ledger.Record
-	if err := e.led.Pending(ctx, func(r ledger.Record) error {
+	add := func(r ledger.Record) error {
 		pending = append(pending, r)
 		return nil
-	}); err != nil {
-		return rep, fmt.Errorf("host: read pending executions: %w", err)
+	}
+	if e.node == nil {
+		if err := e.led.Pending(ctx, add); err != nil {
+			return rep, fmt.Errorf("host: read pending executions: %w", err)
+		}
+	} else {
+		// This node's own pending executions (those of its former
+		// epochs and of other gone leases claimed first), and nobody's;
+		// never those of another live node.
+		h, err := e.node.lease(true)
+		if err != nil {
+			return rep, err
+		}
+		claims, err := e.claim(ctx, h)
+		if err != nil {
+			return rep, err
+		}
+		rep.Claimed = len(claims)
+		if err := e.node.fleet.PendingOwned(ctx, h.l, add); err != nil {
+			return rep, fmt.Errorf("host: read pending executions: %w", err)
+		}
 	}
 	for i, r := range pending {
 		if err := ctx.Err(); err != nil {

@@ -8,7 +8,9 @@ import (
 // Run drives the executor's timers until ctx is done: every interval it
 // runs a recovery pass, which dispatches retries whose persisted
 // next-attempt time has come (calls whose runtime is not waiting for
-// them) and expires approval requests past their deadline. A server runs
+// them) and expires approval requests past their deadline; on a fleet
+// ledger it also takes over the calls of nodes whose lease expired, and it
+// skips its passes while the node holds no live lease. A server runs
 // it in its own goroutine; an interval <= 0 means one second. Errors of
 // one pass are logged and the next pass runs anyway.
 func (e *Executor) Run(ctx context.Context, interval time.Duration) {
@@ -24,6 +26,9 @@ func (e *Executor) Run(ctx context.Context, interval time.Duration) {
 		case <-e.closed:
 			return
 		case <-t.C:
+		}
+		if e.Health() != nil {
+			continue // the node's lease renewal reports why
 		}
 		if _, err := e.recover(ctx, nil, true); err != nil && ctx.Err() == nil {
 			e.opts.Logger.Warn("background recovery pass failed", "error", err)

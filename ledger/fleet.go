@@ -30,6 +30,13 @@ type Lease struct {
 
 func (l Lease) String() string { return fmt.Sprintf("node %s epoch %d", l.Node, l.Epoch) }
 
+// Claim is one execution ClaimExpired took: the record as claimed and the
+// gone lease that owned it.
+type Claim struct {
+	Record Record
+	From   Lease
+}
+
 // Fleet is a Ledger that several nodes (connhost processes, on one machine
 // or many) share. Each node holds a lease it renews; each execution it
 // dispatches records it as its owner, with the lease's epoch. When a
@@ -62,15 +69,16 @@ type Fleet interface {
 	ReleaseLease(ctx context.Context, l Lease) error
 	// ClaimExpired makes l, which must be live, the owner of the pending
 	// executions of every lease that is gone, each execution going to
-	// exactly one claimer, and returns them.
-	ClaimExpired(ctx context.Context, l Lease) ([]Record, error)
+	// exactly one claimer, and returns them with the lease each was taken
+	// from.
+	ClaimExpired(ctx context.Context, l Lease) ([]Claim, error)
 	// CreateOwned is Create by the holder of l, which becomes the owner.
 	CreateOwned(ctx context.Context, l Lease, rec Record, ev Event) (Record, error)
 	// ApplyOwned is Apply by the holder of l, fenced as the type's comment
 	// says.
 	ApplyOwned(ctx context.Context, l Lease, id string, t Transition) (Record, error)
 	// Owner returns the lease that owns an execution (zero if none) and
-	// whether that lease is live now.
+	// whether that lease is live now. Unknown ids are ErrNotFound.
 	Owner(ctx context.Context, id string) (owner Lease, live bool, err error)
 	// PendingOwned is Pending restricted to the executions l owns and
 	// those no lease owns.

@@ -94,10 +94,10 @@ func TestLeases(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrInvalid)
 }
 
-func ids(recs []ledger.Record) []string {
+func ids(claims []ledger.Claim) []string {
 	var out []string
-	for _, r := range recs {
-		out = append(out, r.ID)
+	for _, c := range claims {
+		out = append(out, c.Record.ID)
 	}
 	slices.Sort(out)
 	return out
@@ -142,7 +142,7 @@ func TestTakeover(t *testing.T) {
 		leases[i], err = dbs[i].RegisterNode(ctx, fmt.Sprint("n", i), ttl)
 		require.NoError(t, err)
 	}
-	got := make([][]ledger.Record, claimers)
+	got := make([][]ledger.Claim, claimers)
 	errs := make([]error, claimers)
 	start := make(chan struct{})
 	done := make(chan int)
@@ -161,10 +161,12 @@ func TestTakeover(t *testing.T) {
 	owner := map[string]int{}
 	for i := range claimers {
 		require.NoError(t, errs[i])
-		for _, r := range got[i] {
-			all = append(all, r.ID)
-			owner[r.ID] = i
-			require.Equal(t, ledger.StateDispatched, r.State)
+		for _, c := range got[i] {
+			all = append(all, c.Record.ID)
+			owner[c.Record.ID] = i
+			require.Equal(t, ledger.StateDispatched, c.Record.State)
+			require.Equal(t, a.Node, c.From.Node, "claimed from a")
+			require.Equal(t, a.Epoch, c.From.Epoch)
 		}
 	}
 	slices.Sort(all)

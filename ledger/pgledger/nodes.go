@@ -119,28 +119,47 @@ UPDATE connhost_executions x SET owner_node = $1, owner_epoch = $2
 FROM cand c
 WHERE x.id = c.id AND x.owner_node = c.owner_node AND x.owner_epoch = c.owner_epoch
   AND x.terminal_ns IS NULL AND EXISTS (SELECT 1 FROM me)
-RETURNING x.id, x.record`
+RETURNING x.id, x.record, c.owner_node, c.owner_epoch`
 
 // ClaimExpired makes l, which must be live, the owner of the pending
 // executions of every node whose lease is gone (expired or superseded),
 // atomically per execution: of two nodes claiming at once, each execution
-// goes to exactly one. It returns the claimed records, to which the caller
-// applies the recovery decision table (with ApplyOwned). A lease that is
-// not live claims nothing and gets ErrLeaseExpired.
-func (d *DB) ClaimExpired(ctx context.Context, l Lease) ([]ledger.Record, error) {
+// goes to exactly one. It returns the claimed records with the lease each
+// was taken from; the caller applies the recovery decision table to them
+// (with ApplyOwned). A lease that is not live claims nothing and gets
+// ErrLeaseExpired.
+func (d *DB) ClaimExpired(ctx context.Context, l Lease) ([]ledger.Claim, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer d.exit()
-	var recs []ledger.Record
+	var claims []ledger.Claim
 	err := d.retry(ctx, func() error {
-		recs = recs[:0]
-		return d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, claimSQL, l.Node, l.Epoch)
+		claims = claims[:0]
+		rows, err := d.pool.Query(ctx, claimSQL, l.Node, l.Epoch)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id, v []byte
+				c     ledger.Claim
+			)
+			if err := rows.Scan(&id, &v, &c.From.Node, &c.From.Epoch); err != nil {
+				return err
+			}
+			if c.Record, err = decode(string(id), v); err != nil {
+				return err
+			}
+			claims = append(claims, c)
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: claim for %s: %w", l, err)
 	}
-	if len(recs) == 0 {
+	if len(claims) == 0 {
 		live, err := d.live(ctx, l)
 		if err != nil {
 			return nil, err
@@ -149,10 +168,10 @@ func (d *DB) ClaimExpired(ctx context.Context, l Lease) ([]ledger.Record, error)
 			return nil, fmt.Errorf("claim for %s: %w", l, ErrLeaseExpired)
 		}
 	}
-	for _, r := range recs {
-		d.forget(r.ID) // the owner changed; the record did not, but be exact
+	for _, c := range claims {
+		d.forget(c.Record.ID) // the owner changed; the record did not, but be exact
 	}
-	return recs, nil
+	return claims, nil
 }
 
 func (d *DB) live(ctx context.Context, l Lease) (bool, error) {

@@ -320,3 +320,25 @@ func NewPostgresDatabase(tb testing.TB) string {
 	}
 	return dsn
 }
+
+// ExecDSN runs sql on the database dsn names.
+func ExecDSN(ctx context.Context, dsn, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
+
+// ExpireNodeLease ends a fleet node's lease on the ledger in database dsn
+// now, as if the node had stopped renewing it long enough: the database's
+// clock decides expiry, so a test moves the lease's row, not a clock.
+func ExpireNodeLease(tb testing.TB, dsn, node string) {
+	tb.Helper()
+	if err := ExecDSN(context.Background(), dsn,
+		`UPDATE connhost_nodes SET expires_at = clock_timestamp() - INTERVAL '1 second' WHERE node_id = $1`, node); err != nil {
+		tb.Fatalf("testenv: expire the lease of node %s: %v", node, err)
+	}
+}

@@ -1,0 +1,325 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/ledger/pgledger"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := testenv.StopSharedPostgres(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// fleet is several executors (nodes) on one PostgreSQL ledger, calling
+// one provider through the "effect" connector.
+type fleet struct {
+	t   *testing.T
+	h   *harness // provider, clock and manifest; its own executor unused
+	dsn string
+}
+
+func newFleet(t *testing.T, policy string, opts ...harnessOpt) *fleet {
+	t.Helper()
+	h := &harness{t: t, dir: t.TempDir(), prov: newProvider(t), policy: policy, attempts: 3,
+		now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	for _, o := range opts {
+		o(h)
+	}
+	return &fleet{t: t, h: h, dsn: testenv.NewPostgresDatabase(t)}
+}
+
+// start opens node name: an executor on its own connection pool to the
+// shared ledger, with a lease that lasts an hour unless a test ends it.
+func (f *fleet) start(name string, obs host.Observer) *host.Executor {
+	f.t.Helper()
+	ctx := context.Background()
+	led, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(f.t, err)
+	o := f.h.options()
+	o.Ledger, o.Node, o.LeaseTTL, o.Observer = led, name, time.Hour, obs
+	ex, err := host.Open(ctx, o)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() {
+		_ = ex.Close(ctx)
+		_ = led.Close()
+	})
+	return ex
+}
+
+// trail is an execution's audit trail as decision>state#attempt@actor.
+func trail(t *testing.T, ex *host.Executor, id string) []string {
+	t.Helper()
+	_, evs, err := ex.Get(context.Background(), id)
+	require.NoError(t, err)
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = fmt.Sprintf("%s>%s#%d@%s", ev.Decision, ev.To, ev.Attempt, ev.Actor)
+	}
+	return out
+}
+
+func lastEvent(t *testing.T, ex *host.Executor, id string) ledger.Event {
+	t.Helper()
+	_, evs, err := ex.Get(context.Background(), id)
+	require.NoError(t, err)
+	return evs[len(evs)-1]
+}
+
+// fleetEvents records what a node's FleetObserver is told.
+type fleetEvents struct {
+	host.Observer
+	mu                        sync.Mutex
+	registered, lost, claimed int
+	renewals, renewalsFailed  int
+	tookOver                  []string
+}
+
+func newFleetEvents() *fleetEvents { return &fleetEvents{Observer: nopObserver{}} }
+
+func (o *fleetEvents) LeaseRegistered(ledger.Lease) { o.mu.Lock(); o.registered++; o.mu.Unlock() }
+func (o *fleetEvents) LeaseLost(ledger.Lease)       { o.mu.Lock(); o.lost++; o.mu.Unlock() }
+func (o *fleetEvents) Claimed(n int)                { o.mu.Lock(); o.claimed += n; o.mu.Unlock() }
+func (o *fleetEvents) TookOver(d string) {
+	o.mu.Lock()
+	o.tookOver = append(o.tookOver, d)
+	o.mu.Unlock()
+}
+func (o *fleetEvents) LeaseRenewal(ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ok {
+		o.renewals++
+	} else {
+		o.renewalsFailed++
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ConnectorCall(string, string, string, time.Duration, error) {}
+func (nopObserver) LedgerWrite(time.Duration)                                  {}
+func (nopObserver) Transition(ledger.State, string)                            {}
+func (nopObserver) GuestLogDropped(string, int64, int64)                       {}
+
+// TestFleetTakeover: node a dies after the provider applied a call and
+// before the outcome was recorded. While a's lease lasts, node b leaves
+// the call alone (it answers pending and calls nothing); once the lease is
+// gone, b claims the call and applies the decision table under the call's
+// policy, and the audit trail names b and where the call came from.
+func TestFleetTakeover(t *testing.T) {
+	for _, tc := range []struct {
+		policy   string
+		opts     []harnessOpt
+		decision string
+		status   host.Status
+	}{
+		{"idempotent-retry", []harnessOpt{withDedup()}, "recover_retry", host.StatusSucceeded},
+		{"reconcile", nil, "reconciled_applied", host.StatusSucceeded},
+		{"manual", nil, "manual_policy", host.StatusRecoveryRequired},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFleet(t, tc.policy, tc.opts...)
+			a := f.start("a", nil)
+			obs := newFleetEvents()
+			b := f.start("b", obs)
+			c := call("s1", "c1", `{"n":1}`)
+			f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c) })
+			host.FreezeNode(a) // a is dead: its lease runs out
+			require.Equal(t, 1, f.h.prov.count())
+
+			rep, err := b.Recover(ctx)
+			require.NoError(t, err)
+			require.Zero(t, rep.Claimed, "a's lease is live")
+			res, err := b.Execute(ctx, c)
+			require.NoError(t, err)
+			require.Equal(t, host.StatusPending, res.Status, "another live node owns the attempt")
+			require.Equal(t, 1, f.h.prov.count())
+			require.Equal(t, []string{"dispatch>dispatched#1@executor@a#1"}, trail(t, b, res.ExecutionID))
+
+			testenv.ExpireNodeLease(t, f.dsn, "a")
+			rep, err = b.Recover(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Claimed)
+			res, err = b.Execute(ctx, c)
+			require.NoError(t, err)
+			require.Equal(t, tc.status, res.Status)
+			require.Equal(t, 1, f.h.prov.count(), "one effect")
+			tr := trail(t, b, res.ExecutionID)
+			require.Equal(t, "dispatch>dispatched#1@executor@a#1", tr[0])
+			require.True(t, strings.HasPrefix(tr[1], tc.decision+">"), "%v", tr)
+			require.True(t, strings.HasSuffix(tr[1], "@recovery@b#1"), "%v", tr)
+			_, evs, err := b.Get(ctx, res.ExecutionID)
+			require.NoError(t, err)
+			require.Contains(t, evs[1].Reason, "taken over from node a epoch 1 (lease gone) by node b epoch 1")
+			for _, ev := range evs[2:] {
+				require.NotContains(t, ev.Reason, "taken over", "only the first decision after the claim carries the note")
+			}
+			require.Equal(t, 1, obs.claimed)
+			require.Equal(t, []string{tc.decision}, obs.tookOver)
+		})
+	}
+}
+
+// TestFleetPausedNodeWritesNothing: node a is paused in the middle of a
+// call (the provider holds its request); its lease expires and node b
+// takes the call over. When a resumes, the ledger refuses its write of the
+// call's outcome; and a paused node that resumes with a new call (d) gets
+// its dispatch record refused, so it never calls the connector.
+func TestFleetPausedNodeWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual")
+	a, b, d := f.start("a", nil), f.start("b", nil), f.start("d", nil)
+	c := call("s1", "c1", `{"n":1}`)
+	f.h.prov.inject("hold")
+	type answer struct {
+		res host.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := a.Execute(ctx, c)
+		done <- answer{res, err}
+	}()
+	f.h.prov.waitHeld(t)
+	host.FreezeNode(a) // paused: no renewals
+	testenv.ExpireNodeLease(t, f.dsn, "a")
+	rep, err := b.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Claimed)
+	id := ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1")
+	want := []string{"dispatch>dispatched#1@executor@a#1", "manual_policy>recovery_required#1@recovery@b#1"}
+	require.Equal(t, want, trail(t, b, id))
+
+	// a resumes: the request lands, a's outcome write is refused.
+	f.h.prov.releaseHeld()
+	got := <-done
+	require.ErrorIs(t, got.err, host.ErrLeaseLost)
+	require.Equal(t, 1, f.h.prov.count())
+	require.Equal(t, want, trail(t, b, id), "nothing recorded by a after the takeover")
+	rec, _, err := b.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateRecoveryRequired, rec.State)
+	require.ErrorIs(t, a.Health(), host.ErrLeaseLost, "a knows now")
+
+	// d, paused past its lease and unaware of it, takes a new call: the
+	// ledger refuses the dispatch record, so nothing is called.
+	host.FreezeNode(d)
+	testenv.ExpireNodeLease(t, f.dsn, "d")
+	require.NoError(t, d.Health(), "d has not noticed")
+	_, err = d.Execute(ctx, call("s2", "c2", `{"n":2}`))
+	require.ErrorIs(t, err, host.ErrLeaseLost)
+	_, _, err = b.Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s2", "c2"))
+	require.ErrorIs(t, err, host.ErrNotFound)
+	require.Equal(t, 1, f.h.prov.count())
+}
+
+// TestFleetApprovalAcrossNodes: a gated call's request is recorded by
+// node a, approved through node b, and dispatched by node c when the
+// runtime sends the call again there: the approval is consumed once.
+func TestFleetApprovalAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	a, b, c := f.start("a", nil), f.start("b", nil), f.start("c", nil)
+	cl := call("s1", "c1", `{"n":1}`)
+	res, err := a.Execute(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusAwaitingApproval, res.Status)
+	_, err = b.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.NoError(t, err)
+	res, err = c.Execute(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	res, err = a.Execute(ctx, cl)
+	require.NoError(t, err)
+	require.True(t, res.Recorded)
+	require.Equal(t, 1, f.h.prov.count())
+	require.Equal(t, []string{"intent>awaiting_approval#0@executor@a#1", "approved>approved#0@rita",
+		"dispatch>dispatched#1@executor@c#1", "outcome>succeeded#1@executor@c#1"}, trail(t, a, res.ExecutionID))
+}
+
+// TestFleetRestartTakesOverAtOnce: a node that restarts under the same id
+// gets a new epoch, which supersedes the old one at once: the restarted
+// node recovers its former incarnation's calls without waiting for the
+// lease to expire, and the former incarnation can write nothing more.
+func TestFleetRestartTakesOverAtOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "idempotent-retry", withDedup())
+	old := f.start("a", nil)
+	c := call("s1", "c1", `{"n":1}`)
+	f.h.crashDuring(crash.AfterDispatchRecord, func() { _, _ = old.Execute(ctx, c) })
+	host.FreezeNode(old)
+	a := f.start("a", nil) // Open claims and recovers
+	id := ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1")
+	require.Equal(t, []string{"dispatch>dispatched#1@executor@a#1", "recover_retry>dispatched#2@recovery@a#2",
+		"outcome>succeeded#2@executor@a#2"}, trail(t, a, id))
+	require.Equal(t, 1, f.h.prov.count())
+	_, err := old.Execute(ctx, call("s1", "c2", `{"n":2}`))
+	require.ErrorIs(t, err, host.ErrLeaseLost)
+	require.Equal(t, 1, f.h.prov.count())
+}
+
+// TestFleetLeaseLoss: a node that lost its lease takes no new work and
+// fails its health check, until it has registered again under a new epoch.
+func TestFleetLeaseLoss(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "idempotent-retry", withDedup())
+	obs := newFleetEvents()
+	a := f.start("a", obs)
+	host.FreezeNode(a)
+	require.NoError(t, a.Health())
+	l, live, ok := a.NodeLease()
+	require.True(t, ok && live)
+	require.EqualValues(t, 1, l.Epoch)
+
+	host.LoseLease(a)
+	require.ErrorIs(t, a.Health(), host.ErrLeaseLost)
+	_, err := a.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.ErrorIs(t, err, host.ErrLeaseLost)
+	_, err = a.Recover(ctx)
+	require.ErrorIs(t, err, host.ErrLeaseLost)
+	_, live, _ = a.NodeLease()
+	require.False(t, live)
+	require.Zero(t, f.h.prov.count())
+
+	require.NoError(t, host.RenewNow(a)) // registers again
+	require.NoError(t, a.Health())
+	l, live, _ = a.NodeLease()
+	require.True(t, live)
+	require.EqualValues(t, 2, l.Epoch)
+	res, err := a.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, []string{"dispatch>dispatched#1@executor@a#2", "outcome>succeeded#1@executor@a#2"}, trail(t, a, res.ExecutionID))
+
+	// A renewal the ledger refuses (the lease expired meanwhile) loses
+	// the lease and registers again at once.
+	testenv.ExpireNodeLease(t, f.dsn, "a")
+	require.NoError(t, host.RenewNow(a))
+	l, live, _ = a.NodeLease()
+	require.True(t, live)
+	require.EqualValues(t, 3, l.Epoch)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Equal(t, 3, obs.registered)
+	require.Equal(t, 2, obs.lost)
+	require.Equal(t, 1, obs.renewalsFailed)
+}
