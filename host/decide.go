@@ -177,7 +177,7 @@ type facts struct {
 	// flight: it is running it, and its outcome is not unknown, only not
 	// known here yet.
 	Elsewhere bool
-	Now    time.Time
+	Now       time.Time
 	// Age is the time since the intent was recorded; KeyRetention how long
 	// the provider remembers an idempotency key.
 	Age, KeyRetention time.Duration
