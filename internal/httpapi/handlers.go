@@ -308,6 +308,11 @@ func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	if err := a.ex.Health(); err != nil {
+		// The lease is this node's, not a secret: say why.
+		writeProblem(w, NewProblem(CodeUnavailable, err.Error()))
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 

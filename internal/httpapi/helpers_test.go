@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -34,6 +36,10 @@ func TestMain(m *testing.M) {
 	cacheDir = dir
 	code := m.Run()
 	_ = os.RemoveAll(dir)
+	if err := testenv.StopSharedPostgres(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

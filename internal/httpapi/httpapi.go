@@ -164,10 +164,12 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		p.Roles = slices.Clone(p.Roles)
 		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
 	}
-	if err := opts.Registry.Register(newPoolCollector(ex)); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			opts.Logger.Warn("httpapi: register pool collector", "err", err)
+	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex)} {
+		if err := opts.Registry.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				opts.Logger.Warn("httpapi: register collector", "err", err)
+			}
 		}
 	}
 	a.metricsH = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{opts.Logger}})

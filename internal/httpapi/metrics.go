@@ -21,6 +21,15 @@ const (
 	MetricLogDropped      = "connhost_guest_log_dropped_records_total"
 	MetricLogDroppedBytes = "connhost_guest_log_dropped_bytes_total"
 	metricsNamespaceLabel = "connector"
+
+	// Fleet mode (a shared ledger).
+	MetricLeaseLive          = "connhost_fleet_lease_live"
+	MetricLeaseEpoch         = "connhost_fleet_lease_epoch"
+	MetricLeaseRegistrations = "connhost_fleet_lease_registrations_total"
+	MetricLeaseRenewals      = "connhost_fleet_lease_renewals_total"
+	MetricLeasesLost         = "connhost_fleet_leases_lost_total"
+	MetricClaimed            = "connhost_fleet_claimed_executions_total"
+	MetricTakeovers          = "connhost_fleet_takeovers_total"
 )
 
 type observer struct {
@@ -29,6 +38,12 @@ type observer struct {
 	writes      prometheus.Histogram
 	logDropped  *prometheus.CounterVec
 	logBytes    *prometheus.CounterVec
+
+	registrations prometheus.Counter
+	renewals      *prometheus.CounterVec
+	lost          prometheus.Counter
+	claimed       prometheus.Counter
+	takeovers     *prometheus.CounterVec
 }
 
 // NewObserver returns a host.Observer that exports the executor's
@@ -43,7 +58,16 @@ type observer struct {
 //   - connhost_guest_log_dropped_records_total{connector} and
 //     connhost_guest_log_dropped_bytes_total{connector}: guest log records
 //     dropped, and message bytes lost (dropped or cut), over a connector's
-//     limits.log_records and limits.log_kib.
+//     limits.log_records and limits.log_kib;
+//   - on a shared (fleet) ledger: connhost_fleet_lease_registrations_total
+//     (leases started: one at start, one after each lost lease),
+//     connhost_fleet_lease_renewals_total{result} ("ok" or "failed"),
+//     connhost_fleet_leases_lost_total (times the node stopped
+//     dispatching), connhost_fleet_claimed_executions_total (executions
+//     taken from nodes whose lease was gone) and
+//     connhost_fleet_takeovers_total{decision} (the first decision
+//     recorded on each claimed execution). New adds the gauges
+//     connhost_fleet_lease_live{node} and connhost_fleet_lease_epoch{node}.
 //
 // Pass it as host.Options.Observer and the same reg as Options.Registry.
 // It panics if the metrics are already registered on reg (like
@@ -74,8 +98,47 @@ func NewObserver(reg prometheus.Registerer) host.Observer {
 			Help: "Guest log message bytes that did not reach the log (dropped or cut records).",
 		}, []string{metricsNamespaceLabel}),
 	}
-	reg.MustRegister(o.transitions, o.calls, o.writes, o.logDropped, o.logBytes)
+	o.registrations = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricLeaseRegistrations,
+		Help: "Leases this node started on the shared ledger (at start, and after a lost lease).",
+	})
+	o.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricLeaseRenewals,
+		Help: "Lease renewal attempts on the shared ledger, by result (ok, failed).",
+	}, []string{"result"})
+	o.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricLeasesLost,
+		Help: "Times this node lost its lease and stopped dispatching.",
+	})
+	o.claimed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricClaimed,
+		Help: "Pending executions this node claimed from nodes whose lease was gone.",
+	})
+	o.takeovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricTakeovers,
+		Help: "Claimed executions on which this node recorded its first decision, by decision.",
+	}, []string{"decision"})
+	reg.MustRegister(o.transitions, o.calls, o.writes, o.logDropped, o.logBytes,
+		o.registrations, o.renewals, o.lost, o.claimed, o.takeovers)
 	return o
+}
+
+var _ host.FleetObserver = (*observer)(nil)
+
+func (o *observer) LeaseRegistered(ledger.Lease) { o.registrations.Inc() }
+
+func (o *observer) LeaseRenewal(ok bool) {
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	o.renewals.WithLabelValues(result).Inc()
+}
+
+func (o *observer) LeaseLost(ledger.Lease) { o.lost.Inc() }
+func (o *observer) Claimed(n int)          { o.claimed.Add(float64(n)) }
+func (o *observer) TookOver(decision string) {
+	o.takeovers.WithLabelValues(decision).Inc()
 }
 
 func (o *observer) ConnectorCall(connector, operation, export string, d time.Duration, err error) {
@@ -140,4 +203,41 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.created, prometheus.CounterValue, float64(s.Created), name)
 		ch <- prometheus.MustNewConstMetric(c.discarded, prometheus.CounterValue, float64(s.Discarded), name)
 	}
+}
+
+// leaseCollector reports the node's lease on a shared ledger at scrape
+// time (nothing on a single-node ledger).
+type leaseCollector struct {
+	ex    *host.Executor
+	live  *prometheus.Desc
+	epoch *prometheus.Desc
+}
+
+func newLeaseCollector(ex *host.Executor) *leaseCollector {
+	return &leaseCollector{
+		ex:    ex,
+		live:  prometheus.NewDesc(MetricLeaseLive, "1 while this node holds a live lease on the shared ledger (it takes new work), else 0.", []string{"node"}, nil),
+		epoch: prometheus.NewDesc(MetricLeaseEpoch, "The epoch of this node's current lease on the shared ledger.", []string{"node"}, nil),
+	}
+}
+
+func (c *leaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.live
+	ch <- c.epoch
+}
+
+func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.ex == nil {
+		return
+	}
+	l, live, ok := c.ex.NodeLease()
+	if !ok {
+		return
+	}
+	v := 0.0
+	if live {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, v, l.Node)
+	ch <- prometheus.MustNewConstMetric(c.epoch, prometheus.GaugeValue, float64(l.Epoch), l.Node)
 }

@@ -200,6 +200,8 @@ func ProblemOf(err error, res host.Result) *Problem {
 		p = NewProblem(CodeApprovalRequired, detail)
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
+	case errors.Is(err, host.ErrLeaseLost):
+		return NewProblem(CodeUnavailable, "this node holds no live lease on the shared ledger and takes no new work; send the call to another node")
 	default:
 		return NewProblem(CodeInternal, "internal error; see the server log")
 	}

@@ -31,6 +31,7 @@ func problemOfCases() []problemOfCase {
 		{&host.UnknownToolError{Tool: "x.y", Available: []string{"a.b"}}, host.Result{}, CodeUnknownTool},
 		{wrap(host.ErrPruned), host.Result{}, CodePruned},
 		{host.ErrClosed, host.Result{}, CodeUnavailable},
+		{wrap(host.ErrLeaseLost), host.Result{}, CodeUnavailable},
 		{errors.New("disk on fire"), host.Result{}, CodeInternal},
 	}
 }
