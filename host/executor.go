@@ -27,11 +27,14 @@ type Options struct {
 	// given.
 	DataDir string
 	// Ledger, when set, is used instead of opening the Pebble ledger in
-	// DataDir/ledger. The executor does not close a ledger it was given.
-	// A ledger that implements ledger.Fleet (ledger/pgledger) makes the
-	// executor one node of a fleet sharing it (see fleet.go): it needs
-	// Node.
+	// DataDir/ledger. The executor does not close a ledger it was given
+	// unless CloseLedger is set. A ledger that implements ledger.Fleet
+	// (ledger/pgledger) makes the executor one node of a fleet sharing it
+	// (see fleet.go): it needs Node.
 	Ledger ledger.Ledger
+	// CloseLedger hands Ledger to the executor: Close (and a failed Open)
+	// closes it. The default value is false.
+	CloseLedger bool
 	// Node is this executor's node id on a fleet ledger: unique in the
 	// fleet, and the same across restarts of the same node (a restart
 	// then takes over its former incarnation's calls at once instead of
@@ -268,9 +271,12 @@ type Executor struct {
 func Open(ctx context.Context, opts Options) (*Executor, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
+		if opts.Ledger != nil && opts.CloseLedger {
+			_ = opts.Ledger.Close()
+		}
 		return nil, err
 	}
-	e := &Executor{opts: opts, led: opts.Ledger, conns: map[string]*loaded{}, closed: make(chan struct{})}
+	e := &Executor{opts: opts, led: opts.Ledger, ownsLedger: opts.Ledger != nil && opts.CloseLedger, conns: map[string]*loaded{}, closed: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {

@@ -292,6 +292,9 @@ func renderReport(w io.Writer, rep host.RecoveryReport) {
 	if rep.Skipped > 0 {
 		fmt.Fprintf(w, ", %d skipped (a live call was driving them)", rep.Skipped)
 	}
+	if rep.Claimed > 0 {
+		fmt.Fprintf(w, ", %d taken over from nodes whose lease had expired", rep.Claimed)
+	}
 	fmt.Fprintln(w)
 	for _, s := range []host.Status{host.StatusSucceeded, host.StatusFailed, host.StatusPending, host.StatusAwaitingApproval,
 		host.StatusExpired, host.StatusRecoveryRequired, host.StatusRejected, host.StatusAbandoned, host.StatusCancelled} {

@@ -54,6 +54,7 @@ func isLoopbackListen(addr string) bool {
 
 func (a *app) serveCommand() *cobra.Command {
 	var listen string
+	var leaseTTL time.Duration
 	c := &cobra.Command{
 		Use:   "serve --config connhost.toml [--listen 127.0.0.1:8420]",
 		Short: "Serve the HTTP API (production)",
@@ -81,6 +82,14 @@ logged:
   [connectors.payments]
   base_url = "https://api.stripe.com"
   api_key_env = "STRIPE_SECRET_KEY"
+
+A fleet of servers shares one ledger on PostgreSQL: give each the same
+--ledger (or [server] ledger_env naming a variable that holds the
+connection string; it is never printed) and its own --node (default: the
+host name). Each node holds a lease it renews; when a node dies, the others
+take over its calls once its lease has expired (--lease-ttl), and a node
+that cannot renew its lease stops taking work and fails /healthz. Approvals
+and resolutions given through any node count for all of them.
 
 Approving is another authority than executing. The runtime's token may
 execute, cancel, recover and read, never approve, reject or resolve (403
@@ -118,10 +127,14 @@ file.`,
 			if !isLoopbackListen(cfg.Server.Listen) && len(principals) == 0 {
 				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
 			}
-			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg})
+			if leaseTTL < 0 {
+				return usagef("--lease-ttl must be positive")
+			}
+			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg, leaseTTL: leaseTTL})
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a shared ledger: other nodes take over this node's calls this long after it dies; it stops taking work if it cannot renew its lease within it (default [server] lease_ttl, else 15s)")
 	return c
 }
 
@@ -156,6 +169,9 @@ type serveOptions struct {
 	extraOrigins func(m *manifests.Manifest) []string
 	// ready is called with the API's base URL once the server listens.
 	ready func(url string)
+	// leaseTTL is the node's lease TTL on a shared ledger (0: the
+	// config's, else the default).
+	leaseTTL time.Duration
 }
 
 // serveAPI opens the executor and serves the API until ctx is done.
@@ -169,7 +185,8 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	reg := prometheus.NewRegistry()
 	apiOpts.Registry = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins, prewarm: true}
+	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
+		prewarm: true, server: true, leaseTTL: so.leaseTTL}
 	if o.config == nil && so.config != nil {
 		o.config = so.config.lookup
 	}
@@ -192,7 +209,13 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 			logger.Error("close executor", "err", err)
 		}
 	}()
-	logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
+	if l, _, fleet := ex.NodeLease(); fleet {
+		dsn, _, _ := a.sharedLedger()
+		logger.Info("executor open", "data", a.g.data, "ledger", redactDSN(dsn), "node", l.Node, "epoch", l.Epoch,
+			"connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
+	} else {
+		logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
+	}
 	// Retries come due and approvals expire while no runtime is asking.
 	go ex.Run(ctx, time.Second)
 

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -27,6 +28,9 @@ import (
 //	data = "./.connhost"         # optional, like --data
 //	manifests = "./manifests"    # optional, like --manifests
 //	modules = "./build"          # optional, like --modules
+//	ledger_env = "CONNHOST_LEDGER" # optional, like --ledger: a shared ledger on PostgreSQL; or ledger = "postgres://…"
+//	node = "node-1"              # optional, like --node: this node's id in the fleet (default: the host name)
+//	lease_ttl = "15s"            # optional, like serve --lease-ttl
 //
 //	[[principals]]               # one per person or service; repeatable
 //	name = "rita"                # recorded as the reviewer of her decisions
@@ -92,6 +96,14 @@ type ServerConfig struct {
 	Data      string
 	Manifests string
 	Modules   string
+	// Ledger is the connection string of a shared ledger on PostgreSQL
+	// (ledger, or the variable ledger_env names); LedgerEnv that
+	// variable. It may hold a password: it is never printed.
+	Ledger    string
+	LedgerEnv string
+	// Node and LeaseTTL: this node's id in the fleet and its lease TTL.
+	Node     string
+	LeaseTTL time.Duration
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
 }
@@ -147,6 +159,15 @@ type configValue struct {
 func (c *Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "config %s: listen %s, token set: %t", c.Path, c.Server.Listen, c.Server.Token != "")
+	switch {
+	case c.Server.LedgerEnv != "":
+		fmt.Fprintf(&b, ", ledger from $%s", c.Server.LedgerEnv)
+	case c.Server.Ledger != "":
+		fmt.Fprintf(&b, ", ledger %s", redactDSN(c.Server.Ledger))
+	}
+	if c.Server.Node != "" {
+		fmt.Fprintf(&b, ", node %s", c.Server.Node)
+	}
 	for _, p := range c.Principals {
 		roles := make([]string, len(p.Roles))
 		for i, r := range p.Roles {
@@ -294,8 +315,29 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Manifests = str(key, v)
 				case "modules":
 					c.Server.Modules = str(key, v)
+				case "ledger":
+					c.Server.Ledger = str(key, v)
+				case "ledger_env":
+					c.Server.LedgerEnv = str(key, v)
+				case "node":
+					c.Server.Node = str(key, v)
+				case "lease_ttl":
+					d, err := time.ParseDuration(str(key, v))
+					if err != nil || d <= 0 {
+						bad(key, "lease_ttl must be a positive duration such as \"15s\"")
+					}
+					c.Server.LeaseTTL = d
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl)", k)
+				}
+			}
+			if c.Server.LedgerEnv != "" {
+				if c.Server.Ledger != "" {
+					bad("server.ledger_env", "set ledger or ledger_env, not both")
+				} else if val, msg := envValue(env, c.Server.LedgerEnv); msg != "" {
+					bad("server.ledger_env", "environment variable %s (ledger_env) %s", c.Server.LedgerEnv, msg)
+				} else {
+					c.Server.Ledger = val
 				}
 			}
 			if tokenEnv != "" {

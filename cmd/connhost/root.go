@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +80,10 @@ type globals struct {
 	config    string
 	json      bool
 	init      bool
+	// ledger is a shared ledger's connection string (--ledger); node
+	// this process's node id on it (--node).
+	ledger string
+	node   string
 }
 
 // app is one invocation of the CLI: its streams, flags and the hooks that
@@ -307,6 +312,8 @@ execution, so the examples of one command follow from another's.`,
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
 	pf.BoolVar(&a.g.json, "json", false, "print machine-readable JSON")
 	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in --data in place of a missing or damaged one (the remains are set aside, not deleted; refused where the ledger is healthy)")
+	pf.StringVar(&a.g.ledger, "ledger", "", "shared ledger on PostgreSQL, postgres://user@host/db (default $"+EnvLedger+" or [server] ledger; without one, the Pebble ledger in --data; a password goes in PGPASSWORD, not here)")
+	pf.StringVar(&a.g.node, "node", "", "this process's node id on a shared ledger (default [server] node, else the host name for serve and dev, <host>-cli-<pid> otherwise)")
 
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
@@ -364,6 +371,12 @@ type openOptions struct {
 	// prewarm fills the connectors' instance pools in the background after
 	// Open (serve, dev: long-running); one-shot commands leave them empty.
 	prewarm bool
+	// server: the executor serves the API (serve, dev), which sets the
+	// default node id on a shared ledger.
+	server bool
+	// leaseTTL is the node's lease TTL on a shared ledger; 0 takes the
+	// config's, else host.DefaultLeaseTTL.
+	leaseTTL time.Duration
 }
 
 // openExecutor opens the executor on --data with every manifest in
@@ -388,11 +401,11 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			}
 		}
 	}
-	if a.g.config != "" {
-		cfg, err := loadConfig(a.g.config, os.LookupEnv)
-		if err != nil {
-			return nil, err
-		}
+	dsn, cfg, err := a.sharedLedger()
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil {
 		if o.config == nil {
 			if err := cfg.check(ms); err != nil {
 				return nil, err
@@ -405,7 +418,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	if a.g.init {
 		create = ledger.CreateInit
 	}
-	ex, err := host.Open(ctx, host.Options{
+	opts := host.Options{
 		DataDir:            a.g.data,
 		LedgerCreate:       create,
 		LedgerLoseUnsynced: crash.LoseUnsynced(),
@@ -417,7 +430,23 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Logger:             o.logger,
 		Observer:           o.observer,
 		RecoveryProgress:   o.progress,
-	})
+	}
+	if dsn != "" {
+		if a.g.init {
+			return nil, usagef("--init starts a new Pebble ledger in --data; it does not apply to a shared ledger (--ledger)")
+		}
+		db, err := openShared(ctx, dsn, false, o.logger)
+		if err != nil {
+			return nil, err
+		}
+		opts.Ledger, opts.CloseLedger = db, true
+		opts.Node = a.nodeID(cfg, o.server)
+		opts.LeaseTTL = o.leaseTTL
+		if opts.LeaseTTL == 0 && cfg != nil {
+			opts.LeaseTTL = cfg.Server.LeaseTTL
+		}
+	}
+	ex, err := host.Open(ctx, opts)
 	return ex, explainMissingModule(explainMissingConfig(err, a.g.config), ms)
 }
 
@@ -457,8 +486,15 @@ func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) e
 }
 
 // openLedgerDirect opens the ledger in --data without creating one
-// (unless --init).
+// (unless --init), or the shared ledger (without creating its schema).
 func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
+	dsn, _, err := a.sharedLedger()
+	if err != nil {
+		return nil, err
+	}
+	if dsn != "" {
+		return openShared(ctx, dsn, true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
 	create := ledger.CreateNever
 	if a.g.init {
 		create = ledger.CreateInit

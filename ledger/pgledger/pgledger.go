@@ -79,6 +79,11 @@ type Options struct {
 	// Logger receives what the ledger reports (migrations applied).
 	// The default value is slog.Default().
 	Logger *slog.Logger
+	// MustExist makes Open refuse a database that holds no ledger (no
+	// schema) with ledger.ErrNoLedger instead of creating one: for
+	// commands that only read, so that a mistyped DSN does not leave an
+	// empty ledger behind. The default value is false.
+	MustExist bool
 }
 
 // EnsureDefaults fills every zero field that has a default and returns o.
@@ -165,6 +170,17 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pgledger: connect: %w", err)
 	}
 	d := &DB{opts: opts, pool: pool, seed: maphash.MakeSeed()}
+	if opts.MustExist {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass('connhost_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("pgledger: connect: %w", err)
+		}
+		if !exists {
+			pool.Close()
+			return nil, fmt.Errorf("pgledger: the database holds no connhost ledger: %w", ledger.ErrNoLedger)
+		}
+	}
 	if err := d.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

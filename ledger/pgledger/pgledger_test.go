@@ -201,3 +201,19 @@ func TestListRefusesNewestOrder(t *testing.T) {
 	_, err = l.List(context.Background(), ledger.Filter{})
 	require.NoError(t, err)
 }
+
+// TestMustExist: a reader's Open refuses a database without a ledger and
+// leaves it empty; once a ledger exists there, it opens it.
+func TestMustExist(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	_, err := pgledger.Open(ctx, pgledger.Options{DSN: dsn, MustExist: true, Logger: quiet})
+	require.ErrorIs(t, err, ledger.ErrNoLedger)
+	var tables int
+	require.NoError(t, testenv.QueryDSN(ctx, dsn, `SELECT count(*) FROM pg_tables WHERE tablename LIKE 'connhost_%'`, &tables))
+	require.Zero(t, tables, "a refused Open created something")
+	openDB(t, dsn, nil)
+	db, err := pgledger.Open(ctx, pgledger.Options{DSN: dsn, MustExist: true, Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+}

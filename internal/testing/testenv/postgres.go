@@ -342,3 +342,14 @@ func ExpireNodeLease(tb testing.TB, dsn, node string) {
 		tb.Fatalf("testenv: expire the lease of node %s: %v", node, err)
 	}
 }
+
+// QueryDSN runs a query that returns one row on the database dsn names
+// and scans it into dest.
+func QueryDSN(ctx context.Context, dsn, sql string, dest ...any) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, sql).Scan(dest...)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/ledger/pgledger"
+)
+
+// EnvLedger is the environment variable --ledger defaults to: a connection
+// string with a password belongs in the environment, not on a command
+// line that every user of the machine can read.
+const EnvLedger = "CONNHOST_LEDGER"
+
+// sharedLedger returns the connection string of the shared ledger the
+// command works on: --ledger, else $CONNHOST_LEDGER, else (with --config)
+// the config's [server] ledger or ledger_env; "" for the Pebble ledger in
+// --data. It also returns the config's node id and lease TTL, if any.
+func (a *app) sharedLedger() (dsn string, cfg *Config, err error) {
+	if a.g.config != "" {
+		if cfg, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
+			return "", nil, err
+		}
+	}
+	switch {
+	case a.g.ledger != "":
+		dsn = a.g.ledger
+	case os.Getenv(EnvLedger) != "":
+		dsn = os.Getenv(EnvLedger)
+	case cfg != nil:
+		dsn = cfg.Server.Ledger
+	}
+	return dsn, cfg, nil
+}
+
+// openShared opens the shared ledger dsn names. Readers pass mustExist,
+// so that a mistyped connection string does not create a ledger.
+func openShared(ctx context.Context, dsn string, mustExist bool, logger *slog.Logger) (*pgledger.DB, error) {
+	db, err := pgledger.Open(ctx, pgledger.Options{DSN: dsn, ApplicationName: "connhost", Logger: logger, MustExist: mustExist})
+	switch {
+	case errors.Is(err, ledger.ErrInvalid):
+		// The parser's message may quote the string, password and all.
+		return nil, fmt.Errorf("--ledger (or %s, or [server] ledger): not a PostgreSQL connection string such as postgres://connhost@db.example:5432/connhost?sslmode=verify-full (the value is not shown: it may hold a password)", EnvLedger)
+	case err != nil:
+		return nil, fmt.Errorf("shared ledger %s: %w", redactDSN(dsn), err)
+	}
+	return db, nil
+}
+
+// nodeID is the node id of this process on a shared ledger: --node, else
+// the config's, else for a server the host name (stable across restarts,
+// so a restarted server takes over its former calls at once), and for a
+// one-shot command the host name, "cli" and the process id (unique: a
+// one-shot command running beside a server on the same machine must not
+// take that server's lease over).
+func (a *app) nodeID(cfg *Config, server bool) string {
+	switch {
+	case a.g.node != "":
+		return a.g.node
+	case cfg != nil && cfg.Server.Node != "":
+		return cfg.Server.Node
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "connhost"
+	}
+	if server {
+		return host
+	}
+	return fmt.Sprintf("%s-cli-%d", host, os.Getpid())
+}
+
+var dsnPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactDSN returns a connection string fit for logs and messages: the
+// password of a URL (user:password@) and of a password= parameter replaced
+// by "xxxxx".
+func redactDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "(a connection string that does not parse; not shown)"
+		}
+		if u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			}
+		}
+		q := u.Query()
+		for k := range q {
+			if strings.EqualFold(k, "password") {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsnPasswordRE.ReplaceAllString(dsn, "${1}xxxxx")
+}

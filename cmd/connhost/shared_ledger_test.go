@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/testing/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := testenv.StopSharedPostgres(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func TestRedactDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://connhost:hunter2@db:5432/ledger?sslmode=verify-full": "postgres://connhost:xxxxx@db:5432/ledger?sslmode=verify-full",
+		"postgresql://connhost@db/ledger":                                "postgresql://connhost@db/ledger",
+		"postgres://db/ledger?user=c&password=hunter2":                   "postgres://db/ledger?password=xxxxx&user=c",
+		"host=db user=c password=hunter2 dbname=ledger":                  "host=db user=c password=xxxxx dbname=ledger",
+		"host=db password='hunter 2' dbname=ledger":                      "host=db password=xxxxx dbname=ledger",
+		"postgres://c:hunter2@db:notaport/x%zz":                          "(a connection string that does not parse; not shown)",
+	} {
+		if got := redactDSN(in); got != want {
+			t.Errorf("redactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestConfigSharedLedger: [server] ledger_env names the variable holding
+// the connection string, which Config never prints; node and lease_ttl
+// are read, and every mistake is reported with its line.
+func TestConfigSharedLedger(t *testing.T) {
+	env := func(k string) (string, bool) {
+		v, ok := map[string]string{"LEDGER": "postgres://connhost:hunter2@db/ledger", "EMPTY": ""}[k]
+		return v, ok
+	}
+	cfg, err := parseConfig("c.toml", []byte("[server]\nledger_env = \"LEDGER\"\nnode = \"node-1\"\nlease_ttl = \"5s\"\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.Ledger != "postgres://connhost:hunter2@db/ledger" || cfg.Server.Node != "node-1" || cfg.Server.LeaseTTL.String() != "5s" {
+		t.Fatalf("parsed %+v", cfg.Server)
+	}
+	b, _ := json.Marshal(cfg)
+	for _, s := range []string{cfg.String(), string(b)} {
+		if strings.Contains(s, "hunter2") || !strings.Contains(s, "ledger from $LEDGER") || !strings.Contains(s, "node node-1") {
+			t.Errorf("config shown as %q", s)
+		}
+	}
+	cfg, err = parseConfig("c.toml", []byte("[server]\nledger = \"postgres://connhost:hunter2@db/ledger\"\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.String(); strings.Contains(s, "hunter2") || !strings.Contains(s, "postgres://connhost:xxxxx@db/ledger") {
+		t.Errorf("config shown as %q", s)
+	}
+	_, err = parseConfig("c.toml", []byte("[server]\nledger = \"postgres://a:hunter2@db/x\"\nledger_env = \"LEDGER\"\nlease_ttl = \"soon\"\n\n[connectors.x]\n"), env)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"c.toml:3: set ledger or ledger_env, not both", "c.toml:4: lease_ttl must be a positive duration"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error shows the password: %q", err)
+	}
+	_, err = parseConfig("c.toml", []byte("[server]\nledger_env = \"EMPTY\"\n"), env)
+	if err == nil || !strings.Contains(err.Error(), "c.toml:2: environment variable EMPTY (ledger_env) is empty") {
+		t.Errorf("empty ledger_env: %v", err)
+	}
+}
+
+// TestSharedLedgerCommands runs the CLI's commands against a shared ledger
+// on PostgreSQL, each invocation a node of its own, as operators use them
+// beside a fleet: exec, approve (directly on the shared ledger), the
+// re-drive by another node, ls, history, recover and prune. Nothing is
+// created in --data's ledger place, a reader creates nothing in an empty
+// database, and the connection string's password is never shown.
+func TestSharedLedgerCommands(t *testing.T) {
+	dsn := testenv.NewPostgresDatabase(t)
+	a := testApp(t)
+	run := func(args ...string) (int, string, string) {
+		return runCLI(t, a, append([]string{"--json", "--ledger", dsn}, args...)...)
+	}
+	code, out, errOut := run("ls")
+	if code != ExitOK || !strings.Contains(out, `"executions": []`) {
+		t.Fatalf("ls on an empty database: %d %q %q", code, out, errOut)
+	}
+	var tables int
+	if err := testenv.QueryDSN(context.Background(), dsn, `SELECT count(*) FROM pg_tables WHERE tablename LIKE 'connhost_%'`, &tables); err != nil || tables != 0 {
+		t.Fatalf("ls created %d tables (%v)", tables, err)
+	}
+
+	var res host.Result
+	decode := func(out string) host.Result {
+		t.Helper()
+		var r host.Result
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		return r
+	}
+	if code, out, errOut = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{}`); code != ExitOK {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c2", "--tool", "gated.echo", "--args", `{}`)
+	if res = decode(out); code != ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
+		t.Fatalf("gated: %d %q", code, out)
+	}
+	if code, out, errOut = run("--node", "n2", "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest); code != ExitOK {
+		t.Fatalf("approve: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run("--node", "n3", "exec", "--session", "s1", "--tool-call", "c2", "--tool", "gated.echo", "--args", `{}`)
+	if res = decode(out); code != ExitOK || res.Status != host.StatusSucceeded {
+		t.Fatalf("re-drive: %d %q", code, out)
+	}
+	code, out, _ = run("history", res.ExecutionID)
+	var view httpapi.Execution
+	if err := json.Unmarshal([]byte(out), &view); code != ExitOK || err != nil {
+		t.Fatalf("history: %d %q", code, out)
+	}
+	var actors []string
+	for _, ev := range view.Events {
+		actors = append(actors, ev.Decision+"@"+ev.Actor)
+	}
+	// n1 ran twice, each run a new epoch of the node.
+	if got, want := strings.Join(actors, " "), "intent@executor@n1#2 approved@rita dispatch@executor@n3#1 outcome@executor@n3#1"; got != want {
+		t.Errorf("trail %q, want %q", got, want)
+	}
+	code, out, _ = run("ls", "--state", "succeeded")
+	var list httpapi.ListResponse
+	if err := json.Unmarshal([]byte(out), &list); code != ExitOK || err != nil || len(list.Executions) != 2 {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+	if code, out, errOut = run("recover"); code != ExitOK || !strings.Contains(out, `"pending": 0`) {
+		t.Fatalf("recover: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = run("prune", "--older-than", "1h"); code != ExitOK || !strings.Contains(out, `"pruned": 0`) {
+		t.Fatalf("prune: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ = run("--init", "recover"); code != ExitUsage || !strings.Contains(out, "--init") {
+		t.Errorf("--init with --ledger: %d %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(a.g.data, "ledger")); !os.IsNotExist(err) {
+		t.Errorf("a Pebble ledger appeared in --data: %v", err)
+	}
+
+	// A connection string with a password is never shown.
+	for _, bad := range []string{"postgres://connhost:hunter2@127.0.0.1:1/ledger?connect_timeout=5", "postgres://connhost:hunter2@db:notaport/x"} {
+		code, out, errOut = runCLI(t, a, "--ledger", bad, "ls")
+		if code == ExitOK || strings.Contains(out+errOut, "hunter2") || !strings.Contains(errOut, "ledger") {
+			t.Errorf("--ledger %s: exit %d, stdout %q stderr %q", bad, code, out, errOut)
+		}
+	}
+}
