@@ -398,7 +398,9 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			res.NextAttemptAt = act.Until
 			d := act.Until.Sub(e.now())
 			if elsewhere != nil {
-				// Another node's attempt: wait for it within one budget.
+				// Another node's attempt: look again every poll, within
+				// one budget.
+				d = elsewherePoll
 				if elsewhereWaited+d > e.opts.MaxInlineRetryWait {
 					d = e.opts.MaxInlineRetryWait + 1
 				}

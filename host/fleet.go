@@ -130,7 +130,7 @@ func (n *node) register(ctx context.Context) error {
 	n.mu.Lock()
 	n.cur = h
 	n.lostWhy = ""
-	h.timer = time.AfterFunc(n.ttl, func() { n.lose(h, "not renewed within the lease TTL") })
+	h.timer = time.AfterFunc(time.Until(h.validUntil), func() { n.lose(h, "not renewed within the lease TTL") })
 	n.mu.Unlock()
 	n.obs.LeaseRegistered(l)
 	n.log.Info("node registered on the shared ledger", "node", l.Node, "epoch", l.Epoch, "ttl", n.ttl)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -16,8 +18,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 // PostgresOptions configures RunPostgres. Zero values take the defaults of
@@ -43,8 +48,12 @@ type PostgresOptions struct {
 // single-row transactions per operation on the same server (an INSERT of a
 // 600-byte row, then an UPDATE of it): the floor of an execution's two
 // durable steps. Ledger is pgledger's Create (dispatched) and Apply
-// (succeeded) of one execution. Figures are medians over the rounds and
-// ratios medians of the per-round ratios, as in LedgerReport.
+// (succeeded) of one execution. Execute is a whole execution through the
+// executor as one node of a fleet on the same server (host.Execute of the
+// no-op connector: argument validation, the fence check, the owned,
+// lease-fenced dispatch record, the wasm call, the outcome). Figures are
+// medians over the rounds and ratios medians of the per-round ratios, as
+// in LedgerReport.
 type PostgresReport struct {
 	RawSeqMicros         float64 `json:"raw_seq_us"`
 	LedgerSeqMicros      float64 `json:"ledger_seq_us"`
@@ -52,6 +61,10 @@ type PostgresReport struct {
 	RawParPerSecond      float64 `json:"raw_par_per_s"`
 	LedgerParPerSecond   float64 `json:"ledger_par_per_s"`
 	ParRatio             float64 `json:"ledger_par_over_raw_par"`
+	ExecuteSeqMicros     float64 `json:"execute_seq_us"`
+	ExecuteSeqRatio      float64 `json:"execute_seq_over_raw_seq"`
+	ExecuteParPerSecond  float64 `json:"execute_par_per_s"`
+	ExecuteParRatio      float64 `json:"execute_par_over_raw_par"`
 	RecoverWithHistoryMs float64 `json:"recover_with_history_ms"`
 	RecoverPendingOnlyMs float64 `json:"recover_pending_only_ms"`
 	RecoverRatio         float64 `json:"recover_history_over_pending_only"`
@@ -102,7 +115,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&rep.ServerVersion); err != nil {
 		return rep, err
 	}
-	schemas := []string{prefix + "_raw", prefix + "_ledger", prefix + "_pending", prefix + "_history"}
+	schemas := []string{prefix + "_raw", prefix + "_ledger", prefix + "_pending", prefix + "_history", prefix + "_exec"}
 	for _, s := range schemas {
 		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+s); err != nil {
 			return rep, fmt.Errorf("bench: create schema %s: %w", s, err)
@@ -139,6 +152,17 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	write := func() error { return pgCreateApply(ctx, led, seq.Add(1)) }
 	rawOp := func() error { return raw.op(ctx) }
 
+	lo.Progress("opening the executor on the ledger (building the noop connector)")
+	exDSN, err := dsn(schemas[4])
+	if err != nil {
+		return rep, err
+	}
+	execute, closeEx, err := pgExecutor(ctx, exDSN, o.MaxConns, lo.Concurrency)
+	if err != nil {
+		return rep, err
+	}
+	defer closeEx()
+
 	walStart, err := walLSN(ctx, admin)
 	if err != nil {
 		return rep, err
@@ -150,15 +174,19 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	if _, err := parallel(2*lo.Concurrency, lo.Concurrency, write); err != nil {
 		return rep, err
 	}
+	if _, err := parallel(2*lo.Concurrency, lo.Concurrency, execute); err != nil {
+		return rep, err
+	}
 	var rawUs, ledUs, seqRatios, rawPerS, ledPerS, parRatios []float64
+	var exeUs, exeSeqRatios, exePerS, exeParRatios []float64
 	var commits, commitOps float64
 	seqOps, parOps := max(1, lo.SeqOps/lo.Rounds), max(lo.Concurrency, lo.ParOps/lo.Rounds)
 	for r := range lo.Rounds {
-		lo.Progress(fmt.Sprintf("round %d of %d: raw and ledger, sequential and with %d callers", r+1, lo.Rounds, lo.Concurrency))
+		lo.Progress(fmt.Sprintf("round %d of %d: raw, ledger and execute, sequential and with %d callers", r+1, lo.Rounds, lo.Concurrency))
 		// Alternate which runs first, so that neither always inherits the
 		// server's background work (checkpoints, autovacuum) from the
 		// previous run.
-		var rUs, lUs, rRate, lRate float64
+		var rUs, lUs, rRate, lRate, eUs, eRate float64
 		var xids int64
 		steps := []func() error{
 			func() (err error) { rUs, err = sequential(seqOps, rawOp); return err },
@@ -176,6 +204,8 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 			},
 			func() (err error) { rRate, err = parallel(parOps, lo.Concurrency, rawOp); return err },
 			func() (err error) { lRate, err = parallel(parOps, lo.Concurrency, write); return err },
+			func() (err error) { eUs, err = sequential(seqOps, execute); return err },
+			func() (err error) { eRate, err = parallel(parOps, lo.Concurrency, execute); return err },
 		}
 		if r%2 == 1 {
 			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
@@ -189,7 +219,11 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 		commitOps += float64(seqOps)
 		rawUs, ledUs, seqRatios = append(rawUs, rUs), append(ledUs, lUs), append(seqRatios, lUs/rUs)
 		rawPerS, ledPerS, parRatios = append(rawPerS, rRate), append(ledPerS, lRate), append(parRatios, lRate/rRate)
+		exeUs, exeSeqRatios = append(exeUs, eUs), append(exeSeqRatios, eUs/rUs)
+		exePerS, exeParRatios = append(exePerS, eRate), append(exeParRatios, eRate/rRate)
 	}
+	rep.ExecuteSeqMicros, rep.ExecuteSeqRatio = median(exeUs), median(exeSeqRatios)
+	rep.ExecuteParPerSecond, rep.ExecuteParRatio = median(exePerS), median(exeParRatios)
 	rep.RawSeqMicros, rep.LedgerSeqMicros, rep.SeqRatio = median(rawUs), median(ledUs), median(seqRatios)
 	rep.RawParPerSecond, rep.LedgerParPerSecond, rep.ParRatio = median(rawPerS), median(ledPerS), median(parRatios)
 	rep.CommitsPerExecution = commits / commitOps
@@ -441,4 +475,48 @@ func timeRecoverPostgres(ctx context.Context, dsn string, pending int) (float64,
 		return 0, fmt.Errorf("bench: recovery saw %d pending executions, loaded %d", n, pending)
 	}
 	return ms, nil
+}
+
+// pgExecutor opens an executor, one node of a fleet, on the PostgreSQL
+// ledger dsn with the no-op connector, and returns a function that runs
+// one new execution through it (noop.echo: ungated, its outcome synced).
+func pgExecutor(ctx context.Context, dsn string, maxConns int32, concurrency int) (func() error, func(), error) {
+	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/noop")
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := manifests.Parse("noop.toml", fmt.Appendf(nil, noopManifest, digest, min(concurrency, 256)))
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Connector.Module = modPath
+	cache, err := os.MkdirTemp("", "connhost-bench-cache-")
+	if err != nil {
+		return nil, nil, err
+	}
+	led, err := pgledger.Open(ctx, pgledger.Options{DSN: dsn, MaxConns: maxConns, ApplicationName: "connhost-bench-execute", Logger: quiet})
+	if err != nil {
+		os.RemoveAll(cache)
+		return nil, nil, err
+	}
+	ex, err := host.Open(ctx, host.Options{Ledger: led, CloseLedger: true, Node: "bench", CacheDir: cache,
+		Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
+	if err != nil {
+		os.RemoveAll(cache)
+		return nil, nil, err
+	}
+	var seq atomic.Int64
+	run := func() error {
+		i := seq.Add(1)
+		res, err := ex.Execute(ctx, host.ToolCall{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: "noop.echo",
+			Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		if err == nil && res.Status != host.StatusSucceeded {
+			err = fmt.Errorf("bench: execute on PostgreSQL: status %s: %s", res.Status, res.Error)
+		}
+		return err
+	}
+	return run, func() {
+		_ = ex.Close(context.WithoutCancel(ctx))
+		os.RemoveAll(cache)
+	}, nil
 }

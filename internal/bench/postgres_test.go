@@ -36,6 +36,8 @@ func TestRunPostgres(t *testing.T) {
 		"raw_par_per_s": rep.RawParPerSecond, "ledger_par_per_s": rep.LedgerParPerSecond, "par ratio": rep.ParRatio,
 		"recover_with_history_ms": rep.RecoverWithHistoryMs, "recover_pending_only_ms": rep.RecoverPendingOnlyMs,
 		"recover ratio": rep.RecoverRatio, "bytes_per_execution": rep.BytesPerExecution, "wal bytes": rep.WALBytesPerExecution,
+		"execute_seq_us": rep.ExecuteSeqMicros, "execute seq ratio": rep.ExecuteSeqRatio,
+		"execute_par_per_s": rep.ExecuteParPerSecond, "execute par ratio": rep.ExecuteParRatio,
 	} {
 		require.Positive(t, v, name)
 	}
@@ -43,7 +45,7 @@ func TestRunPostgres(t *testing.T) {
 	// window may add one).
 	require.GreaterOrEqual(t, rep.CommitsPerExecution, 2.0)
 	require.LessOrEqual(t, rep.CommitsPerExecution, 2.5)
-	require.Contains(t, phases, "round 2 of 2: raw and ledger, sequential and with 4 callers")
+	require.Contains(t, phases, "round 2 of 2: raw, ledger and execute, sequential and with 4 callers")
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
