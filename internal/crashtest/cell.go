@@ -32,7 +32,9 @@ type cell struct {
 	baseline *int
 
 	data, manifests string
-	kills           int
+	// dsn is the cell's shared ledger (Options.Ledger), or "".
+	dsn   string
+	kills int
 }
 
 // result is the subset of host.Result (exec --json) the judge reads.
@@ -88,6 +90,12 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	}
 	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {
 		return row, err
+	}
+	if c.o.Ledger != nil {
+		var err error
+		if c.dsn, err = c.o.Ledger(ctx); err != nil {
+			return row, fmt.Errorf("a shared ledger for the cell: %w", err)
+		}
 	}
 	args, err := c.o.Args(ctx, op.Name)
 	if err != nil {
@@ -168,7 +176,8 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	row.Attempt = h.Attempt
 	row.Decision = "none"
 	for _, ev := range h.Events {
-		if ev.Actor == "recovery" {
+		// On a shared ledger actors name the lease: recovery@node#epoch.
+		if ev.Actor == "recovery" || strings.HasPrefix(ev.Actor, "recovery@") {
 			row.Decision = ev.Decision
 			break
 		}

@@ -79,6 +79,14 @@ type Options struct {
 	// the kill, and recovery must re-derive them. The default value is
 	// false.
 	LoseUnsynced bool
+	// Ledger, when set, runs every cell on a shared ledger (PostgreSQL)
+	// instead of the Pebble ledger in the cell's data directory: it is
+	// called once per cell and returns the connection string of a fresh,
+	// empty database for it. Every process of the cell gets it as
+	// --ledger, with one --node for the cell, so that a restarted process
+	// is the same node under a new epoch and takes the killed one's calls
+	// over at once. The default value is nil: Pebble.
+	Ledger func(ctx context.Context) (dsn string, err error)
 	// Progress, when set, is called after every cell.
 	Progress func(Row)
 	// Hold, when set, adds the row PointInFlight for every external
@@ -402,8 +410,11 @@ func (c *cell) connhostKilledWhen(ctx context.Context, until func(context.Contex
 func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.Context) error, args ...string) (proc.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ProcessTimeout)
 	defer cancel()
-	full := append([]string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules,
-		"--config", c.o.Config, "--json"}, args...)
+	full := []string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules, "--config", c.o.Config, "--json"}
+	if c.dsn != "" {
+		full = append(full, "--ledger", c.dsn, "--node", "crashtest-"+filepath.Base(c.dir))
+	}
+	full = append(full, args...)
 	var env []string // nil: this process's
 	if c.o.LoseUnsynced {
 		env = append(os.Environ(), crash.LoseUnsyncedEnv+"=1")

@@ -25,6 +25,15 @@ import (
 var matrixOut = flag.String("crashmatrix.out", os.Getenv("CONNHOST_CRASHMATRIX_OUT"),
 	"also write the crash matrix table to this file (or set $CONNHOST_CRASHMATRIX_OUT)")
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := testenv.StopSharedPostgres(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
 // TestCrashMatrix is the fault-injection matrix of docs/design.md with real process
 // kills: every crash point × every operation of the shipped connectors ×
 // gated/ungated, each in a fresh data directory, against `connhost
@@ -49,6 +58,25 @@ func TestCrashMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns hundreds of connhost processes")
 	}
+	runMatrix(t, nil)
+}
+
+// TestCrashMatrixPostgres is TestCrashMatrix on the shared ledger: every
+// cell runs on a fresh database of one PostgreSQL cluster (the processes
+// get --ledger, and one --node per cell: a restarted process is the same
+// node under a new epoch, which takes the killed epoch's calls over at
+// once). The promise and the judge are the same.
+func TestCrashMatrixPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns hundreds of connhost processes")
+	}
+	pg := testenv.SharedPostgres(t)
+	runMatrix(t, func(ctx context.Context) (string, error) { return pg.CreateDatabase(ctx) })
+}
+
+// runMatrix runs the whole matrix for both shipped connectors, on the
+// Pebble ledger or (with ledger) on a shared one.
+func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 	start := time.Now()
 	ctx := context.Background()
 	env := newEnv(t)
@@ -77,6 +105,7 @@ func TestCrashMatrix(t *testing.T) {
 			Exists:   prov.Exists,
 			Hold:     prov,
 			WorkDir:  t.TempDir(),
+			Ledger:   ledger,
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", conn.name, err)
