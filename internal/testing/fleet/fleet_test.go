@@ -234,8 +234,7 @@ func next(arms map[string][]string, name string) string {
 }
 
 // setupFiles writes the manifests (pinned to the built modules; email's
-// timeout cut to 4s, so its reconcile_settle, twice that, keeps the run
-// short), the modules and the config every node reads.
+// reconcile_settle cut to 8s, which keeps the run short), the modules and the config every node reads.
 func setupFiles(t *testing.T, root, dir, paymentsURL, emailURL string) (cfg, mans, modules string) {
 	t.Helper()
 	mans, modules = filepath.Join(dir, "manifests"), filepath.Join(dir, "modules")
@@ -264,7 +263,9 @@ func setupFiles(t *testing.T, root, dir, paymentsURL, emailURL string) (cfg, man
 			t.Fatal(err)
 		}
 		if name == "email" {
-			src = []byte(strings.Replace(string(src), `timeout = "15s"`, `timeout = "4s"`, 1))
+			if src, err = manifests.SetOperationField(src, "send", "reconcile_settle", "8s"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := os.WriteFile(filepath.Join(mans, name+".toml"), src, 0o644); err != nil {
 			t.Fatal(err)

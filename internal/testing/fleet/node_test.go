@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/proc"
 )
 
 // startupBound keeps a hung start from hanging the test; it is no
@@ -39,18 +39,18 @@ type node struct {
 	dir  string // logs
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
+	p      *proc.Process
 	url    string
 	gen    int
-	done   chan struct{} // closed once the current generation has exited
+	done   chan struct{} // closed once the current generation has exited and been counted
 	paused bool
 	// killed counts the generations that died by SIGKILL (the test's or
 	// a crash point's).
 	killed int
 }
 
-// start starts a new generation, with CONNHOST_CRASH_AT=crashAt when not
-// empty, and waits until it serves.
+// start starts a new generation, with crashAt armed when not empty, and
+// waits until it serves.
 func (n *node) start(crashAt string) error {
 	n.mu.Lock()
 	gen := n.gen + 1
@@ -60,62 +60,58 @@ func (n *node) start(crashAt string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(n.bin, append(append([]string{}, n.args...), "--listen", "127.0.0.1:0")...)
-	cmd.Env = crash.Environ(n.env, crashAt)
-	cmd.Stdout = io.Discard
-	// Its own process group, killed by the kernel if the test dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stderr, err := cmd.StderrPipe()
+	// serve logs its address on stderr ("serving the HTTP API").
+	pr, pw := io.Pipe()
+	p, err := proc.Start(proc.Cmd{Path: n.bin, Args: append(append([]string{}, n.args...), "--listen", "127.0.0.1:0"),
+		Env: n.env, CrashAt: crashAt, Stdout: io.Discard, Stderr: io.MultiWriter(logf, pw), DieWithParent: true})
 	if err != nil {
 		logf.Close()
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
 	urlc := make(chan string, 1)
 	go func() {
-		defer logf.Close()
-		sc := bufio.NewScanner(stderr)
+		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			line := sc.Bytes()
-			_, _ = logf.Write(append(line, '\n'))
 			var rec struct {
 				Msg string `json:"msg"`
 				URL string `json:"url"`
 			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "serving the HTTP API" && rec.URL != "" {
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "serving the HTTP API" && rec.URL != "" {
 				select {
 				case urlc <- rec.URL:
 				default:
 				}
 			}
 		}
-		_ = cmd.Wait()
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	done := make(chan struct{})
+	go func() {
+		res, _ := p.Wait(context.Background())
+		pw.Close()
+		logf.Close()
 		n.mu.Lock()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		if res.Killed() {
 			n.killed++
 		}
 		n.mu.Unlock()
 		close(done)
 	}()
 	n.t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		p.Kill()
 		<-done
 	})
 	select {
 	case u := <-urlc:
 		n.mu.Lock()
-		n.cmd, n.url, n.gen, n.done, n.paused = cmd, u, gen, done, false
+		n.p, n.url, n.gen, n.done, n.paused = p, u, gen, done, false
 		n.mu.Unlock()
 		return nil
 	case <-done:
 		return fmt.Errorf("node %s generation %d exited before serving; log tail:\n%s", n.name, gen, tail(logPath, 3000))
 	case <-time.After(startupBound):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		p.Kill()
 		<-done
 		return fmt.Errorf("node %s generation %d did not serve within %s; log tail:\n%s", n.name, gen, startupBound, tail(logPath, 3000))
 	}
@@ -147,12 +143,12 @@ func (n *node) exited() chan struct{} {
 // kill SIGKILLs the current generation and waits for it.
 func (n *node) kill() {
 	n.mu.Lock()
-	cmd, done := n.cmd, n.done
+	p, done := n.p, n.done
 	n.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	p.Kill()
 	<-done
 }
 
@@ -161,14 +157,14 @@ func (n *node) pause() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.paused = true
-	return syscall.Kill(-n.cmd.Process.Pid, syscall.SIGSTOP)
+	return syscall.Kill(-n.p.Pid(), syscall.SIGSTOP)
 }
 
 func (n *node) resume() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.paused = false
-	return syscall.Kill(-n.cmd.Process.Pid, syscall.SIGCONT)
+	return syscall.Kill(-n.p.Pid(), syscall.SIGCONT)
 }
 
 func (n *node) kills() int {
@@ -196,34 +192,22 @@ func tail(path string, n int64) string {
 // URLs.
 func startSandbox(t *testing.T, bin, dir string) (payments, email string) {
 	t.Helper()
-	cmd := exec.Command(bin, "sandbox", "--json")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	logf, err := os.Create(filepath.Join(dir, "sandbox.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: []string{"sandbox", "--json"}, Stderr: logf, DieWithParent: true})
+	if err != nil {
+		logf.Close()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		p.Stop(10 * time.Second)
 		logf.Close()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	var urls struct{ Payments, Email string }
-	if err != nil || json.Unmarshal([]byte(line), &urls) != nil || urls.Payments == "" || urls.Email == "" {
-		t.Fatalf("connhost sandbox: startup line %q: %v", line, err)
+	if err := p.DecodeLine(t.Context(), &urls); err != nil || urls.Payments == "" || urls.Email == "" {
+		t.Fatalf("connhost sandbox: startup line %+v: %v", urls, err)
 	}
 	return urls.Payments, urls.Email
 }
