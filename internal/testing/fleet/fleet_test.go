@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,7 +167,8 @@ func TestFleetKill(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(w), 0x666c656574))
 		wg.Go(func() { f.worker(ctx, stormCtx, w, rng) })
 	}
-	paused := f.killer(stormCtx)
+	var killed pausedNode
+	paused := f.killer(stormCtx, &killed)
 	<-stormCtx.Done()
 	f.final.Store(true)
 	wg.Wait()
@@ -196,6 +198,7 @@ func TestFleetKill(t *testing.T) {
 	takeovers, byOthers := f.checkTakeovers(views)
 	f.checkFencing(views, paused)
 	dups := f.checkEffects(ctx, views)
+	killedTO, pausedTO := takeoverDelays(views, killed), takeoverDelays(views, paused)
 	kills, crashes := 0, 0
 	for _, n := range f.nodes {
 		kills += n.kills()
@@ -210,6 +213,8 @@ func TestFleetKill(t *testing.T) {
 		paused.node, paused.epochBefore, paused.epochAfter)
 	t.Logf("takeovers %d (by another node %d); final states %v; duplicates %d, changed answers %d, lost %d; wall time %s (setup %s)",
 		takeovers, byOthers, states, dups, changed, lost, time.Since(began).Round(time.Millisecond), setup.Round(time.Millisecond))
+	t.Logf("takeover after the SIGKILL of %s#%d: %s; after the pause of %s#%d: %s (lease TTL %s)",
+		killed.node, killed.epochBefore, killedTO, paused.node, paused.epochBefore, pausedTO, leaseTTL)
 	if byOthers == 0 {
 		t.Errorf("no call was taken over by another node: the kills never left a call in flight")
 	}
@@ -299,10 +304,13 @@ allow_http = [%s]
 	return cfg, mans, modules
 }
 
-// pausedNode is what the killer did to the paused node.
+// pausedNode is what the killer did to the paused node (and, for the
+// killed one, node, epochBefore and at alone).
 type pausedNode struct {
 	node                    string
 	epochBefore, epochAfter int64
+	// at is when it was killed or paused.
+	at time.Time
 	// resumed is when it was resumed: nothing its former epoch recorded
 	// may be stamped later.
 	resumed time.Time
@@ -311,7 +319,7 @@ type pausedNode struct {
 // killer SIGKILLs n1 early in the storm (its calls in flight are taken
 // over by the others; it comes back restartDelay later, armed with a crash
 // point), then pauses n2 for three lease TTLs and resumes it.
-func (f *fleet) killer(storm context.Context) pausedNode {
+func (f *fleet) killer(storm context.Context, killed *pausedNode) pausedNode {
 	sleep := func(d time.Duration) bool {
 		select {
 		case <-storm.Done():
@@ -324,6 +332,8 @@ func (f *fleet) killer(storm context.Context) pausedNode {
 	if !sleep(4 * time.Second) {
 		return p
 	}
+	killed.node, killed.epochBefore = f.nodes[0].name, f.epoch(storm, f.nodes[0])
+	killed.at = time.Now()
 	f.nodes[0].kill()
 	if !sleep(10 * time.Second) {
 		return p
@@ -331,6 +341,7 @@ func (f *fleet) killer(storm context.Context) pausedNode {
 	n2 := f.nodes[1]
 	p.node = n2.name
 	p.epochBefore = f.epoch(storm, n2)
+	p.at = time.Now()
 	if err := n2.pause(); err != nil {
 		f.t.Errorf("pause %s: %v", n2.name, err)
 		return p
@@ -759,4 +770,25 @@ func messageID(key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return "sha256." + hex.EncodeToString(sum[:]) + "@connhost.invalid"
+}
+
+// takeoverDelays says how long after a node was killed or paused its calls
+// were taken over (the takeover events' times, stamped by the recovering
+// node with this machine's clock): "n calls, first after …, last after
+// …", or "none in flight".
+func takeoverDelays(views map[string]httpapi.ExecutionView, p pausedNode) string {
+	lease := p.node + "#" + strconv.FormatInt(p.epochBefore, 10)
+	var ds []time.Duration
+	for _, v := range views {
+		for _, ev := range v.Events {
+			if n := noteRE.FindStringSubmatch(ev.Reason); n != nil && n[1]+"#"+n[2] == lease {
+				ds = append(ds, ev.Time.Sub(p.at))
+			}
+		}
+	}
+	if p.epochBefore == 0 || len(ds) == 0 {
+		return "none in flight"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("%d calls, first after %s, last after %s", len(ds), ds[0].Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond))
 }
