@@ -12,9 +12,14 @@
 // taken-over call's history names the node that recovered it, and no node
 // wrote anything after its calls were taken over.
 //
+// TestFleetPausedNode is the paused node on its own, made deterministic: the
+// provider holds the node's call while it is paused, and another call's
+// dispatch waits for it; after the takeover and its resume, its former
+// lease epoch must record nothing.
+//
 // The package has no non-test code. Run it with
 //
-//	go test ./internal/testing/fleet/ -run TestFleetKill -v
+//	go test ./internal/testing/fleet/ -v
 //
 // It needs PostgreSQL (see internal/testing/testenv); `go test -short`
 // skips it.
