@@ -241,6 +241,78 @@ func ListPagesInIDOrder(t *testing.T, b Backend) {
 	}
 }
 
+// ListNewest: ledger.OrderNewest lists the most recently created records
+// first (id descending among records created at the same instant), and a
+// listing paged with After neither skips nor repeats a record while
+// records are created and change state between its pages; After naming no
+// record is ErrNotFound, naming a pruned one ErrPruned.
+func ListNewest(t *testing.T, b Backend) {
+	ctx := context.Background()
+	clock := NewClock()
+	_, l := open(t, b, clock.Now)
+	create := func(id, session string) {
+		t.Helper()
+		r := Dispatched(id)
+		r.SessionID = session
+		_, err := l.Create(ctx, r, ledger.Event{Decision: "dispatch"})
+		require.NoError(t, err)
+	}
+	// Ids in the opposite order of time, so id order and time order differ.
+	for i := 9; i >= 0; i-- {
+		create(fmt.Sprintf("x%d", i), fmt.Sprintf("s%d", i%2))
+		clock.Advance(time.Second)
+	}
+	create("y1", "s2") // y0 and y1 at the same instant: id descending
+	create("y0", "s2")
+	clock.Advance(time.Second)
+	all := []string{"y1", "y0", "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"}
+	got, err := l.List(ctx, ledger.Filter{Order: ledger.OrderNewest})
+	require.NoError(t, err)
+	require.Equal(t, all, recIDs(got))
+
+	var seen []string
+	after := ""
+	for page := 0; ; page++ {
+		got, err := l.List(ctx, ledger.Filter{Order: ledger.OrderNewest, After: after, Limit: 5})
+		require.NoError(t, err)
+		seen = append(seen, recIDs(got)...)
+		if len(got) < 5 {
+			break
+		}
+		after = got[len(got)-1].ID
+		if page == 0 {
+			create("new", "s0") // newer than the listing: not on its pages
+			for _, id := range []string{"x1", "x7"} {
+				_, err := l.Apply(ctx, id, ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
+					Outcome: &ledger.Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
+				require.NoError(t, err)
+			}
+		}
+	}
+	require.Equal(t, all, seen)
+
+	got, err = l.List(ctx, ledger.Filter{Order: ledger.OrderNewest, SessionID: "s1", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x1", "x3"}, recIDs(got))
+	got, err = l.List(ctx, ledger.Filter{Order: ledger.OrderNewest, State: ledger.StateSucceeded})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x1", "x7"}, recIDs(got))
+
+	clock.Advance(time.Hour)
+	n, err := l.Prune(ctx, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	got, err = l.List(ctx, ledger.Filter{Order: ledger.OrderNewest, Limit: 5})
+	require.NoError(t, err)
+	require.Equal(t, []string{"new", "y1", "y0", "x0", "x2"}, recIDs(got))
+	_, err = l.List(ctx, ledger.Filter{Order: ledger.OrderNewest, After: "x1"})
+	require.ErrorIs(t, err, ledger.ErrPruned)
+	_, err = l.List(ctx, ledger.Filter{Order: ledger.OrderNewest, After: "nope"})
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+	_, err = l.List(ctx, ledger.Filter{Order: 7})
+	require.ErrorIs(t, err, ledger.ErrInvalid)
+}
+
 func recIDs(recs []ledger.Record) []string {
 	var ids []string
 	for _, r := range recs {

@@ -57,6 +57,7 @@ func Run(t *testing.T, b Backend) {
 		{"RandomTransitions", RandomTransitions},
 		{"OddKeys", OddKeys},
 		{"ListPagesInIDOrder", ListPagesInIDOrder},
+		{"ListNewest", ListNewest},
 		{"WriteReturnsWhatGetReads", WriteReturnsWhatGetReads},
 		{"ReturnedRecordIsACopy", ReturnedRecordIsACopy},
 		{"PendingStopsAtError", PendingStopsAtError},

@@ -188,6 +188,11 @@ func (d *DB) applyMigration(ctx context.Context, m migration) (bool, error) {
 		if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
 		}
+		if fill := migrationData[m.version]; fill != nil {
+			if err := fill(ctx, tx); err != nil {
+				return err
+			}
+		}
 		if err := tx.Commit(ctx); err != nil {
 			return err
 		}
@@ -198,4 +203,44 @@ func (d *DB) applyMigration(ctx context.Context, m migration) (bool, error) {
 		return false, fmt.Errorf("pgledger: schema migration %d (%s): %w", m.version, m.name, err)
 	}
 	return done, nil
+}
+
+// migrationData holds the steps of a migration that SQL cannot do, run in
+// its transaction after its file.
+var migrationData = map[int]func(ctx context.Context, tx pgx.Tx) error{
+	2: fillCreated,
+}
+
+// fillCreated sets created_ns of the rows version 1 wrote from their
+// records' CreatedAt.
+func fillCreated(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT id, record FROM connhost_executions WHERE record IS NOT NULL AND created_ns IS NULL`)
+	if err != nil {
+		return err
+	}
+	var ids [][]byte
+	var created []int64
+	for rows.Next() {
+		var id, v []byte
+		if err := rows.Scan(&id, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		rec, err := decode(string(id), v)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		ids, created = append(ids, id), append(created, rec.CreatedAt.UnixNano())
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET created_ns = u.created
+FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, created) WHERE x.id = u.id`, ids, created)
+	return err
 }

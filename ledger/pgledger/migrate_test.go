@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stretchr/testify/require"
 
@@ -198,4 +201,35 @@ func TestCorruptRecord(t *testing.T) {
 	var n int
 	require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions`).Scan(&n))
 	require.Equal(t, 2, n)
+}
+
+// A version-1 database gets created_ns from its records when migration 2
+// is applied, so a listing by time misses no older record.
+func TestMigration2FillsCreated(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d, err := Open(ctx, Options{DSN: dsn, Logger: quietLog, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	for _, id := range []string{"b", "a", "c"} {
+		r := ledger.Record{ID: id, Namespace: ledger.DefaultNamespace, SessionID: "s1", ToolCallID: "call-" + id,
+			Connector: "payments", Operation: "create_payment", Effect: "external", Policy: "idempotent-retry",
+			ArgsDigest: "d-" + id, State: ledger.StateDispatched, Attempt: 1, MaxAttempts: 3}
+		_, err := d.Create(ctx, r, ledger.Event{Decision: "dispatch"})
+		require.NoError(t, err)
+		now = now.Add(time.Minute)
+	}
+	// Make it what version 1 wrote.
+	_, err = d.pool.Exec(ctx, `DROP INDEX connhost_executions_newest;
+ALTER TABLE connhost_executions DROP COLUMN created_ns;
+DELETE FROM connhost_schema_migrations WHERE version = 2`, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+
+	d = open(t, dsn)
+	require.Equal(t, []int{1, 2}, versions(t, d))
+	got, err := d.List(ctx, ledger.Filter{Order: ledger.OrderNewest})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, []string{"c", "a", "b"}, []string{got[0].ID, got[1].ID, got[2].ID})
 }

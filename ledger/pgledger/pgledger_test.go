@@ -191,17 +191,6 @@ func TestTooLarge(t *testing.T) {
 	require.Equal(t, ledger.StateDispatched, got.State)
 }
 
-// TestListRefusesNewestOrder: the creation-time order (ledger.OrderNewest)
-// is not implemented here yet, and says so instead of answering in id
-// order.
-func TestListRefusesNewestOrder(t *testing.T) {
-	l := newStore(t).Open(t, time.Now)
-	_, err := l.List(context.Background(), ledger.Filter{Order: ledger.OrderNewest})
-	require.ErrorIs(t, err, ledger.ErrInvalid)
-	_, err = l.List(context.Background(), ledger.Filter{})
-	require.NoError(t, err)
-}
-
 // TestMustExist: a reader's Open refuses a database without a ledger and
 // leaves it empty; once a ledger exists there, it opens it.
 func TestMustExist(t *testing.T) {

@@ -178,14 +178,12 @@ func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (boo
 	return !legacy, nil
 }
 
-// List implements ledger.Ledger: records in id order after f.After,
-// without pruned ones, filtered by the database. ledger.OrderNewest is not
-// implemented yet (the table keeps no creation time outside the encoded
-// record): it is refused with ledger.ErrInvalid rather than answered in
-// another order.
+// List implements ledger.Ledger: records without pruned ones, filtered by
+// the database, in id order after f.After, or (ledger.OrderNewest) by
+// created_ns and id descending after the record f.After names.
 func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
-	if f.Order != ledger.OrderID {
-		return nil, fmt.Errorf("pgledger: list order %d is not implemented: %w", f.Order, ledger.ErrInvalid)
+	if f.Order != ledger.OrderID && f.Order != ledger.OrderNewest {
+		return nil, fmt.Errorf("pgledger: list order %d: %w", f.Order, ledger.ErrInvalid)
 	}
 	if err := d.enter(ctx); err != nil {
 		return nil, err
@@ -197,9 +195,12 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error)
 	}
 	where := []string{"pruned_ns IS NULL"}
 	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	add := func(cond string, v ...any) {
+		for _, a := range v {
+			args = append(args, a)
+			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1)
+		}
+		where = append(where, cond)
 	}
 	if f.State != "" {
 		add("state = ?", string(f.State))
@@ -210,11 +211,28 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error)
 	if f.SessionID != "" {
 		add("session_id = ?", []byte(f.SessionID))
 	}
-	if f.After != "" {
+	order := "id"
+	switch {
+	case f.Order == ledger.OrderNewest:
+		order = "created_ns DESC, id DESC"
+		if f.After != "" {
+			var created, pruned *int64
+			err := d.pool.QueryRow(ctx, `SELECT created_ns, pruned_ns FROM connhost_executions WHERE id = $1`, []byte(f.After)).Scan(&created, &pruned)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil, fmt.Errorf("pgledger: list after execution[%s]: %w", f.After, ledger.ErrNotFound)
+			case err != nil:
+				return nil, fmt.Errorf("pgledger: list after execution[%s]: %w", f.After, err)
+			case pruned != nil || created == nil:
+				return nil, fmt.Errorf("pgledger: list after execution[%s]: %w", f.After, ledger.ErrPruned)
+			}
+			add("(created_ns, id) < (?, ?)", *created, []byte(f.After))
+		}
+	case f.After != "":
 		add("id > ?", []byte(f.After))
 	}
 	args = append(args, limit)
-	sql := fmt.Sprintf("SELECT id, record FROM connhost_executions WHERE %s ORDER BY id LIMIT $%d", strings.Join(where, " AND "), len(args))
+	sql := fmt.Sprintf("SELECT id, record FROM connhost_executions WHERE %s ORDER BY %s LIMIT $%d", strings.Join(where, " AND "), order, len(args))
 	var recs []ledger.Record
 	err := d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, sql, args...)
 	return recs, err

@@ -20,8 +20,8 @@ import (
 // lease is live. It returns 1 if it inserted the execution, else 0.
 const createSQL = `WITH ins AS (
     INSERT INTO connhost_executions
-        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13
     WHERE $11::TEXT IS NULL OR EXISTS (
         SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())
     ON CONFLICT (id) DO NOTHING
@@ -84,7 +84,7 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 	err = d.retry(ctx, func() error {
 		return d.pool.QueryRow(ctx, createSQL, []byte(rec.ID), []byte(rec.Namespace), []byte(rec.SessionID),
 			[]byte(rec.ToolCallID), []byte(rec.ArgsDigest), string(rec.State), rec.Attempt, v, e,
-			ledger.StartsLegacySession(rec), node, epoch).Scan(&n)
+			ledger.StartsLegacySession(rec), node, epoch, rec.CreatedAt.UnixNano()).Scan(&n)
 	})
 	if err != nil {
 		return ledger.Record{}, fmt.Errorf("pgledger: create execution[%s]: %w", rec.ID, err)
