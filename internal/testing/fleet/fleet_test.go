@@ -206,7 +206,7 @@ func TestFleetKill(t *testing.T) {
 	crashes = kills - 1 // one SIGKILL is the test's own; the others are crash points
 	states := map[ledger.State]int{}
 	for _, v := range views {
-		states[v.Record.State]++
+		states[v.State]++
 	}
 	t.Logf("calls %d (requests %d, transport errors %d, unavailable %d, approvals %d); nodes killed %d (by SIGKILL 1, at crash points %d), paused past the lease 1 (%s, epoch %d → %d)",
 		len(f.calls), f.sent.Load(), f.transport.Load(), f.unavailable.Load(), f.approvals.Load(), kills, crashes,
@@ -573,10 +573,10 @@ func (f *fleet) approve(ctx context.Context, c *call, res host.Result, rng *rand
 }
 
 // ledger reads every execution and its audit trail through the nodes.
-func (f *fleet) ledger(ctx context.Context) map[string]httpapi.ExecutionView {
+func (f *fleet) ledger(ctx context.Context) map[string]httpapi.Execution {
 	rng := rand.New(rand.NewPCG(1, 2))
 	_, u := f.pick(ctx, rng, -1)
-	views := map[string]httpapi.ExecutionView{}
+	views := map[string]httpapi.Execution{}
 	q := url.Values{"limit": {"1000"}}
 	for {
 		var l httpapi.ListResponse
@@ -584,11 +584,11 @@ func (f *fleet) ledger(ctx context.Context) map[string]httpapi.ExecutionView {
 			f.t.Fatalf("list executions: %v %+v", err, p)
 		}
 		for _, r := range l.Executions {
-			var v httpapi.ExecutionView
-			if p, err := api(ctx, f.hc, "GET", u+"/v1/executions/"+url.PathEscape(r.ID), ritaToken, nil, &v); err != nil || p != nil {
-				f.t.Fatalf("get execution %s: %v %+v", r.ID, err, p)
+			var v httpapi.Execution
+			if p, err := api(ctx, f.hc, "GET", u+"/v1/executions/"+url.PathEscape(r.ExecutionID), ritaToken, nil, &v); err != nil || p != nil {
+				f.t.Fatalf("get execution %s: %v %+v", r.ExecutionID, err, p)
 			}
-			views[r.ID] = v
+			views[r.ExecutionID] = v
 		}
 		if l.Next == "" {
 			return views
@@ -600,7 +600,7 @@ func (f *fleet) ledger(ctx context.Context) map[string]httpapi.ExecutionView {
 // checkLost: every call the workers issued is in the ledger, final
 // (terminal or recovery_required), as the runtime was told; the ledger
 // holds nothing else. It returns the number of lost or stuck calls.
-func (f *fleet) checkLost(views map[string]httpapi.ExecutionView) int {
+func (f *fleet) checkLost(views map[string]httpapi.Execution) int {
 	lost := 0
 	issued := map[string]bool{}
 	for _, c := range f.calls {
@@ -610,11 +610,11 @@ func (f *fleet) checkLost(views map[string]httpapi.ExecutionView) int {
 		case c.execID == "" || !ok:
 			lost++
 			f.t.Errorf("call %s/%s is not in the ledger", c.session, c.toolCallID)
-		case !v.Record.State.Terminal() && v.Record.State != ledger.StateRecoveryRequired:
+		case !v.State.Terminal() && v.State != ledger.StateRecoveryRequired:
 			lost++
-			f.t.Errorf("call %s/%s is stuck %s", c.session, c.toolCallID, v.Record.State)
-		case c.first != nil && string(v.Record.State) != string(c.first.Status):
-			f.t.Errorf("call %s/%s: the runtime was told %s, the ledger holds %s", c.session, c.toolCallID, c.first.Status, v.Record.State)
+			f.t.Errorf("call %s/%s is stuck %s", c.session, c.toolCallID, v.State)
+		case c.first != nil && string(v.State) != string(c.first.Status):
+			f.t.Errorf("call %s/%s: the runtime was told %s, the ledger holds %s", c.session, c.toolCallID, c.first.Status, v.State)
 		}
 	}
 	for id := range views {
@@ -636,7 +636,7 @@ var noteRE = regexp.MustCompile(`taken over from node (\S+) epoch (\d+) \(lease 
 // decided under another, that decision's event names the node that
 // recovered it (its actor) and the lease it was taken from (its note). It
 // returns the takeovers and those by another node than the dead one.
-func (f *fleet) checkTakeovers(views map[string]httpapi.ExecutionView) (takeovers, byOthers int) {
+func (f *fleet) checkTakeovers(views map[string]httpapi.Execution) (takeovers, byOthers int) {
 	for id, v := range views {
 		var lastDispatch string // the lease of the last dispatch, while no executor event followed
 		for _, ev := range v.Events {
@@ -670,7 +670,7 @@ func (f *fleet) checkTakeovers(views map[string]httpapi.ExecutionView) (takeover
 // checkFencing: nothing is recorded under a lease after a takeover from
 // it, and nothing the paused node's former epoch recorded is stamped
 // after its resume.
-func (f *fleet) checkFencing(views map[string]httpapi.ExecutionView, p pausedNode) {
+func (f *fleet) checkFencing(views map[string]httpapi.Execution, p pausedNode) {
 	pausedLease := p.node + "#" + strconv.FormatInt(p.epochBefore, 10)
 	for id, v := range views {
 		gone := map[string]bool{}
@@ -696,7 +696,7 @@ func (f *fleet) checkFencing(views map[string]httpapi.ExecutionView, p pausedNod
 // call has exactly one, a failed call none, a recovery_required call at
 // most one, and no effect belongs to no execution. It returns the
 // duplicates.
-func (f *fleet) checkEffects(ctx context.Context, views map[string]httpapi.ExecutionView) int {
+func (f *fleet) checkEffects(ctx context.Context, views map[string]httpapi.Execution) int {
 	pis, err := f.prov.PaymentIntents(ctx)
 	if err != nil {
 		f.t.Fatal(err)
@@ -709,7 +709,7 @@ func (f *fleet) checkEffects(ctx context.Context, views map[string]httpapi.Execu
 	piOf := map[string]string{}
 	byMessageID := map[string]string{}
 	for id, v := range views {
-		byMessageID[messageID(v.Record.IdempotencyKey)] = id
+		byMessageID[messageID(v.IdempotencyKey)] = id
 	}
 	dups := 0
 	for _, p := range pis {
@@ -741,13 +741,13 @@ func (f *fleet) checkEffects(ctx context.Context, views map[string]httpapi.Execu
 		if n > 1 {
 			dups += n - 1
 		}
-		switch st := v.Record.State; {
+		switch st := v.State; {
 		case n > 1:
-			f.t.Errorf("execution %s (%s.%s, %s): %d effects at the provider", id, v.Record.Connector, v.Record.Operation, st, n)
+			f.t.Errorf("execution %s (%s, %s): %d effects at the provider", id, v.Tool, st, n)
 		case st == ledger.StateSucceeded && n != 1:
 			f.t.Errorf("execution %s succeeded with %d effects", id, n)
-		case st == ledger.StateSucceeded && v.Record.Connector == "payments" && v.Record.Outcome.Receipt != piOf[id]:
-			f.t.Errorf("execution %s: receipt %q, the PaymentIntent tagged with it is %s", id, v.Record.Outcome.Receipt, piOf[id])
+		case st == ledger.StateSucceeded && strings.HasPrefix(v.Tool, "payments.") && v.Receipt != piOf[id]:
+			f.t.Errorf("execution %s: receipt %q, the PaymentIntent tagged with it is %s", id, v.Receipt, piOf[id])
 		case st == ledger.StateFailed && n != 0:
 			f.t.Errorf("execution %s failed, but the provider holds its effect", id)
 		}
@@ -776,7 +776,7 @@ func messageID(key string) string {
 // were taken over (the takeover events' times, stamped by the recovering
 // node with this machine's clock): "n calls, first after …, last after
 // …", or "none in flight".
-func takeoverDelays(views map[string]httpapi.ExecutionView, p pausedNode) string {
+func takeoverDelays(views map[string]httpapi.Execution, p pausedNode) string {
 	lease := p.node + "#" + strconv.FormatInt(p.epochBefore, 10)
 	var ds []time.Duration
 	for _, v := range views {

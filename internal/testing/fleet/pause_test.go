@@ -137,7 +137,7 @@ func TestFleetPausedNode(t *testing.T) {
 	// The live node takes the first call over once the lease is gone.
 	var takenAt time.Time
 	for takenAt.IsZero() {
-		var v httpapi.ExecutionView
+		var v httpapi.Execution
 		if p, err := api(ctx, f.hc, "GET", liveURL+"/v1/executions/"+url.PathEscape(calls[0].execID), ritaToken, nil, &v); err != nil || p != nil {
 			t.Fatalf("get %s: %v %+v", calls[0].execID, err, p)
 		}
@@ -214,8 +214,8 @@ func TestFleetPausedNode(t *testing.T) {
 		if !taken && i == 0 {
 			t.Errorf("call %s: no takeover note in its history", c.toolCallID)
 		}
-		if v.Record.State != ledger.StateSucceeded {
-			t.Errorf("call %s: %s in the ledger", c.toolCallID, v.Record.State)
+		if v.State != ledger.StateSucceeded {
+			t.Errorf("call %s: %s in the ledger", c.toolCallID, v.State)
 		}
 	}
 	f.checkFencing(views, pausedNode{node: paused.name, epochBefore: epoch, resumed: resumedAt})
