@@ -136,7 +136,8 @@ func (o *Options) EnsureDefaults() {
 }
 
 // Validate reports every problem with the options at once, among them
-// required config keys without a value (*MissingConfigError).
+// required config keys without a value (*MissingConfigError) and
+// configured URLs outside their connector's allowlist (*ConfigURLError).
 func (o *Options) Validate() error {
 	var errs []error
 	if o.DataDir == "" && o.Ledger == nil {
@@ -157,6 +158,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
 	}
 	if err := missingConfig(o.Manifests, o.Config); err != nil {
+		errs = append(errs, err)
+	}
+	if err := deniedConfigURLs(o.Manifests, o.Config); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

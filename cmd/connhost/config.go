@@ -27,6 +27,7 @@ import (
 //	data = "./.connhost"         # optional, like --data
 //	manifests = "./manifests"    # optional, like --manifests
 //	modules = "./build"          # optional, like --modules
+//	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //
 //	[[principals]]               # one per person or service; repeatable
 //	name = "rita"                # recorded as the reviewer of her decisions
@@ -92,6 +93,10 @@ type ServerConfig struct {
 	Data      string
 	Manifests string
 	Modules   string
+	// RequireSignoff refuses to run a connector whose manifest or module
+	// changed since a reviewer signed it off (connhost audit --sign), or
+	// that has no sign-off. The default value is false.
+	RequireSignoff bool
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
 }
@@ -294,8 +299,14 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Manifests = str(key, v)
 				case "modules":
 					c.Server.Modules = str(key, v)
+				case "require_signoff":
+					b, ok := v.(bool)
+					if !ok {
+						bad(key, "%s must be true or false", key)
+					}
+					c.Server.RequireSignoff = b
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, require_signoff)", k)
 				}
 			}
 			if tokenEnv != "" {

@@ -400,6 +400,11 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			o.config = cfg.lookup
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
+		if cfg.Server.RequireSignoff {
+			if err := a.checkSignoffs(ms); err != nil {
+				return nil, err
+			}
+		}
 	}
 	create := ledger.CreateIfNew
 	if a.g.init {
@@ -418,7 +423,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Observer:           o.observer,
 		RecoveryProgress:   o.progress,
 	})
-	return ex, explainMissingModule(explainMissingConfig(err, a.g.config), ms)
+	return ex, explainMissingModule(explainConfigURL(explainMissingConfig(err, a.g.config), a.g.config), ms)
 }
 
 // explainMissingModule rewrites host.Open's error for a connector whose
