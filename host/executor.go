@@ -76,7 +76,9 @@ type Options struct {
 	// idempotency key (Stripe documents at least 24h). An uncertain
 	// idempotent-retry execution older than that is not re-dispatched: the
 	// provider may have forgotten the key and would apply the effect again,
-	// so it becomes recovery_required. The default value is 24h.
+	// so it becomes recovery_required. A manifest that declares a shorter
+	// [provider] idempotency_retention bounds its own connector's. The
+	// default value is 24h.
 	KeyRetention time.Duration
 	// MaxInlineRetryWait bounds how long Execute waits inline (for a
 	// scheduled retry, or for an attempt to settle before its reconcile
