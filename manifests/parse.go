@@ -61,6 +61,10 @@ var (
 	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 )
 
+// ValidConnectorName reports whether name may be a [connector].name: lower
+// case letters, digits, '-' and '_', starting with a letter, at most 32.
+func ValidConnectorName(name string) bool { return connectorNameRE.MatchString(name) }
+
 // Load reads and parses the manifest at path. Errors are a *ValidationError
 // (wrapping ErrInvalid) or the read error.
 func Load(path string) (*Manifest, error) {
