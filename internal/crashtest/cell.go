@@ -165,6 +165,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		row.Final = "error:" + res.Code
 	}
 	row.Receipt = res.Receipt
+	row.ConnectorError = res.Error
 	row.Attempt = h.Attempt
 	row.Decision = "none"
 	for _, ev := range h.Events {
