@@ -17,6 +17,7 @@ import (
 	"github.com/connhost/connhost/host/crashtest"
 	internalcrashtest "github.com/connhost/connhost/internal/crashtest"
 	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -37,10 +38,10 @@ var crashtestUnused = []struct{ flag, why string }{
 }
 
 func (a *app) crashtestCommand() *cobra.Command {
-	var manifest, operation, args, provider, providerURL, probeURL, urlKey string
+	var manifest, operation, args, provider, providerURL, probeURL, urlKey, module string
 	var sets []string
 	c := &cobra.Command{
-		Use:   "crashtest --manifest FILE (--provider-url URL [--probe-url URL] [--set KEY=VALUE]... | --provider payments|email) [--operation X] [--args JSON]",
+		Use:   "crashtest --manifest FILE (--provider-url URL [--probe-url URL] [--set KEY=VALUE]... [--module FILE] | --provider payments|email) [--operation X] [--args JSON]",
 		Short: "Kill connhost at every crash point and check the provider saw no duplicate",
 		Long: `crashtest runs the fault-injection matrix for a connector: for each crash
 point it starts a real connhost process with CONNHOST_CRASH_AT set, lets it
@@ -93,8 +94,8 @@ The shipped operations have built-in sample arguments; give others with
 			}
 			fl := cmd.Flags()
 			switch {
-			case providerURL == "" && (fl.Changed("probe-url") || fl.Changed("set") || fl.Changed("url-key")):
-				return usagef("--probe-url, --set and --url-key apply to a connector's own provider: give --provider-url")
+			case providerURL == "" && (fl.Changed("probe-url") || fl.Changed("set") || fl.Changed("url-key") || fl.Changed("module")):
+				return usagef("--probe-url, --set, --url-key and --module apply to a connector's own provider: give --provider-url")
 			case providerURL != "" && provider != "":
 				return usagef("--provider (a built-in emulator) and --provider-url (your provider) exclude each other")
 			}
@@ -147,8 +148,16 @@ The shipped operations have built-in sample arguments; give others with
 					return usagef("--provider must be %s or %s (or give your provider with --provider-url)", providerPayments, providerEmail)
 				}
 			}
-			if err := a.buildMissing(ctx, []*manifests.Manifest{m}); err != nil {
-				return err
+			if module == "" {
+				if err := a.buildMissing(ctx, []*manifests.Manifest{m}); err != nil {
+					return err
+				}
+				module = m.ModulePath(a.g.modules)
+			} else if d, err := wasmbuild.FileDigest(module); err != nil {
+				return usagef("--module: %v", err)
+			} else if m.Connector.SHA256 != "" && d != m.Connector.SHA256 {
+				fmt.Fprintf(a.stderr, "note: %s pins sha256 %s; the cells run %s (sha256 %s) in copies pinned to it\n",
+					m.Path, m.Connector.SHA256[:12], module, d[:12])
 			}
 			self, err := os.Executable()
 			if err != nil {
@@ -161,7 +170,7 @@ The shipped operations have built-in sample arguments; give others with
 				if probeURL == "" {
 					probeURL = strings.TrimSuffix(providerURL, "/") + "/_crashtest"
 				}
-				rep, err = a.runOwnProviderCrashtest(ctx, m, self, providerURL, probeURL, urlKey, values, operation, given, progress)
+				rep, err = a.runOwnProviderCrashtest(ctx, m, self, module, providerURL, probeURL, urlKey, values, operation, given, progress)
 			} else {
 				rep, err = a.runCrashtest(ctx, m, self, provider, operation, given, progress)
 			}
@@ -192,6 +201,7 @@ The shipped operations have built-in sample arguments; give others with
 	f.StringVar(&probeURL, "probe-url", "", "where the provider answers the probe contract (default: --provider-url + /_crashtest)")
 	f.StringVar(&urlKey, "url-key", "base_url", "the config key that takes --provider-url")
 	f.StringArrayVar(&sets, "set", nil, "another config value for the connector, KEY=VALUE (repeatable)")
+	f.StringVar(&module, "module", "", "the connector's built module (default: its module in --modules, built from plugins/<connector> when missing)")
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }
@@ -265,13 +275,13 @@ func (p argsFallback) Args(ctx context.Context, op string) (json.RawMessage, err
 
 // runOwnProviderCrashtest runs the matrix against the connector's own test
 // provider, through its probe endpoints.
-func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, providerURL, probeURL, urlKey string,
+func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, module, providerURL, probeURL, urlKey string,
 	values map[string]string, operation string, given json.RawMessage, progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
 	probe := crashtest.NewProbe(probeURL)
 	o := crashtest.Options{
 		Binary:       binary,
 		Manifest:     m.Path,
-		Module:       m.ModulePath(a.g.modules),
+		Module:       module,
 		ProviderURL:  providerURL,
 		URLKey:       urlKey,
 		Config:       values,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/connhost/connhost/internal/crash"
 	engine "github.com/connhost/connhost/internal/crashtest"
+	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -59,7 +60,9 @@ type Options struct {
 	// copies each cell runs.
 	Manifest string
 	// Module is the connector's built wasm module (see BuildModule).
-	// Required.
+	// Required. The cells run it even when the manifest pins another
+	// digest (their manifest copies are pinned to it): the matrix judges
+	// this module against the manifest's policies.
 	Module string
 	// ProviderURL is where the connector reaches its test provider. It is
 	// handed to the connector as the config value URLKey, and its origin
@@ -132,6 +135,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err := copyFile(o.Module, filepath.Join(modules, m.Connector.Module)); err != nil {
 		return Report{}, fmt.Errorf("crashtest: module: %w", err)
 	}
+	manifest, err := pinnedTo(o.Manifest, m, o.Module, work)
+	if err != nil {
+		return Report{}, err
+	}
 	cfg := filepath.Join(work, "connhost.toml")
 	if err := writeConfig(cfg, m.Connector.Name, o.values(), origin(o.ProviderURL)); err != nil {
 		return Report{}, err
@@ -141,7 +148,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		name = o.ProviderURL
 	}
 	eo := engine.Options{
-		Binary: o.Binary, Manifest: o.Manifest, Modules: modules, Config: cfg,
+		Binary: o.Binary, Manifest: manifest, Modules: modules, Config: cfg,
 		Operations: o.Operations, Points: o.Points, Variants: o.Variants, GatedReads: o.GatedReads,
 		WorkDir: work, ProcessTimeout: o.ProcessTimeout, ProviderName: name,
 		Effects: o.Provider.Effects,
@@ -156,6 +163,32 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		eo.Exists = o.Provider.Exists
 	}
 	return engine.Run(ctx, eo)
+}
+
+// pinnedTo returns the manifest the cells run: path itself when it pins
+// module's digest or nothing (the engine pins unpinned copies), else a
+// copy in work pinned to module.
+func pinnedTo(path string, m *manifests.Manifest, module, work string) (string, error) {
+	digest, err := wasmbuild.FileDigest(module)
+	if err != nil {
+		return "", fmt.Errorf("crashtest: module: %w", err)
+	}
+	if m.Connector.SHA256 == "" || m.Connector.SHA256 == digest {
+		return path, nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("crashtest: %w", err)
+	}
+	pinned, err := manifests.SetSHA256(src, digest)
+	if err != nil {
+		return "", fmt.Errorf("crashtest: pin a copy of %s: %w", path, err)
+	}
+	out := filepath.Join(work, "manifest", filepath.Base(path))
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", fmt.Errorf("crashtest: %w", err)
+	}
+	return out, os.WriteFile(out, pinned, 0o644)
 }
 
 // validate reports every problem with o at once, and returns the

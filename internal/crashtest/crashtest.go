@@ -15,6 +15,8 @@ package crashtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,6 +295,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	rep := Report{Connector: m.Connector.Name}
 	total := countCells(o, ops, points, variants)
+	// Every run has sessions (and so idempotency keys) of its own.
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	runID := hex.EncodeToString(rb[:])
 	n := 0
 	for _, op := range ops {
 		for _, gated := range variants {
@@ -313,7 +319,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			}
 			for _, point := range rowPoints {
 				n++
-				c := &cell{o: &o, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
+				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
 					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
 				row, err := c.run(ctx)
 				if err != nil {

@@ -118,6 +118,44 @@ func TestCrashMatrix(t *testing.T) {
 	}
 }
 
+// TestRunsDoNotShareKeys: two runs against one long-lived provider, the
+// way connhost crashtest meets a provider a developer keeps running. The
+// second run's calls are new calls with keys of their own, not retries the
+// provider answers from the first run's deliveries.
+func TestRunsDoNotShareKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := crashtest.BuildConnhost(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Join(dir, "webhook.wasm")
+	if _, err := crashtest.BuildModule(ctx, "./plugins/webhook", module); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(provider.New())
+	defer srv.Close()
+	for run := 1; run <= 2; run++ {
+		rep, err := crashtest.Run(ctx, crashtest.Options{
+			Binary: bin, Manifest: filepath.Join("manifests", "webhook.toml"), Module: module,
+			ProviderURL: srv.URL, Provider: crashtest.NewProbe(srv.URL + "/_crashtest"),
+			Operations: []string{"deliver"}, Points: []string{"before_intent", "after_plugin_return"}, Variants: []bool{false},
+			WorkDir: t.TempDir(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rep.Rows {
+			if !row.Pass || row.Effects != 1 {
+				t.Errorf("run %d, %s: %d effects, %s", run, row.Point, row.Effects, row.Problem)
+			}
+		}
+	}
+}
+
 func writeFile(t *testing.T, dir, name, text string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
