@@ -18,30 +18,29 @@ import (
 // does, what the manifest text holds, and how deep its schema is closed.
 
 // sideEffectVerbs are words that say an operation changes something. They
-// are matched against the tokens of an operation's name and the first word
-// of its description (descriptions conventionally start with the verb:
-// "Send an email", "Creates a refund"). Words that are also common nouns
-// in read descriptions ("post", "order", "charge" as in "look up a
-// charge") are matched in names only.
+// are matched against the first word of an operation's name and of its
+// description: names and descriptions conventionally start with the verb
+// ("send_receipt", "Creates a refund"), and a later word is as likely a
+// noun ("get_order", "Look up a charge").
 var sideEffectVerbs = []string{
 	"create", "send", "delete", "remove", "refund", "pay", "transfer", "publish", "cancel",
 	"update", "write", "submit", "purchase", "deploy", "drop", "insert", "notify", "destroy",
 	"modify", "upload", "execute", "trigger", "deliver", "revoke", "approve", "release", "charge",
 }
 
-// nameOnlyVerbs are matched in operation names only (see sideEffectVerbs).
-var nameOnlyVerbs = []string{"post", "order", "book", "set", "put", "add", "edit", "start", "stop", "kill", "mail", "email"}
+// nameOnlyVerbs are matched as the first word of operation names only: at
+// the head of a name they are verbs ("post_message", "set_status"), at the
+// head of a description they may be nouns ("Order details for …").
+var nameOnlyVerbs = []string{"post", "order", "book", "set", "put", "add", "edit", "start", "stop", "kill"}
 
 // effectWord is the word that gave a read away, and where it was.
 type effectWord struct{ where, word string }
 
-// effectVerb returns the side-effect verb in op's name or in the first
-// word of its description, or the zero value.
+// effectVerb returns the side-effect verb that starts op's name or its
+// description, or the zero value.
 func effectVerb(op *manifests.Operation) effectWord {
-	for _, tok := range strings.Split(op.Name, "_") {
-		if verbForm(tok, sideEffectVerbs) || verbForm(tok, nameOnlyVerbs) {
-			return effectWord{"name", tok}
-		}
+	if tok, _, _ := strings.Cut(op.Name, "_"); verbForm(tok, sideEffectVerbs) || verbForm(tok, nameOnlyVerbs) {
+		return effectWord{"name", tok}
 	}
 	first := strings.TrimFunc(firstWord(op.Description), func(r rune) bool { return !unicode.IsLetter(r) })
 	if verbForm(first, sideEffectVerbs) {

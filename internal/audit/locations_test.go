@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/connhost/connhost/manifests"
 )
 
 // findingKeys says what the line of each finding must hold: the key it is
@@ -104,4 +106,24 @@ func TestMaxApprovalTTLOption(t *testing.T) {
 	r = AuditPaths([]string{dir}, Options{Facts: fakeFacts(t, dir)})
 	require.Equal(t, []Code{CodeApprovalTTLLong}, codes(r.Findings))
 	require.Contains(t, r.Findings[0].Message, "longer than 24h")
+}
+
+// TestEffectVerb: the verb that starts a name or a description gives a
+// read away; a noun later in it does not.
+func TestEffectVerb(t *testing.T) {
+	for _, tc := range []struct{ name, desc, want string }{
+		{"send_receipt", "Look it up.", "send"},
+		{"create_item", "Look it up.", "create"},
+		{"post_message", "Look it up.", "post"},
+		{"receipt", "Deletes the stored receipt.", "Deletes"},
+		{"item", "Charging a card, once.", "Charging"},
+		{"get_order", "Look up an order by id.", ""},
+		{"get_email", "Read one email.", ""},
+		{"list_posts", "Lists posts and their charges.", ""},
+		{"search_messages", "Search stored messages.", ""},
+		{"get_payment", "Order details: status, amount.", ""},
+	} {
+		got := effectVerb(&manifests.Operation{Name: tc.name, Description: tc.desc})
+		require.Equal(t, tc.want, got.word, "%s / %q", tc.name, tc.desc)
+	}
 }

@@ -118,7 +118,11 @@ func Waive(wf WaiverFile, r Report, connector string, code Code, operation, revi
 		return wf, fmt.Errorf("%w: connector %s is not in the report", ErrCannotWaive, connector)
 	}
 	found := false
+	var ops []string // operations the code is raised for, for the hint
 	for _, f := range r.Findings {
+		if f.Connector == connector && f.Code == code && f.Operation != operation && f.Operation != "" && !slices.Contains(ops, f.Operation) {
+			ops = append(ops, f.Operation)
+		}
 		if f.Connector != connector || f.Code != code || f.Operation != operation {
 			continue
 		}
@@ -131,6 +135,10 @@ func Waive(wf WaiverFile, r Report, connector string, code Code, operation, revi
 		where := connector
 		if operation != "" {
 			where += "/" + operation
+		}
+		if len(ops) > 0 {
+			return wf, fmt.Errorf("%w: the audit raises no %s for %s, only for operation %s (waive %s:%s)",
+				ErrCannotWaive, code, where, strings.Join(ops, ", "), code, ops[0])
 		}
 		return wf, fmt.Errorf("%w: the audit raises no %s for %s", ErrCannotWaive, code, where)
 	}
@@ -245,7 +253,8 @@ func Sign(r Report, connector, reviewer string, now time.Time) (Signoff, error) 
 	var open []string
 	var waivers []Waiver
 	for _, f := range r.Findings {
-		if f.Connector != connector || f.File != c.File {
+		// The manifest's findings and those of its review files.
+		if f.Connector != connector || (f.File != c.File && f.File != WaiversPath(c.File) && f.File != SignoffPath(c.File)) {
 			continue
 		}
 		switch {

@@ -82,6 +82,18 @@ func TestWaiveRefuses(t *testing.T) {
 	}
 }
 
+// TestWaiveNamesTheOperation: waiving an operation's finding without the
+// operation says which operation to name.
+func TestWaiveNamesTheOperation(t *testing.T) {
+	r := auditCase(t, "unbounded-amount")
+	_, err := Waive(WaiverFile{}, r, "payments", CodeUnboundedAmount, "", "rita", "bounded by the provider", reviewNow)
+	require.ErrorIs(t, err, ErrCannotWaive)
+	require.ErrorContains(t, err, "only for operation create_payment (waive unbounded-amount:create_payment)")
+	wf, err := Waive(WaiverFile{}, r, "payments", CodeUnboundedAmount, "create_payment", "rita", "bounded by the provider", reviewNow)
+	require.NoError(t, err)
+	require.Len(t, wf.Waivers, 1)
+}
+
 // TestSignoff: a reviewer signs a connector that passes; the host's check
 // accepts it as it is and names what changed afterwards (the manifest, a
 // policy, the module, an operation added or removed).
@@ -157,6 +169,10 @@ func TestSignRefuses(t *testing.T) {
 	require.ErrorIs(t, err, ErrCannotSign)
 	_, err = Sign(auditCase(t, "clean"), "email", "rita", reviewNow)
 	require.ErrorIs(t, err, ErrCannotSign)
+	// An invalid waiver file stands in the way too: it is the connector's.
+	_, err = Sign(auditCase(t, "waiver-invalid"), "payments", "rita", reviewNow)
+	require.ErrorIs(t, err, ErrCannotSign)
+	require.ErrorContains(t, err, "error waiver-invalid")
 }
 
 func TestReviewFilesDecodeStrictly(t *testing.T) {
