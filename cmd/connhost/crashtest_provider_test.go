@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host/crashtest"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
@@ -105,25 +105,22 @@ func TestCrashtestOwnProvider(t *testing.T) {
 			m := writeFile(t, mans, "webhook.toml", tc.manifest)
 			url := startReceiver(t, receiver)
 
-			cmd := exec.Command(bin, append([]string{"--modules", mods, "--json", "crashtest", "--manifest", m, "--provider-url", url}, tc.args...)...)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
+			p, err := proc.Run(ctx, proc.Cmd{
+				Path:          bin,
+				Args:          append([]string{"--modules", mods, "--json", "crashtest", "--manifest", m, "--provider-url", url}, tc.args...),
+				DieWithParent: true,
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-			err := cmd.Wait()
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
+			if p.Signal != 0 {
+				t.Fatalf("connhost crashtest %s\nstderr %s", p, p.Stderr)
 			}
+			code := p.Code
+			stdout, stderr := string(p.Stdout), string(p.Stderr)
 			var rep crashtest.Report
-			if jerr := json.Unmarshal([]byte(stdout.String()), &rep); jerr != nil {
-				t.Fatalf("exit %d, no report: %v\nstdout %s\nstderr %s", code, jerr, stdout.String(), stderr.String())
+			if jerr := json.Unmarshal([]byte(stdout), &rep); jerr != nil {
+				t.Fatalf("exit %d, no report: %v\nstdout %s\nstderr %s", code, jerr, stdout, stderr)
 			}
 			var table strings.Builder
 			_ = rep.WriteTable(&table)
@@ -147,9 +144,9 @@ func TestCrashtestOwnProvider(t *testing.T) {
 			}
 			// Progress: one line per cell on a piped stderr, counting up
 			// to the total.
-			lines := regexp.MustCompile(`(?m)^crashtest: \[(\d+)/(\d+)\] `).FindAllStringSubmatch(stderr.String(), -1)
+			lines := regexp.MustCompile(`(?m)^crashtest: \[(\d+)/(\d+)\] `).FindAllStringSubmatch(stderr, -1)
 			if len(lines) != len(rep.Rows) || len(lines) == 0 || lines[len(lines)-1][1] != lines[len(lines)-1][2] {
-				t.Errorf("%d progress lines for %d cells:\n%s", len(lines), len(rep.Rows), stderr.String())
+				t.Errorf("%d progress lines for %d cells:\n%s", len(lines), len(rep.Rows), stderr)
 			}
 		})
 	}
