@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,15 +12,19 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/audit"
+	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/manifests"
 )
 
 // TestAuditWaiveSignServe walks a reviewer's steps on the shipped email
 // connector: the audit fails with --strict on its loopback origin; the
 // reviewer waives that finding and signs; serve with require_signoff
-// starts only while manifest and module are what was signed, and names
-// what changed when they are not.
+// (a real process) starts only while manifest and module are what was
+// signed, and names what changed when they are not.
 func TestAuditWaiveSignServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds connhost and runs serve")
+	}
 	e := newAuditEnv(t)
 	reviewClock = func() time.Time { return time.Date(2025, 6, 3, 8, 0, 0, 0, time.UTC) }
 	t.Cleanup(func() { reviewClock = time.Now })
@@ -39,8 +44,19 @@ func TestAuditWaiveSignServe(t *testing.T) {
 	}
 	manifest := writeFile(t, mans, "email.toml", string(pinned))
 	cfg := writeFile(t, e.tmp, "connhost.toml", "[server]\nrequire_signoff = true\n")
-	host := func(args ...string) (int, string, string) {
-		return runCLI(t, nil, append([]string{"--data", e.data, "--manifests", mans, "--modules", e.modules, "--config", cfg}, args...)...)
+	bin := buildConnhost(t, e.tmp)
+	global := []string{"--data", e.data, "--manifests", mans, "--modules", e.modules, "--config", cfg}
+	// serve is a connhost serve process expected to refuse to start; one
+	// that starts instead is killed at the bound and fails the test.
+	serve := func() (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), processBound)
+		defer cancel()
+		res, err := proc.Run(ctx, proc.Cmd{Path: bin, Args: append([]string{"serve", "--listen", "127.0.0.1:0"}, global...), Env: cliEnv(), DieWithParent: true})
+		if err != nil {
+			t.Fatalf("serve did not refuse to start: %v\n%s", err, res.Stderr)
+		}
+		return res.Code, string(res.Stderr)
 	}
 
 	if code, _, _ := e.run(t, "--strict", manifest); code != ExitFindings {
@@ -55,7 +71,7 @@ func TestAuditWaiveSignServe(t *testing.T) {
 		t.Fatalf("a sign-off was written: %v", err)
 	}
 	// Not signed: serve refuses.
-	code, _, errOut = host("serve")
+	code, errOut = serve()
 	if code != ExitFailure || !strings.Contains(errOut, "connector email is not signed off") {
 		t.Fatalf("serve unsigned: exit %d, stderr %q", code, errOut)
 	}
@@ -98,14 +114,14 @@ func TestAuditWaiveSignServe(t *testing.T) {
 		t.Errorf("the page does not show the sign-off:\n%s", html)
 	}
 
-	// Signed as it is: the host starts (recover opens it the way serve does).
-	if code, out, errOut := host("recover"); code != ExitOK {
-		t.Fatalf("recover with a matching sign-off: exit %d %q %q", code, out, errOut)
-	}
-	// A loosened policy: refused, naming the operation.
+	// Signed as it is: serve starts.
+	srv := startServer(t, bin, cliEnv(), "serving the HTTP API", append([]string{"serve", "--listen", "127.0.0.1:0"}, global...)...)
+	srv.stop(t)
+
+	// A loosened policy: refused, naming the operation and the manifest.
 	changed := strings.Replace(string(pinned), "max_attempts = 1", "max_attempts = 2", 1)
 	writeFile(t, mans, "email.toml", changed)
-	code, _, errOut = host("serve")
+	code, errOut = serve()
 	if code != ExitFailure || !strings.Contains(errOut, "connector email changed since its sign-off") ||
 		!strings.Contains(errOut, "operation release_message: policy version") || !strings.Contains(errOut, "manifest email.toml: sha256") {
 		t.Fatalf("serve after a change: exit %d, stderr %q", code, errOut)
@@ -116,10 +132,16 @@ func TestAuditWaiveSignServe(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.modules, "email.wasm"), other, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = host("recover")
-	if code != ExitFailure || !strings.Contains(errOut, "module email.wasm: sha256") {
-		t.Fatalf("recover with another module: exit %d, stderr %q", code, errOut)
+	code, errOut = serve()
+	if code != ExitFailure || !strings.Contains(errOut, "module email.wasm: sha256") || strings.Contains(errOut, "manifest email.toml") {
+		t.Fatalf("serve with another module: exit %d, stderr %q", code, errOut)
 	}
+	// The signed module back: it starts again.
+	if err := os.WriteFile(filepath.Join(e.modules, "email.wasm"), auditModule(t, "email.wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv = startServer(t, bin, cliEnv(), "serving the HTTP API", append([]string{"serve", "--listen", "127.0.0.1:0"}, global...)...)
+	srv.stop(t)
 }
 
 // auditModule returns the bytes of a module of auditModules.
