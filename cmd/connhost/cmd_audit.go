@@ -60,8 +60,8 @@ not accepted with --allow CODE,CODE. Each change names its line in both
 files.`,
 		Example: `  connhost audit manifests/
   connhost audit --strict --html report.html manifests/payments.toml
-  connhost audit --waive external-no-approval-auto-recovery:deliver --by rita --reason "internal receiver" manifests/webhook.toml
-  connhost audit --sign --by rita manifests/webhook.toml
+  connhost audit --waive loopback-host --by rita --reason "Mailpit runs next to the host" manifests/email.toml
+  connhost audit --sign --by rita manifests/payments.toml
   connhost audit --diff old/payments.toml manifests/payments.toml --allow host-added`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && len(diff) == 0 {

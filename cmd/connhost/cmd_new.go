@@ -45,9 +45,7 @@ github.com/connhost/connhost):
 The directory name is the connector's name: connhost build plugins/<name>
 --pin finds manifests/<name>.toml by it. new refuses to overwrite anything.`,
 		Example: `  connhost new webhook
-  go test ./plugins/webhook/
-  connhost build plugins/webhook --pin
-  connhost audit --strict manifests/webhook.toml`,
+  connhost new webhook --dir ../my-connectors`,
 		Args: exactArgs(1, "the connector's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
