@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,54 @@ func TestOpenRefusesMissingRequiredConfig(t *testing.T) {
 	opts.DataDir = filepath.Join(t.TempDir(), "data")
 	opts.Config = nil
 	opts.Manifests[0].Capabilities.ConfigOptional = []string{"base_url"}
+	ex, err := host.Open(context.Background(), opts)
+	require.NoError(t, err)
+	require.NoError(t, ex.Close(context.Background()))
+}
+
+// TestOpenRefusesConfigURLOutsideAllowlist: a configured base_url whose
+// origin the connector may not reach refuses to start, before anything is
+// recorded, instead of failing every attempt of the first call.
+func TestOpenRefusesConfigURLOutsideAllowlist(t *testing.T) {
+	h := newHarness(t, "manual")
+	require.NoError(t, h.ex.Close(context.Background()))
+	h.ex = nil
+
+	for name, tc := range map[string]struct{ value, want string }{
+		"another host":   {"https://api.elsewhere.example/v1?key=secret", `points at https://api.elsewhere.example:443, which the connector may not reach`},
+		"another port":   {strings.Replace(h.prov.srv.URL, "127.0.0.1:", "127.0.0.1:1", 1), "which the connector may not reach"},
+		"another scheme": {strings.Replace(h.prov.srv.URL, "http://", "https://", 1), "which the connector may not reach"},
+		"not a URL":      {"api.elsewhere.example", "is not an absolute http or https URL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := h.options()
+			opts.DataDir = dir
+			opts.Config = func(connector, key string) (string, bool) { return tc.value, key == "base_url" }
+			ex, err := host.Open(context.Background(), opts)
+			if ex != nil {
+				_ = ex.Close(context.Background())
+			}
+			require.ErrorIs(t, err, host.ErrConfigURLDenied)
+			var ce *host.ConfigURLError
+			require.ErrorAs(t, err, &ce)
+			require.Len(t, ce.Denied, 1)
+			require.Equal(t, host.ConfigKey{Connector: "effect", Key: "base_url", Manifest: h.dir + "/effect.toml"}, ce.Denied[0].ConfigKey)
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "secret", "the URL's query is never printed")
+			entries, rerr := os.ReadDir(dir)
+			require.NoError(t, rerr)
+			require.Empty(t, entries, "nothing is created before the config is checked")
+		})
+	}
+
+	// Added to the allowlist by the deployment, the same URL is fine.
+	opts := h.options()
+	opts.DataDir = filepath.Join(t.TempDir(), "data")
+	opts.Config = func(connector, key string) (string, bool) {
+		return "https://api.elsewhere.example/v1", key == "base_url"
+	}
+	opts.Manifests[0].Capabilities.HTTP = append(opts.Manifests[0].Capabilities.HTTP, "https://api.elsewhere.example:443")
 	ex, err := host.Open(context.Background(), opts)
 	require.NoError(t, err)
 	require.NoError(t, ex.Close(context.Background()))

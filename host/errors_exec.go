@@ -55,6 +55,10 @@ var (
 	// ErrMissingConfig: a config key a manifest requires has no value.
 	// Open refuses to start; see *MissingConfigError.
 	ErrMissingConfig = errors.New("host: required config has no value")
+	// ErrConfigURLDenied: a configured URL (base_url, *_url) points at an
+	// origin the connector may not reach. Open refuses to start; see
+	// *ConfigURLError.
+	ErrConfigURLDenied = errors.New("host: configured URL outside the connector's allowlist")
 )
 
 // Errors of loading a connector, which Open returns wrapped with the

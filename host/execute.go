@@ -513,6 +513,19 @@ func (e *Executor) raced(ctx context.Context, rec ledger.Record, obs observed, e
 	return now, obs, nil
 }
 
+// keyRetention is how long the provider of rec's connector is trusted to
+// remember an idempotency key: Options.KeyRetention, or the retention the
+// connector's manifest declares in [provider] when that is shorter.
+func (e *Executor) keyRetention(rec ledger.Record) time.Duration {
+	r := e.opts.KeyRetention
+	if op, err := e.opOf(rec); err == nil {
+		if d := op.m.Provider.IdempotencyRetention; d > 0 && d < r {
+			r = d
+		}
+	}
+	return r
+}
+
 // facts gathers what decide needs about rec.
 func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, fenced bool, notBefore time.Time) facts {
 	now := e.now()
@@ -522,7 +535,7 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 	f := facts{
 		State: rec.State, Read: rec.Effect == string(manifests.EffectRead), Policy: manifests.Policy(rec.Policy),
 		Attempt: rec.Attempt, MaxAttempts: rec.MaxAttempts, Uncertain: rec.Uncertain, CancelRequested: rec.CancelRequested,
-		Loaded: op != nil, Live: live, Fenced: fenced, Now: now, Age: now.Sub(rec.CreatedAt), KeyRetention: e.opts.KeyRetention,
+		Loaded: op != nil, Live: live, Fenced: fenced, Now: now, Age: now.Sub(rec.CreatedAt), KeyRetention: e.keyRetention(rec),
 		NextAttemptAt: rec.NextAttemptAt, Evidence: obs.ev,
 		Backoff: e.opts.RetryBackoff(rec.Attempt), InFlightBackoff: e.opts.InFlightBackoff(rec.Attempt),
 	}
@@ -638,7 +651,7 @@ func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action
 		t.Event.Evidence = evidence
 		if act.Decision == DecisionKeyRetentionPassed {
 			t.Event.Evidence = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again",
-				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.opts.KeyRetention)
+				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))
 		}
 	case ledger.StateExpired:
 		if rec.Approval != nil {

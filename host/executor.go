@@ -93,7 +93,9 @@ type Options struct {
 	// idempotency key (Stripe documents at least 24h). An uncertain
 	// idempotent-retry execution older than that is not re-dispatched: the
 	// provider may have forgotten the key and would apply the effect again,
-	// so it becomes recovery_required. The default value is 24h.
+	// so it becomes recovery_required. A manifest that declares a shorter
+	// [provider] idempotency_retention bounds its own connector's. The
+	// default value is 24h.
 	KeyRetention time.Duration
 	// MaxInlineRetryWait bounds how long Execute waits inline (for a
 	// scheduled retry, or for an attempt to settle before its reconcile
@@ -156,7 +158,8 @@ func (o *Options) EnsureDefaults() {
 }
 
 // Validate reports every problem with the options at once, among them
-// required config keys without a value (*MissingConfigError).
+// required config keys without a value (*MissingConfigError) and
+// configured URLs outside their connector's allowlist (*ConfigURLError).
 func (o *Options) Validate() error {
 	var errs []error
 	if o.DataDir == "" && o.Ledger == nil {
@@ -185,6 +188,9 @@ func (o *Options) Validate() error {
 		}
 	}
 	if err := missingConfig(o.Manifests, o.Config); err != nil {
+		errs = append(errs, err)
+	}
+	if err := deniedConfigURLs(o.Manifests, o.Config); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -244,9 +244,11 @@ type harness struct {
 	policy   string
 	approval bool
 	attempts int
-	ex       *host.Executor
-	now      time.Time
-	mu       sync.Mutex
+	// extra is appended to the manifest (e.g. a [provider] table).
+	extra string
+	ex    *host.Executor
+	now   time.Time
+	mu    sync.Mutex
 }
 
 type harnessOpt func(*harness)
@@ -254,6 +256,9 @@ type harnessOpt func(*harness)
 func withApproval() harnessOpt      { return func(h *harness) { h.approval = true } }
 func withAttempts(n int) harnessOpt { return func(h *harness) { h.attempts = n } }
 func withDedup() harnessOpt         { return func(h *harness) { h.prov.dedup = true } }
+
+// withManifestText appends text to the harness's manifest.
+func withManifestText(text string) harnessOpt { return func(h *harness) { h.extra = text } }
 
 func newHarness(t *testing.T, policy string, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -285,7 +290,7 @@ func (h *harness) advance(d time.Duration) {
 
 func (h *harness) manifest() *manifests.Manifest {
 	path, digest := effectModule(h.t)
-	text := fmt.Sprintf(effectManifest, digest, h.prov.srv.URL, h.policy, h.approval, h.attempts)
+	text := fmt.Sprintf(effectManifest, digest, h.prov.srv.URL, h.policy, h.approval, h.attempts) + h.extra
 	m, err := manifests.Parse(h.dir+"/effect.toml", []byte(text))
 	require.NoError(h.t, err)
 	m.Connector.Module = path // absolute: resolved as is

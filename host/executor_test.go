@@ -211,6 +211,19 @@ func TestUncertainAfterPluginReturn(t *testing.T) {
 		require.Contains(t, res.Error, "key_retention_passed")
 		require.Equal(t, 1, h.prov.count())
 	})
+	t.Run("idempotent-retry past the provider's declared retention asks an operator", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup(),
+			withManifestText("\n[provider]\nidempotency_header = \"Idempotency-Key\"\nidempotency_retention = \"2h\"\n"))
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterPluginReturn, c)
+		h.advance(3 * time.Hour) // within the host's 24h, past the provider's 2h
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusRecoveryRequired, res.Status)
+		require.Contains(t, res.Error, "key_retention_passed")
+		require.Equal(t, 1, h.prov.count())
+		require.Contains(t, joined(h.events(res.ExecutionID)), "key_retention_passed")
+	})
 	t.Run("reconcile finds the effect and records it without a second call", func(t *testing.T) {
 		h := newHarness(t, "reconcile")
 		c := call("s1", "c1", `{"n":1}`)

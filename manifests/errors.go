@@ -40,6 +40,10 @@ type Problem struct {
 	// Line is the 1-based line the problem is reported at (the key's line,
 	// else its table's line); 0 when no line applies, e.g. a missing table.
 	Line int `json:"line"`
+	// Column is the 1-based byte column, when the problem has a precise
+	// one: TOML syntax errors, and problems inside an input schema (the
+	// column of the offending JSON key or value). 0 otherwise.
+	Column int `json:"column,omitempty"`
 	// Field names the offending value, e.g. "connector.sha256",
 	// "capabilities.http[1]" or "operation[create_payment].recovery".
 	// Operations without a usable name are "operation[#2]" (1-based).
@@ -49,10 +53,15 @@ type Problem struct {
 	Msg string `json:"msg"`
 }
 
-// String formats p as "line: field: msg" without the file name.
+// String formats p as "line: field: msg" (or "line:column: …") without
+// the file name.
 func (p Problem) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d: ", p.Line)
+	if p.Column > 0 {
+		fmt.Fprintf(&b, "%d:%d: ", p.Line, p.Column)
+	} else {
+		fmt.Fprintf(&b, "%d: ", p.Line)
+	}
 	if p.Field != "" {
 		b.WriteString(p.Field)
 		b.WriteString(": ")

@@ -67,9 +67,13 @@ func scanLines(lines []string) []lineInfo {
 
 // indexLines builds the lineIndex of data.
 func indexLines(data []byte) lineIndex {
-	lines := strings.Split(string(data), "\n")
+	return indexInfos(scanLines(strings.Split(string(data), "\n")))
+}
+
+// indexInfos builds the lineIndex of scanned lines.
+func indexInfos(infos []lineInfo) lineIndex {
 	idx := lineIndex{}
-	for i, li := range scanLines(lines) {
+	for i, li := range infos {
 		var path string
 		switch {
 		case li.header:
@@ -210,4 +214,99 @@ func (s *scanState) scan(line string) {
 	if !s.multi {
 		s.quote = 0 // single-line strings end with their line
 	}
+}
+
+// fileText is the text a manifest was parsed from, kept for locating
+// findings after parsing.
+type fileText struct {
+	data  []byte
+	lines []string
+	infos []lineInfo
+	index lineIndex
+}
+
+func newFileText(data []byte) *fileText {
+	lines := strings.Split(string(data), "\n")
+	infos := scanLines(lines)
+	return &fileText{data: data, lines: lines, infos: infos, index: indexInfos(infos)}
+}
+
+// stringValue locates the string value of the key at path.
+func (t *fileText) stringValue(path string) (stringLoc, bool) {
+	n, ok := t.index[path]
+	if !ok || n < 1 || n > len(t.infos) || t.infos[n-1].key == "" {
+		return stringLoc{}, false
+	}
+	return locateString(t.lines, n, t.infos[n-1].valueStart)
+}
+
+// Line returns the line that declares the key at path, a dotted path such
+// as "connector.sha256", "capabilities.http" or "provider.name"; else the
+// line of its table's header; else 0 (a manifest built by hand, or a
+// table that is not there).
+func (m *Manifest) Line(path string) int {
+	if m.text == nil {
+		return 0
+	}
+	table, _, _ := strings.Cut(path, ".")
+	return m.text.index.line(path, table)
+}
+
+// ValueLine returns the line of the string value inside the array at path
+// (a multi-line array lists one entry per line), else Line(path).
+func (m *Manifest) ValueLine(path, value string) int {
+	n := m.Line(path)
+	if m.text == nil || n == 0 {
+		return n
+	}
+	quoted := []string{strconv.Quote(value), "'" + value + "'"}
+	for i := n - 1; i < len(m.text.lines); i++ {
+		if i > n-1 && (m.text.infos[i].key != "" || m.text.infos[i].header) {
+			break
+		}
+		for _, q := range quoted {
+			if strings.Contains(m.text.lines[i], q) {
+				return i + 1
+			}
+		}
+	}
+	return n
+}
+
+// Text returns the bytes the manifest was parsed from (nil for a manifest
+// built by hand). The caller must not modify them.
+func (m *Manifest) Text() []byte {
+	if m.text == nil {
+		return nil
+	}
+	return m.text.data
+}
+
+// KeyLine returns the line that declares key (e.g. "recovery") in the
+// operation's table, else the line of its [[operation]] header.
+func (op *Operation) KeyLine(key string) int {
+	if op.text == nil {
+		return op.Line
+	}
+	return op.text.index.line(op.table+"."+key, op.table)
+}
+
+// SchemaPos returns where, in the manifest file, the input schema names
+// the value at the JSON pointer ptr ("" is the schema itself; an object
+// member is found at its key, an array element at its first byte). It
+// falls back to the input_schema key's line.
+func (op *Operation) SchemaPos(ptr string) Pos {
+	fallback := Pos{Line: op.KeyLine("input_schema")}
+	if op.text == nil {
+		return fallback
+	}
+	loc, ok := op.text.stringValue(op.table + ".input_schema")
+	if !ok {
+		return fallback
+	}
+	off, ok := jsonPointerOffsets(op.InputSchema)[ptr]
+	if !ok {
+		return fallback
+	}
+	return loc.pos(off)
 }

@@ -73,7 +73,29 @@ type Manifest struct {
 	Connector    Connector
 	Capabilities Capabilities
 	Limits       Limits
+	Provider     Provider
 	Operations   []*Operation
+
+	text *fileText // the parsed text, for line look-ups (nil when built by hand)
+}
+
+// Provider is the [provider] table: what the connector's provider
+// guarantees, declared by the author and reviewed with the rest of the
+// manifest. The audit reads it to tell whether a policy rests on a
+// promise someone wrote down; the host bounds re-dispatches by it.
+type Provider struct {
+	// Name names the provider for people ("" when not declared).
+	Name string
+	// IdempotencyHeader is the request header by which the provider
+	// deduplicates requests, e.g. "Idempotency-Key": a request repeated
+	// with the same key gets the first request's answer and applies
+	// nothing again. "" when the manifest declares none.
+	IdempotencyHeader string
+	// IdempotencyRetention is how long the provider remembers a key;
+	// required with IdempotencyHeader. An uncertain idempotent-retry call
+	// older than this is not re-dispatched (see host.Options.KeyRetention,
+	// which bounds it too).
+	IdempotencyRetention time.Duration
 }
 
 // Connector is the [connector] table.
@@ -180,7 +202,11 @@ type Operation struct {
 	// Line is the line of the [[operation]] header in the manifest file.
 	Line int
 
+	text  *fileText // the manifest's text (nil when built by hand)
+	table string    // the operation's table path in text, "operation#i"
+
 	schema    *jsonschema.Schema
-	connector string // Connector.Name of the manifest, for PolicyVersion
-	version   string // Connector.Version of the manifest, for PolicyVersion
+	connector string   // Connector.Name of the manifest, for PolicyVersion
+	version   string   // Connector.Version of the manifest, for PolicyVersion
+	provider  Provider // the manifest's [provider], for PolicyVersion
 }

@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -90,8 +91,12 @@ func TestPolicyVersion(t *testing.T) {
 	base, _ := m.Operation("create_payment")
 	v := base.PolicyVersion()
 	require.Len(t, v, 16)
-	// Pinned: approvals recorded by earlier builds must keep matching.
-	require.Equal(t, "1824eacbd2d1bd70", v)
+	// Pinned: approvals recorded by earlier builds must keep matching;
+	// without a [provider] table the version is what it always was.
+	noProvider := *base
+	noProvider.provider = Provider{}
+	require.Equal(t, "1824eacbd2d1bd70", noProvider.PolicyVersion())
+	require.Equal(t, "52ca3d48a8efaa25", v)
 
 	again := mustLoad(t, "testdata/valid.toml").Operations[0]
 	require.Equal(t, v, again.PolicyVersion(), "deterministic")
@@ -109,6 +114,9 @@ func TestPolicyVersion(t *testing.T) {
 		{name: "approval", mutate: func(op *Operation) { op.RequiresApproval = false }},
 		{name: "ttl", mutate: func(op *Operation) { op.ApprovalTTL = time.Hour }},
 		{name: "attempts", mutate: func(op *Operation) { op.MaxAttempts = 4 }},
+		{name: "retention", mutate: func(op *Operation) { op.provider.IdempotencyRetention = time.Hour }},
+		{name: "idempotency header", mutate: func(op *Operation) { op.provider.IdempotencyHeader = "X-Request-Id" }},
+		{name: "provider name", mutate: func(op *Operation) { op.provider.Name = "Stripe, Inc." }, same: true},
 		{name: "description", mutate: func(op *Operation) { op.Description = "other" }, same: true},
 		{name: "schema", mutate: func(op *Operation) { op.InputSchema = "{}" }, same: true},
 		{name: "line", mutate: func(op *Operation) { op.Line = 1 }, same: true},
@@ -240,6 +248,12 @@ func FuzzParse(f *testing.F) {
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("unexpected error type %T: %v", err, err)
 			}
+			lines := bytes.Count(data, []byte("\n")) + 1
+			for _, p := range ve.Problems {
+				if p.Line < 0 || p.Line > lines || p.Column < 0 {
+					t.Fatalf("problem outside the file (%d lines): %+v", lines, p)
+				}
+			}
 			_ = err.Error()
 			return
 		}
@@ -254,6 +268,12 @@ func FuzzParse(f *testing.F) {
 				t.Fatal("external operation without recovery")
 			}
 			_ = op.ValidateArgs([]byte(`{}`))
+			lines := bytes.Count(data, []byte("\n")) + 1
+			for ptr := range jsonPointerOffsets(op.InputSchema) {
+				if p := op.SchemaPos(ptr); p.Line < 1 || p.Line > lines {
+					t.Fatalf("schema pointer %q at %+v, outside the file's %d lines", ptr, p, lines)
+				}
+			}
 		}
 		if out, err := SetSHA256(data, digestA); err == nil {
 			pinned, err := Parse("pinned.toml", out)

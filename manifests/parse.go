@@ -47,6 +47,9 @@ const (
 	minApprovalTTL, maxApprovalTTL = time.Second, 30 * 24 * time.Hour
 	minMaxAttempts, maxMaxAttempts = 1, 20
 	maxReconcileSettle             = 24 * time.Hour
+	// A provider that forgets keys within a minute protects nothing; one
+	// that claims more than a year is not believed either.
+	minIdempotencyRetention, maxIdempotencyRetention = time.Minute, 366 * 24 * time.Hour
 )
 
 var (
@@ -57,6 +60,10 @@ var (
 	// versionRE is semver 2.0 without the leading-zero rules.
 	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 )
+
+// ValidConnectorName reports whether name may be a [connector].name: lower
+// case letters, digits, '-' and '_', starting with a letter, at most 32.
+func ValidConnectorName(name string) bool { return connectorNameRE.MatchString(name) }
 
 // Load reads and parses the manifest at path. Errors are a *ValidationError
 // (wrapping ErrInvalid) or the read error.
@@ -132,28 +139,32 @@ func Parse(name string, data []byte) (*Manifest, error) {
 		Connector    toml.Primitive `toml:"connector"`
 		Capabilities toml.Primitive `toml:"capabilities"`
 		Limits       toml.Primitive `toml:"limits"`
+		Provider     toml.Primitive `toml:"provider"`
 		Operation    toml.Primitive `toml:"operation"`
 	}
 	md, err := toml.Decode(string(data), &top)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
+	text := newFileText(data)
 	p := &parser{
 		file:  name,
-		lines: indexLines(data),
+		lines: text.index,
+		text:  text,
 		md:    &md,
 	}
 	sum := sha256.Sum256(data)
-	m := &Manifest{Path: name, Digest: hex.EncodeToString(sum[:])}
+	m := &Manifest{Path: name, Digest: hex.EncodeToString(sum[:]), text: text}
 
 	p.connector(&m.Connector, top.Connector)
 	p.capabilities(&m.Capabilities, top.Capabilities)
 	p.limits(&m.Limits, top.Limits)
+	p.provider(&m.Provider, top.Provider)
 	m.Operations = p.operations(m, top.Operation)
 	p.unknownKeys()
 
 	if len(p.problems) > 0 {
-		slices.SortStableFunc(p.problems, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
+		slices.SortStableFunc(p.problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column)) })
 		return nil, &ValidationError{File: name, Problems: p.problems}
 	}
 	return m, nil
@@ -165,7 +176,7 @@ func syntaxError(name string, err error) error {
 	if errors.As(err, &pe) {
 		return &ValidationError{
 			File:     name,
-			Problems: []Problem{{Line: pe.Position.Line, Msg: "toml: " + pe.Message}},
+			Problems: []Problem{{Line: pe.Position.Line, Column: pe.Position.Col, Msg: "toml: " + pe.Message}},
 			syntax:   pe,
 		}
 	}
@@ -177,6 +188,7 @@ func syntaxError(name string, err error) error {
 type parser struct {
 	file     string
 	lines    lineIndex
+	text     *fileText
 	md       *toml.MetaData
 	problems []Problem
 	opLabels []string // field label of each operation, by index
@@ -503,6 +515,35 @@ func (p *parser) limits(l *Limits, prim toml.Primitive) {
 	l.LogRecords = p.integer(get("log_records"), false, minLogRecords, maxLogRecords, DefaultLogRecords)
 }
 
+func (p *parser) provider(pv *Provider, prim toml.Primitive) {
+	raw, ok := p.table(prim, "provider", "provider")
+	if !ok {
+		return
+	}
+	get := func(k string) field { return p.get(raw, "provider", "provider", k) }
+	if s, ok := p.str(get("name"), false); ok {
+		pv.Name = s
+	}
+	hf := get("idempotency_header")
+	if s, ok := p.str(hf, false); ok {
+		if !httpTokenRE.MatchString(s) {
+			p.add(hf.line, hf.label, "%q is not an HTTP header name", s)
+		}
+		pv.IdempotencyHeader = s
+	}
+	rf := get("idempotency_retention")
+	pv.IdempotencyRetention = p.duration(rf, minIdempotencyRetention, maxIdempotencyRetention, 0)
+	switch {
+	case hf.set && !rf.set:
+		p.add(hf.line, "provider.idempotency_retention", "missing: say how long the provider remembers a key (e.g. \"24h\"); the host re-dispatches only within it")
+	case rf.set && !hf.set:
+		p.add(rf.line, rf.label, "applies only with provider.idempotency_header")
+	}
+}
+
+// httpTokenRE matches an RFC 9110 token (a header field name).
+var httpTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
 func (p *parser) operations(m *Manifest, prim toml.Primitive) []*Operation {
 	if !p.md.IsDefined("operation") {
 		p.add(0, "operation", "at least one [[operation]] is required")
@@ -547,10 +588,13 @@ func (p *parser) operations(m *Manifest, prim toml.Primitive) []*Operation {
 func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath string) *Operation {
 	op := &Operation{
 		Line:        p.lines.line(tablePath),
+		text:        p.text,
+		table:       tablePath,
 		ApprovalTTL: DefaultApprovalTTL,
 		MaxAttempts: DefaultMaxAttempts,
 		connector:   m.Connector.Name,
 		version:     m.Connector.Version,
+		provider:    m.Provider,
 	}
 	label := fmt.Sprintf("operation[#%d]", i+1)
 	if s, ok := raw["name"].(string); ok && operationNameRE.MatchString(s) {
@@ -634,9 +678,13 @@ func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath str
 		f := get("input_schema")
 		if s, ok := p.str(f, true); ok {
 			op.InputSchema = s
-			sch, err := compileSchema(m.Connector.Name, op.Name, s)
-			if err != nil {
-				p.add(f.line, f.label, "%s", err)
+			sch, probs := compileSchema(m.Connector.Name, op.Name, s)
+			for _, pr := range probs {
+				pos := Pos{Line: f.line}
+				if loc, ok := p.text.stringValue(tablePath + ".input_schema"); ok && pr.off >= 0 {
+					pos = loc.pos(pr.off)
+				}
+				p.problems = append(p.problems, Problem{Line: pos.Line, Column: pos.Col, Field: f.label, Msg: pr.msg})
 			}
 			op.schema = sch
 		}
@@ -645,20 +693,21 @@ func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath str
 }
 
 // knownTables are the tables whose keys are checked for unknown names.
-var knownTables = map[string]bool{"connector": true, "capabilities": true, "limits": true, "operation": true}
+var knownTables = map[string]bool{"connector": true, "capabilities": true, "limits": true, "provider": true, "operation": true}
 
 var knownKeys = map[string]bool{
 	"connector.name": true, "connector.version": true, "connector.abi": true, "connector.module": true, "connector.sha256": true,
 	"capabilities.http": true, "capabilities.config": true, "capabilities.config_optional": true,
 	"limits.memory_mib": true, "limits.timeout": true, "limits.max_output_kib": true, "limits.instances": true,
 	"limits.log_kib": true, "limits.log_records": true,
+	"provider.name": true, "provider.idempotency_header": true, "provider.idempotency_retention": true,
 	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
 	"operation.input_schema": true, "operation.reconcile_settle": true, "operation.outcome_durability": true,
 }
 
 // unknownKeys reports keys the manifest format does not define: top-level
-// keys and tables, and keys inside the four known tables. Keys nested below
+// keys and tables, and keys inside the known tables. Keys nested below
 // an unknown or mistyped key are not reported again.
 func (p *parser) unknownKeys() {
 	opIdx := -1

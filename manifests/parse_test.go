@@ -83,7 +83,10 @@ func TestParseSyntaxErrorKeepsParseError(t *testing.T) {
 	var pe toml.ParseError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, 2, pe.Position.Line)
-	require.True(t, strings.HasPrefix(err.Error(), "bad.toml:2: toml: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "bad.toml:2:10: toml: "), err.Error())
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, Problem{Line: 2, Column: 10, Msg: ve.Problems[0].Msg}, ve.Problems[0], "line and column of the syntax error")
 }
 
 func TestParseValid(t *testing.T) {
@@ -102,6 +105,7 @@ func TestParseValid(t *testing.T) {
 	}, m.Capabilities)
 	require.Equal(t, []string{"api_key"}, m.Capabilities.RequiredConfig())
 	require.Equal(t, Limits{MemoryMiB: 128, Timeout: 30 * time.Second, MaxOutputKiB: 512, Instances: 8, LogKiB: 32, LogRecords: 100}, m.Limits)
+	require.Equal(t, Provider{Name: "Stripe", IdempotencyHeader: "Idempotency-Key", IdempotencyRetention: 24 * time.Hour}, m.Provider)
 	require.Len(t, m.Operations, 2)
 
 	op, ok := m.Operation("create_payment")

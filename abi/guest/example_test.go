@@ -37,11 +37,22 @@ func sendMessage(c *guest.Call, args []byte) abi.Outcome {
 		},
 		Body: body,
 	})
+	// Classify by what the answer proves about the provider. Retryable
+	// promises "this attempt did nothing"; an answer that leaves it open
+	// is Uncertain, so the host never believes a sent message was not.
 	switch {
-	case resp.Err != abi.HTTPOK: // the request never completed
-		return guest.Retryable("chat: %s: %s", resp.Err, resp.Message)
-	case resp.Status == 429 || resp.Status >= 500:
+	case resp.Err == abi.HTTPDenied, resp.Err == abi.HTTPInvalid:
+		// Refused by the host before anything was sent: the allowlist or
+		// the request is wrong, and trying again changes nothing.
+		return guest.Permanent("chat: %s: %s", resp.Err, resp.Message)
+	case resp.Err != abi.HTTPOK: // timeout, network: it may have arrived
+		return guest.Uncertain("chat: %s: %s", resp.Err, resp.Message)
+	case resp.Status == 409: // the same key is still being processed
+		return guest.InProgress("chat: status %d", resp.Status)
+	case resp.Status == 429: // rate limited: refused before any effect
 		return guest.Retryable("chat: status %d", resp.Status)
+	case resp.Status >= 500: // the provider failed mid-way, perhaps after the effect
+		return guest.Uncertain("chat: status %d", resp.Status)
 	case resp.Status != 201:
 		return guest.Permanent("chat: status %d", resp.Status)
 	}
@@ -77,9 +88,15 @@ func Example() {
 	o = guest.Invoke(denied, abi.ExportExecuteWithKey, "example_send_message", "key-43", args)
 	fmt.Println(o.Kind, o.Error)
 
+	lost := chatHost{abi.HTTPResponse{Err: abi.HTTPTimeout, Message: "no answer within 15s"}}
+	o = guest.Invoke(lost, abi.ExportExecuteWithKey, "example_send_message", "key-44", args)
+	fmt.Println(o.Kind, o.Error)
+
 	// Output:
 	// POST https://chat.example.com/v1/messages Idempotency-Key=key-42 {"to":"ada","text":"hello"}
 	// ok msg_1 {"id":"msg_1"}
 	// POST https://chat.example.com/v1/messages Idempotency-Key=key-43 {"to":"ada","text":"hello"}
-	// retryable_error chat: denied: host not in allowlist
+	// permanent_error chat: denied: host not in allowlist
+	// POST https://chat.example.com/v1/messages Idempotency-Key=key-44 {"to":"ada","text":"hello"}
+	// uncertain chat: timeout: no answer within 15s
 }

@@ -359,15 +359,18 @@ func loosenedPayments(t *testing.T, dir string) string {
 }
 
 // TestAuditDiff compares the shipped payments.toml with a loosened copy:
-// the diff names each risk increase; warnings fail only with --strict.
+// the diff names each risk increase with its line in both files and exits
+// 3 until every one is accepted with --allow; the new manifest is audited
+// against its module too.
 func TestAuditDiff(t *testing.T) {
 	e := newAuditEnv(t)
 	oldPath := "../../manifests/payments.toml"
 	newPath := loosenedPayments(t, filepath.Join(e.tmp, "new"))
+	accepted := "recovery-loosened,approval-removed,host-added"
 
 	code, out, errOut := e.run(t, "--diff", oldPath, newPath)
-	if code != ExitOK || errOut != "" {
-		t.Fatalf("exit %d stderr %q\n%s", code, errOut, out)
+	if code != ExitFindings || errOut != "" {
+		t.Fatalf("risk increases: exit %d, want %d; stderr %q\n%s", code, ExitFindings, errOut, out)
 	}
 	// The other spellings of the flag say the same.
 	for _, args := range [][]string{{"--diff", oldPath, "--diff", newPath}, {"--diff", oldPath + "," + newPath}} {
@@ -375,7 +378,15 @@ func TestAuditDiff(t *testing.T) {
 			t.Errorf("%v: exit %d, output:\n%s", args, c, o)
 		}
 	}
-	jcode, jout, _ := e.run(t, "--json", "--diff", oldPath, newPath)
+	// Accepting one of three is not enough; accepting all passes.
+	if c, _, _ := e.run(t, "--diff", oldPath, newPath, "--allow", "host-added"); c != ExitFindings {
+		t.Errorf("--allow host-added: exit %d, want %d", c, ExitFindings)
+	}
+	code, out, _ = e.run(t, "--diff", oldPath, newPath, "--allow", accepted)
+	if code != ExitOK {
+		t.Fatalf("--allow %s: exit %d\n%s", accepted, code, out)
+	}
+	jcode, jout, _ := e.run(t, "--json", "--diff", oldPath, newPath, "--allow", accepted)
 	if jcode != ExitOK {
 		t.Fatalf("--json: exit %d", jcode)
 	}
@@ -389,30 +400,46 @@ func TestAuditDiff(t *testing.T) {
 		audit.CodeHostAdded:        "",
 	}
 	for _, c := range d.Changes {
-		if op, ok := want[c.Code]; ok && op == c.Operation && c.Severity == audit.SeverityWarning {
+		if op, ok := want[c.Code]; ok && op == c.Operation && c.Severity == audit.SeverityWarning && c.Allowed {
+			if c.OldLine == 0 || c.NewLine == 0 {
+				t.Errorf("%s: lines old %d new %d, want both", c.Code, c.OldLine, c.NewLine)
+			}
 			delete(want, c.Code)
 		}
 	}
 	if len(want) > 0 {
-		t.Errorf("changes %+v lack warnings %v", d.Changes, want)
+		t.Errorf("changes %+v lack allowed warnings %v", d.Changes, want)
 	}
 	for _, c := range d.Changes {
 		if c.Code == audit.CodeModuleDigestChanged || c.Code == audit.CodeDigestChangedSameVersion {
 			t.Errorf("same module, yet %s", c.Code)
 		}
 	}
-	golden(t, "audit/diff", []byte(e.normalise(out)))
+	// The new manifest was audited against the real module.
+	var newCodes []audit.Code
+	for _, f := range d.Findings {
+		newCodes = append(newCodes, f.Code)
+		if f.File != newPath {
+			t.Errorf("finding %s about %s, want the new manifest", f.Code, f.File)
+		}
+	}
+	if !slices.Contains(newCodes, audit.CodeExternalNoApprovalAutoRecovery) || slices.Contains(newCodes, audit.CodeModuleNotChecked) {
+		t.Errorf("new manifest's findings %v: want it audited against its module", newCodes)
+	}
+	// Column widths follow the temporary directory's name: compare the
+	// table with its padding collapsed.
+	golden(t, "audit/diff", []byte(regexp.MustCompile(` {2,}`).ReplaceAllString(e.normalise(out), "  ")))
 	golden(t, "audit/diff_json", []byte(e.normalise(jout)))
 
-	if code, _, _ := e.run(t, "--strict", "--diff", oldPath, newPath); code != ExitFindings {
-		t.Errorf("--strict: exit %d, want %d", code, ExitFindings)
+	if code, _, _ := e.run(t, "--strict", "--diff", oldPath, newPath, "--allow", accepted); code != ExitFindings {
+		t.Errorf("--strict: exit %d, want %d (the new manifest has warnings)", code, ExitFindings)
 	}
-	// No change at all passes even with --strict.
-	if code, out, _ := e.run(t, "--strict", "--diff", oldPath, oldPath); code != ExitOK || !strings.Contains(out, "no changes") {
+	// No change at all passes.
+	if code, out, _ := e.run(t, "--diff", oldPath, oldPath); code != ExitOK || !strings.Contains(out, "no changes") {
 		t.Errorf("identical: exit %d\n%s", code, out)
 	}
 	page := filepath.Join(e.tmp, "diff.html")
-	if code, _, _ := e.run(t, "--html", page, "--diff", oldPath, newPath); code != ExitOK {
+	if code, _, _ := e.run(t, "--html", page, "--diff", oldPath, newPath, "--allow", accepted); code != ExitOK {
 		t.Errorf("--html: exit %d", code)
 	}
 	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "recovery-loosened") {
@@ -420,9 +447,58 @@ func TestAuditDiff(t *testing.T) {
 	}
 }
 
-// TestAuditErrors: command-line mistakes exit 2 — a path that does not
-// exist among them: it is not a finding about a manifest —, unreadable
-// manifests in --diff exit 1.
+// TestAuditDiffBrokenNew: a new manifest that does not parse, or whose
+// module cannot honour its policy, is a finding with its location and
+// exit code 3 — never an operational error or an "internal" problem.
+func TestAuditDiffBrokenNew(t *testing.T) {
+	e := newAuditEnv(t)
+	oldPath := "../../manifests/payments.toml"
+	b, err := os.ReadFile(oldPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.tmp, "new")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	syntax := writeFile(t, dir, "payments.toml", strings.Replace(string(b), `name = "payments"`, `name = "payments`, 1))
+	code, out, errOut := e.run(t, "--json", "--diff", oldPath, syntax)
+	if code != ExitFindings || errOut != "" {
+		t.Fatalf("exit %d, want %d; stderr %q", code, ExitFindings, errOut)
+	}
+	if strings.Contains(out, `"internal"`) {
+		t.Errorf("reported as an internal problem:\n%s", out)
+	}
+	var d audit.DiffReport
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("not a diff report: %v\n%s", err, out)
+	}
+	if len(d.Findings) != 1 || d.Findings[0].Code != audit.CodeManifestInvalid || d.Findings[0].File != syntax ||
+		d.Findings[0].Line == 0 || d.Findings[0].Column == 0 {
+		t.Errorf("findings %+v, want one manifest-invalid with line and column", d.Findings)
+	}
+
+	// A policy the module cannot honour: email's send declared
+	// idempotent-retry is fine (it exports execute_with_key), but
+	// release_message declared reconcile is not (no reconcile export).
+	eb, err := os.ReadFile("../../manifests/email.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dishonest := strings.Replace(string(eb), "recovery = \"manual\"\nrequires_approval = true\napproval_ttl = \"1h\"\nmax_attempts = 1",
+		"recovery = \"reconcile\"\nrequires_approval = true\napproval_ttl = \"1h\"\nmax_attempts = 1", 1)
+	if dishonest == string(eb) {
+		t.Fatal("manifests/email.toml changed: update the test")
+	}
+	newPath := writeFile(t, dir, "email.toml", dishonest)
+	code, out, _ = e.run(t, "--diff", "../../manifests/email.toml", newPath, "--allow", "recovery-loosened")
+	if code != ExitFindings || !strings.Contains(out, "export-missing") {
+		t.Errorf("exit %d, want %d with export-missing:\n%s", code, ExitFindings, out)
+	}
+}
+
+// TestAuditErrors: command-line mistakes exit 2 and do nothing — a path
+// that does not exist among them: it is not a finding about a manifest.
 func TestAuditErrors(t *testing.T) {
 	e := auditEnv{modules: t.TempDir(), data: t.TempDir()}
 	tests := []struct {
@@ -437,7 +513,13 @@ func TestAuditErrors(t *testing.T) {
 		{"diff missing manifest", []string{"--diff", "../../manifests/payments.toml", "nope.toml"}, ExitUsage, "nope.toml: no such file or directory"},
 		{"missing directory", []string{"nosuchdir/"}, ExitUsage, "nosuchdir/: no such file or directory"},
 		{"missing manifest among others", []string{"testdata/manifests/noop.toml", "nope.toml"}, ExitUsage, "nope.toml: no such file or directory"},
-		{"diff invalid manifest", []string{"--diff", "testdata/manifests/noop.toml", "audit_test.go"}, ExitFailure, "new manifest"},
+		{"allow without diff", []string{"--allow", "host-added", "x.toml"}, ExitUsage, "--diff only"},
+		{"allow an unknown code", []string{"--diff", "a.toml", "b.toml", "--allow", "loopback-host"}, ExitUsage, "not a change code"},
+		{"sign without a reviewer", []string{"--sign", "x.toml"}, ExitUsage, "--by NAME"},
+		{"waive without a reason", []string{"--waive", "loopback-host", "--by", "rita", "x.toml"}, ExitUsage, "--reason"},
+		{"waive two manifests", []string{"--waive", "loopback-host", "--by", "rita", "--reason", "r", "a.toml", "b.toml"}, ExitUsage, "one manifest"},
+		{"by without sign or waive", []string{"--by", "rita", "x.toml"}, ExitUsage, "--sign or --waive"},
+		{"sign a diff", []string{"--sign", "--by", "rita", "--diff", "a.toml", "b.toml"}, ExitUsage, "does not sign"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,24 +26,84 @@ import (
 )
 
 func (a *app) auditCommand() *cobra.Command {
-	var strict bool
-	var html string
-	var diff []string
+	var (
+		o     auditOptions
+		diff  []string
+		allow []string
+		waive string
+	)
 	c := &cobra.Command{
-		Use:   "audit [--strict] [--html FILE] [--diff OLD NEW] <manifest or dir>...",
-		Short: "Check manifests against what their modules really do",
+		Use:   "audit [--strict] [--html FILE] <manifest or dir>... | --diff OLD NEW [--allow CODES] | --waive CODE[:OPERATION] --by NAME --reason TEXT <manifest> | --sign --by NAME <manifest or dir>...",
+		Short: "Review manifests against their modules; waive findings, sign off, diff",
 		Long: `audit cross-checks each manifest with its module (exports, declared
-recovery policies, capabilities) and reports findings. It exits 3 when it
-finds problems (with --strict, warnings count too), and 2 when a path it
-is given does not exist.`,
+recovery policies, capabilities, schemas, secrets) and reports findings, each
+at the line of the key it is about. It exits 3 when it finds an error (with
+--strict, a warning that is not waived counts too), and 2 when a path it is
+given does not exist.
+
+A reviewer accepts a warning or info finding with --waive: the waiver (who,
+why, and the manifest digest it applies to) is kept next to the manifest in
+<name>.waivers.json; it stops applying when the manifest changes. Errors
+cannot be waived.
+
+--sign writes a sign-off next to each manifest (<name>.signoff.json):
+reviewer, time, manifest and module digests, policy versions and the
+waivers in force. It signs only what passes with --strict. connhost serve
+with require_signoff = true refuses a connector whose manifest or module
+changed since its sign-off.
+
+--diff OLD NEW compares two versions of a manifest and audits NEW against
+its module: it exits 3 on an error finding of NEW (a manifest that does not
+parse included) and on every risk increase (policy loosened, approval
+removed or TTL raised, hosts added, attempts raised, effect downgraded, …)
+not accepted with --allow CODE,CODE. Each change names its line in both
+files.`,
 		Example: `  connhost audit manifests/
   connhost audit --strict --html report.html manifests/payments.toml
-  connhost audit --diff old/payments.toml manifests/payments.toml`,
+  connhost audit --waive loopback-host --by rita --reason "Mailpit runs next to the host" manifests/email.toml
+  connhost audit --sign --by rita manifests/payments.toml
+  connhost audit --diff old/payments.toml manifests/payments.toml --allow host-added`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && len(diff) == 0 {
 				return usagef("audit needs at least one manifest or directory")
 			}
-			o := auditOptions{strict: strict, html: html}
+			if o.maxTTL <= 0 {
+				return usagef("--max-approval-ttl must be positive")
+			}
+			for _, code := range allow {
+				if !isChangeCode(audit.Code(code)) {
+					return usagef("--allow %s: not a change code of audit --diff (see connhost audit --help)", code)
+				}
+				o.allow = append(o.allow, audit.Code(code))
+			}
+			if len(allow) > 0 && len(diff) == 0 {
+				return usagef("--allow applies to --diff only")
+			}
+			if (o.sign || waive != "") && strings.TrimSpace(o.by) == "" {
+				return usagef("--sign and --waive need the reviewer's name: --by NAME")
+			}
+			if o.by != "" && !o.sign && waive == "" {
+				return usagef("--by names the reviewer of --sign or --waive")
+			}
+			if o.reason != "" && waive == "" {
+				return usagef("--reason applies to --waive only")
+			}
+			if len(diff) > 0 && (o.sign || waive != "") {
+				return usagef("--diff does not sign or waive: audit the new manifest on its own for that")
+			}
+			if waive != "" {
+				if o.sign {
+					return usagef("--waive and --sign are separate steps: waive, read the report, then sign")
+				}
+				if strings.TrimSpace(o.reason) == "" {
+					return usagef("--waive needs --reason: why the finding is acceptable")
+				}
+				if len(args) != 1 {
+					return usagef("--waive applies to one manifest (got %d arguments)", len(args))
+				}
+				code, op, _ := strings.Cut(waive, ":")
+				o.waiveCode, o.waiveOp = audit.Code(code), op
+			}
 			paths := args
 			if len(diff) > 0 {
 				// --diff OLD NEW reads as one --diff value and one argument;
@@ -68,33 +129,72 @@ is given does not exist.`,
 			return a.runAudit(cmd.Context(), args, o)
 		},
 	}
-	c.Flags().BoolVar(&strict, "strict", false, "treat warnings as findings")
-	c.Flags().StringVar(&html, "html", "", "also write an HTML report to FILE")
-	c.Flags().StringSliceVar(&diff, "diff", nil, "compare two manifests: --diff OLD --diff NEW (or --diff OLD,NEW)")
+	f := c.Flags()
+	f.BoolVar(&o.strict, "strict", false, "treat warnings that are not waived as findings")
+	f.StringVar(&o.html, "html", "", "also write an HTML report to FILE")
+	f.StringSliceVar(&diff, "diff", nil, "compare two manifests: --diff OLD --diff NEW (or --diff OLD,NEW)")
+	f.StringSliceVar(&allow, "allow", nil, "with --diff: change codes of accepted risk increases (comma-separated)")
+	f.StringVar(&waive, "waive", "", "accept the finding CODE (of OPERATION) of one manifest, for this version of it")
+	f.BoolVar(&o.sign, "sign", false, "write a sign-off next to each manifest that passes with --strict")
+	f.StringVar(&o.by, "by", "", "the reviewer who waives or signs (recorded)")
+	f.StringVar(&o.reason, "reason", "", "why the waived finding is acceptable (recorded)")
+	f.DurationVar(&o.maxTTL, "max-approval-ttl", audit.DefaultMaxApprovalTTL, "longest approval_ttl that raises no approval-ttl-long")
 	return c
+}
+
+func isChangeCode(c audit.Code) bool {
+	for _, cc := range audit.ChangeCodes {
+		if cc.Code == c {
+			return true
+		}
+	}
+	return false
 }
 
 // auditOptions are the flags of connhost audit.
 type auditOptions struct {
 	strict bool
 	// html is the file the HTML report is written to ("" for none).
-	html string
+	html   string
+	maxTTL time.Duration
+	allow  []audit.Code
+	// sign writes sign-offs by by.
+	sign bool
+	by   string
+	// waiveCode, waiveOp and reason: the finding to waive ("" for none).
+	waiveCode audit.Code
+	waiveOp   string
+	reason    string
 }
 
-// runAudit audits the manifests and directories in paths, prints the report
-// (text, or JSON with --json), writes the HTML report when asked, and
-// returns an ExitFindings exitError when the report fails.
+// reviewClock is the clock of waivers and sign-offs; tests replace it.
+var reviewClock = time.Now
+
+// runAudit audits the manifests and directories in paths, applies --waive
+// and --sign, prints the report (text, or JSON with --json), writes the
+// HTML report when asked, and returns an ExitFindings exitError when the
+// report fails.
 func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) error {
 	p := a.newModuleProber(ctx)
 	defer p.close()
-	r := audit.AuditPaths(paths, p.facts)
+	ao := audit.Options{Facts: p.facts, MaxApprovalTTL: o.maxTTL}
+	r := audit.AuditPaths(paths, ao)
 	if err := ctx.Err(); err != nil {
 		return err // interrupted: the module facts are not to be trusted
+	}
+	if o.waiveCode != "" {
+		if err := a.waive(r, paths[0], o); err != nil {
+			return err
+		}
+		r = audit.AuditPaths(paths, ao) // the report with the waiver applied
 	}
 	if err := a.writeReport(o, func(w io.Writer) error { return audit.WriteText(w, r) },
 		func(w io.Writer) error { return audit.WriteJSON(w, r) },
 		func(w io.Writer) error { return audit.WriteHTML(w, r) }); err != nil {
 		return err
+	}
+	if o.sign {
+		return a.sign(r, o)
 	}
 	if r.Failed(o.strict) {
 		return &exitError{code: ExitFindings}
@@ -102,20 +202,64 @@ func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) erro
 	return nil
 }
 
-// runAuditDiff compares two versions of a manifest. A manifest that does
-// not load is an operational error (exit 1), not a change.
+// waive records the waiver of --waive in the waiver file of the manifest
+// at path. A finding that cannot be waived is a usage error: nothing is
+// written.
+func (a *app) waive(r audit.Report, path string, o auditOptions) error {
+	if len(r.Connectors) != 1 {
+		return &exitError{code: ExitFindings, err: fmt.Errorf("audit --waive: %s does not load as one manifest; fix it first", path)}
+	}
+	c := r.Connectors[0]
+	file := audit.WaiversPath(c.File)
+	wf, err := audit.ReadWaivers(file)
+	if err != nil {
+		return err
+	}
+	wf, err = audit.Waive(wf, r, c.Name, o.waiveCode, o.waiveOp, o.by, o.reason, reviewClock())
+	if err != nil {
+		return usagef("--waive: %v", err)
+	}
+	if err := audit.WriteWaivers(file, wf); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "waived %s for %s (manifest sha256 %s) in %s\n", o.waiveCode, c.Name, c.ManifestSHA256[:12], file)
+	return nil
+}
+
+// sign writes a sign-off next to every audited manifest, or none: it
+// refuses when any connector does not pass with --strict.
+func (a *app) sign(r audit.Report, o auditOptions) error {
+	if len(r.Connectors) == 0 || r.Failed(true) {
+		return &exitError{code: ExitFindings, err: fmt.Errorf("audit --sign: nothing signed: %s that are neither fixed nor waived", r.Summary())}
+	}
+	var out []audit.Signoff
+	for _, c := range r.Connectors {
+		s, err := audit.Sign(r, c.Name, o.by, reviewClock())
+		if err != nil {
+			return &exitError{code: ExitFindings, err: fmt.Errorf("audit --sign: nothing signed: %w", err)}
+		}
+		out = append(out, s)
+	}
+	for i, s := range out {
+		file := audit.SignoffPath(r.Connectors[i].File)
+		if err := audit.WriteSignoff(file, s); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "signed %s %s by %s: %s\n", s.Connector, s.Version, s.Reviewer, file)
+	}
+	return nil
+}
+
+// runAuditDiff compares two versions of a manifest and audits the new
+// one. A manifest that does not load is a finding (exit 3), not an
+// operational error.
 func (a *app) runAuditDiff(ctx context.Context, oldPath, newPath string, o auditOptions) error {
-	oldM, err := manifests.Load(oldPath)
-	if err != nil {
-		return fmt.Errorf("audit --diff: old manifest: %w", err)
-	}
-	newM, err := manifests.Load(newPath)
-	if err != nil {
-		return fmt.Errorf("audit --diff: new manifest: %w", err)
-	}
 	p := a.newModuleProber(ctx)
 	defer p.close()
-	d := audit.Diff(oldM, newM, p.facts(oldM), p.facts(newM))
+	d := audit.DiffPaths(oldPath, newPath, audit.DiffOptions{
+		Audit: audit.Options{Facts: p.facts, MaxApprovalTTL: o.maxTTL},
+		Allow: o.allow,
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}

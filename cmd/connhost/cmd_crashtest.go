@@ -3,16 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/crashtest"
+	"github.com/connhost/connhost/host/crashtest"
+	internalcrashtest "github.com/connhost/connhost/internal/crashtest"
 	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -22,35 +27,78 @@ const (
 	providerEmail    = "email"    // the Mailpit API subset
 )
 
+// crashtestUnused are the global flags crashtest does not read (every cell
+// runs in a data directory, manifest copy and config of its own), with
+// what to do instead.
+var crashtestUnused = []struct{ flag, why string }{
+	{"config", "every cell gets a connhost.toml of its own; give config values with --set KEY=VALUE"},
+	{"data", "every cell runs in a fresh data directory"},
+	{"manifests", "the connector's manifest is --manifest"},
+	{"init", "every cell starts a new ledger"},
+}
+
 func (a *app) crashtestCommand() *cobra.Command {
-	var manifest, operation, args, provider string
+	var manifest, operation, args, provider, providerURL, probeURL, urlKey, module string
+	var sets []string
 	c := &cobra.Command{
-		Use:   "crashtest --manifest FILE [--operation X] [--args JSON]",
+		Use:   "crashtest --manifest FILE (--provider-url URL [--probe-url URL] [--set KEY=VALUE]... [--module FILE] | --provider payments|email) [--operation X] [--args JSON]",
 		Short: "Kill connhost at every crash point and check the provider saw no duplicate",
 		Long: `crashtest runs the fault-injection matrix for a connector: for each crash
 point it starts a real connhost process with CONNHOST_CRASH_AT set, lets it
 die, restarts it on the same data directory and checks what the provider
 saw against the operation's declared recovery policy. It exits 3 when a
-policy's promise is broken.
+policy's promise is broken; each failing cell names the provider it ran
+against and the connector's own error.
 
 Every crash point × operation × approval variant (requires_approval on and
-off; reads ungated only) runs in a fresh data directory against local
-provider emulators (the Stripe and Mailpit API subsets of connhost sandbox),
-with this binary as the connhost it kills. The connector's module comes from
---modules (built from plugins/<connector> when missing); an unpinned
-manifest is pinned to that module in a temporary copy. The provider is the
-Stripe emulator when the manifest allowlists api.stripe.com, else the
-Mailpit one (--provider overrides).
+off; reads ungated only) runs in a fresh data directory, with this binary
+as the connhost it kills. The connector's module comes from --modules
+(built from plugins/<connector> when missing); an unpinned manifest is
+pinned to that module in a temporary copy.
+
+The provider is the connector's own test provider, named with
+--provider-url: it is handed to the connector as base_url (--url-key names
+another config key) and allowed the way a deployment's allow_http does;
+--set gives other config values. The provider answers the matrix's
+questions under --probe-url (default: the provider URL + /_crashtest):
+
+  GET  /effects            {"effects": N}   effects applied so far (required)
+  GET  /receipts/{r}       {"exists": bool} (optional: receipts checked)
+  GET  /args/{operation}   sample arguments (optional: else --args)
+  POST /hold {"operation"} hold its next request, received, not applied
+  GET  /held               {"held": N}
+  POST /release            let held requests take effect
+                           (hold, held, release optional: the in-flight row)
+
+The shipped connectors may run against connhost's own emulators instead:
+--provider payments (the Stripe API subset) or email (Mailpit); a manifest
+that reaches api.stripe.com, or Mailpit's default 127.0.0.1:8025, gets its
+emulator without the flag. Any other connector needs --provider-url:
+crashtest never wires a connector to an unrelated emulator.
 
 The shipped operations have built-in sample arguments; give others with
---args (for --operation, or for every operation without defaults).`,
+--args (for --operation, or for every operation without a sample). Progress
+(cells done/total) goes to stderr, also when it is not a terminal.`,
 		Example: `  connhost crashtest --manifest manifests/payments.toml
   connhost crashtest --manifest manifests/email.toml --operation send --json
   connhost crashtest --manifest manifests/payments.toml --operation create_payment \
-      --args '{"amount":100,"currency":"eur","payment_method":"pm_card_visa"}'`,
+      --args '{"amount":100,"currency":"eur","payment_method":"pm_card_visa"}'
+  connhost crashtest --manifest manifests/webhook.toml --provider-url http://127.0.0.1:9090`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			for _, u := range crashtestUnused {
+				if cmd.Flags().Changed(u.flag) {
+					return usagef("crashtest does not use --%s: %s", u.flag, u.why)
+				}
+			}
+			fl := cmd.Flags()
+			switch {
+			case providerURL == "" && (fl.Changed("probe-url") || fl.Changed("set") || fl.Changed("url-key") || fl.Changed("module")):
+				return usagef("--probe-url, --set, --url-key and --module apply to a connector's own provider: give --provider-url")
+			case providerURL != "" && provider != "":
+				return usagef("--provider (a built-in emulator) and --provider-url (your provider) exclude each other")
+			}
 			m, err := manifests.Load(manifest)
 			if err != nil {
 				return err
@@ -71,20 +119,62 @@ The shipped operations have built-in sample arguments; give others with
 				}
 				given = raw
 			}
-			if provider == "" {
-				provider = providerFor(m)
+			values := map[string]string{}
+			for _, kv := range sets {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef("--set %q: want KEY=VALUE", kv)
+				}
+				values[k] = v
 			}
-			if provider != providerPayments && provider != providerEmail {
-				return usagef("--provider must be %s or %s", providerPayments, providerEmail)
+			if providerURL != "" {
+				for _, k := range append([]string{urlKey}, slices.Sorted(maps.Keys(values))...) {
+					if !slices.Contains(m.Capabilities.Config, k) {
+						return usagef("connector %s does not declare config key %q (capabilities.config: %s)",
+							m.Connector.Name, k, orDash(strings.Join(m.Capabilities.Config, ", ")))
+					}
+				}
 			}
-			if err := a.buildMissing(ctx, []*manifests.Manifest{m}); err != nil {
-				return err
+			if providerURL == "" {
+				if provider == "" {
+					provider = providerFor(m)
+				}
+				switch provider {
+				case providerPayments, providerEmail:
+				case "":
+					return usagef("connector %s reaches %s, which no built-in emulator serves: run its test provider and name it with --provider-url URL (it answers the probe contract, see connhost crashtest --help)",
+						m.Connector.Name, orDash(strings.Join(m.Capabilities.HTTP, ", ")))
+				default:
+					return usagef("--provider must be %s or %s (or give your provider with --provider-url)", providerPayments, providerEmail)
+				}
+			}
+			if module == "" {
+				if err := a.buildMissing(ctx, []*manifests.Manifest{m}); err != nil {
+					return err
+				}
+				module = m.ModulePath(a.g.modules)
+			} else if d, err := wasmbuild.FileDigest(module); err != nil {
+				return usagef("--module: %v", err)
+			} else if m.Connector.SHA256 != "" && d != m.Connector.SHA256 {
+				fmt.Fprintf(a.stderr, "note: %s pins sha256 %s; the cells run %s (sha256 %s) in copies pinned to it\n",
+					m.Path, m.Connector.SHA256[:12], module, d[:12])
 			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("crashtest: find own binary: %w", err)
 			}
-			rep, err := a.runCrashtest(ctx, m, self, provider, operation, given)
+			progress, done := a.crashtestProgress()
+			defer done()
+			var rep crashtest.Report
+			if providerURL != "" {
+				if probeURL == "" {
+					probeURL = strings.TrimSuffix(providerURL, "/") + "/_crashtest"
+				}
+				rep, err = a.runOwnProviderCrashtest(ctx, m, self, module, providerURL, probeURL, urlKey, values, operation, given, progress)
+			} else {
+				rep, err = a.runCrashtest(ctx, m, self, provider, operation, given, progress)
+			}
+			done()
 			if err != nil {
 				return err
 			}
@@ -106,24 +196,118 @@ The shipped operations have built-in sample arguments; give others with
 	f.StringVar(&manifest, "manifest", "", "the connector's manifest (required)")
 	f.StringVar(&operation, "operation", "", "only this operation")
 	f.StringVar(&args, "args", "", "sample arguments (JSON or @file) for --operation, or for operations without built-in ones")
-	f.StringVar(&provider, "provider", "", "emulator the connector talks to: payments or email (default: from the manifest's http allowlist)")
+	f.StringVar(&provider, "provider", "", "a built-in emulator for the shipped connectors: payments or email (default: from the manifest's http allowlist)")
+	f.StringVar(&providerURL, "provider-url", "", "the connector's own test provider, handed to it as base_url")
+	f.StringVar(&probeURL, "probe-url", "", "where the provider answers the probe contract (default: --provider-url + /_crashtest)")
+	f.StringVar(&urlKey, "url-key", "base_url", "the config key that takes --provider-url")
+	f.StringArrayVar(&sets, "set", nil, "another config value for the connector, KEY=VALUE (repeatable)")
+	f.StringVar(&module, "module", "", "the connector's built module (default: its module in --modules, built from plugins/<connector> when missing)")
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }
 
-// providerFor picks the emulator from what the manifest allowlists.
-func providerFor(m *manifests.Manifest) string {
-	for _, o := range m.Capabilities.HTTP {
-		if strings.Contains(o, "stripe.com") {
-			return providerPayments
+// crashtestProgress returns the progress callback of a run and a function
+// that ends the progress display. On a terminal one line is rewritten; on
+// anything else (a pipe, a file, CI) every cell gets a line of its own.
+func (a *app) crashtestProgress() (func(done, total int, r crashtest.Row), func()) {
+	tty := a.isTerminal(a.stderr)
+	var mu sync.Mutex
+	ended := false
+	progress := func(done, total int, r crashtest.Row) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		res := "pass"
+		switch {
+		case !r.Pass:
+			res = "FAIL"
+		case !r.Reached:
+			res = "n/a"
+		}
+		line := fmt.Sprintf("crashtest: [%d/%d] %s × %s gated=%t: %s", done, total, r.Point, r.Operation, r.Gated, res)
+		if tty {
+			fmt.Fprintf(a.stderr, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(a.stderr, line)
 		}
 	}
-	return providerEmail
+	end := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended && tty {
+			fmt.Fprint(a.stderr, "\r\033[K")
+		}
+		ended = true
+	}
+	return progress, end
+}
+
+// providerFor picks a built-in emulator from what the manifest allowlists,
+// or "" when none serves it.
+func providerFor(m *manifests.Manifest) string {
+	for _, o := range m.Capabilities.HTTP {
+		switch {
+		case o == "https://api.stripe.com:443":
+			return providerPayments
+		case o == "http://127.0.0.1:8025" || o == "http://localhost:8025":
+			return providerEmail
+		}
+	}
+	return ""
+}
+
+// argsFallback answers sample arguments from the provider, and --args for
+// operations the provider has none for.
+type argsFallback struct {
+	crashtest.Provider
+	given json.RawMessage
+}
+
+func (p argsFallback) Args(ctx context.Context, op string) (json.RawMessage, error) {
+	a, err := p.Provider.Args(ctx, op)
+	if errors.Is(err, crashtest.ErrUnsupported) && p.given != nil {
+		return p.given, nil
+	}
+	return a, err
+}
+
+// runOwnProviderCrashtest runs the matrix against the connector's own test
+// provider, through its probe endpoints.
+func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, module, providerURL, probeURL, urlKey string,
+	values map[string]string, operation string, given json.RawMessage, progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
+	probe := crashtest.NewProbe(probeURL)
+	o := crashtest.Options{
+		Binary:       binary,
+		Manifest:     m.Path,
+		Module:       module,
+		ProviderURL:  providerURL,
+		URLKey:       urlKey,
+		Config:       values,
+		Provider:     argsFallback{Provider: probe},
+		ProviderName: providerURL,
+		Progress:     progress,
+	}
+	if operation != "" {
+		o.Operations = []string{operation}
+		if given != nil {
+			o.Args = map[string]json.RawMessage{operation: given}
+		}
+	} else if given != nil {
+		o.Provider = argsFallback{Provider: probe, given: given}
+	}
+	rep, err := crashtest.Run(ctx, o)
+	if err != nil {
+		return rep, fmt.Errorf("crashtest: %w", err)
+	}
+	return rep, nil
 }
 
 // runCrashtest starts the emulators, writes a connhost.toml pointing the
 // connector at its emulator and runs the matrix.
-func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, provider, operation string, given json.RawMessage) (crashtest.Report, error) {
+func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, provider, operation string, given json.RawMessage,
+	progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
 	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		return crashtest.Report{}, fmt.Errorf("crashtest: start provider emulators: %w", err)
@@ -145,19 +329,25 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 		}
 	}
 	cfgPath := filepath.Join(work, "connhost.toml")
-	if err := crashtest.WriteConfig(cfgPath, map[string]map[string]string{m.Connector.Name: cfg}); err != nil {
+	if err := internalcrashtest.WriteConfig(cfgPath, map[string]map[string]string{m.Connector.Name: cfg}); err != nil {
 		return crashtest.Report{}, fmt.Errorf("crashtest: %w", err)
 	}
-	prov := crashtest.NewProvider(sb.PaymentsURL(), sb.EmailURL())
-	o := crashtest.Options{
-		Binary:   binary,
-		Manifest: m.Path,
-		Modules:  a.g.modules,
-		Config:   cfgPath,
-		Effects:  prov.Effects,
-		Exists:   prov.Exists,
-		Hold:     prov,
-		WorkDir:  work,
+	prov := internalcrashtest.NewProvider(sb.PaymentsURL(), sb.EmailURL())
+	name := "connhost's Mailpit emulator at " + sb.EmailURL()
+	if provider == providerPayments {
+		name = "connhost's Stripe emulator at " + sb.PaymentsURL()
+	}
+	o := internalcrashtest.Options{
+		ProviderName: name,
+		OnCell:       progress,
+		Binary:       binary,
+		Manifest:     m.Path,
+		Modules:      a.g.modules,
+		Config:       cfgPath,
+		Effects:      prov.Effects,
+		Exists:       prov.Exists,
+		Hold:         prov,
+		WorkDir:      work,
 		Args: func(ctx context.Context, op string) (json.RawMessage, error) {
 			if given != nil && (operation == "" || op == operation) {
 				if sample, err := prov.Args(ctx, op); err == nil && operation == "" {
@@ -171,11 +361,5 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 	if operation != "" {
 		o.Operations = []string{operation}
 	}
-	if a.isTerminal(a.stderr) && !a.g.json {
-		o.Progress = func(r crashtest.Row) {
-			fmt.Fprintf(a.stderr, "\r\033[K%s × %s gated=%t: %s", r.Point, r.Operation, r.Gated, r.Final)
-		}
-		defer fmt.Fprint(a.stderr, "\r\033[K")
-	}
-	return crashtest.Run(ctx, o)
+	return internalcrashtest.Run(ctx, o)
 }

@@ -106,8 +106,15 @@ go through its API. Unknown keys, and connector keys the manifest does not
 declare, are errors reported with file:line. Every key a manifest declares
 in capabilities.config and not in config_optional (payments' api_key) must
 have a value: serve, exec and every other command that opens the ledger
-refuse to start without it. Flags given on the command line win over the
-file.`,
+refuse to start without it, and a configured base_url must be an origin the
+connector may reach. Flags given on the command line win over the file.
+
+A connector may reach only the origins its manifest lists; a deployment
+adds its own (a local test provider, a regional endpoint) with
+allow_http = ["http://127.0.0.1:9090"] in its [connectors.<name>] table,
+and every start logs the addition. With require_signoff = true in [server],
+serve refuses every connector whose manifest or module changed since a
+reviewer signed it off (connhost audit --sign), naming what changed.`,
 		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) CONNHOST_TOKEN_RITA=$(openssl rand -hex 32) connhost serve --config connhost.toml
   connhost serve --config connhost.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,

@@ -31,6 +31,7 @@ import (
 //	ledger_env = "CONNHOST_LEDGER" # optional, like --ledger: a shared ledger on PostgreSQL; or ledger = "postgres://…"
 //	node = "node-1"              # optional, like --node: this node's id in the fleet (default: the host name)
 //	lease_ttl = "15s"            # optional, like serve --lease-ttl
+//	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //
 //	[[principals]]               # one per person or service; repeatable
 //	name = "rita"                # recorded as the reviewer of her decisions
@@ -104,6 +105,10 @@ type ServerConfig struct {
 	// Node and LeaseTTL: this node's id in the fleet and its lease TTL.
 	Node     string
 	LeaseTTL time.Duration
+	// RequireSignoff refuses to run a connector whose manifest or module
+	// changed since a reviewer signed it off (connhost audit --sign), or
+	// that has no sign-off. The default value is false.
+	RequireSignoff bool
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
 }
@@ -327,8 +332,14 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "lease_ttl must be a positive duration such as \"15s\"")
 					}
 					c.Server.LeaseTTL = d
+				case "require_signoff":
+					b, ok := v.(bool)
+					if !ok {
+						bad(key, "%s must be true or false", key)
+					}
+					c.Server.RequireSignoff = b
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, require_signoff)", k)
 				}
 			}
 			if c.Server.LedgerEnv != "" {

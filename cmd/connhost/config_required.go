@@ -50,3 +50,34 @@ func explainMissingConfig(err error, configPath string) error {
 	}
 	return &missingConfigError{msg: b.String(), err: err}
 }
+
+// explainConfigURL rewrites a *ConfigURLError from host.Open: which
+// connector's URL points where, and the allow_http line that would let it
+// reach there (for a test provider; production origins belong in the
+// reviewed manifest). Other errors are returned as they are.
+func explainConfigURL(err error, configPath string) error {
+	var ce *host.ConfigURLError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("refusing to start: a configured URL is outside its connector's allowlist (nothing was recorded)")
+	for _, d := range ce.Denied {
+		if d.Origin == "" {
+			fmt.Fprintf(&b, "\n  connector %s: %q is not an absolute http or https URL", d.Connector, d.Key)
+			continue
+		}
+		fmt.Fprintf(&b, "\n  connector %s: %s points at %s; the manifest allows %s", d.Connector, d.Key, d.Origin, strings.Join(d.Allowed, ", "))
+	}
+	where := "the config file (--config)"
+	if configPath != "" {
+		where = configPath
+	}
+	fmt.Fprintf(&b, "\nfix the URL, or let the connector reach a test provider by adding to %s:", where)
+	for _, d := range ce.Denied {
+		if d.Origin != "" {
+			fmt.Fprintf(&b, "\n  [connectors.%s]\n  allow_http = [%q]", d.Connector, d.Origin)
+		}
+	}
+	return &missingConfigError{msg: b.String(), err: err}
+}

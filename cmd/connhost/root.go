@@ -319,7 +319,7 @@ execution, so the examples of one command follow from another's.`,
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.mcpCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
-		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(),
+		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
 	)
 	wrapRunE(root)
@@ -413,6 +413,11 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			o.config = cfg.lookup
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
+		if cfg.Server.RequireSignoff {
+			if err := a.checkSignoffs(ms); err != nil {
+				return nil, err
+			}
+		}
 	}
 	create := ledger.CreateIfNew
 	if a.g.init {
@@ -447,7 +452,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 	}
 	ex, err := host.Open(ctx, opts)
-	return ex, explainMissingModule(explainMissingConfig(err, a.g.config), ms)
+	return ex, explainMissingModule(explainConfigURL(explainMissingConfig(err, a.g.config), a.g.config), ms)
 }
 
 // explainMissingModule rewrites host.Open's error for a connector whose

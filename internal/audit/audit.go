@@ -1,6 +1,8 @@
 // Package audit implements `connhost audit`: a policy review of connector
-// manifests against what their modules really are and export, and a diff of
-// two versions of a manifest that flags risk changes.
+// manifests against what their modules really are and export, a diff of
+// two versions of a manifest that flags risk changes, the waivers with
+// which a reviewer accepts a finding, and the sign-off the host can demand
+// before it runs a connector.
 //
 // The audit never loads modules itself: the caller hands it the facts about
 // each module (found, digest, ABI, self-description) through a FactsFunc,
@@ -9,7 +11,8 @@
 // # Finding codes
 //
 // Every finding has a severity and a stable code; tools and CI scripts may
-// match on codes, which never change meaning.
+// match on codes, which never change meaning. Each finding names the line
+// (and, inside an input schema, the column) of the key it is about.
 //
 //	code                                severity  raised when
 //	manifest-invalid                    error     the manifest does not parse or breaks a rule (one finding per problem, with file:line; wildcard hosts land here)
@@ -20,16 +23,34 @@
 //	digest-mismatch                     error     the module's sha256 differs from the pinned one
 //	abi-mismatch                        error     the module implements another ABI version than the manifest declares
 //	export-missing                      error     a declared operation is not in the module, idempotent-retry lacks execute_with_key, or reconcile lacks reconcile
+//	read-exports-recovery               error     an operation declared effect "read" whose module exports execute_with_key or reconcile for it: it has an effect to deduplicate or find, and recovery would re-execute it blindly
+//	metadata-host                       error     an allowlisted origin is a cloud metadata service (169.254.169.254, fd00:ec2::254, metadata.google.internal, …)
+//	secret-in-manifest                  error     the manifest text holds a credential (sk_live_/sk_test_ keys, a PEM private key, a cloud access key, …)
+//	waiver-invalid                      error     a waiver file does not parse, or waives an error (errors cannot be waived)
+//	signoff-invalid                     error     a sign-off file does not parse or names another connector
 //	undeclared-operation                warning   the module implements an operation the manifest does not declare (the host never exposes it)
 //	external-no-approval-auto-recovery  warning   an external operation without approval whose uncertain calls are re-driven automatically (idempotent-retry or reconcile)
+//	manual-without-approval             warning   an external operation with recovery manual and no approval: an operator decides after the fact what nobody approved before
+//	read-sounds-external                warning   an operation declared effect "read" whose name or description says it creates, sends, charges, deletes, …
 //	plain-http-host                     warning   an http:// origin to a non-loopback host: requests and secrets travel in clear
-//	idempotency-unknown-provider        warning   an idempotent-retry operation whose hosts are not all in KnownIdempotencyProviders
+//	loopback-host                       warning   an origin on a loopback address: fine for emulators, not for a deployment
+//	internal-host                       warning   an origin on a private, link-local, unspecified or otherwise internal address (the host's own internal-address table)
+//	idempotency-unknown-provider        warning   an idempotent-retry operation whose hosts are neither in KnownIdempotencyProviders nor covered by a [provider] idempotency declaration
 //	missing-description                 warning   an operation's description is too short (< MinDescriptionLen) to guide the model
-//	permissive-schema                   warning   an input schema accepts any object (no properties) or undeclared properties (additionalProperties not false)
-//	loopback-host                       info      an origin on a loopback address: fine for emulators, check before deploying
+//	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties) or undeclared properties (additionalProperties not false)
+//	unbounded-amount                    warning   a money or amount field (amount, price, total, fee, …) of the input schema without a minimum and a maximum
+//	approval-ttl-long                   warning   approval_ttl is longer than Options.MaxApprovalTTL (default 24h): an approval outlives the reviewer's context
+//	secret-like-token                   warning   a long high-entropy token in the manifest text, which may be a credential
 //	high-attempts                       info      an external operation may be dispatched more than HighAttempts times
 //	approval-ttl-ignored                info      approval_ttl differs from the default on an operation that requires no approval
 //	module-not-checked                  info      no module facts were available (FactsFunc nil): module checks were skipped
+//	waiver-stale                        info      a waiver was given for another version of the manifest (another digest): it no longer applies
+//	waiver-unused                       info      a waiver for this version of the manifest matches no finding
+//	signoff-stale                       info      the connector was signed off, but its manifest or module changed since
+//
+// A waiver (see Waiver) accepts one warning or info finding of one manifest
+// version: the finding stays in the report, marked waived, and no longer
+// fails the audit.
 //
 // Diff change codes are listed on Diff.
 package audit
@@ -38,7 +59,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -46,9 +66,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/ipclass"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -57,9 +76,10 @@ type Severity string
 
 // Severities, most severe first.
 const (
-	// SeverityError fails the audit.
+	// SeverityError fails the audit; it cannot be waived.
 	SeverityError Severity = "error"
-	// SeverityWarning fails the audit with --strict.
+	// SeverityWarning fails the audit with --strict, and a sign-off,
+	// unless waived.
 	SeverityWarning Severity = "warning"
 	// SeverityInfo never fails the audit.
 	SeverityInfo Severity = "info"
@@ -89,16 +109,30 @@ const (
 	CodeDigestMismatch                 Code = "digest-mismatch"
 	CodeABIMismatch                    Code = "abi-mismatch"
 	CodeExportMissing                  Code = "export-missing"
+	CodeReadExportsRecovery            Code = "read-exports-recovery"
+	CodeMetadataHost                   Code = "metadata-host"
+	CodeSecretInManifest               Code = "secret-in-manifest"
+	CodeWaiverInvalid                  Code = "waiver-invalid"
+	CodeSignoffInvalid                 Code = "signoff-invalid"
 	CodeUndeclaredOperation            Code = "undeclared-operation"
 	CodeExternalNoApprovalAutoRecovery Code = "external-no-approval-auto-recovery"
+	CodeManualWithoutApproval          Code = "manual-without-approval"
+	CodeReadSoundsExternal             Code = "read-sounds-external"
 	CodePlainHTTPHost                  Code = "plain-http-host"
+	CodeLoopbackHost                   Code = "loopback-host"
+	CodeInternalHost                   Code = "internal-host"
 	CodeIdempotencyUnknownProvider     Code = "idempotency-unknown-provider"
 	CodeMissingDescription             Code = "missing-description"
 	CodePermissiveSchema               Code = "permissive-schema"
-	CodeLoopbackHost                   Code = "loopback-host"
+	CodeUnboundedAmount                Code = "unbounded-amount"
+	CodeApprovalTTLLong                Code = "approval-ttl-long"
+	CodeSecretLikeToken                Code = "secret-like-token"
 	CodeHighAttempts                   Code = "high-attempts"
 	CodeApprovalTTLIgnored             Code = "approval-ttl-ignored"
 	CodeModuleNotChecked               Code = "module-not-checked"
+	CodeWaiverStale                    Code = "waiver-stale"
+	CodeWaiverUnused                   Code = "waiver-unused"
+	CodeSignoffStale                   Code = "signoff-stale"
 )
 
 // FindingCodes lists every finding code with its severity, in the order of
@@ -115,23 +149,49 @@ var FindingCodes = []struct {
 	{CodeDigestMismatch, SeverityError},
 	{CodeABIMismatch, SeverityError},
 	{CodeExportMissing, SeverityError},
+	{CodeReadExportsRecovery, SeverityError},
+	{CodeMetadataHost, SeverityError},
+	{CodeSecretInManifest, SeverityError},
+	{CodeWaiverInvalid, SeverityError},
+	{CodeSignoffInvalid, SeverityError},
 	{CodeUndeclaredOperation, SeverityWarning},
 	{CodeExternalNoApprovalAutoRecovery, SeverityWarning},
+	{CodeManualWithoutApproval, SeverityWarning},
+	{CodeReadSoundsExternal, SeverityWarning},
 	{CodePlainHTTPHost, SeverityWarning},
+	{CodeLoopbackHost, SeverityWarning},
+	{CodeInternalHost, SeverityWarning},
 	{CodeIdempotencyUnknownProvider, SeverityWarning},
 	{CodeMissingDescription, SeverityWarning},
 	{CodePermissiveSchema, SeverityWarning},
-	{CodeLoopbackHost, SeverityInfo},
+	{CodeUnboundedAmount, SeverityWarning},
+	{CodeApprovalTTLLong, SeverityWarning},
+	{CodeSecretLikeToken, SeverityWarning},
 	{CodeHighAttempts, SeverityInfo},
 	{CodeApprovalTTLIgnored, SeverityInfo},
 	{CodeModuleNotChecked, SeverityInfo},
+	{CodeWaiverStale, SeverityInfo},
+	{CodeWaiverUnused, SeverityInfo},
+	{CodeSignoffStale, SeverityInfo},
+}
+
+// severityOf returns the severity of a finding code ("" when unknown).
+func severityOf(c Code) Severity {
+	for _, fc := range FindingCodes {
+		if fc.Code == c {
+			return fc.Severity
+		}
+	}
+	return ""
 }
 
 // KnownIdempotencyProviders lists the host names of providers known to
 // honour an Idempotency-Key header (same key and parameters: the first
 // response is replayed, no second effect). An idempotent-retry operation
 // whose connector reaches any other host gets an idempotency-unknown-provider
-// warning: its policy rests on a promise nobody checked.
+// warning unless its manifest declares the provider's guarantee in
+// [provider] (idempotency_header, idempotency_retention): then the policy
+// rests on a promise written down for the reviewer, not on nothing.
 //
 //   - api.stripe.com: keys kept at least 24 h; replays set
 //     Idempotent-Replayed: true; a key reused with other parameters is an
@@ -147,6 +207,26 @@ const MinDescriptionLen = 16
 // HighAttempts is the attempt cap above which an external operation raises
 // high-attempts.
 const HighAttempts = 5
+
+// DefaultMaxApprovalTTL is the default of Options.MaxApprovalTTL.
+const DefaultMaxApprovalTTL = 24 * time.Hour
+
+// Options configures an audit.
+type Options struct {
+	// Facts returns the facts about a manifest's module; it is called once
+	// per audited manifest. The default value (nil) skips the module
+	// checks, reported as module-not-checked.
+	Facts FactsFunc
+	// MaxApprovalTTL is the longest approval_ttl that raises no
+	// approval-ttl-long. The default value is DefaultMaxApprovalTTL (24h).
+	MaxApprovalTTL time.Duration
+}
+
+func (o *Options) ensureDefaults() {
+	if o.MaxApprovalTTL <= 0 {
+		o.MaxApprovalTTL = DefaultMaxApprovalTTL
+	}
+}
 
 // ModuleFacts is what the caller found out about a connector's module.
 type ModuleFacts struct {
@@ -177,19 +257,28 @@ type Finding struct {
 	// about a file, or the whole connector).
 	Connector string `json:"connector,omitempty"`
 	Operation string `json:"operation,omitempty"`
-	// File and Line locate the finding in a manifest (Line 0: no line).
+	// File, Line and Column locate the finding: the line of the offending
+	// key (Line 0: no line), and inside an input schema or for a syntax
+	// error the column too (0: none).
 	File    string `json:"file,omitempty"`
 	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
 	Message string `json:"message"`
+	// Waived is the waiver that accepts this finding (nil: not waived).
+	// A waived finding does not fail the audit or a sign-off.
+	Waived *Waiver `json:"waived,omitempty"`
 }
 
-// Where formats the finding's location: "file:line connector/operation".
+// Where formats the finding's location: "file:line[:column] connector/operation".
 func (f Finding) Where() string {
 	var parts []string
 	if f.File != "" {
 		loc := f.File
 		if f.Line > 0 {
 			loc += fmt.Sprintf(":%d", f.Line)
+			if f.Column > 0 {
+				loc += fmt.Sprintf(":%d", f.Column)
+			}
 		}
 		parts = append(parts, loc)
 	}
@@ -207,7 +296,8 @@ func (f Finding) Where() string {
 type Report struct {
 	// Connectors are the manifests that parsed, sorted by name.
 	Connectors []ConnectorReport `json:"connectors"`
-	// Findings are sorted by severity, connector, operation, line, code.
+	// Findings are sorted by severity, file, connector, line, operation,
+	// code.
 	Findings []Finding `json:"findings"`
 }
 
@@ -222,11 +312,23 @@ type ConnectorReport struct {
 	HTTP           []string     `json:"http"`
 	Config         []string     `json:"config"`
 	Limits         LimitsReport `json:"limits"`
+	// Provider is the manifest's [provider] declaration (nil: none).
+	Provider *ProviderReport `json:"provider,omitempty"`
 	// Operations are in manifest order.
 	Operations []OperationReport `json:"operations"`
 	// Undeclared lists operations the module implements but the manifest
 	// does not declare.
 	Undeclared []string `json:"undeclared_operations"`
+	// Signoff is the connector's sign-off status.
+	Signoff SignoffStatus `json:"signoff"`
+}
+
+// ProviderReport is the [provider] table as declared.
+type ProviderReport struct {
+	Name                 string `json:"name,omitempty"`
+	IdempotencyHeader    string `json:"idempotency_header,omitempty"`
+	IdempotencyRetention string `json:"idempotency_retention,omitempty"`
+	Line                 int    `json:"line,omitempty"`
 }
 
 // Digest statuses of ModuleReport.DigestStatus.
@@ -269,7 +371,7 @@ type OperationReport struct {
 	ApprovalTTL      string `json:"approval_ttl"`
 	MaxAttempts      int    `json:"max_attempts"`
 	// ReconcileSettle: for recovery "reconcile", how long after an
-	// attempt's deadline reconcile's not_applied becomes evidence.
+	// attempt's dispatch reconcile's not_applied becomes evidence.
 	ReconcileSettle string `json:"reconcile_settle,omitempty"`
 	// OutcomeDurability is "lazy" (a succeeded outcome synced within
 	// milliseconds after the answer; recovery re-derives it if lost) or
@@ -279,6 +381,8 @@ type OperationReport struct {
 	// Exports is what the module implements for this operation; nil when
 	// the module's description is unknown.
 	Exports *Exports `json:"exports"`
+	// Verdict is what the policy means for one call.
+	Verdict Verdict `json:"verdict"`
 }
 
 // Exports says which entry points the module implements for an operation.
@@ -315,11 +419,22 @@ func (e *Exports) String() string {
 	return strings.Join(s, ", ")
 }
 
-// Count returns the number of findings of severity s.
+// Count returns the number of findings of severity s that are not waived.
 func (r Report) Count(s Severity) int {
 	n := 0
 	for _, f := range r.Findings {
-		if f.Severity == s {
+		if f.Severity == s && f.Waived == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Waived returns the number of waived findings.
+func (r Report) Waived() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Waived != nil {
 			n++
 		}
 	}
@@ -329,16 +444,16 @@ func (r Report) Count(s Severity) int {
 // Errors returns the error findings.
 func (r Report) Errors() []Finding { return r.filter(SeverityError) }
 
-// Warnings returns the warning findings.
+// Warnings returns the warning findings that are not waived.
 func (r Report) Warnings() []Finding { return r.filter(SeverityWarning) }
 
-// Infos returns the info findings.
+// Infos returns the info findings that are not waived.
 func (r Report) Infos() []Finding { return r.filter(SeverityInfo) }
 
 func (r Report) filter(s Severity) []Finding {
 	var out []Finding
 	for _, f := range r.Findings {
-		if f.Severity == s {
+		if f.Severity == s && f.Waived == nil {
 			out = append(out, f)
 		}
 	}
@@ -346,7 +461,7 @@ func (r Report) filter(s Severity) []Finding {
 }
 
 // Failed reports whether `connhost audit` exits non-zero: on any error, and
-// with strict also on any warning.
+// with strict also on any warning that is not waived.
 func (r Report) Failed(strict bool) bool {
 	return r.Count(SeverityError) > 0 || (strict && r.Count(SeverityWarning) > 0)
 }
@@ -354,9 +469,10 @@ func (r Report) Failed(strict bool) bool {
 // AuditPaths loads the manifests named by paths (files, or directories
 // whose *.toml files are all audited) and audits them. Manifests that do
 // not parse are reported as manifest-invalid findings, one per problem with
-// its file and line, instead of stopping the audit; unreadable paths are
-// manifest-invalid findings too.
-func AuditPaths(paths []string, facts FactsFunc) Report {
+// its file, line and column, instead of stopping the audit; unreadable
+// paths are manifest-invalid findings too. The waivers and the sign-off
+// kept next to each manifest (see WaiversPath, SignoffPath) are read.
+func AuditPaths(paths []string, o Options) Report {
 	var (
 		ms      []*manifests.Manifest
 		invalid []Finding
@@ -369,7 +485,7 @@ func AuditPaths(paths []string, facts FactsFunc) Report {
 		}
 		ms = append(ms, m)
 	}
-	r := Audit(ms, facts)
+	r := Audit(ms, o)
 	r.Findings = append(r.Findings, invalid...)
 	sortFindings(r.Findings)
 	return r
@@ -410,31 +526,36 @@ func invalidFindings(path string, err error) []Finding {
 		if p.Field != "" {
 			msg = p.Field + ": " + msg
 		}
-		out = append(out, Finding{Severity: SeverityError, Code: CodeManifestInvalid, File: ve.File, Line: p.Line, Message: msg})
+		out = append(out, Finding{Severity: SeverityError, Code: CodeManifestInvalid, File: ve.File, Line: p.Line, Column: p.Column, Message: msg})
 	}
 	return out
 }
 
-// Audit reviews parsed manifests against their modules' facts. facts may be
-// nil: module checks are then skipped and reported as module-not-checked.
-func Audit(ms []*manifests.Manifest, facts FactsFunc) Report {
+// Audit reviews parsed manifests against their modules' facts, applies
+// the waivers kept next to each manifest file and reports its sign-off
+// status (a manifest without a Path has neither).
+func Audit(ms []*manifests.Manifest, o Options) Report {
+	o.ensureDefaults()
 	r := Report{Connectors: []ConnectorReport{}, Findings: []Finding{}}
 	seen := map[string]string{}
 	for _, m := range ms {
 		if first, ok := seen[m.Connector.Name]; ok {
 			r.Findings = append(r.Findings, Finding{
 				Severity: SeverityError, Code: CodeDuplicateConnector, Connector: m.Connector.Name, File: m.Path,
+				Line:    m.Line("connector.name"),
 				Message: fmt.Sprintf("connector %q is also declared by %s", m.Connector.Name, first),
 			})
 			continue
 		}
 		seen[m.Connector.Name] = m.Path
-		a := &auditor{m: m}
-		if facts != nil {
-			f := facts(m)
+		a := &auditor{m: m, o: &o}
+		if o.Facts != nil {
+			f := o.Facts(m)
 			a.facts = &f
 		}
-		r.Connectors = append(r.Connectors, a.run())
+		cr := a.run()
+		a.review(&cr)
+		r.Connectors = append(r.Connectors, cr)
 		r.Findings = append(r.Findings, a.findings...)
 	}
 	slices.SortStableFunc(r.Connectors, func(a, b ConnectorReport) int { return cmp.Compare(a.Name, b.Name) })
@@ -449,6 +570,7 @@ func sortFindings(fs []Finding) {
 			cmp.Compare(a.File, b.File),
 			cmp.Compare(a.Connector, b.Connector),
 			cmp.Compare(a.Line, b.Line),
+			cmp.Compare(a.Column, b.Column),
 			cmp.Compare(a.Operation, b.Operation),
 			cmp.Compare(a.Code, b.Code),
 			cmp.Compare(a.Message, b.Message),
@@ -459,16 +581,48 @@ func sortFindings(fs []Finding) {
 // auditor checks one manifest.
 type auditor struct {
 	m        *manifests.Manifest
+	o        *Options
 	facts    *ModuleFacts // nil: not checked
 	findings []Finding
 }
 
-func (a *auditor) add(sev Severity, code Code, op *manifests.Operation, format string, args ...any) {
-	f := Finding{Severity: sev, Code: code, Connector: a.m.Connector.Name, File: a.m.Path, Message: fmt.Sprintf(format, args...)}
-	if op != nil {
-		f.Operation, f.Line = op.Name, op.Line
+// at is where a finding points.
+type at struct {
+	op        *manifests.Operation
+	line, col int
+}
+
+func (a *auditor) add(code Code, where at, format string, args ...any) {
+	f := Finding{Severity: severityOf(code), Code: code, Connector: a.m.Connector.Name, File: a.m.Path,
+		Line: where.line, Column: where.col, Message: fmt.Sprintf(format, args...)}
+	if where.op != nil {
+		f.Operation = where.op.Name
+		if f.Line == 0 {
+			f.Line = where.op.Line
+		}
 	}
 	a.findings = append(a.findings, f)
+}
+
+// key points at the first of keys the manifest declares in the table at
+// path ("connector", "capabilities", …), else at the table.
+func (a *auditor) key(path string, keys ...string) at {
+	for _, k := range keys {
+		if n := a.m.Line(path + "." + k); n > 0 && n != a.m.Line(path) {
+			return at{line: n}
+		}
+	}
+	return at{line: a.m.Line(path)}
+}
+
+// opKey points at the first of keys op declares, else at its header.
+func opKey(op *manifests.Operation, keys ...string) at {
+	for _, k := range keys {
+		if n := op.KeyLine(k); n != op.Line {
+			return at{op: op, line: n}
+		}
+	}
+	return at{op: op, line: op.Line}
 }
 
 func (a *auditor) run() ConnectorReport {
@@ -486,7 +640,14 @@ func (a *auditor) run() ConnectorReport {
 		Module:     a.module(),
 		Operations: []OperationReport{},
 	}
+	if pv := m.Provider; pv != (manifests.Provider{}) {
+		cr.Provider = &ProviderReport{Name: pv.Name, IdempotencyHeader: pv.IdempotencyHeader, Line: m.Line("provider")}
+		if pv.IdempotencyRetention > 0 {
+			cr.Provider.IdempotencyRetention = FormatDuration(pv.IdempotencyRetention)
+		}
+	}
 	a.hosts()
+	a.secrets()
 	var desc *abi.Description
 	if a.facts != nil && a.facts.Description != nil {
 		desc = a.facts.Description
@@ -498,7 +659,7 @@ func (a *auditor) run() ConnectorReport {
 		for _, info := range desc.Operations {
 			if _, ok := m.Operation(info.Name); !ok {
 				cr.Undeclared = append(cr.Undeclared, info.Name)
-				a.add(SeverityWarning, CodeUndeclaredOperation, nil,
+				a.add(CodeUndeclaredOperation, a.key("connector", "module"),
 					"module implements operation %q, which the manifest does not declare: the host will never expose it", info.Name)
 			}
 		}
@@ -518,17 +679,17 @@ func (a *auditor) module() ModuleReport {
 	mr := ModuleReport{File: m.Connector.Module, PinnedSHA256: m.Connector.SHA256, DigestStatus: DigestUnknown}
 	if m.Connector.SHA256 == "" {
 		mr.DigestStatus = DigestUnpinned
-		a.add(SeverityError, CodeDigestUnpinned, nil,
+		a.add(CodeDigestUnpinned, a.key("connector", "sha256", "module"),
 			"module %s is not pinned: set [connector].sha256 (connhost build --pin); the host refuses unpinned modules", m.Connector.Module)
 	}
 	if a.facts == nil {
-		a.add(SeverityInfo, CodeModuleNotChecked, nil, "module %s was not checked: no module facts available", m.Connector.Module)
+		a.add(CodeModuleNotChecked, a.key("connector", "module"), "module %s was not checked: no module facts available", m.Connector.Module)
 		return mr
 	}
 	f := a.facts
 	mr.Checked, mr.Found, mr.Path, mr.ActualSHA256, mr.ABI, mr.LoadError = true, f.Found, f.Path, f.ActualSHA256, f.ABI, f.LoadError
 	if !f.Found {
-		a.add(SeverityError, CodeModuleMissing, nil, "module %s not found at %s", m.Connector.Module, f.Path)
+		a.add(CodeModuleMissing, a.key("connector", "module"), "module %s not found at %s", m.Connector.Module, f.Path)
 		return mr
 	}
 	if m.Connector.SHA256 != "" && f.ActualSHA256 != "" {
@@ -536,45 +697,54 @@ func (a *auditor) module() ModuleReport {
 			mr.DigestStatus = DigestMatch
 		} else {
 			mr.DigestStatus = DigestMismatch
-			a.add(SeverityError, CodeDigestMismatch, nil,
+			a.add(CodeDigestMismatch, a.key("connector", "sha256"),
 				"module %s has sha256 %s but the manifest pins %s: the host refuses to load it", m.Connector.Module, f.ActualSHA256, m.Connector.SHA256)
 		}
 	}
 	if f.LoadError != "" {
-		a.add(SeverityError, CodeModuleInvalid, nil, "module %s could not be loaded: %s", m.Connector.Module, f.LoadError)
+		a.add(CodeModuleInvalid, a.key("connector", "module"), "module %s could not be loaded: %s", m.Connector.Module, f.LoadError)
 	}
 	if f.ABI != 0 && f.ABI != m.Connector.ABI {
-		a.add(SeverityError, CodeABIMismatch, nil,
+		a.add(CodeABIMismatch, a.key("connector", "abi"),
 			"module implements abi %d but the manifest declares abi %d", f.ABI, m.Connector.ABI)
 	} else if f.Description != nil && f.Description.ABI != 0 && f.Description.ABI != m.Connector.ABI {
-		a.add(SeverityError, CodeABIMismatch, nil,
+		a.add(CodeABIMismatch, a.key("connector", "abi"),
 			"module describes itself as abi %d but the manifest declares abi %d", f.Description.ABI, m.Connector.ABI)
 	}
 	return mr
 }
 
+// hosts judges every allowlisted origin by the host's own internal-address
+// table: a connector that may reach a metadata service may read the
+// machine's cloud credentials; one that may reach private or loopback
+// addresses may reach services that trust the network.
 func (a *auditor) hosts() {
 	for _, o := range a.m.Capabilities.HTTP {
 		u, err := url.Parse(o)
 		if err != nil {
 			continue // the parser refuses it
 		}
-		if isLoopback(u.Hostname()) {
-			a.add(SeverityInfo, CodeLoopbackHost, nil, "%s is a loopback origin: fine for local emulators, check before deploying", o)
+		where := at{line: a.m.ValueLine("capabilities.http", o)}
+		switch class := ipclass.OfHost(u.Hostname()); class {
+		case ipclass.Metadata:
+			a.add(CodeMetadataHost, where,
+				"%s is a cloud metadata service: a connector that reaches it can read the machine's credentials; remove it", o)
+			continue
+		case ipclass.Loopback:
+			a.add(CodeLoopbackHost, where,
+				"%s is a loopback origin: fine for a local emulator, but in a deployment it reaches whatever listens on this machine; give a test provider through allow_http in connhost.toml instead", o)
+			continue
+		case ipclass.Public:
+		default:
+			a.add(CodeInternalHost, where,
+				"%s is %s %s address: a connector that reaches it can reach services that trust the internal network; name the provider's public origin",
+				o, article(string(class)), class)
 			continue
 		}
 		if u.Scheme == "http" {
-			a.add(SeverityWarning, CodePlainHTTPHost, nil, "%s is plain http: requests, responses and credentials travel unencrypted", o)
+			a.add(CodePlainHTTPHost, where, "%s is plain http: requests, responses and credentials travel unencrypted", o)
 		}
 	}
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) OperationReport {
@@ -588,84 +758,108 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 		or.ReconcileSettle = FormatDuration(op.ReconcileSettle)
 	}
 	or.OutcomeDurability = string(op.OutcomeDurability)
+	external := op.Effect == manifests.EffectExternal
 	if desc != nil {
 		info, ok := desc.Operation(op.Name)
 		or.Exports = &Exports{InModule: ok, Execute: info.Execute, ExecuteWithKey: info.ExecuteWithKey, Reconcile: info.Reconcile}
 		switch {
 		case !ok:
-			a.add(SeverityError, CodeExportMissing, op, "operation %q is declared but the module does not implement it", op.Name)
+			a.add(CodeExportMissing, opKey(op, "name"), "operation %q is declared but the module does not implement it", op.Name)
 		case op.Recovery == manifests.PolicyIdempotentRetry && !info.ExecuteWithKey:
-			a.add(SeverityError, CodeExportMissing, op,
+			a.add(CodeExportMissing, opKey(op, "recovery"),
 				"recovery idempotent-retry needs the module to export execute_with_key for %q; it does not", op.Name)
 		case op.Recovery == manifests.PolicyReconcile && !info.Reconcile:
-			a.add(SeverityError, CodeExportMissing, op,
+			a.add(CodeExportMissing, opKey(op, "recovery"),
 				"recovery reconcile needs the module to export reconcile for %q; it does not", op.Name)
+		case !external && (info.ExecuteWithKey || info.Reconcile):
+			var exp []string
+			if info.ExecuteWithKey {
+				exp = append(exp, "execute_with_key")
+			}
+			if info.Reconcile {
+				exp = append(exp, "reconcile")
+			}
+			a.add(CodeReadExportsRecovery, opKey(op, "effect"),
+				"declared effect \"read\", but the module exports %s for %q: it has an effect to deduplicate or to look for, and the host would re-execute an uncertain call blindly; declare effect \"external\" with a recovery policy",
+				strings.Join(exp, " and "), op.Name)
 		}
 	}
-	external := op.Effect == manifests.EffectExternal
+	if !external {
+		if verb := effectVerb(op); verb.word != "" {
+			a.add(CodeReadSoundsExternal, opKey(op, "effect"),
+				"declared effect \"read\", but its %s says %q, a side effect: the host re-executes an uncertain read without asking; if it changes anything, declare effect \"external\" with a recovery policy",
+				verb.where, verb.word)
+		}
+	}
 	auto := op.Recovery == manifests.PolicyIdempotentRetry || op.Recovery == manifests.PolicyReconcile
 	if external && !op.RequiresApproval && auto {
-		a.add(SeverityWarning, CodeExternalNoApprovalAutoRecovery, op,
+		a.add(CodeExternalNoApprovalAutoRecovery, opKey(op, "requires_approval", "recovery"),
 			"external operation runs without approval and its uncertain calls are re-driven automatically (%s): model-chosen side effects reach the provider with no human in the loop", op.Recovery)
 	}
+	if external && !op.RequiresApproval && op.Recovery == manifests.PolicyManual {
+		a.add(CodeManualWithoutApproval, opKey(op, "requires_approval", "recovery"),
+			"recovery manual leaves every uncertain call to an operator, yet no reviewer approves a call before it runs: the operator decides after the fact about a side effect nobody approved; set requires_approval = true")
+	}
 	if op.Recovery == manifests.PolicyIdempotentRetry {
-		var unknown []string
-		for _, o := range a.m.Capabilities.HTTP {
-			if u, err := url.Parse(o); err == nil && !slices.Contains(KnownIdempotencyProviders, u.Hostname()) {
-				unknown = append(unknown, u.Hostname())
-			}
-		}
-		switch {
-		case len(a.m.Capabilities.HTTP) == 0:
-			a.add(SeverityWarning, CodeIdempotencyUnknownProvider, op,
-				"recovery idempotent-retry but the connector declares no HTTP host known to honour Idempotency-Key (known: %s)",
-				strings.Join(KnownIdempotencyProviders, ", "))
-		case len(unknown) > 0:
-			a.add(SeverityWarning, CodeIdempotencyUnknownProvider, op,
-				"recovery idempotent-retry relies on the provider deduplicating by key, but %s is not known to honour Idempotency-Key (known: %s)",
-				strings.Join(unknown, ", "), strings.Join(KnownIdempotencyProviders, ", "))
-		}
+		a.idempotency(op)
 	}
 	if d := strings.TrimSpace(op.Description); len(d) < MinDescriptionLen || strings.EqualFold(d, op.Name) {
-		a.add(SeverityWarning, CodeMissingDescription, op,
+		a.add(CodeMissingDescription, opKey(op, "description"),
 			"description %q is too short to tell the model what the operation does (want at least %d characters)", d, MinDescriptionLen)
 	}
-	if why := permissive(op.Schema()); why != "" {
-		a.add(SeverityWarning, CodePermissiveSchema, op, "input schema %s", why)
-	}
+	a.schema(op)
 	if external && op.MaxAttempts > HighAttempts {
-		a.add(SeverityInfo, CodeHighAttempts, op,
+		a.add(CodeHighAttempts, opKey(op, "max_attempts"),
 			"max_attempts %d: one call may reach the provider up to %d times", op.MaxAttempts, op.MaxAttempts)
 	}
 	if !op.RequiresApproval && op.ApprovalTTL != manifests.DefaultApprovalTTL {
-		a.add(SeverityInfo, CodeApprovalTTLIgnored, op,
+		a.add(CodeApprovalTTLIgnored, opKey(op, "approval_ttl"),
 			"approval_ttl %s has no effect: the operation does not require approval", FormatDuration(op.ApprovalTTL))
 	}
+	if op.RequiresApproval && op.ApprovalTTL > a.o.MaxApprovalTTL {
+		a.add(CodeApprovalTTLLong, opKey(op, "approval_ttl"),
+			"approval_ttl %s is longer than %s: an approval stays usable long after the reviewer looked at the call; shorten it (or audit with --max-approval-ttl)",
+			FormatDuration(op.ApprovalTTL), FormatDuration(a.o.MaxApprovalTTL))
+	}
+	or.Verdict = a.verdict(op)
 	return or
 }
 
-// permissive says how a top-level object schema lets arguments through
-// unchecked, or "" if it does not: no declared properties, or undeclared
-// properties allowed (additionalProperties absent or not false, and no
-// unevaluatedProperties: false).
-func permissive(s *jsonschema.Schema) string {
-	for i := 0; s != nil && s.Ref != nil && i < 8; i++ {
-		s = s.Ref
+// idempotency checks what an idempotent-retry policy rests on: a provider
+// that deduplicates by key, known or declared.
+func (a *auditor) idempotency(op *manifests.Operation) {
+	if a.m.Provider.IdempotencyHeader != "" {
+		return // declared in [provider]: the verdict shows the promise
 	}
-	if s == nil {
-		return ""
+	var unknown []string
+	for _, o := range a.m.Capabilities.HTTP {
+		if u, err := url.Parse(o); err == nil && !slices.Contains(KnownIdempotencyProviders, u.Hostname()) {
+			unknown = append(unknown, u.Hostname())
+		}
 	}
-	if len(s.Properties) == 0 && len(s.PatternProperties) == 0 {
-		return "declares no properties: it accepts any object"
+	const how = "declare what the provider guarantees in [provider] (idempotency_header, idempotency_retention) or waive this finding"
+	switch {
+	case len(a.m.Capabilities.HTTP) == 0:
+		a.add(CodeIdempotencyUnknownProvider, opKey(op, "recovery"),
+			"recovery idempotent-retry but the connector declares no HTTP host known to honour Idempotency-Key (known: %s); %s",
+			strings.Join(KnownIdempotencyProviders, ", "), how)
+	case len(unknown) > 0:
+		verb := "is"
+		if len(unknown) > 1 {
+			verb = "are"
+		}
+		a.add(CodeIdempotencyUnknownProvider, opKey(op, "recovery"),
+			"recovery idempotent-retry relies on the provider deduplicating by key, but %s %s not known to honour Idempotency-Key (known: %s); %s",
+			strings.Join(unknown, ", "), verb, strings.Join(KnownIdempotencyProviders, ", "), how)
 	}
-	closed := s.AdditionalProperties == false
-	if u := s.UnevaluatedProperties; u != nil && u.Bool != nil && !*u.Bool {
-		closed = true
+}
+
+// article returns "an" before a vowel sound, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
 	}
-	if !closed {
-		return `accepts properties it does not declare: set "additionalProperties": false`
-	}
-	return ""
+	return "a"
 }
 
 // FormatDuration formats d without zero trailing units ("1h", "90m", "15s").

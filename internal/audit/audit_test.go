@@ -32,16 +32,33 @@ var auditCases = map[string][]Code{
 	"digest-mismatch":                    {CodeDigestMismatch},
 	"abi-mismatch":                       {CodeABIMismatch},
 	"export-missing":                     {CodeExportMissing, CodeExportMissing, CodeExportMissing},
+	"read-exports-recovery":              {CodeReadExportsRecovery},
+	"metadata-host":                      {CodeMetadataHost, CodeIdempotencyUnknownProvider},
+	"secret-in-manifest":                 {CodeSecretInManifest, CodeSecretInManifest},
+	"waiver-invalid":                     {CodeWaiverInvalid, CodeWaiverInvalid},
+	"signoff-invalid":                    {CodeSignoffInvalid},
 	"undeclared-operation":               {CodeUndeclaredOperation},
 	"external-no-approval-auto-recovery": {CodeExternalNoApprovalAutoRecovery},
+	"manual-without-approval":            {CodeManualWithoutApproval},
+	"read-sounds-external":               {CodeReadSoundsExternal, CodeReadSoundsExternal},
 	"plain-http-host":                    {CodePlainHTTPHost},
+	"loopback-host":                      {CodeLoopbackHost},
+	"internal-host":                      {CodeInternalHost, CodeInternalHost, CodeIdempotencyUnknownProvider},
 	"idempotency-unknown-provider":       {CodeIdempotencyUnknownProvider},
 	"missing-description":                {CodeMissingDescription},
 	"permissive-schema":                  {CodePermissiveSchema, CodePermissiveSchema},
-	"loopback-host":                      {CodeLoopbackHost},
+	"permissive-schema-nested":           {CodePermissiveSchema, CodePermissiveSchema},
+	"unbounded-amount":                   {CodeUnboundedAmount, CodeUnboundedAmount},
+	"approval-ttl-long":                  {CodeApprovalTTLLong},
+	"secret-like-token":                  {CodeSecretLikeToken},
 	"high-attempts":                      {CodeHighAttempts},
 	"approval-ttl-ignored":               {CodeApprovalTTLIgnored},
 	"module-not-checked":                 {CodeModuleNotChecked},
+	"waived":                             {CodeLoopbackHost},
+	"waiver-stale":                       {CodeLoopbackHost, CodeWaiverStale},
+	"waiver-unused":                      {CodeWaiverUnused},
+	"signed":                             nil,
+	"signoff-stale":                      {CodeSignoffStale},
 }
 
 // fakeFacts builds the FactsFunc of a test case. By default every module
@@ -94,7 +111,7 @@ func truthfulDescription(m *manifests.Manifest) *abi.Description {
 func auditCase(t *testing.T, name string) Report {
 	t.Helper()
 	dir := filepath.Join("testdata", name)
-	return AuditPaths([]string{dir}, fakeFacts(t, dir))
+	return AuditPaths([]string{dir}, Options{Facts: fakeFacts(t, dir)})
 }
 
 func codes(fs []Finding) []Code {
@@ -113,7 +130,7 @@ func TestAuditFindings(t *testing.T) {
 			r := auditCase(t, name)
 			require.Equal(t, want, codes(r.Findings))
 			for _, f := range r.Findings {
-				require.Equal(t, severityOf(f.Code), f.Severity, f.Code)
+				require.Equal(t, codeSeverity(f.Code), f.Severity, f.Code)
 				require.True(t, f.Message != "", f.Code)
 			}
 			var txt, js bytes.Buffer
@@ -153,11 +170,9 @@ func TestEveryFindingCodeHasACase(t *testing.T) {
 	}
 }
 
-func severityOf(c Code) Severity {
-	for _, fc := range FindingCodes {
-		if fc.Code == c {
-			return fc.Severity
-		}
+func codeSeverity(c Code) Severity {
+	if s := severityOf(c); s != "" {
+		return s
 	}
 	for _, cc := range ChangeCodes {
 		if cc.Code == c {
@@ -173,15 +188,16 @@ func TestManifestInvalidHasFileAndLine(t *testing.T) {
 	require.Equal(t, filepath.Join("testdata", "manifest-invalid", "payments.toml"), f.File)
 	require.Equal(t, 10, f.Line)
 	require.Contains(t, f.Message, "wildcards are not allowed")
+	require.Equal(t, 0, f.Column, "a rule has a line, no column")
 	require.Empty(t, r.Connectors)
 }
 
 func TestAuditPathsUnreadable(t *testing.T) {
-	r := AuditPaths([]string{"testdata/does-not-exist.toml"}, nil)
+	r := AuditPaths([]string{"testdata/does-not-exist.toml"}, Options{})
 	require.Equal(t, []Code{CodeManifestInvalid}, codes(r.Findings))
 	require.True(t, r.Failed(false))
 
-	r = AuditPaths([]string{t.TempDir()}, nil)
+	r = AuditPaths([]string{t.TempDir()}, Options{})
 	require.Equal(t, []Code{CodeManifestInvalid}, codes(r.Findings))
 	require.Contains(t, r.Findings[0].Message, "no *.toml manifest")
 }
@@ -192,7 +208,8 @@ func TestReportFailed(t *testing.T) {
 		strict, lax, strict2 bool
 	}{
 		{name: "clean"},
-		{name: "loopback-host"},                                  // info only
+		{name: "loopback-host", strict: true},                    // warning
+		{name: "waived", strict: false},                          // a waived warning
 		{name: "plain-http-host", strict: true},                  // warning
 		{name: "digest-mismatch", strict: true, lax: true},       // error
 		{name: "module-not-checked"},                             // info only
@@ -202,7 +219,7 @@ func TestReportFailed(t *testing.T) {
 			r := auditCase(t, tc.name)
 			require.Equal(t, tc.lax, r.Failed(false))
 			require.Equal(t, tc.strict, r.Failed(true))
-			require.Equal(t, len(r.Errors())+len(r.Warnings())+len(r.Infos()), len(r.Findings))
+			require.Equal(t, len(r.Errors())+len(r.Warnings())+len(r.Infos())+r.Waived(), len(r.Findings))
 		})
 	}
 }
@@ -251,10 +268,14 @@ var diffCases = map[string][]Code{
 		CodeSchemaChanged,
 		CodeOperationAdded,
 	},
+	"effect-reversed": {
+		CodeApprovalTTLRaised, CodeAttemptsRaised, CodeEffectDowngraded, CodeRecoveryLoosened,
+		CodeLimitRaised, CodeModuleDigestChanged, CodeModuleFileChanged, CodeDurabilitySync, CodePolicyVersionChanged, CodeSchemaChanged,
+	},
 	"effect": {
-		CodeDurabilityLazy, CodeEffectChanged,
+		CodeDurabilityLazy,
 		CodeLimitLowered, CodeModuleDigestChanged, CodeModuleFileChanged,
-		CodeApprovalTTLLowered, CodeAttemptsLowered, CodePolicyVersionChanged, CodeRecoveryTightened, CodeSchemaChanged,
+		CodeApprovalTTLLowered, CodeAttemptsLowered, CodeEffectChanged, CodePolicyVersionChanged, CodeRecoveryTightened, CodeSchemaChanged,
 	},
 }
 
@@ -281,7 +302,7 @@ func TestDiff(t *testing.T) {
 			var got []Code
 			for _, c := range d.Changes {
 				got = append(got, c.Code)
-				require.Equal(t, severityOf(c.Code), c.Severity, c.Code)
+				require.Equal(t, codeSeverity(c.Code), c.Severity, c.Code)
 			}
 			require.Equal(t, want, got)
 			var txt, js bytes.Buffer
@@ -303,11 +324,10 @@ func TestDiffRecoveryRiskOrder(t *testing.T) {
 	require.True(t, i >= 0)
 	require.Equal(t, Change{
 		Severity: SeverityWarning, Code: CodeRecoveryLoosened, Operation: "create_payment", Field: "recovery",
-		Old: "reconcile", New: "idempotent-retry",
+		Old: "reconcile", New: "idempotent-retry", OldLine: 21, NewLine: 21,
 		Message: "risk increase: after a crash the host now acts on its own with idempotent-retry instead of reconcile",
 	}, d.Changes[i])
-	require.True(t, d.Failed(true))
-	require.False(t, d.Failed(false))
+	require.True(t, d.Failed(false), "a risk increase fails the diff by default")
 }
 
 func TestDiffDigestFromFacts(t *testing.T) {

@@ -21,6 +21,7 @@ const (
 	CodeOperationAdded           Code = "operation-added"
 	CodeOperationRemoved         Code = "operation-removed"
 	CodeEffectChanged            Code = "effect-changed"
+	CodeEffectDowngraded         Code = "effect-downgraded"
 	CodeRecoveryLoosened         Code = "recovery-loosened"
 	CodeRecoveryTightened        Code = "recovery-tightened"
 	CodeApprovalRemoved          Code = "approval-removed"
@@ -55,7 +56,7 @@ var ChangeCodes = []struct {
 	{CodeDigestChangedSameVersion, SeverityWarning},
 	{CodeABIChanged, SeverityWarning},
 	{CodeOperationRemoved, SeverityWarning},
-	{CodeEffectChanged, SeverityWarning},
+	{CodeEffectDowngraded, SeverityWarning},
 	{CodeRecoveryLoosened, SeverityWarning},
 	{CodeApprovalRemoved, SeverityWarning},
 	{CodeApprovalTTLRaised, SeverityWarning},
@@ -65,6 +66,7 @@ var ChangeCodes = []struct {
 	{CodeHostAdded, SeverityWarning},
 	{CodeSchemaLoosened, SeverityWarning},
 	{CodeModuleDigestChanged, SeverityInfo},
+	{CodeEffectChanged, SeverityInfo},
 	{CodeModuleFileChanged, SeverityInfo},
 	{CodeOperationAdded, SeverityInfo},
 	{CodeRecoveryTightened, SeverityInfo},
@@ -91,13 +93,21 @@ type Change struct {
 	Operation string `json:"operation,omitempty"`
 	// Field is the manifest field that changed, e.g. "recovery",
 	// "capabilities.http", "limits.timeout".
-	Field   string `json:"field"`
-	Old     string `json:"old"`
-	New     string `json:"new"`
+	Field string `json:"field"`
+	Old   string `json:"old"`
+	New   string `json:"new"`
+	// OldLine and NewLine are the lines of the field in each file (0:
+	// absent there, e.g. an operation added).
+	OldLine int    `json:"old_line,omitempty"`
+	NewLine int    `json:"new_line,omitempty"`
 	Message string `json:"message"`
+	// Allowed marks a risk increase the caller accepted (DiffOptions.Allow):
+	// it no longer fails the diff.
+	Allowed bool `json:"allowed,omitempty"`
 }
 
-// DiffReport lists what changed between two versions of a manifest.
+// DiffReport lists what changed between two versions of a manifest, and
+// what the audit of the new version found.
 type DiffReport struct {
 	Connector  string `json:"connector"`
 	OldFile    string `json:"old_file"`
@@ -107,23 +117,92 @@ type DiffReport struct {
 	// Changes are sorted by severity, operation (connector-level first),
 	// then code.
 	Changes []Change `json:"changes"`
+	// Findings are the audit's findings on the new manifest (and on either
+	// file when it does not parse): a policy the new module cannot honour
+	// is an error here, not merely a change.
+	Findings []Finding `json:"findings"`
 }
 
-// Count returns the number of changes of severity s.
+// Count returns the number of changes of severity s that are not allowed.
 func (d DiffReport) Count(s Severity) int {
 	n := 0
 	for _, c := range d.Changes {
-		if c.Severity == s {
+		if c.Severity == s && !c.Allowed {
 			n++
 		}
 	}
 	return n
 }
 
-// Failed reports whether `connhost audit --diff` exits non-zero: on any
-// error, and with strict also on any warning (a risk increase).
+// findings returns the number of unwaived findings of severity s.
+func (d DiffReport) findings(s Severity) int {
+	n := 0
+	for _, f := range d.Findings {
+		if f.Severity == s && f.Waived == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Failed reports whether `connhost audit --diff` exits non-zero: on an
+// error finding of the new manifest, on any risk increase (a warning
+// change) that was not allowed, and with strict also on a warning finding
+// of the new manifest that is not waived.
 func (d DiffReport) Failed(strict bool) bool {
-	return d.Count(SeverityError) > 0 || (strict && d.Count(SeverityWarning) > 0)
+	return d.findings(SeverityError) > 0 || d.Count(SeverityError) > 0 || d.Count(SeverityWarning) > 0 ||
+		(strict && d.findings(SeverityWarning) > 0)
+}
+
+// DiffOptions configures DiffPaths.
+type DiffOptions struct {
+	// Audit configures the audit of the new manifest (its Facts also give
+	// the old module's digest when the old manifest pins none).
+	Audit Options
+	// Allow lists the change codes of accepted risk increases: such a
+	// change is reported with Allowed set and does not fail the diff. The
+	// default value allows none.
+	Allow []Code
+}
+
+// DiffPaths loads two versions of a manifest, audits the new one against
+// its module and compares them. A file that does not load is reported as
+// manifest-invalid findings (with file, line and column) in an otherwise
+// empty report, never as an error: a broken change is a finding.
+func DiffPaths(oldPath, newPath string, o DiffOptions) DiffReport {
+	var invalid []Finding
+	oldM, err := manifests.Load(oldPath)
+	if err != nil {
+		invalid = append(invalid, invalidFindings(oldPath, err)...)
+	}
+	newM, err := manifests.Load(newPath)
+	if err != nil {
+		invalid = append(invalid, invalidFindings(newPath, err)...)
+	}
+	if len(invalid) > 0 {
+		sortFindings(invalid)
+		return DiffReport{OldFile: oldPath, NewFile: newPath, Changes: []Change{}, Findings: invalid}
+	}
+	// The new module's facts serve the audit and the digest comparison;
+	// the old module is looked at only when the old manifest pins none.
+	var oldFacts, newFacts ModuleFacts
+	ao := o.Audit
+	if facts := o.Audit.Facts; facts != nil {
+		ao.Facts = func(m *manifests.Manifest) ModuleFacts {
+			newFacts = facts(m)
+			return newFacts
+		}
+		if oldM.Connector.SHA256 == "" {
+			oldFacts = facts(oldM)
+		}
+	}
+	r := Audit([]*manifests.Manifest{newM}, ao)
+	d := Diff(oldM, newM, oldFacts, newFacts)
+	d.Findings = r.Findings
+	for i := range d.Changes {
+		d.Changes[i].Allowed = d.Changes[i].Severity == SeverityWarning && slices.Contains(o.Allow, d.Changes[i].Code)
+	}
+	return d
 }
 
 // recoveryRisk ranks policies by how much the host does on its own after a
@@ -143,7 +222,9 @@ func recoveryRisk(p manifests.Policy) int {
 }
 
 // Diff compares two versions of a connector's manifest (and, when known,
-// their modules' facts: an empty ModuleFacts means unknown).
+// their modules' facts: an empty ModuleFacts means unknown). Every change
+// names the line of its field in both files. Diff does not audit the new
+// manifest; DiffPaths does.
 //
 // Change codes:
 //
@@ -152,7 +233,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	digest-changed-same-version  warning   the module digest changed but the connector version did not
 //	abi-changed                  warning   the declared ABI version changed
 //	operation-removed            warning   an operation disappeared: pending executions of it cannot be recovered
-//	effect-changed               warning   an operation's effect changed (read <-> external)
+//	effect-downgraded            warning   an operation's effect changed from external to read: the host will re-execute its uncertain calls
 //	recovery-loosened            warning   the recovery policy acts more on its own (manual < reconcile < idempotent-retry < read re-execution)
 //	approval-removed             warning   an operation no longer requires approval
 //	approval-ttl-raised          warning   approvals stay valid longer
@@ -162,6 +243,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	host-added                   warning   the connector may reach a new origin
 //	schema-loosened              warning   the input schema became permissive (see permissive-schema)
 //	module-digest-changed        info      the module digest changed together with the version
+//	effect-changed               info      an operation's effect changed from read to external
 //	module-file-changed          info      the module file name changed
 //	operation-added              info      a new operation
 //	recovery-tightened           info      the recovery policy acts less on its own
@@ -179,8 +261,8 @@ func recoveryRisk(p manifests.Policy) int {
 func Diff(old, new *manifests.Manifest, oldFacts, newFacts ModuleFacts) DiffReport {
 	d := &differ{r: DiffReport{
 		Connector: new.Connector.Name, OldFile: old.Path, NewFile: new.Path,
-		OldVersion: old.Connector.Version, NewVersion: new.Connector.Version, Changes: []Change{},
-	}}
+		OldVersion: old.Connector.Version, NewVersion: new.Connector.Version, Changes: []Change{}, Findings: []Finding{},
+	}, old: old, new: new}
 	oc, nc := old.Connector, new.Connector
 	if oc.Name != nc.Name {
 		d.add(SeverityWarning, CodeConnectorRenamed, "", "connector.name", oc.Name, nc.Name,
@@ -245,12 +327,38 @@ func digestOf(pinned string, f ModuleFacts) string {
 	return f.ActualSHA256
 }
 
-type differ struct{ r DiffReport }
+type differ struct {
+	r        DiffReport
+	old, new *manifests.Manifest
+}
 
 func (d *differ) add(sev Severity, code Code, op, field, old, new, format string, args ...any) {
 	d.r.Changes = append(d.r.Changes, Change{
-		Severity: sev, Code: code, Operation: op, Field: field, Old: old, New: new, Message: fmt.Sprintf(format, args...),
+		Severity: sev, Code: code, Operation: op, Field: field, Old: old, New: new,
+		OldLine: lineOf(d.old, op, field, old), NewLine: lineOf(d.new, op, field, new),
+		Message: fmt.Sprintf(format, args...),
 	})
+}
+
+// lineOf returns the line of field (of operation op, when set) in m: for a
+// list entry, the line holding value; for an operation added or removed,
+// its header; 0 when m lacks it.
+func lineOf(m *manifests.Manifest, op, field, value string) int {
+	if op == "" {
+		if strings.HasPrefix(field, "capabilities.") && value != "" {
+			return m.ValueLine(field, value)
+		}
+		return m.Line(field)
+	}
+	o, ok := m.Operation(op)
+	if !ok {
+		return 0
+	}
+	switch field {
+	case "operation", "policy_version":
+		return o.Line
+	}
+	return o.KeyLine(field)
 }
 
 func (d *differ) set(added, removed Code, field string, old, new []string, addSev Severity, addMsg string, remSev Severity, remMsg string) {
@@ -278,13 +386,13 @@ func (d *differ) limit(field string, old, new int64, oldS, newS string) {
 func (d *differ) operation(o, n *manifests.Operation) {
 	name := n.Name
 	if o.Effect != n.Effect {
-		msg := "effect changed"
 		if n.Effect == manifests.EffectRead {
-			msg = "now declared read: the host re-executes uncertain calls of a read freely; make sure it has no side effect"
-		} else if n.Effect == manifests.EffectExternal {
-			msg = "now declared external: it has side effects and needs a recovery policy and, likely, approval"
+			d.add(SeverityWarning, CodeEffectDowngraded, name, "effect", string(o.Effect), string(n.Effect),
+				"risk increase: now declared read, so the host re-executes its uncertain calls freely; make sure it has no side effect")
+		} else {
+			d.add(SeverityInfo, CodeEffectChanged, name, "effect", string(o.Effect), string(n.Effect),
+				"now declared external: it has side effects and needs a recovery policy and, likely, approval")
 		}
-		d.add(SeverityWarning, CodeEffectChanged, name, "effect", string(o.Effect), string(n.Effect), "%s", msg)
 	}
 	if o.Recovery != n.Recovery {
 		or, nr := recoveryRisk(o.Recovery), recoveryRisk(n.Recovery)

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"html"
 	"os"
 	"os/exec"
@@ -66,7 +67,7 @@ func dumpDOM(t *testing.T, page []byte) string {
 func rows(dom, class string) []string {
 	var out []string
 	for _, part := range strings.Split(dom, "<tr ")[1:] {
-		if strings.HasPrefix(part, `class="`+class+" ") {
+		if strings.HasPrefix(part, `class="`+class+" ") || strings.HasPrefix(part, `class="`+class+`"`) {
 			out = append(out, html.UnescapeString(part[:strings.Index(part, "</tr>")]))
 		}
 	}
@@ -121,10 +122,66 @@ func TestHTMLReportInChromium(t *testing.T) {
 			t.Errorf("connector %s not shown", c.Name)
 		}
 	}
+	// Every operation's verdict, and every connector's sign-off status.
+	verdicts := rows(dom, "verdict")
+	n := 0
+	for _, c := range all.Connectors {
+		for _, op := range c.Operations {
+			if n >= len(verdicts) {
+				t.Fatalf("%d verdict rows, want more", len(verdicts))
+			}
+			row := verdicts[n]
+			n++
+			for _, want := range []string{
+				`data-operation="` + op.Name + `"`,
+				`<td class="after-crash">` + op.Verdict.AfterCrash + `</td>`,
+				`<td class="relies-on">` + op.Verdict.ReliesOn + `</td>`,
+				fmt.Sprintf(`<td class="max-dispatches">%d</td>`, op.Verdict.MaxDispatches),
+			} {
+				if !strings.Contains(row, want) {
+					t.Errorf("%s/%s: verdict row lacks %q:\n%s", c.Name, op.Name, want, row)
+				}
+			}
+			for _, h := range op.Verdict.Hosts {
+				if !strings.Contains(row, "<code>"+h+"</code>") {
+					t.Errorf("%s/%s: verdict row lacks host %s", c.Name, op.Name, h)
+				}
+			}
+		}
+	}
+	if n != len(verdicts) {
+		t.Errorf("%d verdict rows, want %d", len(verdicts), n)
+	}
+	statuses := map[string]int{}
+	for _, c := range all.Connectors {
+		statuses[c.Signoff.Status]++
+	}
+	for st, want := range statuses {
+		if got := strings.Count(dom, `class="signoff signoff-`+st+`"`); got != want {
+			t.Errorf("sign-off %s shown %d times, want %d", st, got, want)
+		}
+	}
+	for _, st := range []string{SignoffSigned, SignoffChanged, SignoffUnsigned, SignoffInvalid} {
+		if statuses[st] == 0 {
+			t.Errorf("no test case shows sign-off status %s", st)
+		}
+	}
+	if !strings.Contains(text, "signed by rita at 2025-06-01T10:00:00Z") {
+		t.Error("the signed connector does not say who signed it when")
+	}
+	// A waived finding says by whom and why.
+	for i, f := range all.Findings {
+		if f.Waived != nil && !strings.Contains(got[i], `data-waived="true"`) {
+			t.Errorf("waived finding %s not marked", f.Code)
+		}
+	}
 }
 
 func TestDiffHTMLInChromium(t *testing.T) {
-	d := diffCase(t, "risk")
+	d := DiffPaths("testdata/diff/risk/old.toml", "testdata/diff/risk/new.toml", DiffOptions{Allow: []Code{CodeHostAdded}})
+	if len(d.Findings) == 0 {
+		t.Fatal("the new manifest's audit found nothing to show")
+	}
 	var page bytes.Buffer
 	if err := WriteDiffHTML(&page, d); err != nil {
 		t.Fatal(err)
@@ -140,11 +197,18 @@ func TestDiffHTMLInChromium(t *testing.T) {
 			`class="change sev-` + string(c.Severity) + `"`,
 			`<td class="code">` + string(c.Code) + `</td>`,
 			`<td class="message">` + c.Message + `</td>`,
+			`<td class="lines">` + lines(c) + `</td>`,
 		} {
 			if !strings.Contains(got[i], want) {
 				t.Errorf("change %d (%s): rendered row lacks %q:\n%s", i, c.Code, want, got[i])
 			}
 		}
+		if c.Allowed != strings.Contains(got[i], `data-allowed="true"`) {
+			t.Errorf("change %d (%s): allowed %t not shown", i, c.Code, c.Allowed)
+		}
+	}
+	if f := rows(dom, "finding"); len(f) != len(d.Findings) {
+		t.Errorf("%d finding rows, want the new manifest's %d", len(f), len(d.Findings))
 	}
 }
 

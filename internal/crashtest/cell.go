@@ -35,6 +35,8 @@ type cell struct {
 	// dsn is the cell's shared ledger (Options.Ledger), or "".
 	dsn   string
 	kills int
+	// runID tells this run's calls from another run's (see Run).
+	runID string
 }
 
 // result is the subset of host.Result (exec --json) the judge reads.
@@ -105,7 +107,10 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	if err != nil {
 		return row, fmt.Errorf("count effects before: %w", err)
 	}
-	call := []string{"exec", "--session", "crashtest-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
+	// The session names the run as well as the cell: the idempotency key
+	// is derived from it, and a provider that outlives one run must not
+	// take the next run's calls for retries of this one.
+	call := []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
 		"--tool", c.connector + "." + op.Name, "--args", string(args)}
 
 	row.Reached = true
@@ -173,6 +178,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		row.Final = "error:" + res.Code
 	}
 	row.Receipt = res.Receipt
+	row.ConnectorError = res.Error
 	row.Attempt = h.Attempt
 	row.Decision = "none"
 	for _, ev := range h.Events {
@@ -278,6 +284,10 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 		return nil, err
 	}
 	if !p.Killed() {
+		// Disarm: a hold left armed would catch the next cell's request.
+		if err := c.o.Hold.Release(ctx); err != nil {
+			return nil, fmt.Errorf("release the provider's unused hold: %w", err)
+		}
 		return nil, fmt.Errorf("%w (the call finished, exit %d)", errNotHeld, p.Code)
 	}
 	// Past the whole retry budget: every attempt the host makes meets the
@@ -472,6 +482,11 @@ func (c *cell) exec(ctx context.Context, crashAt string, call []string) (execRes
 	}
 	var r result
 	if err := json.Unmarshal(p.Stdout, &r); err != nil {
+		// A problem document carries a numeric status: say what it says.
+		var prob struct{ Code, Detail string }
+		if json.Unmarshal(p.Stdout, &prob) == nil && prob.Code != "" {
+			return execResult{}, fmt.Errorf("exec: exit %d: connhost answered %s: %s", p.Code, prob.Code, prob.Detail)
+		}
 		return execResult{}, fmt.Errorf("exec: exit %d, unreadable answer %q: %v (stderr %s)", p.Code, clip(string(p.Stdout)), err, clip(string(p.Stderr)))
 	}
 	if r.Status == "" && r.Code == "" {

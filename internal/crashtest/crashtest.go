@@ -15,6 +15,8 @@ package crashtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,6 +91,12 @@ type Options struct {
 	Ledger func(ctx context.Context) (dsn string, err error)
 	// Progress, when set, is called after every cell.
 	Progress func(Row)
+	// OnCell, when set, is called after every cell with the number of
+	// cells done and the number the run holds.
+	OnCell func(done, total int, row Row)
+	// ProviderName says which provider the connector talks to, for the
+	// report: every row carries it. The default value is "".
+	ProviderName string
 	// Hold, when set, adds the row PointInFlight for every external
 	// operation (it is skipped otherwise): the provider holds the call's
 	// request, the process running it is SIGKILLed, the call is re-driven
@@ -142,6 +150,12 @@ type Row struct {
 	Attempt int    `json:"attempt"`
 	Pass    bool   `json:"pass"`
 	Problem string `json:"problem,omitempty"`
+	// Provider is Options.ProviderName: which provider the cell ran
+	// against.
+	Provider string `json:"provider,omitempty"`
+	// ConnectorError is the error the connector reported for the call
+	// (the last attempt's), when it reported one.
+	ConnectorError string `json:"connector_error,omitempty"`
 	// Duplicate marks an external effect beyond the policy's promise.
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Lost marks a call that ended neither terminal nor
@@ -183,7 +197,7 @@ func (r Report) Failed() []Row {
 // WriteTable renders the report as an aligned text table and totals.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POINT\tOPERATION\tPOLICY\tGATED\tDECISION\tEFFECTS\tFINAL\tRESULT\tPROBLEM")
+	fmt.Fprintln(tw, "POINT\tOPERATION\tPOLICY\tGATED\tDECISION\tEFFECTS\tFINAL\tRESULT\tPROVIDER\tPROBLEM")
 	for _, row := range r.Rows {
 		res := "pass"
 		switch {
@@ -200,8 +214,12 @@ func (r Report) WriteTable(w io.Writer) error {
 		if policy == "" {
 			policy = row.Effect
 		}
-		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", row.Point, r.Connector, row.Operation, policy,
-			gated, row.Decision, row.Effects, row.Final, res, row.Problem)
+		problem := row.Problem
+		if !row.Pass && row.ConnectorError != "" {
+			problem += "; the connector said: " + row.ConnectorError
+		}
+		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", row.Point, r.Connector, row.Operation, policy,
+			gated, row.Decision, row.Effects, row.Final, res, orDash(row.Provider), problem)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -284,6 +302,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, fmt.Errorf("crashtest: %w", err)
 	}
 	rep := Report{Connector: m.Connector.Name}
+	total := countCells(o, ops, points, variants)
+	// Every run has sessions (and so idempotency keys) of its own.
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	runID := hex.EncodeToString(rb[:])
 	n := 0
 	for _, op := range ops {
 		for _, gated := range variants {
@@ -304,7 +327,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			}
 			for _, point := range rowPoints {
 				n++
-				c := &cell{o: &o, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
+				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
 					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
 				row, err := c.run(ctx)
 				if err != nil {
@@ -313,14 +336,36 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				if point == crash.BeforeIntent && row.Reached && row.Pass {
 					baseline = &row.Effects
 				}
+				row.Provider = o.ProviderName
 				rep.add(row)
 				if o.Progress != nil {
 					o.Progress(row)
+				}
+				if o.OnCell != nil {
+					o.OnCell(len(rep.Rows), total, row)
 				}
 			}
 		}
 	}
 	return rep, nil
+}
+
+// countCells is the number of cells Run runs for ops: the loop of Run,
+// counted.
+func countCells(o Options, ops []*manifests.Operation, points []string, variants []bool) int {
+	n := 0
+	for _, op := range ops {
+		for _, gated := range variants {
+			if gated && op.Effect == manifests.EffectRead && !o.GatedReads {
+				continue
+			}
+			n += len(slices.DeleteFunc(slices.Clone(points), func(p string) bool { return p == PointInFlight }))
+			if o.Hold != nil && op.Effect == manifests.EffectExternal && (len(o.Points) == 0 || slices.Contains(o.Points, PointInFlight)) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (rep *Report) add(row Row) {
@@ -444,6 +489,13 @@ func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.C
 		return res, fmt.Errorf("connhost %s: %s", strings.Join(args, " "), res)
 	}
 	return res, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func clip(s string) string {

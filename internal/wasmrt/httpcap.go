@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/ipclass"
 )
 
 // The http capability. A connector reaches the network only through it,
@@ -232,30 +233,10 @@ func (h *httpCap) checkRedirect(req *http.Request, via []*http.Request) error {
 }
 
 // internal reports whether ip is an address a connector must not reach
-// unless its allowlist names it literally.
-func internal(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() ||
-		ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() {
-		return true
-	}
-	for _, p := range internalPrefixes {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
-var internalPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-}
+// unless its allowlist names it literally (ipclass.Internal: loopback,
+// private, link-local, unspecified, multicast, reserved ranges and cloud
+// metadata services). The audit judges allowlist entries by the same table.
+func internal(ip netip.Addr) bool { return ipclass.Internal(ip) }
 
 // checkAddr reports whether connecting to ip:port for a request with the
 // given scheme is allowed. An entry admits an internal address for its own

@@ -1,0 +1,151 @@
+// Package connector is the webhook connector's code: it delivers events to
+// a webhook receiver service that deduplicates deliveries by
+// Idempotency-Key and lets a delivery be looked up by its key.
+//
+// The connector's module is plugins/webhook (package main, an empty main
+// that registers Honest). broken/keyignored and broken/notapplied register
+// the two ways of breaking the declared policies that only a crash
+// reveals; connhost crashtest must catch both.
+package connector
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"strings"
+
+	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/abi/guest"
+)
+
+// Variant says which connector a module is.
+type Variant int
+
+// Variants.
+const (
+	// Honest sends the host's key as Idempotency-Key, and reconcile looks
+	// the key up.
+	Honest Variant = iota
+	// KeyIgnored sends a fresh random key on every attempt: the provider
+	// cannot tell a retry from a new delivery.
+	KeyIgnored
+	// AlwaysNotApplied answers reconcile "not applied" without looking.
+	AlwaysNotApplied
+)
+
+// Register registers the operations of variant v.
+func Register(v Variant) {
+	c := conn{v: v}
+	guest.Register(
+		guest.Operation{Name: "deliver", ExecuteWithKey: c.deliver, Reconcile: c.reconcileDeliver},
+		guest.Operation{Name: "get_delivery", Execute: c.getDelivery},
+	)
+}
+
+type conn struct{ v Variant }
+
+// Delivery is what the receiver answers about a delivery.
+type Delivery struct {
+	ID      string          `json:"id"`
+	Topic   string          `json:"topic"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+const defaultBaseURL = "https://hooks.example.com"
+
+func baseURL(c *guest.Call) string {
+	if v, err := c.Config("base_url"); err == nil && v != "" {
+		return strings.TrimSuffix(v, "/")
+	}
+	return defaultBaseURL
+}
+
+func (k conn) deliver(c *guest.Call, args []byte) abi.Outcome {
+	var in struct {
+		Topic   string          `json:"topic"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := guest.DecodeArgs(args, &in); err != nil {
+		return guest.Permanent("deliver: bad arguments: %v", err)
+	}
+	key := c.Key
+	if k.v == KeyIgnored {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		key = hex.EncodeToString(b[:])
+	}
+	body, _ := json.Marshal(in)
+	resp := c.HTTP(abi.HTTPRequest{
+		Method: "POST", URL: baseURL(c) + "/v1/deliveries",
+		Header: []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Idempotency-Key", Value: key}},
+		Body:   body,
+	})
+	switch {
+	case resp.Err == abi.HTTPDenied:
+		return guest.Permanent("deliver: %s", resp.Message)
+	case resp.Err != abi.HTTPOK:
+		return guest.Uncertain("deliver: %s: %s", resp.Err, resp.Message)
+	case resp.Status == 409:
+		return guest.InProgress("deliver: the receiver is still processing key %s", key)
+	case resp.Status == 429:
+		return guest.Retryable("deliver: rate limited")
+	case resp.Status >= 500:
+		return guest.Uncertain("deliver: receiver error %d", resp.Status)
+	case resp.Status != 200 && resp.Status != 201:
+		return guest.Permanent("deliver: status %d: %s", resp.Status, resp.Body)
+	}
+	var d Delivery
+	if err := json.Unmarshal(resp.Body, &d); err != nil || d.ID == "" {
+		return guest.Uncertain("deliver: unreadable answer")
+	}
+	return guest.OK(d, d.ID)
+}
+
+// reconcileDeliver looks the delivery up by the call's key: found ->
+// applied; the receiver says none carries it -> not applied; anything
+// else -> unknown.
+func (k conn) reconcileDeliver(c *guest.Call, args []byte) abi.Outcome {
+	if k.v == AlwaysNotApplied {
+		return guest.NotApplied("deliver: not looked up")
+	}
+	resp := c.HTTP(abi.HTTPRequest{Method: "GET", URL: baseURL(c) + "/v1/deliveries?idempotency_key=" + url.QueryEscape(c.Key)})
+	if resp.Err != abi.HTTPOK || resp.Status != 200 {
+		return guest.Unknown("deliver: lookup: %s %s (status %d)", resp.Err, resp.Message, resp.Status)
+	}
+	var list struct {
+		Data []Delivery `json:"data"`
+	}
+	if err := json.Unmarshal(resp.Body, &list); err != nil || list.Data == nil {
+		return guest.Unknown("deliver: lookup: unreadable answer")
+	}
+	if len(list.Data) == 0 {
+		return guest.NotApplied("deliver: no delivery carries key %s", c.Key)
+	}
+	return guest.Applied(list.Data[0], list.Data[0].ID)
+}
+
+func (k conn) getDelivery(c *guest.Call, args []byte) abi.Outcome {
+	var in struct {
+		ID string `json:"id"`
+	}
+	if err := guest.DecodeArgs(args, &in); err != nil {
+		return guest.Permanent("get_delivery: bad arguments: %v", err)
+	}
+	resp := c.HTTP(abi.HTTPRequest{Method: "GET", URL: baseURL(c) + "/v1/deliveries/" + url.PathEscape(in.ID)})
+	switch {
+	case resp.Err == abi.HTTPDenied:
+		return guest.Permanent("get_delivery: %s", resp.Message)
+	case resp.Err != abi.HTTPOK:
+		return guest.Retryable("get_delivery: %s: %s", resp.Err, resp.Message)
+	case resp.Status == 404:
+		return guest.Permanent("get_delivery: no delivery %s", in.ID)
+	case resp.Status != 200:
+		return guest.Retryable("get_delivery: status %d", resp.Status)
+	}
+	var d Delivery
+	if err := json.Unmarshal(resp.Body, &d); err != nil {
+		return guest.Retryable("get_delivery: unreadable answer")
+	}
+	return guest.OK(d, d.ID)
+}

@@ -1,0 +1,166 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/connhost/connhost/host/crashtest"
+
+	"example.com/webhook/provider"
+)
+
+// TestCrashMatrix crash-tests the webhook connector against its own test
+// provider with connhost's public crash-test package: the honest module
+// keeps both policies it may declare, and each deliberately broken module
+// is caught at the cell that reveals it.
+func TestCrashMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := crashtest.BuildConnhost(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join("manifests", "webhook.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The module implements reconcile too: a reviewer may declare either
+	// policy. The re-dispatch after not_applied carries the key the
+	// receiver deduplicates by, so nothing needs to settle first.
+	reconciled := strings.Replace(string(manifest), `recovery = "idempotent-retry"`, "recovery = \"reconcile\"\nreconcile_settle = \"0s\"", 1)
+	if reconciled == string(manifest) {
+		t.Fatal("manifests/webhook.toml changed: update the test")
+	}
+	variants := map[string]string{
+		"idempotent-retry": filepath.Join("manifests", "webhook.toml"),
+		"reconcile":        writeFile(t, dir, "reconciled.toml", reconciled),
+	}
+	// The cells that reveal a broken promise: the provider applied the
+	// call, and the host was killed before it recorded the outcome (and,
+	// for reconcile, again after reconcile answered).
+	revealing := []string{"after_plugin_return", "after_reconcile_return"}
+	for _, tc := range []struct {
+		name, pkg, policy string
+		points            []string
+		// wantFailed are the points of the cells that must fail.
+		wantFailed []string
+	}{
+		{name: "honest, idempotent-retry", pkg: "./plugins/webhook", policy: "idempotent-retry"},
+		{name: "honest, reconcile", pkg: "./plugins/webhook", policy: "reconcile", points: revealing},
+		{name: "key ignored", pkg: "./broken/keyignored", policy: "idempotent-retry", points: revealing[:1],
+			wantFailed: []string{"after_plugin_return"}},
+		{name: "reconcile always not applied", pkg: "./broken/notapplied", policy: "reconcile", points: revealing,
+			wantFailed: []string{"after_plugin_return", "after_reconcile_return"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			module := filepath.Join(t.TempDir(), "webhook.wasm")
+			if _, err := crashtest.BuildModule(ctx, tc.pkg, module); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(provider.New())
+			defer srv.Close()
+			o := crashtest.Options{
+				Binary:      bin,
+				Manifest:    variants[tc.policy],
+				Module:      module,
+				ProviderURL: srv.URL,
+				Provider:    crashtest.NewProbe(srv.URL + "/_crashtest"),
+				Points:      tc.points,
+				WorkDir:     t.TempDir(),
+			}
+			if tc.points != nil {
+				o.Operations, o.Variants = []string{"deliver"}, []bool{false}
+			}
+			rep, err := crashtest.Run(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table strings.Builder
+			_ = rep.WriteTable(&table)
+			t.Logf("\n%s", table.String())
+			failed := map[string]crashtest.Row{}
+			for _, row := range rep.Failed() {
+				failed[row.Point] = row
+			}
+			for _, p := range tc.wantFailed {
+				if _, ok := failed[p]; !ok {
+					t.Errorf("cell %s not caught", p)
+				}
+				delete(failed, p)
+			}
+			for p, row := range failed {
+				t.Errorf("cell %s failed: %s", p, row.Problem)
+			}
+			if rep.Totals.Kills == 0 {
+				t.Error("no process was killed")
+			}
+			for _, row := range rep.Rows {
+				if row.Provider != srv.URL {
+					t.Errorf("row %s names provider %q", row.Point, row.Provider)
+				}
+			}
+			if tc.wantFailed == nil && len(tc.points) == 0 {
+				// The full matrix: the in-flight row ran, and the read too.
+				js, _ := json.Marshal(rep)
+				if !strings.Contains(string(js), `"point":"in_flight"`) || !strings.Contains(string(js), `"operation":"get_delivery"`) {
+					t.Errorf("the full matrix lacks the in-flight row or the read:\n%s", table.String())
+				}
+			}
+		})
+	}
+}
+
+// TestRunsDoNotShareKeys: two runs against one long-lived provider, the
+// way connhost crashtest meets a provider a developer keeps running. The
+// second run's calls are new calls with keys of their own, not retries the
+// provider answers from the first run's deliveries.
+func TestRunsDoNotShareKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := crashtest.BuildConnhost(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Join(dir, "webhook.wasm")
+	if _, err := crashtest.BuildModule(ctx, "./plugins/webhook", module); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(provider.New())
+	defer srv.Close()
+	for run := 1; run <= 2; run++ {
+		rep, err := crashtest.Run(ctx, crashtest.Options{
+			Binary: bin, Manifest: filepath.Join("manifests", "webhook.toml"), Module: module,
+			ProviderURL: srv.URL, Provider: crashtest.NewProbe(srv.URL + "/_crashtest"),
+			Operations: []string{"deliver"}, Points: []string{"before_intent", "after_plugin_return"}, Variants: []bool{false},
+			WorkDir: t.TempDir(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rep.Rows {
+			if !row.Pass || row.Effects != 1 {
+				t.Errorf("run %d, %s: %d effects, %s", run, row.Point, row.Effects, row.Problem)
+			}
+		}
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

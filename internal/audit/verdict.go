@@ -1,0 +1,90 @@
+package audit
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/connhost/connhost/manifests"
+)
+
+// Verdict is what an operation's declared policy means for one call: what
+// the host does when the call's outcome is unknown after a crash, what
+// that relies on, who agrees before the call runs, how often the provider
+// may be asked, and where the connector may reach. It is what a reviewer
+// signs off.
+type Verdict struct {
+	// AfterCrash is what the host does with a call whose outcome is
+	// unknown.
+	AfterCrash string `json:"after_crash"`
+	// ReliesOn is what must hold for AfterCrash never to duplicate an
+	// effect.
+	ReliesOn string `json:"relies_on"`
+	// Approval says who agrees before a call runs.
+	Approval string `json:"approval"`
+	// MaxDispatches is how many times one call may be dispatched to the
+	// connector, retries and recovery re-dispatches included
+	// (max_attempts).
+	MaxDispatches int `json:"max_dispatches"`
+	// Hosts are the origins the connector may reach (capabilities.http;
+	// a deployment may add its own with allow_http in connhost.toml).
+	Hosts []string `json:"hosts"`
+}
+
+func (a *auditor) verdict(op *manifests.Operation) Verdict {
+	v := Verdict{MaxDispatches: op.MaxAttempts, Hosts: orEmpty(a.m.Capabilities.HTTP), Approval: "none: the model's call runs as issued"}
+	if op.RequiresApproval {
+		v.Approval = fmt.Sprintf("a reviewer approves the exact arguments; the request expires after %s", FormatDuration(op.ApprovalTTL))
+	}
+	hosts := strings.Join(hostNames(a.m.Capabilities.HTTP), ", ")
+	if hosts == "" {
+		hosts = "no provider"
+	}
+	switch {
+	case op.Effect == manifests.EffectRead && op.Recovery == "":
+		v.AfterCrash = "re-executes the call"
+		v.ReliesOn = "the operation having no side effect (declared effect \"read\")"
+	case op.Recovery == manifests.PolicyManual:
+		v.AfterCrash = "stops: the call becomes recovery_required and its session is fenced until an operator resolves it"
+		v.ReliesOn = "an operator finding out at " + hosts + " whether the call took effect"
+	case op.Recovery == manifests.PolicyIdempotentRetry:
+		v.AfterCrash = "re-dispatches the call with the same idempotency key (execute_with_key)"
+		v.ReliesOn = a.idempotencyPromise(hosts)
+	case op.Recovery == manifests.PolicyReconcile:
+		v.AfterCrash = "asks the connector's reconcile whether the call took effect: applied → succeeded, not applied → re-dispatch, unknown → recovery_required"
+		v.ReliesOn = fmt.Sprintf("the connector's reconcile finding the call's effect by its key at %s, and not_applied being true %s after the attempt was dispatched (reconcile_settle)",
+			hosts, FormatDuration(op.ReconcileSettle))
+	}
+	return v
+}
+
+// idempotencyPromise says whose promise an idempotent-retry policy rests
+// on: the manifest's [provider] declaration, a known provider, or nobody's.
+func (a *auditor) idempotencyPromise(hosts string) string {
+	pv := a.m.Provider
+	if pv.IdempotencyHeader != "" {
+		who := pv.Name
+		if who == "" {
+			who = hosts
+		}
+		return fmt.Sprintf("%s deduplicating requests by %s for %s (declared in [provider], line %d; not verified by the audit: prove it with connhost crashtest); uncertain calls older than that become recovery_required",
+			who, pv.IdempotencyHeader, FormatDuration(pv.IdempotencyRetention), a.m.Line("provider.idempotency_header"))
+	}
+	names := hostNames(a.m.Capabilities.HTTP)
+	if len(names) > 0 && !slices.ContainsFunc(names, func(h string) bool { return !slices.Contains(KnownIdempotencyProviders, h) }) {
+		return hosts + " deduplicating requests by Idempotency-Key for at least 24h (a provider connhost knows); uncertain calls older than that become recovery_required"
+	}
+	return "an unverified promise that " + hosts + " deduplicates requests by key (see idempotency-unknown-provider)"
+}
+
+// hostNames returns the host names of origins, in order, without repeats.
+func hostNames(origins []string) []string {
+	var out []string
+	for _, o := range origins {
+		if u, err := url.Parse(o); err == nil && !slices.Contains(out, u.Hostname()) {
+			out = append(out, u.Hostname())
+		}
+	}
+	return out
+}
