@@ -202,35 +202,24 @@ func scan(r reader, prefix []byte, fn func(k, v []byte) error) error {
 }
 
 func scanRange(r reader, lower, upper []byte, fn func(k, v []byte) error) error {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return fmt.Errorf("ledger: iterator: %w", err)
-	}
-	for valid := it.First(); valid; valid = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("ledger: read %q: %w", it.Key(), err)
-		}
-		if err := fn(it.Key(), v); err != nil {
-			_ = it.Close()
-			return err
-		}
-	}
-	if err := it.Error(); err != nil {
-		_ = it.Close()
-		return fmt.Errorf("ledger: iterate: %w", err)
-	}
-	return it.Close()
+	return scanDir(r, lower, upper, false, fn)
 }
 
 // scanRangeReverse is scanRange from the last key to the first.
 func scanRangeReverse(r reader, lower, upper []byte, fn func(k, v []byte) error) error {
+	return scanDir(r, lower, upper, true, fn)
+}
+
+func scanDir(r reader, lower, upper []byte, reverse bool, fn func(k, v []byte) error) error {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return fmt.Errorf("ledger: iterator: %w", err)
 	}
-	for valid := it.Last(); valid; valid = it.Prev() {
+	first, next := it.First, it.Next
+	if reverse {
+		first, next = it.Last, it.Prev
+	}
+	for valid := first(); valid; valid = next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
