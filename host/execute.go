@@ -276,10 +276,18 @@ func (e *Executor) applyOwned(ctx context.Context, rec ledger.Record, t ledger.T
 		return rec, false, err
 	}
 	own := t.Event.Actor == "executor" || t.Event.Actor == "recovery"
+	recovering := t.Event.Actor == "recovery" && rec.State == ledger.StateDispatched
 	t.Event.Actor = actorOf(t.Event.Actor, h.l)
 	var tk takeover
 	if own {
 		tk, took = e.node.takeoverOf(rec)
+	}
+	if !took && recovering {
+		// A claim this node made but whose answer it never saw (the
+		// claim is one statement; its result can be lost with the
+		// connection) still shows in the trail: the attempt's dispatch
+		// names the lease it ran under.
+		tk, took = e.dispatchedUnder(ctx, rec, h.l)
 	}
 	if took {
 		note := fmt.Sprintf("taken over from %s (lease gone) by %s", tk.from, h.l)

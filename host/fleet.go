@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -298,23 +299,77 @@ func (n *node) noteClaims(claims []ledger.Claim) {
 	}
 }
 
-// takeoverOf returns the takeover note for a write to rec, if rec is still
-// the version this node claimed.
+// takeoverOf returns the takeover note for a write to rec, if rec is the
+// version this node claimed. A write from an older version (a request that
+// read the execution before the claim, and whose write the ledger will
+// refuse) keeps the note for the decision taken on the claimed version;
+// only a newer version, written since the claim, retires it.
 func (n *node) takeoverOf(rec ledger.Record) (takeover, bool) {
 	n.takeMu.Lock()
 	defer n.takeMu.Unlock()
 	t, ok := n.takeovers[rec.ID]
-	if ok && t.events != rec.Events {
-		delete(n.takeovers, rec.ID) // someone else wrote since the claim
+	switch {
+	case !ok || rec.Events < t.events:
+		return takeover{}, false
+	case rec.Events > t.events:
+		delete(n.takeovers, rec.ID) // written since the claim
 		return takeover{}, false
 	}
-	return t, ok
+	return t, true
 }
 
 func (n *node) tookOver(id string) {
 	n.takeMu.Lock()
 	delete(n.takeovers, id)
 	n.takeMu.Unlock()
+}
+
+// dispatchedUnder reports, for a recovery decision by l on the dispatched
+// record rec, the lease the attempt in flight was dispatched under when
+// that is another one: the write is then a takeover, whether or not this
+// node saw the claim that made it the owner. It reads the trail, which
+// only recovery decisions on a dispatched record pay for.
+func (e *Executor) dispatchedUnder(ctx context.Context, rec ledger.Record, l ledger.Lease) (takeover, bool) {
+	evs, err := e.led.Events(ctx, rec.ID)
+	if err != nil {
+		e.opts.Logger.Warn("could not read the trail to name a takeover", "execution_id", rec.ID, "error", err)
+		return takeover{}, false
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		ev := evs[i]
+		from, ok := leaseOfActor(ev.Actor)
+		if !ok || ev.To != ledger.StateDispatched || ev.Attempt != rec.Attempt {
+			continue // a person's event (a cancel request), or not this attempt's dispatch
+		}
+		if from.Node == l.Node && from.Epoch == l.Epoch {
+			return takeover{}, false
+		}
+		return takeover{from: from, events: rec.Events}, true
+	}
+	return takeover{}, false
+}
+
+// leaseOfActor reads the lease actorOf put in an executor's own actor
+// ("recovery@n1#2"); a person's name is no lease.
+func leaseOfActor(actor string) (ledger.Lease, bool) {
+	var rest string
+	switch {
+	case strings.HasPrefix(actor, "executor@"):
+		rest = actor[len("executor@"):]
+	case strings.HasPrefix(actor, "recovery@"):
+		rest = actor[len("recovery@"):]
+	default:
+		return ledger.Lease{}, false
+	}
+	i := strings.LastIndexByte(rest, '#')
+	if i < 0 {
+		return ledger.Lease{}, false
+	}
+	epoch, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if err != nil {
+		return ledger.Lease{}, false
+	}
+	return ledger.Lease{Node: rest[:i], Epoch: epoch}, true
 }
 
 // claim claims the executions of gone leases under h and reports them.

@@ -179,6 +179,59 @@ func TestFleetTakeover(t *testing.T) {
 	}
 }
 
+// TestFleetTakeoverNamedWithoutTheClaim: the claim that made node b the
+// owner of a dead node's call is one statement whose answer b may never
+// see (the connection drops after the commit). b's decision on the call
+// still names the takeover: the trail's dispatch says which lease the
+// attempt ran under.
+func TestFleetTakeoverNamedWithoutTheClaim(t *testing.T) {
+	for _, tc := range []struct {
+		policy   string
+		opts     []harnessOpt
+		decision string
+	}{
+		{"idempotent-retry", []harnessOpt{withDedup()}, "recover_retry"},
+		{"reconcile", nil, "reconciled_applied"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFleet(t, tc.policy, tc.opts...)
+			a := f.start("a", nil)
+			obs := newFleetEvents()
+			b := f.start("b", obs)
+			c := call("s1", "c1", `{"n":1}`)
+			f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c) })
+			host.FreezeNode(a)
+			testenv.ExpireNodeLease(t, f.dsn, "a")
+
+			// The claim, made under b's lease behind b's back.
+			lb, live, ok := b.NodeLease()
+			require.True(t, ok && live)
+			led, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			defer led.Close()
+			claims, err := led.ClaimExpired(ctx, lb)
+			require.NoError(t, err)
+			require.Len(t, claims, 1)
+
+			res, err := b.Execute(ctx, c)
+			require.NoError(t, err)
+			require.Equal(t, host.StatusSucceeded, res.Status)
+			require.Equal(t, 1, f.h.prov.count(), "one effect")
+			_, evs, err := b.Get(ctx, res.ExecutionID)
+			require.NoError(t, err)
+			require.Equal(t, tc.decision, evs[1].Decision)
+			require.Equal(t, "recovery@b#1", evs[1].Actor)
+			require.Contains(t, evs[1].Reason, "taken over from node a epoch 1 (lease gone) by node b epoch 1")
+			for _, ev := range evs[2:] {
+				require.NotContains(t, ev.Reason, "taken over", "only the first decision after the claim carries the note")
+			}
+			require.Zero(t, obs.claimed, "b never saw the claim")
+			require.Equal(t, []string{tc.decision}, obs.tookOver)
+		})
+	}
+}
+
 // TestFleetPausedNodeWritesNothing: node a is paused in the middle of a
 // call (the provider holds its request); its lease expires and node b
 // takes the call over. When a resumes, the ledger refuses its write of the
