@@ -156,13 +156,16 @@ func (p *pool) close() {
 }
 
 func (p *pool) stats() PoolStats {
+	// Idle and busy are read together under mu, where get and put move an
+	// instance from one to the other, so that they add up to at most the
+	// pool's size.
 	p.mu.Lock()
-	idle := len(p.idle)
+	idle, busy := len(p.idle), int(p.busy.Load())
 	p.mu.Unlock()
 	return PoolStats{
 		Size:      cap(p.slots),
 		Idle:      idle,
-		Busy:      int(p.busy.Load()),
+		Busy:      busy,
 		Created:   p.created.Load(),
 		Discarded: p.discard.Load(),
 	}
