@@ -186,6 +186,12 @@ type facts struct {
 	// SettleAt: from when a reconcile answer of not_applied is evidence
 	// (the attempt's dispatch plus the operation's reconcile_settle).
 	SettleAt time.Time
+	// FinalSettleAt: the same for an attempt that no keyed re-dispatch
+	// will follow (no attempts left, or a cancel): SettleAt, except where
+	// the operation declares reconcile_settle 0 because that re-dispatch
+	// would meet a request still in flight; then the attempt's dispatch
+	// plus twice its timeout, the default settle time.
+	FinalSettleAt time.Time
 	// HasApproval, ApprovalExpiresAt and ApprovalProblem describe the
 	// approval of a gated call; ApprovalProblem says why an approval cannot
 	// authorise the dispatch (other arguments, another policy, consumed).
@@ -342,10 +348,15 @@ func decideAttempt(f facts) action {
 		case f.Now.Before(f.SettleAt):
 			// An earlier attempt may still land: not yet evidence.
 			return wait(f.SettleAt, DecisionSettleWait)
+		case left && !f.CancelRequested:
+			a = dispatch(DecisionReconciledNotApplied)
+		case f.Now.Before(f.FinalSettleAt):
+			// No re-dispatch under the key follows to meet a request
+			// still in flight, so "failed" or "cancelled" must wait until
+			// none can be.
+			return wait(f.FinalSettleAt, DecisionSettleWait)
 		case f.CancelRequested:
 			a = record(ledger.StateCancelled, DecisionCancelledNotApplied)
-		case left:
-			a = dispatch(DecisionReconciledNotApplied)
 		default:
 			a = record(ledger.StateFailed, DecisionReconciledNotApplied)
 		}

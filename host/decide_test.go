@@ -23,7 +23,7 @@ import (
 //	state=<ledger state>   policy=manual|idempotent-retry|reconcile|-   read
 //	attempt=<n>/<max>      evidence=none|ok|retryable|permanent|unsupported|uncertain|in_progress|applied|not_applied|unknown|reconcile_error
 //	uncertain  cancel  unloaded  pass (not live)  fenced  elsewhere  age=<duration>
-//	next=<±duration>  settle=<±duration>  (relative to now)
+//	next=<±duration>  settle=<±duration>  final=<±duration>  (relative to now)
 //	approval=ok|none|expired|problem
 //
 // The action prints as `<step> [to] [decision] [until=±d] [+uncertain|-uncertain]`.
@@ -116,6 +116,8 @@ func parseFacts(row string) (facts, error) {
 			f.NextAttemptAt, err = rel(v)
 		case "settle":
 			f.SettleAt, err = rel(v)
+		case "final":
+			f.FinalSettleAt, err = rel(v)
 		case "approval":
 			f.HasApproval, f.ApprovalExpiresAt = true, decideNow.Add(time.Hour)
 			switch v {

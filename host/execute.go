@@ -549,7 +549,12 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 	}
 	if op != nil {
 		// The attempt was dispatched its timeout before its deadline.
-		f.SettleAt = rec.Deadline.Add(op.op.ReconcileSettle - op.m.Limits.Timeout)
+		dispatched := rec.Deadline.Add(-op.m.Limits.Timeout)
+		f.SettleAt = dispatched.Add(op.op.ReconcileSettle)
+		f.FinalSettleAt = f.SettleAt
+		if op.op.ReconcileSettle == 0 {
+			f.FinalSettleAt = dispatched.Add(2 * op.m.Limits.Timeout)
+		}
 	}
 	if a := rec.Approval; a != nil {
 		f.HasApproval, f.ApprovalExpiresAt = true, a.ExpiresAt

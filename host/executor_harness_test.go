@@ -56,6 +56,8 @@ func newProvider(t *testing.T) *provider {
 	p := &provider{byKey: map[string]string{}, inflight: map[string]bool{}, held: make(chan struct{}, 16), release: make(chan struct{})}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
+	// A test that fails while a request is held must not hang in Close.
+	t.Cleanup(p.releaseHeld)
 	return p
 }
 
@@ -246,9 +248,11 @@ type harness struct {
 	attempts int
 	// extra is appended to the manifest (e.g. a [provider] table).
 	extra string
-	ex    *host.Executor
-	now   time.Time
-	mu    sync.Mutex
+	// applyFields are set on the "apply" operation of the manifest.
+	applyFields map[string]any
+	ex          *host.Executor
+	now         time.Time
+	mu          sync.Mutex
 }
 
 type harnessOpt func(*harness)
@@ -259,6 +263,16 @@ func withDedup() harnessOpt         { return func(h *harness) { h.prov.dedup = t
 
 // withManifestText appends text to the harness's manifest.
 func withManifestText(text string) harnessOpt { return func(h *harness) { h.extra = text } }
+
+// withApplyField sets key = value on the manifest's "apply" operation.
+func withApplyField(key string, value any) harnessOpt {
+	return func(h *harness) {
+		if h.applyFields == nil {
+			h.applyFields = map[string]any{}
+		}
+		h.applyFields[key] = value
+	}
+}
 
 func newHarness(t *testing.T, policy string, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -290,8 +304,13 @@ func (h *harness) advance(d time.Duration) {
 
 func (h *harness) manifest() *manifests.Manifest {
 	path, digest := effectModule(h.t)
-	text := fmt.Sprintf(effectManifest, digest, h.prov.srv.URL, h.policy, h.approval, h.attempts) + h.extra
-	m, err := manifests.Parse(h.dir+"/effect.toml", []byte(text))
+	text := []byte(fmt.Sprintf(effectManifest, digest, h.prov.srv.URL, h.policy, h.approval, h.attempts) + h.extra)
+	for k, v := range h.applyFields {
+		var err error
+		text, err = manifests.SetOperationField(text, "apply", k, v)
+		require.NoError(h.t, err)
+	}
+	m, err := manifests.Parse(h.dir+"/effect.toml", text)
 	require.NoError(h.t, err)
 	m.Connector.Module = path // absolute: resolved as is
 	return m

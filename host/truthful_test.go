@@ -46,6 +46,36 @@ func TestInFlightAttemptIsNeverReportedFailed(t *testing.T) {
 		require.Equal(t, host.StatusRecoveryRequired, h.exec(c).Status, "only an operator settles it")
 		require.Equal(t, 1, h.prov.count())
 	})
+	t.Run("reconcile_settle 0 and no attempt left: not applied is no evidence until the attempt settled", func(t *testing.T) {
+		// reconcile_settle 0 lets "not applied" be acted on at once, because
+		// the re-dispatch under the same key meets a request still in
+		// flight. With no attempt left nothing is re-dispatched, and "not
+		// applied" races the held request: "failed" must wait until the
+		// attempt has settled (twice the 2s timeout after its dispatch).
+		h := newHarness(t, "reconcile", withDedup(), withAttempts(1), withApplyField("reconcile_settle", "0s"))
+		h.prov.inject("hold")
+		c := call("s1", "c1", `{"n":1}`)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.execCrashAt(crash.AfterPluginReturn, c)
+		}()
+		h.prov.waitHeld(t)
+		<-done
+		h.reopen() // recovery reconciles: the held request is not visible yet
+		res := h.exec(c)
+		require.Equal(t, host.StatusPending, res.Status, "not applied, but the attempt may still land: not failed")
+		require.Equal(t, h.clock().Add(4*time.Second), res.NextAttemptAt)
+		require.Zero(t, h.prov.count())
+
+		h.prov.releaseHeld()
+		require.Eventually(t, func() bool { return h.prov.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+		h.advance(4 * time.Second)
+		res = h.exec(c)
+		require.Equal(t, host.StatusSucceeded, res.Status, "the held request landed: reconcile finds it")
+		require.Equal(t, 1, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 reconciled_applied>succeeded#1", joined(h.events(res.ExecutionID)))
+	})
 	t.Run("the provider outlasts the connector's timeout without a crash", func(t *testing.T) {
 		h := newHarness(t, "idempotent-retry", withDedup())
 		h.prov.inject("hold")

@@ -187,9 +187,11 @@ type Operation struct {
 	// evidence: the host waits and asks again, because re-dispatching
 	// would race a request still in flight. Declare "0s" where the
 	// re-dispatch itself cannot duplicate an in-flight request (it carries
-	// an idempotency key the provider honours). The default value is twice
-	// limits.timeout: the attempt's deadline, and as long again for a
-	// provider that goes on after the host stopped waiting.
+	// an idempotency key the provider honours); where no re-dispatch
+	// follows (no attempts left, or a cancel) the host then still waits
+	// the default before it answers failed or cancelled. The default value
+	// is twice limits.timeout: the attempt's deadline, and as long again
+	// for a provider that goes on after the host stopped waiting.
 	ReconcileSettle time.Duration
 	// OutcomeDurability says whether a succeeded outcome is synced before
 	// the answer (sync) or within milliseconds after it (lazy: one fsync
