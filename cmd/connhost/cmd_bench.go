@@ -23,12 +23,14 @@ func (a *app) benchCommand() *cobra.Command {
 
   raw       two synced Pebble batches per operation (the floor of an
             execution: intent+dispatch, then outcome), sequential and with
-            --concurrency writers;
+            --concurrency writers; and one synced batch followed by one
+            unsynced one (the floor of a lazy outcome);
   ledger    the ledger's writes of an execution alone (Create, then Apply
             of the outcome), without parsing, validation or a connector
             call: what the ledger costs, apart from what the executor adds;
   execute   Execute with a no-op connector, sequential and with
-            --concurrency callers;
+            --concurrency callers: a manual operation (outcome synced) and
+            an idempotent-retry one (outcome_durability lazy);
   recovery  opening the ledger and running recovery with --pending pending
             executions, alone and behind --history terminal ones (bulk-loaded,
             so the setup is quick).
@@ -46,8 +48,8 @@ With --backend postgres it measures the PostgreSQL ledger on the database
 --dsn names instead, in schemas of its own that it drops afterwards: raw
 is two committed single-row transactions per operation on the same
 server, ledger is Create + Apply, and recovery is opening the ledger and
-reading the pending executions (the executor does not run on PostgreSQL
-yet). --history defaults to 100,000 there.`,
+reading the pending executions (execute is not measured there).
+--history defaults to 100,000 there.`,
 		Example: `  connhost bench ledger
   connhost bench ledger --history 1000000 --pending 1000 --concurrency 64 --json
   connhost bench ledger --backend postgres --dsn postgres://connhost@127.0.0.1:5432/bench`,
