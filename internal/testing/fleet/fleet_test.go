@@ -656,7 +656,7 @@ func (f *fleet) checkTakeovers(views map[string]httpapi.Execution) (takeovers, b
 			}
 			if lastDispatch != "" && lease != lastDispatch && noteRE.FindStringSubmatch(ev.Reason) == nil {
 				f.t.Errorf("execution %s event %d (%s by %s): the attempt dispatched by %s was taken over without a note naming where it came from; its trail:\n%s",
-					id, ev.Seq, ev.Decision, ev.Actor, lastDispatch, trailOf(v.Events))
+					id, ev.Seq, ev.Decision, ev.Actor, lastDispatch, testenv.Trail(v.Events))
 			}
 			lastDispatch = ""
 			if ev.To == ledger.StateDispatched {
@@ -665,17 +665,6 @@ func (f *fleet) checkTakeovers(views map[string]httpapi.Execution) (takeovers, b
 		}
 	}
 	return takeovers, byOthers
-}
-
-// trailOf prints an execution's events, one per line, for a failure
-// message.
-func trailOf(evs []ledger.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		fmt.Fprintf(&b, "  %d %s %s→%s attempt %d %s by %s; evidence %q; reason %q\n",
-			ev.Seq, ev.Time.Format("15:04:05.000"), ev.From, ev.To, ev.Attempt, ev.Decision, ev.Actor, ev.Evidence, ev.Reason)
-	}
-	return b.String()
 }
 
 // checkFencing: nothing is recorded under a lease after a takeover from

@@ -4,7 +4,6 @@ package soak
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/sandbox/mailpit"
 	"github.com/connhost/connhost/internal/sandbox/stripe"
+	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -148,7 +148,7 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.Execution, events map
 			}
 		case ledger.StateFailed:
 			if len(ids) > 0 {
-				s.errorf("%s failed, but the provider holds %v tagged with it; its trail:\n%s", c, ids, trailOf(events[r.ExecutionID]))
+				s.errorf("%s failed, but the provider holds %v tagged with it; its trail:\n%s", c, ids, testenv.Trail(events[r.ExecutionID]))
 			}
 		}
 	}
@@ -346,15 +346,4 @@ func containsFragment(problems []string, frag string) bool {
 		}
 	}
 	return false
-}
-
-// trailOf prints an execution's events, one per line, for a failure
-// message.
-func trailOf(evs []ledger.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		fmt.Fprintf(&b, "  %d %s %s→%s attempt %d %s by %s; evidence %q; reason %q\n",
-			ev.Seq, ev.Time.Format("15:04:05.000"), ev.From, ev.To, ev.Attempt, ev.Decision, ev.Actor, ev.Evidence, ev.Reason)
-	}
-	return b.String()
 }
