@@ -14,6 +14,20 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
+// crashWhileHeld runs c while the provider holds its request: the attempt
+// times out (2s) while held, and the process dies right after the
+// connector returns, before anything is recorded. The request stays held.
+func crashWhileHeld(t *testing.T, h *harness, c host.ToolCall) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.execCrashAt(crash.AfterPluginReturn, c)
+	}()
+	h.prov.waitHeld(t)
+	<-done
+}
+
 // A provider still processing a crashed attempt answers "in progress" to
 // every retry with the same key. That is a reason to wait, never a
 // failure: once attempts run out the execution is recovery_required, and
@@ -24,15 +38,7 @@ func TestInFlightAttemptIsNeverReportedFailed(t *testing.T) {
 		h := newHarness(t, "idempotent-retry", withDedup())
 		h.prov.inject("hold")
 		c := call("s1", "c1", `{"n":1}`)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			// The attempt times out (2s) while held; the process dies right
-			// after the connector returns, before anything is recorded.
-			h.execCrashAt(crash.AfterPluginReturn, c)
-		}()
-		h.prov.waitHeld(t)
-		<-done
+		crashWhileHeld(t, h, c)
 		h.reopen() // recovery: same key again → 409 in progress
 		res := h.exec(c)
 		require.Equal(t, host.StatusRecoveryRequired, res.Status, "attempts exhausted while the provider was still working: not failed")
@@ -55,13 +61,7 @@ func TestInFlightAttemptIsNeverReportedFailed(t *testing.T) {
 		h := newHarness(t, "reconcile", withDedup(), withAttempts(1), withApplyField("reconcile_settle", "0s"))
 		h.prov.inject("hold")
 		c := call("s1", "c1", `{"n":1}`)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			h.execCrashAt(crash.AfterPluginReturn, c)
-		}()
-		h.prov.waitHeld(t)
-		<-done
+		crashWhileHeld(t, h, c)
 		h.reopen() // recovery reconciles: the held request is not visible yet
 		res := h.exec(c)
 		require.Equal(t, host.StatusPending, res.Status, "not applied, but the attempt may still land: not failed")
