@@ -30,6 +30,7 @@ import (
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/sandbox/fault"
 	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/internal/testing/trail"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -656,7 +657,7 @@ func (f *fleet) checkTakeovers(views map[string]httpapi.Execution) (takeovers, b
 			}
 			if lastDispatch != "" && lease != lastDispatch && noteRE.FindStringSubmatch(ev.Reason) == nil {
 				f.t.Errorf("execution %s event %d (%s by %s): the attempt dispatched by %s was taken over without a note naming where it came from; its trail:\n%s",
-					id, ev.Seq, ev.Decision, ev.Actor, lastDispatch, testenv.Trail(v.Events))
+					id, ev.Seq, ev.Decision, ev.Actor, lastDispatch, trail.Of(v.Events))
 			}
 			lastDispatch = ""
 			if ev.To == ledger.StateDispatched {

@@ -13,7 +13,7 @@ import (
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/sandbox/mailpit"
 	"github.com/connhost/connhost/internal/sandbox/stripe"
-	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/internal/testing/trail"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -148,7 +148,7 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.Execution, events map
 			}
 		case ledger.StateFailed:
 			if len(ids) > 0 {
-				s.errorf("%s failed, but the provider holds %v tagged with it; its trail:\n%s", c, ids, testenv.Trail(events[r.ExecutionID]))
+				s.errorf("%s failed, but the provider holds %v tagged with it; its trail:\n%s", c, ids, trail.Of(events[r.ExecutionID]))
 			}
 		}
 	}

@@ -1,4 +1,7 @@
-package testenv
+// Package trail prints an execution's audit trail for test failure
+// messages. It is its own package, apart from testenv, because it needs
+// the ledger, which does not build for wasip1 where testenv must.
+package trail
 
 import (
 	"fmt"
@@ -7,9 +10,9 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
-// Trail prints an execution's events one per line, for a failure message
+// Of prints an execution's events one per line, for a failure message
 // that has to show how the execution got where it is.
-func Trail(evs []ledger.Event) string {
+func Of(evs []ledger.Event) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		fmt.Fprintf(&b, "  %d %s %s→%s attempt %d %s by %s; evidence %q; reason %q\n",
