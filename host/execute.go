@@ -492,7 +492,10 @@ const maxRaces = 8
 // now, keeping what this process observed only if the record is still at
 // the same step. Any other error, or too many races, ends advance.
 func (e *Executor) raced(ctx context.Context, rec ledger.Record, obs observed, err error, n *int) (ledger.Record, observed, error) {
-	if e.node == nil || !(errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotOwner)) {
+	// ErrTerminal: another node ended the execution first (this node's
+	// write came late, e.g. after a pause); the loop then answers what
+	// the ledger holds.
+	if e.node == nil || !(errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotOwner) || errors.Is(err, ledger.ErrTerminal)) {
 		return rec, obs, err
 	}
 	if *n++; *n > maxRaces {

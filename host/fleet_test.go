@@ -285,6 +285,45 @@ func TestFleetPausedNodeWritesNothing(t *testing.T) {
 	require.Equal(t, 1, f.h.prov.count())
 }
 
+// TestFleetLateWriteAnswersWhatTheLedgerHolds: node a is paused in the
+// middle of a call; node b takes it over and an operator ends it. a
+// resumes, registers a new lease, and its outcome write finds the call
+// ended: a records nothing and answers the call as the ledger holds it,
+// not with an error.
+func TestFleetLateWriteAnswersWhatTheLedgerHolds(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual")
+	a, b := f.start("a", nil), f.start("b", nil)
+	c := call("s1", "c1", `{"n":1}`)
+	f.h.prov.inject("hold")
+	type answer struct {
+		res host.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := a.Execute(ctx, c)
+		done <- answer{res, err}
+	}()
+	f.h.prov.waitHeld(t)
+	host.FreezeNode(a)
+	testenv.ExpireNodeLease(t, f.dsn, "a")
+	rep, err := b.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Claimed)
+	id := ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1")
+	_, err = b.Resolve(ctx, id, host.Resolution{By: "oscar", Reason: "checked by hand: refund the customer"})
+	require.NoError(t, err)
+	want := trail(t, b, id)
+
+	require.NoError(t, host.RenewNow(a)) // a new epoch, live again
+	f.h.prov.releaseHeld()
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, host.StatusAbandoned, got.res.Status, "the call as the ledger holds it")
+	require.Equal(t, want, trail(t, b, id), "nothing recorded by a")
+}
+
 // TestFleetApprovalAcrossNodes: a gated call's request is recorded by
 // node a, approved through node b, and dispatched by node c when the
 // runtime sends the call again there: the approval is consumed once.

@@ -521,7 +521,7 @@ func (f *fleet) drive(ctx context.Context, c *call, rng *rand.Rand, avoid int) (
 			f.unavailable.Add(1)
 			continue
 		case p != nil:
-			f.t.Errorf("call %s/%s: node %d answered %s: %s", c.session, c.toolCallID, i+1, p.Code, p.Detail)
+			f.t.Errorf("call %s/%s: node %d answered %s: %s; the node's logged errors:\n%s", c.session, c.toolCallID, i+1, p.Code, p.Detail, f.nodes[i].errorLines())
 			return host.Result{}, false
 		}
 		c.execID = res.ExecutionID

@@ -187,6 +187,25 @@ func tail(path string, n int64) string {
 	return string(b)
 }
 
+// errorLines returns the ERROR lines of every generation's log, for a
+// failure message that needs what the server saw.
+func (n *node) errorLines() string {
+	paths, _ := filepath.Glob(filepath.Join(n.dir, n.name+"-*.log"))
+	var b strings.Builder
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, "level=ERROR") {
+				b.WriteString(filepath.Base(p) + ": " + line)
+			}
+		}
+	}
+	return b.String()
+}
+
 // startSandbox runs `connhost sandbox --json` in a process group of its
 // own (no kill aimed at a node reaches the providers) and returns its
 // URLs.
