@@ -215,7 +215,7 @@ http = ["%s"]
 config = ["base_url"]
 
 [limits]
-timeout = "2s"
+timeout = "%s"
 instances = 2
 
 [[operation]]
@@ -250,9 +250,11 @@ type harness struct {
 	extra string
 	// applyFields are set on the "apply" operation of the manifest.
 	applyFields map[string]any
-	ex          *host.Executor
-	now         time.Time
-	mu          sync.Mutex
+	// timeout is the connector's [limits] timeout ("2s" when empty).
+	timeout string
+	ex      *host.Executor
+	now     time.Time
+	mu      sync.Mutex
 }
 
 type harnessOpt func(*harness)
@@ -263,6 +265,9 @@ func withDedup() harnessOpt         { return func(h *harness) { h.prov.dedup = t
 
 // withManifestText appends text to the harness's manifest.
 func withManifestText(text string) harnessOpt { return func(h *harness) { h.extra = text } }
+
+// withTimeout sets the connector's [limits] timeout.
+func withTimeout(d string) harnessOpt { return func(h *harness) { h.timeout = d } }
 
 // withApplyField sets key = value on the manifest's "apply" operation.
 func withApplyField(key string, value any) harnessOpt {
@@ -304,7 +309,11 @@ func (h *harness) advance(d time.Duration) {
 
 func (h *harness) manifest() *manifests.Manifest {
 	path, digest := effectModule(h.t)
-	text := []byte(fmt.Sprintf(effectManifest, digest, h.prov.srv.URL, h.policy, h.approval, h.attempts) + h.extra)
+	timeout := h.timeout
+	if timeout == "" {
+		timeout = "2s"
+	}
+	text := []byte(fmt.Sprintf(effectManifest, digest, h.prov.srv.URL, timeout, h.policy, h.approval, h.attempts) + h.extra)
 	for k, v := range h.applyFields {
 		var err error
 		text, err = manifests.SetOperationField(text, "apply", k, v)

@@ -33,3 +33,8 @@ func LoseLease(e *Executor) {
 	e.node.mu.Unlock()
 	e.node.lose(h, "lost for a test")
 }
+
+// RegisterAgain registers the node under a new epoch without first ending
+// the current lease's work: the interleaving in which a call's write lands
+// after the node, resumed from a pause, has registered again.
+func RegisterAgain(e *Executor) error { return e.node.register(context.Background()) }

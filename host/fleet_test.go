@@ -292,7 +292,9 @@ func TestFleetPausedNodeWritesNothing(t *testing.T) {
 // not with an error.
 func TestFleetLateWriteAnswersWhatTheLedgerHolds(t *testing.T) {
 	ctx := context.Background()
-	f := newFleet(t, "manual")
+	// The attempt outlasts the takeover and the operator: no timeout cuts
+	// it before the provider answers.
+	f := newFleet(t, "manual", withTimeout("1m"))
 	a, b := f.start("a", nil), f.start("b", nil)
 	c := call("s1", "c1", `{"n":1}`)
 	f.h.prov.inject("hold")
@@ -316,7 +318,7 @@ func TestFleetLateWriteAnswersWhatTheLedgerHolds(t *testing.T) {
 	require.NoError(t, err)
 	want := trail(t, b, id)
 
-	require.NoError(t, host.RenewNow(a)) // a new epoch, live again
+	require.NoError(t, host.RegisterAgain(a)) // a new epoch, live again, before the write
 	f.h.prov.releaseHeld()
 	got := <-done
 	require.NoError(t, got.err)
