@@ -232,6 +232,35 @@ func TestFleetTakeoverNamedWithoutTheClaim(t *testing.T) {
 	}
 }
 
+// answer is what an Execute running in the background returned.
+type answer struct {
+	res host.Result
+	err error
+}
+
+// pauseMidCall runs c on node a until the provider holds its request,
+// pauses a (no renewals) past its lease, and lets node b claim the call.
+// a's Execute goes on in the background; its answer arrives on the channel
+// once the held request is released.
+func (f *fleet) pauseMidCall(a, b *host.Executor, c host.ToolCall) <-chan answer {
+	f.t.Helper()
+	ctx := context.Background()
+	f.h.prov.inject("hold")
+	done := make(chan answer, 1)
+	go func() {
+		res, err := a.Execute(ctx, c)
+		done <- answer{res, err}
+	}()
+	f.h.prov.waitHeld(f.t)
+	host.FreezeNode(a) // paused: no renewals
+	l, _, _ := a.NodeLease()
+	testenv.ExpireNodeLease(f.t, f.dsn, l.Node)
+	rep, err := b.Recover(ctx)
+	require.NoError(f.t, err)
+	require.Equal(f.t, 1, rep.Claimed)
+	return done
+}
+
 // TestFleetPausedNodeWritesNothing: node a is paused in the middle of a
 // call (the provider holds its request); its lease expires and node b
 // takes the call over. When a resumes, the ledger refuses its write of the
@@ -241,23 +270,7 @@ func TestFleetPausedNodeWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, "manual")
 	a, b, d := f.start("a", nil), f.start("b", nil), f.start("d", nil)
-	c := call("s1", "c1", `{"n":1}`)
-	f.h.prov.inject("hold")
-	type answer struct {
-		res host.Result
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, err := a.Execute(ctx, c)
-		done <- answer{res, err}
-	}()
-	f.h.prov.waitHeld(t)
-	host.FreezeNode(a) // paused: no renewals
-	testenv.ExpireNodeLease(t, f.dsn, "a")
-	rep, err := b.Recover(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, rep.Claimed)
+	done := f.pauseMidCall(a, b, call("s1", "c1", `{"n":1}`))
 	id := ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1")
 	want := []string{"dispatch>dispatched#1@executor@a#1", "manual_policy>recovery_required#1@recovery@b#1"}
 	require.Equal(t, want, trail(t, b, id))
@@ -296,25 +309,9 @@ func TestFleetLateWriteAnswersWhatTheLedgerHolds(t *testing.T) {
 	// it before the provider answers.
 	f := newFleet(t, "manual", withTimeout("1m"))
 	a, b := f.start("a", nil), f.start("b", nil)
-	c := call("s1", "c1", `{"n":1}`)
-	f.h.prov.inject("hold")
-	type answer struct {
-		res host.Result
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, err := a.Execute(ctx, c)
-		done <- answer{res, err}
-	}()
-	f.h.prov.waitHeld(t)
-	host.FreezeNode(a)
-	testenv.ExpireNodeLease(t, f.dsn, "a")
-	rep, err := b.Recover(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, rep.Claimed)
+	done := f.pauseMidCall(a, b, call("s1", "c1", `{"n":1}`))
 	id := ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1")
-	_, err = b.Resolve(ctx, id, host.Resolution{By: "oscar", Reason: "checked by hand: refund the customer"})
+	_, err := b.Resolve(ctx, id, host.Resolution{By: "oscar", Reason: "checked by hand: refund the customer"})
 	require.NoError(t, err)
 	want := trail(t, b, id)
 
