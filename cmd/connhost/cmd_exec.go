@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/tooldefs"
 )
 
 func (a *app) execCommand() *cobra.Command {

@@ -181,11 +181,11 @@ func identityRequired(tool string) *httpapi.Problem {
 	// httpapi.NewProblem knows only the API's codes.
 	return &httpapi.Problem{Type: httpapi.ProblemTypePrefix + string(CodeIdentityRequired), Title: "Identity required",
 		Status: http.StatusUnprocessableEntity, Code: CodeIdentityRequired, Detail: fmt.Sprintf(
-		"%s has effects, and this server runs such a tool only for a runtime that passes the call's identity: "+
-			"_meta %q (the session) and %q (the model's tool-call id), or a runtime's own tool-call id key (%s). "+
-			"Without it a retry after a crash could not be recognised and could act twice. Nothing was done. "+
-			"Integrators: see %s, or allow per-request identity with [mcp] allow_per_request_identity = true",
-		tool, MetaSessionID, MetaToolCallID, runtimeKeyList(), RecipeRef)}
+			"%s has effects, and this server runs such a tool only for a runtime that passes the call's identity: "+
+				"_meta %q (the session) and %q (the model's tool-call id), or a runtime's own tool-call id key (%s). "+
+				"Without it a retry after a crash could not be recognised and could act twice. Nothing was done. "+
+				"Integrators: see %s, or allow per-request identity with [mcp] allow_per_request_identity = true",
+			tool, MetaSessionID, MetaToolCallID, runtimeKeyList(), RecipeRef)}
 }
 
 func runtimeKeyList() string {
