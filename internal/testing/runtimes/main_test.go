@@ -292,17 +292,7 @@ func (c *connhost) approve(t *testing.T, id, digest string) {
 	t.Helper()
 	switch c.kind {
 	case "serve":
-		req, _ := http.NewRequest(http.MethodPost, c.url+"/v1/approvals/"+id+"/approve", strings.NewReader(fmt.Sprintf(`{"digest":%q}`, digest)))
-		req.Header.Set("Authorization", "Bearer "+tokenRita)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("approve %s: %s", id, resp.Status)
-		}
+		c.approveVia(t, tokenRita, id, digest)
 	case "stdio":
 		c.awaitStdioExit(t)
 		out, err := exec.Command(shared.bin, "approve", id, "--digest", digest, "--by", "rita", "--data", c.data,
@@ -474,4 +464,76 @@ func count(s, substr string) int {
 		}
 	}
 	return n
+}
+
+// approveVia approves through the API with token ("" for dev's loopback
+// reviewer).
+func (c *connhost) approveVia(t *testing.T, token, id, digest string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.url+"/v1/approvals/"+id+"/approve", strings.NewReader(fmt.Sprintf(`{"digest":%q}`, digest)))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve %s: %s", id, resp.Status)
+	}
+}
+
+// listed is an execution as the API lists it.
+type listed struct {
+	ExecutionID string `json:"execution_id"`
+	Approval    *struct {
+		ID         string `json:"id"`
+		ArgsDigest string `json:"args_digest"`
+	} `json:"approval"`
+}
+
+// executions lists the executions of a server without tokens (dev) in
+// state ("" for all).
+func (c *connhost) executions(t *testing.T, state string) []listed {
+	t.Helper()
+	u := c.url + "/v1/executions"
+	if state != "" {
+		u += "?state=" + state
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Executions []listed `json:"executions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Executions
+}
+
+func (c *connhost) countExecutions(t *testing.T) int { return len(c.executions(t, "")) }
+
+// awaitAwaiting waits until the server holds one execution awaiting
+// approval while the runtime p still waits for its call.
+func (c *connhost) awaitAwaiting(t *testing.T, p *runtimeProc) listed {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if exs := c.executions(t, "awaiting_approval"); len(exs) == 1 && exs[0].Approval != nil {
+			return exs[0]
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("the runtime finished while its gated call should be held: %v\nstdout: %s", err, p.stdout.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatal("no execution came to await approval")
+	return listed{}
 }

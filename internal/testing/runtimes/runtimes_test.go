@@ -170,3 +170,31 @@ func TestWithoutAdapterDevWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestWithoutAdapterDevHoldsGated: a gated payment from a runtime without
+// the adapter (per-request identity, so no retry could find its approval
+// again) is held open on dev until a reviewer approves it through the
+// API, and then the same tools/call finishes: one charge, one approval.
+func TestWithoutAdapterDevHoldsGated(t *testing.T) {
+	node := needNode(t)
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			c := newConnhost(t, "dev", shared.gated)
+			before := charges()
+			p := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", false, "call_held_1"))
+			ex := c.awaitAwaiting(t, p)
+			// dev has no tokens: the loopback reviewer approves.
+			c.approveVia(t, "", ex.Approval.ID, ex.Approval.ArgsDigest)
+			rep := p.wait(t)
+			if len(rep.Outputs) != 1 || !strings.Contains(rep.Outputs[0], "Succeeded (") {
+				t.Fatalf("the held call answered %q, want success", rep.Outputs)
+			}
+			if got := charges() - before; got != 1 {
+				t.Fatalf("the provider charged %d times, want 1", got)
+			}
+			if n := c.countExecutions(t); n != 1 {
+				t.Fatalf("%d executions, want the one held call", n)
+			}
+		})
+	}
+}
