@@ -330,6 +330,12 @@ func startRuntime(t *testing.T, node, script string, cfg map[string]any) *runtim
 	p.cmd = exec.Command(node, filepath.Join("test", script), string(b))
 	p.cmd.Dir = shared.jsDir
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	// The runtime's stdio connhost inherits its stderr, and Wait would
+	// wait for every writer of that pipe: after a SIGKILL of the runtime,
+	// for the orphaned connhost to finish the call it is in (the test holds
+	// that call at the provider until the kill returns). Stop waiting for
+	// the pipe shortly after the runtime itself exits.
+	p.cmd.WaitDelay = 2 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
