@@ -52,6 +52,35 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// TestMistypedFlagSuggests: a mistyped flag gets suggestions as a
+// mistyped command does, among the command's own flags and the global
+// ones; a flag like no other gets none.
+func TestMistypedFlagSuggests(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string // "" for no suggestion
+	}{
+		{[]string{"ls", "--stat", "recovery_required"}, "\n\nDid you mean this?\n\t--state\n"},
+		{[]string{"--jsn", "ls"}, "\n\nDid you mean this?\n\t--json\n"},
+		{[]string{"history", "ex_1", "--dat", "x"}, "\n\nDid you mean this?\n\t--data\n"},
+		{[]string{"exec", "--sesion", "s1"}, "\n\nDid you mean this?\n\t--session\n"},
+		{[]string{"ls", "--colour"}, ""},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(t, nil, tt.args...)
+			if code != ExitUsage || !strings.HasPrefix(errOut, "connhost: unknown flag: ") {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			if got := strings.Contains(errOut, "Did you mean"); tt.want == "" && got {
+				t.Errorf("a suggestion for a flag like no other: %q", errOut)
+			}
+			if tt.want != "" && !strings.Contains(errOut, tt.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tt.want)
+			}
+		})
+	}
+}
+
 func TestUsageErrorJSON(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "--json", "history")
 	if code != ExitUsage || errOut != "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
@@ -322,8 +323,60 @@ execution, so the examples of one command follow from another's.`,
 		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
 	)
+	root.SetFlagErrorFunc(suggestFlags)
 	wrapRunE(root)
 	return root
+}
+
+// suggestFlags is the root's flag error function: a mistyped flag gets
+// suggestions the way cobra suggests for a mistyped command (a flag of
+// the command within its SuggestionsMinimumDistance, or one the typed
+// name is a prefix of). Other flag errors are returned as they are.
+func suggestFlags(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) || ne.GetSpecifiedShortnames() != "" {
+		return err
+	}
+	typed := strings.ToLower(ne.GetSpecifiedName())
+	max := c.SuggestionsMinimumDistance
+	if max <= 0 {
+		max = 2
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if name := strings.ToLower(f.Name); levenshtein(typed, name) <= max || strings.HasPrefix(name, typed) {
+			names = append(names, "--"+f.Name)
+		}
+	})
+	if len(names) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\n\nDid you mean this?\n\t%s\n", err, strings.Join(names, "\n\t"))
+}
+
+// levenshtein is the edit distance between a and b (bytes: flag names
+// are ASCII).
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // wrapRunE tags every RunE error as a runError (see execute).
