@@ -258,7 +258,7 @@ report. It exits 4 when recovery_required executions remain.`,
 				}
 			}
 			var rep host.RecoveryReport
-			err := a.withExecutor(cmd.Context(), openOptions{progress: progress}, func(ex *host.Executor) error {
+			err := a.withExecutor(cmd.Context(), openOptions{progress: progress, existing: true}, func(ex *host.Executor) error {
 				var err error
 				rep, err = ex.Recover(cmd.Context())
 				return err

@@ -27,7 +27,7 @@ with "pruned". Pending and recovery_required executions are never pruned.`,
 				return usagef("prune needs --older-than with a positive duration, e.g. 720h")
 			}
 			var n int
-			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+			err := a.withExecutor(cmd.Context(), openOptions{existing: true}, func(ex *host.Executor) error {
 				var err error
 				n, err = ex.Ledger().Prune(cmd.Context(), time.Now().Add(-olderThan))
 				return err

@@ -318,6 +318,9 @@ func (a *app) logger() *slog.Logger {
 
 // loadManifests loads every manifest in --manifests.
 func (a *app) loadManifests() ([]*manifests.Manifest, error) {
+	if err := mustExist("--manifests", a.g.manifests); err != nil {
+		return nil, err
+	}
 	ms, err := manifests.LoadDir(a.g.manifests)
 	if err != nil {
 		return nil, err

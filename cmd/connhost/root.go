@@ -430,6 +430,10 @@ type openOptions struct {
 	// leaseTTL is the node's lease TTL on a shared ledger; 0 takes the
 	// config's, else host.DefaultLeaseTTL.
 	leaseTTL time.Duration
+	// existing: the command acts on recorded executions (recover, prune,
+	// approve, reject, resolve, cancel), so a --data directory that does
+	// not exist is a mistyped path (exit 2), not a ledger to create.
+	existing bool
 }
 
 // openExecutor opens the executor on --data with every manifest in
@@ -457,6 +461,11 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	dsn, cfg, err := a.sharedLedger()
 	if err != nil {
 		return nil, err
+	}
+	if o.existing && dsn == "" && !a.g.init {
+		if err := mustExist("--data", a.g.data); err != nil {
+			return nil, err
+		}
 	}
 	if cfg != nil {
 		if o.config == nil {
@@ -529,8 +538,9 @@ func explainMissingModule(err error, ms []*manifests.Manifest) error {
 // withLedger opens the ledger in --data for reading, runs f and closes it.
 // It loads no connector and runs no recovery, so a listing needs no
 // connector config and shows the ledger as recorded; it never creates a
-// ledger (a mistyped --data must not leave an empty one behind). A missing
-// ledger is ledger.ErrNoLedger.
+// ledger (a mistyped --data must not leave an empty one behind), and a
+// --data directory that does not exist is a usage error, not an empty
+// listing. A missing ledger in an existing directory is ledger.ErrNoLedger.
 func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) error {
 	led, err := a.openLedger(ctx)
 	if err != nil {
@@ -556,6 +566,8 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 	create := ledger.CreateNever
 	if a.g.init {
 		create = ledger.CreateInit
+	} else if err := mustExist("--data", a.g.data); err != nil {
+		return nil, err
 	}
 	return ledger.Open(ctx, ledger.Options{
 		Dir:    filepath.Join(a.g.data, "ledger"),
@@ -571,6 +583,16 @@ func prewarmInstances(on bool) int {
 		return 0
 	}
 	return -1
+}
+
+// mustExist refuses a path of a global flag (given, or its default) that
+// does not exist: the command line is wrong, and running it again fails
+// the same way (exit 2, see exitCodesHelp).
+func mustExist(flag, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return usagef("%s %s: no such file or directory", flag, path)
+	}
+	return nil
 }
 
 // withExecutor opens the executor, runs f and closes it.
