@@ -291,13 +291,16 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 6 ledger damaged or missing (see "connhost help exit-codes").
 
 The examples run from the repository's root. Commands that load the
-connectors need their config (payments' api_key): the examples pass a
-connhost.toml with --config (see connhost serve --help). Ids are not
-placeholders: the same session and tool-call id always name the same
-execution, so the examples of one command follow from another's.`,
+connectors need their config (payments' api_key): the examples pass
+docs/connhost.example.toml with --config, which takes it and the API's
+tokens from the environment (export STRIPE_SECRET_KEY, CONNHOST_TOKEN and
+CONNHOST_TOKEN_RITA first; the file shows how, and connhost serve --help
+describes every key). Ids are not placeholders: the same session and
+tool-call id always name the same execution, so the examples of one command
+follow from another's.`,
 		Example: `  connhost build plugins/payments --pin
   connhost dev
-  connhost exec --config connhost.toml --session s1 --tool-call call_1 --tool payments.create_payment \
+  connhost exec --config docs/connhost.example.toml --session s1 --tool-call call_1 --tool payments.create_payment \
       --args '{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}'
   connhost ls --state recovery_required`,
 		SilenceUsage:  true,
