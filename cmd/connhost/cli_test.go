@@ -52,6 +52,76 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// TestMistypedFlagSuggests: a mistyped flag gets suggestions as a
+// mistyped command does, among the command's own flags and the global
+// ones; a flag like no other gets none.
+func TestMistypedFlagSuggests(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string // "" for no suggestion
+	}{
+		{[]string{"ls", "--stat", "recovery_required"}, "\n\nDid you mean this?\n\t--state\n"},
+		{[]string{"--jsn", "ls"}, "\n\nDid you mean this?\n\t--json\n"},
+		{[]string{"history", "ex_1", "--dat", "x"}, "\n\nDid you mean this?\n\t--data\n"},
+		{[]string{"exec", "--sesion", "s1"}, "\n\nDid you mean this?\n\t--session\n"},
+		{[]string{"ls", "--colour"}, ""},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(t, nil, tt.args...)
+			if code != ExitUsage || !strings.HasPrefix(errOut, "connhost: unknown flag: ") {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			if got := strings.Contains(errOut, "Did you mean"); tt.want == "" && got {
+				t.Errorf("a suggestion for a flag like no other: %q", errOut)
+			}
+			if tt.want != "" && !strings.Contains(errOut, tt.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tt.want)
+			}
+		})
+	}
+}
+
+// TestMissingPathExit2: a --config, --manifests or --data path that does
+// not exist is a usage error (exit 2, as connhost help exit-codes says),
+// and the commands that act on recorded executions leave no data
+// directory behind where there was none.
+func TestMissingPathExit2(t *testing.T) {
+	dir := t.TempDir()
+	nope := filepath.Join(dir, "nope")
+	for _, tt := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"config of ls", []string{"--config", nope + ".toml", "ls"}, "--config"},
+		{"config of exec", []string{"--manifests", "../../manifests", "--config", nope + ".toml", "exec", "--session", "s1",
+			"--tool-call", "call_1", "--tool", "payments.get_payment", "--args", `{"payment_intent":"pi_1"}`}, "--config"},
+		{"manifests of tools", []string{"--manifests", nope, "tools"}, "--manifests"},
+		{"manifests of exec", []string{"--manifests", nope, "exec", "--session", "s1", "--tool-call", "call_1",
+			"--tool", "payments.get_payment", "--args", `{"payment_intent":"pi_1"}`}, "--manifests"},
+		{"data of ls", []string{"--data", nope, "ls"}, "--data"},
+		{"data of history", []string{"--data", nope, "history", "ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz"}, "--data"},
+		{"data of recover", []string{"--manifests", "../../manifests", "--data", nope, "recover"}, "--data"},
+		{"data of prune", []string{"--manifests", "../../manifests", "--data", nope, "prune", "--older-than", "720h"}, "--data"},
+		{"data of approve", []string{"--manifests", "../../manifests", "--data", nope, "approve", "ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz",
+			"--digest", "aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba"}, "--data"},
+		{"data of resolve", []string{"--manifests", "../../manifests", "--data", nope, "resolve", "ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz",
+			"--applied", "--reason", "seen"}, "--data"},
+		{"data of cancel", []string{"--manifests", "../../manifests", "--data", nope, "cancel", "ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz"}, "--data"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, nil, tt.args...)
+			want := "connhost: " + tt.flag + " " + nope
+			if code != ExitUsage || out != "" || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "no such file or directory") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out, errOut, ExitUsage, want)
+			}
+			if _, err := os.Stat(nope); !os.IsNotExist(err) {
+				t.Errorf("%s exists after the refusal: %v", nope, err)
+			}
+		})
+	}
+}
+
 func TestUsageErrorJSON(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "--json", "history")
 	if code != ExitUsage || errOut != "" {

@@ -34,9 +34,9 @@ the session is fenced, and 5 for any other status (the result is printed).
 A call the executor refuses before recording anything (unknown tool,
 arguments that do not match the tool's input schema) exits 2; the message
 says what is wrong, and for an unknown tool lists the tools there are.`,
-		Example: `  connhost exec --config connhost.toml --session s1 --tool-call call_1 --tool payments.create_payment \
+		Example: `  connhost exec --config docs/connhost.example.toml --session s1 --tool-call call_1 --tool payments.create_payment \
       --args '{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}'
-  connhost exec --config connhost.toml --session s1 --tool-call call_2 --tool email.send --json \
+  connhost exec --config docs/connhost.example.toml --session s1 --tool-call call_2 --tool email.send --json \
       --args '{"to":"ada@example.com","subject":"Your receipt","text":"Thank you for your payment."}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

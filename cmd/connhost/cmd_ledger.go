@@ -245,8 +245,8 @@ an operator (manual). Expired approval requests expire.
 
 On a terminal it shows progress on stderr; with --json it prints only the
 report. It exits 4 when recovery_required executions remain.`,
-		Example: `  connhost recover --config connhost.toml
-  connhost recover --config connhost.toml --json | jq .uncertain`,
+		Example: `  connhost recover --config docs/connhost.example.toml
+  connhost recover --config docs/connhost.example.toml --json | jq .uncertain`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var progress func(int)
@@ -258,7 +258,7 @@ report. It exits 4 when recovery_required executions remain.`,
 				}
 			}
 			var rep host.RecoveryReport
-			err := a.withExecutor(cmd.Context(), openOptions{progress: progress}, func(ex *host.Executor) error {
+			err := a.withExecutor(cmd.Context(), openOptions{progress: progress, existing: true}, func(ex *host.Executor) error {
 				var err error
 				rep, err = ex.Recover(cmd.Context())
 				return err
@@ -333,7 +333,7 @@ Every resolution is audited with who made it and --reason. Once a session
 holds no recovery_required execution it is no longer fenced. Through a
 server, resolving needs an approver's or an operator's token.
 ` + decisionHelp,
-		Example: `  connhost resolve ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config connhost.toml --applied \
+		Example: `  connhost resolve ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config docs/connhost.example.toml --applied \
       --receipt pi_3N2xQw2eZvKYlo2C0123abcd --reason "found in the Stripe dashboard"
   CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN_RITA connhost resolve ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz \
       --not-applied --retry --reason "no PaymentIntent with this key" --server http://127.0.0.1:8420`,
@@ -403,7 +403,7 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 	c := &cobra.Command{
 		Use:   verb + " <approval-id> --digest D [--reason TEXT]",
 		Short: Verb + " a call that awaits approval",
-		Example: fmt.Sprintf("  connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config connhost.toml \\\n"+
+		Example: fmt.Sprintf("  connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config docs/connhost.example.toml \\\n"+
 			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --reason \"%[2]s\"\n"+
 			"  CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN_RITA connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz \\\n"+
 			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --server http://127.0.0.1:8420", verb, exampleReason),
@@ -462,7 +462,7 @@ refused: its effect may have happened, so only connhost resolve settles it.
 A terminal execution is shown unchanged. Through a server, cancelling needs
 an operator's (or the runtime's) token.
 ` + decisionHelp,
-		Example: `  connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config connhost.toml
+		Example: `  connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config docs/connhost.example.toml
   CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --server http://127.0.0.1:8420 --json`,
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {

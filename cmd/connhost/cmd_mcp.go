@@ -55,7 +55,7 @@ In a desktop client's MCP configuration:
 
   {"mcpServers": {"connhost": {"command": "connhost",
     "args": ["mcp", "--data", "/home/me/.connhost", "--config", "/home/me/connhost.toml"]}}}`,
-		Example: `  connhost mcp --data ~/.connhost --manifests ./manifests --modules ./build --config connhost.toml`,
+		Example: `  connhost mcp --data ~/.connhost --manifests ./manifests --modules ./build --config docs/connhost.example.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg *Config

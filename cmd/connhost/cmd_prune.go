@@ -19,15 +19,15 @@ terminal (succeeded, failed, rejected, expired, abandoned, cancelled) more
 than --older-than ago. Each pruned execution id keeps a tombstone, so the
 same tool call is never executed again as new: re-issuing it is refused
 with "pruned". Pending and recovery_required executions are never pruned.`,
-		Example: `  connhost prune --config connhost.toml --older-than 720h
-  connhost prune --config connhost.toml --older-than 2160h --json`,
+		Example: `  connhost prune --config docs/connhost.example.toml --older-than 720h
+  connhost prune --config docs/connhost.example.toml --older-than 2160h --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if olderThan <= 0 {
 				return usagef("prune needs --older-than with a positive duration, e.g. 720h")
 			}
 			var n int
-			err := a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+			err := a.withExecutor(cmd.Context(), openOptions{existing: true}, func(ex *host.Executor) error {
 				var err error
 				n, err = ex.Ledger().Prune(cmd.Context(), time.Now().Add(-olderThan))
 				return err

@@ -118,8 +118,8 @@ allow_http = ["http://127.0.0.1:9090"] in its [connectors.<name>] table,
 and every start logs the addition. With require_signoff = true in [server],
 serve refuses every connector whose manifest or module changed since a
 reviewer signed it off (connhost audit --sign), naming what changed.`,
-		Example: `  CONNHOST_TOKEN=$(openssl rand -hex 32) CONNHOST_TOKEN_RITA=$(openssl rand -hex 32) connhost serve --config connhost.toml
-  connhost serve --config connhost.toml --listen 127.0.0.1:9000 --json`,
+		Example: `  connhost serve --config docs/connhost.example.toml
+  connhost serve --config docs/connhost.example.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if a.g.config == "" {
@@ -351,6 +351,9 @@ func (a *app) logger() *slog.Logger {
 
 // loadManifests loads every manifest in --manifests.
 func (a *app) loadManifests() ([]*manifests.Manifest, error) {
+	if err := mustExist("--manifests", a.g.manifests); err != nil {
+		return nil, err
+	}
 	ms, err := manifests.LoadDir(a.g.manifests)
 	if err != nil {
 		return nil, err

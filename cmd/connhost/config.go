@@ -286,6 +286,9 @@ func normTablePath(s string) string {
 // loadConfig reads and validates a connhost.toml; env looks variables up
 // (os.LookupEnv). It reports every problem at once, each with file:line.
 func loadConfig(path string, env func(string) (string, bool)) (*Config, error) {
+	if err := mustExist("--config", path); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)

@@ -123,8 +123,9 @@ func flagValue(args []string, name string) string {
 // TestHelpExamplesParse: every example of every command's help is a
 // connhost command line that parses — the command exists, its flags and
 // arguments are accepted, required flags are there — with no placeholder
-// (…) in it, and the arguments of exec and crashtest examples match the
-// input schema of the shipped operation they name.
+// (…) in it, the config file it passes is in the repository, and the
+// arguments of exec and crashtest examples match the input schema of the
+// shipped operation they name.
 func TestHelpExamplesParse(t *testing.T) {
 	ms, err := manifests.LoadDir("../../manifests")
 	if err != nil {
@@ -133,6 +134,11 @@ func TestHelpExamplesParse(t *testing.T) {
 	for _, ex := range helpExamples(t) {
 		if strings.Contains(ex.line, "…") {
 			t.Errorf("%s: example %q holds a placeholder", ex.command, ex.line)
+		}
+		if cfg := flagValue(ex.args, "config"); cfg != "" {
+			if _, err := os.Stat(filepath.Join("..", "..", cfg)); err != nil {
+				t.Errorf("%s: example %q passes a config the repository does not hold: %v", ex.command, ex.line, err)
+			}
 		}
 		root := newApp(nil, nil, nil).rootCommand()
 		cmd, rest, err := root.Find(ex.args)
@@ -195,7 +201,8 @@ func findOperation(ms []*manifests.Manifest, tool string) *manifests.Operation {
 // TestHelpExamplesRun runs the examples that run offline, as written, each
 // on a ledger of its own in a working directory laid out like the
 // repository's root: the shipped manifests, their modules in build/, the
-// connhost.toml the examples pass (payments' api_key), and an earlier
+// shipped docs/connhost.example.toml the examples pass, with the
+// environment variables it names set as its comment says, and an earlier
 // manifest version in old/ for audit --diff. A command whose examples act
 // on an execution first runs exec's first example — the examples tell one
 // story, so their ids and digests are those of that call —, on a resumed
@@ -224,11 +231,18 @@ func TestHelpExamplesRun(t *testing.T) {
 		}
 		modules[c+".wasm"] = wasm
 	}
+	exampleConfig, err := os.ReadFile("../../docs/connhost.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"STRIPE_SECRET_KEY", "CONNHOST_TOKEN", "CONNHOST_TOKEN_RITA"} {
+		t.Setenv(v, "examples-"+strings.ToLower(v))
+	}
 	cache := t.TempDir() // one compilation cache for every workspace
 	workspace := func(t *testing.T) string {
 		t.Helper()
 		ws := t.TempDir()
-		for _, d := range []string{"manifests", "build", "old", ".connhost"} {
+		for _, d := range []string{"manifests", "build", "old", ".connhost", "docs"} {
 			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +262,7 @@ func TestHelpExamplesRun(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(ws, "build"), name, string(b))
 		}
-		writeFile(t, ws, "connhost.toml", "[connectors.payments]\napi_key = \"sk_test_examples\"\n")
+		writeFile(t, filepath.Join(ws, "docs"), "connhost.example.toml", string(exampleConfig))
 		if err := os.Symlink(cache, filepath.Join(ws, ".connhost", "cache")); err != nil {
 			t.Fatal(err)
 		}

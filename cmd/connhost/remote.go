@@ -79,7 +79,7 @@ func (a *app) decide(ctx context.Context, df decisionFlags, verb string, req req
 		by = localActor()
 	}
 	var res host.Result
-	err = a.withExecutor(ctx, openOptions{}, func(ex *host.Executor) error {
+	err = a.withExecutor(ctx, openOptions{existing: true}, func(ex *host.Executor) error {
 		var err error
 		res, err = direct(ex, by)
 		return withResult(err, res)

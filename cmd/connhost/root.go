@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
@@ -290,13 +291,16 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 6 ledger damaged or missing (see "connhost help exit-codes").
 
 The examples run from the repository's root. Commands that load the
-connectors need their config (payments' api_key): the examples pass a
-connhost.toml with --config (see connhost serve --help). Ids are not
-placeholders: the same session and tool-call id always name the same
-execution, so the examples of one command follow from another's.`,
+connectors need their config (payments' api_key): the examples pass
+docs/connhost.example.toml with --config, which takes it and the API's
+tokens from the environment (export STRIPE_SECRET_KEY, CONNHOST_TOKEN and
+CONNHOST_TOKEN_RITA first; the file shows how, and connhost serve --help
+describes every key). Ids are not placeholders: the same session and
+tool-call id always name the same execution, so the examples of one command
+follow from another's.`,
 		Example: `  connhost build plugins/payments --pin
   connhost dev
-  connhost exec --config connhost.toml --session s1 --tool-call call_1 --tool payments.create_payment \
+  connhost exec --config docs/connhost.example.toml --session s1 --tool-call call_1 --tool payments.create_payment \
       --args '{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}'
   connhost ls --state recovery_required`,
 		SilenceUsage:  true,
@@ -322,8 +326,60 @@ execution, so the examples of one command follow from another's.`,
 		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
 	)
+	root.SetFlagErrorFunc(suggestFlags)
 	wrapRunE(root)
 	return root
+}
+
+// suggestFlags is the root's flag error function: a mistyped flag gets
+// suggestions the way cobra suggests for a mistyped command (a flag of
+// the command within its SuggestionsMinimumDistance, or one the typed
+// name is a prefix of). Other flag errors are returned as they are.
+func suggestFlags(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) || ne.GetSpecifiedShortnames() != "" {
+		return err
+	}
+	typed := strings.ToLower(ne.GetSpecifiedName())
+	max := c.SuggestionsMinimumDistance
+	if max <= 0 {
+		max = 2
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if name := strings.ToLower(f.Name); levenshtein(typed, name) <= max || strings.HasPrefix(name, typed) {
+			names = append(names, "--"+f.Name)
+		}
+	})
+	if len(names) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\n\nDid you mean this?\n\t%s\n", err, strings.Join(names, "\n\t"))
+}
+
+// levenshtein is the edit distance between a and b (bytes: flag names
+// are ASCII).
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // wrapRunE tags every RunE error as a runError (see execute).
@@ -377,6 +433,10 @@ type openOptions struct {
 	// leaseTTL is the node's lease TTL on a shared ledger; 0 takes the
 	// config's, else host.DefaultLeaseTTL.
 	leaseTTL time.Duration
+	// existing: the command acts on recorded executions (recover, prune,
+	// approve, reject, resolve, cancel), so a --data directory that does
+	// not exist is a mistyped path (exit 2), not a ledger to create.
+	existing bool
 }
 
 // openExecutor opens the executor on --data with every manifest in
@@ -404,6 +464,11 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	dsn, cfg, err := a.sharedLedger()
 	if err != nil {
 		return nil, err
+	}
+	if o.existing && dsn == "" && !a.g.init {
+		if err := mustExist("--data", a.g.data); err != nil {
+			return nil, err
+		}
 	}
 	if cfg != nil {
 		if o.config == nil {
@@ -476,8 +541,9 @@ func explainMissingModule(err error, ms []*manifests.Manifest) error {
 // withLedger opens the ledger in --data for reading, runs f and closes it.
 // It loads no connector and runs no recovery, so a listing needs no
 // connector config and shows the ledger as recorded; it never creates a
-// ledger (a mistyped --data must not leave an empty one behind). A missing
-// ledger is ledger.ErrNoLedger.
+// ledger (a mistyped --data must not leave an empty one behind), and a
+// --data directory that does not exist is a usage error, not an empty
+// listing. A missing ledger in an existing directory is ledger.ErrNoLedger.
 func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) error {
 	led, err := a.openLedger(ctx)
 	if err != nil {
@@ -503,6 +569,8 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 	create := ledger.CreateNever
 	if a.g.init {
 		create = ledger.CreateInit
+	} else if err := mustExist("--data", a.g.data); err != nil {
+		return nil, err
 	}
 	return ledger.Open(ctx, ledger.Options{
 		Dir:    filepath.Join(a.g.data, "ledger"),
@@ -518,6 +586,16 @@ func prewarmInstances(on bool) int {
 		return 0
 	}
 	return -1
+}
+
+// mustExist refuses a path of a global flag (given, or its default) that
+// does not exist: the command line is wrong, and running it again fails
+// the same way (exit 2, see exitCodesHelp).
+func mustExist(flag, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return usagef("%s %s: no such file or directory", flag, path)
+	}
+	return nil
 }
 
 // withExecutor opens the executor, runs f and closes it.

@@ -16,12 +16,17 @@ import (
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
-// gocmd runs the go command in dir, offline, outside any workspace.
+// gocmd runs the go command in dir, outside any workspace, with the module
+// proxy the environment names: tidying the fixture reads the go.mod files
+// of its whole module graph, test dependencies of dependencies included
+// (e.g. what gogo/protobuf requires), which neither building nor testing
+// this module downloads. The go.sum files decide what those downloads may
+// contain; a warm module cache fetches nothing.
 func gocmd(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GOPROXY=off", "GOWORK=off"), env...)
+	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s (in %s): %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
@@ -44,8 +49,8 @@ func TestWebhookFixtureOwnModule(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "webhook"))); err != nil {
 		t.Fatal(err)
 	}
-	// The fixture's go.sum plus connhost's: tidy needs nothing from the
-	// network even when connhost's dependencies moved since.
+	// The fixture's go.sum plus connhost's: every module tidy reads has
+	// its checksum there even when connhost's dependencies moved since.
 	sum := append(mustRead(t, filepath.Join(dir, "go.sum")), mustRead(t, filepath.Join(root, "go.sum"))...)
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)

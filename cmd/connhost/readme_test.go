@@ -1,0 +1,535 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/connhost/connhost/internal/proc"
+	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/wasmbuild"
+)
+
+// recipeBound bounds one README recipe: it builds connhost, starts
+// processes and waits out a retry budget.
+const recipeBound = 10 * time.Minute
+
+// TestREADMERecipes runs the README's recipes as a reader pastes them,
+// against real processes, and compares what they print with what the
+// README says they print:
+//
+//   - "Try it": its sh block, against `connhost dev` (the README's first
+//     command) on a new data directory;
+//   - "Crash it yourself": its sh blocks, one after the other in one
+//     shell, as written: they build connhost, start the sandbox and dev,
+//     let dev kill itself, kill it, restart it and resolve a call;
+//   - "MCP": the stdio session, sent line by line to `connhost mcp`, with
+//     the config the README describes (rita approves in the client, the
+//     payments connector on the sandbox).
+//
+// A README line "#   → TEXT" (continued by lines "#     TEXT") is what the
+// command above it prints: each line's pieces between "…" must appear in
+// that output in order, whitespace aside; three spaces and a parenthesis
+// start a remark. In the MCP session each "<<" message is compared the same
+// way with the server's next message that has an id.
+//
+// The recipes run in a directory laid out like the repository's root (its
+// entries linked, build/ holding the connectors built from today's
+// sources), with their fixed ports (8420, 8421, 12111 and 12112) replaced
+// by free ones, the one change made to them. What they leave at the top of
+// that directory must be ignored by git.
+func TestREADMERecipes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds connhost and runs the README's recipes as real processes")
+	}
+	repo, err := wasmbuild.ModuleRoot("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(readme), "\n")
+	bin := buildConnhost(t, t.TempDir())
+	modules := map[string][]byte{}
+	for _, name := range []string{"payments", "email"} {
+		path, _, err := wasmbuild.Cached(t.Context(), filepath.Join(repo, "plugins", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if modules[name+".wasm"], err = os.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("Try it", func(t *testing.T) {
+		root := recipeRoot(t, repo, modules)
+		ports := freeRecipePorts(t)
+		dev, err := proc.Start(proc.Cmd{
+			Path: bin, Args: []string{"dev", "--listen", ports.addr("127.0.0.1:8420")},
+			Dir: root, Env: cliEnv(), DieWithParent: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(dev.Kill)
+		waitHealthy(t, "http://"+ports.addr("127.0.0.1:8420"), dev)
+		runRecipe(t, root, ports, sectionBlocks(t, lines, "Try it", "sh"))
+		if t.Failed() {
+			t.Logf("connhost dev's stderr:\n%s", dev.Stderr())
+		}
+		checkIgnored(t, repo, root)
+	})
+
+	t.Run("Crash it yourself", func(t *testing.T) {
+		root := recipeRoot(t, repo, modules)
+		runRecipe(t, root, freeRecipePorts(t), sectionBlocks(t, lines, "Crash it yourself", "sh"))
+		if t.Failed() {
+			for _, log := range []string{"sandbox.log", "dev.log"} {
+				b, _ := os.ReadFile(filepath.Join(root, ".sandbox", log))
+				t.Logf(".sandbox/%s:\n%s", log, b)
+			}
+		}
+		checkIgnored(t, repo, root)
+	})
+
+	t.Run("MCP", func(t *testing.T) {
+		root := recipeRoot(t, repo, modules)
+		blocks := sectionBlocks(t, lines, "MCP", "text")
+		i := slices.IndexFunc(blocks, func(b []recipeLine) bool { return strings.HasPrefix(b[0].text, ">> ") })
+		if i < 0 {
+			t.Fatal(`README.md: the MCP section has no text block of ">>" and "<<" lines`)
+		}
+		runMCPSession(t, bin, root, blocks[i])
+	})
+}
+
+// recipeLine is a line of a README code block and its line number in
+// README.md.
+type recipeLine struct {
+	readme int
+	text   string
+}
+
+// sectionBlocks returns the code blocks of language lang in the README
+// section headed "## name", in order.
+func sectionBlocks(t *testing.T, lines []string, name, lang string) [][]recipeLine {
+	t.Helper()
+	var blocks [][]recipeLine
+	in, inBlock := false, false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "## "):
+			in = l == "## "+name
+		case in && !inBlock && l == "```"+lang:
+			inBlock = true
+			blocks = append(blocks, nil)
+		case inBlock && l == "```":
+			inBlock = false
+		case inBlock:
+			blocks[len(blocks)-1] = append(blocks[len(blocks)-1], recipeLine{readme: i + 1, text: l})
+		}
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("README.md has no %s block in a section %q", lang, name)
+	}
+	return blocks
+}
+
+// recipeRoot returns a directory laid out like the repository's root: each
+// of its entries linked, except what the recipes write (build/ is a
+// directory of its own holding modules, named as the manifests name them).
+func recipeRoot(t *testing.T, repo string, modules map[string][]byte) string {
+	t.Helper()
+	root := t.TempDir()
+	entries, err := os.ReadDir(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if slices.Contains([]string{".git", "build", "bin", ".connhost", ".sandbox"}, e.Name()) {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(repo, e.Name()), filepath.Join(root, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(root, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range modules {
+		writeFile(t, filepath.Join(root, "build"), name, string(b))
+	}
+	return root
+}
+
+// recipePorts are the free ports that stand in for the recipes' fixed
+// ones. 12112 is the sandbox's email port, the one after its payments port
+// 12111, so the two stay neighbours.
+type recipePorts map[string]string
+
+func (p recipePorts) addr(fixed string) string { return p[fixed] }
+
+func freeRecipePorts(t *testing.T) recipePorts {
+	t.Helper()
+	free := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	pair := 0
+	for range 50 {
+		p := free()
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1)); err == nil {
+			_ = l.Close()
+			pair = p
+			break
+		}
+	}
+	if pair == 0 {
+		t.Fatal("no two neighbouring free ports for the sandbox")
+	}
+	return recipePorts{
+		"127.0.0.1:8420":  fmt.Sprintf("127.0.0.1:%d", free()),
+		"127.0.0.1:8421":  fmt.Sprintf("127.0.0.1:%d", free()),
+		"127.0.0.1:12111": fmt.Sprintf("127.0.0.1:%d", pair),
+		"127.0.0.1:12112": fmt.Sprintf("127.0.0.1:%d", pair+1),
+	}
+}
+
+func (p recipePorts) replacer() *strings.Replacer {
+	var pairs []string
+	for fixed, free := range p {
+		pairs = append(pairs, fixed, free)
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// waitHealthy waits until base answers /healthz, failing if p ends first.
+func waitHealthy(t *testing.T, base string, p *proc.Process) {
+	t.Helper()
+	deadline := time.Now().Add(processBound)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if p.Exited() {
+			t.Fatalf("connhost dev exited before it served:\n%s", p.Stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("connhost dev did not serve %s within %s:\n%s", base, processBound, p.Stderr())
+}
+
+// expectation is a "#   → …" comment of a recipe: the README line it
+// starts on, the script line, and its pieces, one list per README line.
+type expectation struct {
+	readme, script int
+	lines          [][]string
+}
+
+var (
+	expectStart = regexp.MustCompile(`^\s*#\s+→ (.*)$`)
+	expectMore  = regexp.MustCompile(`^\s*# {5,}(\S.*)$`)
+	remark      = regexp.MustCompile(` {3,}\(.*$`)
+	lineMarker  = regexp.MustCompile("\n\x1e([0-9]+)\n")
+)
+
+// expectationsOf finds the expectations in a script's lines; the script
+// line of lines[i] is first+i.
+func expectationsOf(lines []recipeLine, first int) []expectation {
+	var out []expectation
+	open := false
+	for i, l := range lines {
+		var text string
+		if m := expectStart.FindStringSubmatch(l.text); m != nil {
+			out = append(out, expectation{readme: l.readme, script: first + i})
+			open, text = true, m[1]
+		} else if m := expectMore.FindStringSubmatch(l.text); open && m != nil {
+			text = m[1]
+		} else {
+			open = false
+			continue
+		}
+		text = remark.ReplaceAllString(strings.TrimRight(text, " "), "")
+		e := &out[len(out)-1]
+		e.lines = append(e.lines, strings.Split(text, "…"))
+	}
+	return out
+}
+
+// runRecipe runs blocks as one bash script in dir, with the fixed ports
+// replaced, and checks every expectation against the output of the command
+// above it. A DEBUG trap marks each command's output with its line.
+func runRecipe(t *testing.T, dir string, ports recipePorts, blocks [][]recipeLine) {
+	t.Helper()
+	const header = "exec 2>&1\ntrap 'printf \"\\n\\036%d\\n\" \"$LINENO\"' DEBUG\n"
+	first := strings.Count(header, "\n") + 1
+	var lines []recipeLine
+	for _, b := range blocks {
+		lines = append(lines, b...)
+	}
+	var script strings.Builder
+	script.WriteString(header)
+	for _, l := range lines {
+		script.WriteString(l.text + "\n")
+	}
+	work := t.TempDir()
+	path := filepath.Join(work, "recipe.sh")
+	if err := os.WriteFile(path, []byte(ports.replacer().Replace(script.String())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(work, "output"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), recipeBound)
+	defer cancel()
+	sh, err := proc.Start(proc.Cmd{Path: "bash", Args: []string{path}, Dir: dir, Env: cliEnv(), Stdout: out, Stderr: out, DieWithParent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the recipe left running (a recipe that fails midway leaves its
+	// background processes) shares the script's process group.
+	pgid := sh.Pid()
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	res, err := sh.Wait(ctx)
+	printed, rerr := os.ReadFile(out.Name())
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil || res.Code != 0 {
+		t.Errorf("the recipe (README.md:%d-%d) ended with %v, %v; its last command was README.md:%d",
+			lines[0].readme, lines[len(lines)-1].readme, res, err, lastReadmeLine(printed, lines, first))
+	}
+
+	// Each command's output, by the script line bash gave in its marker.
+	byLine := map[int]string{}
+	var marked []int
+	parts := lineMarker.Split(string(printed), -1)
+	marks := lineMarker.FindAllStringSubmatch(string(printed), -1)
+	for i, m := range marks {
+		n, _ := strconv.Atoi(m[1])
+		if _, seen := byLine[n]; !seen {
+			marked = append(marked, n)
+		}
+		byLine[n] += parts[i+1]
+	}
+	for _, e := range expectationsOf(lines, first) {
+		cmd := 0 // the last command above the expectation that ran
+		for _, n := range marked {
+			if n < e.script && n > cmd {
+				cmd = n
+			}
+		}
+		if cmd == 0 {
+			t.Errorf("README.md:%d: no command above this output ran", e.readme)
+			continue
+		}
+		if msg := matchPieces(byLine[cmd], e.lines); msg != "" {
+			t.Errorf("README.md:%d: the output of README.md:%d (%s) %s; it printed:\n%s",
+				e.readme, lines[cmd-first].readme, strings.TrimSpace(lines[cmd-first].text), msg, byLine[cmd])
+		}
+	}
+}
+
+// lastReadmeLine is the README line of the last command the script ran.
+func lastReadmeLine(printed []byte, lines []recipeLine, first int) int {
+	marks := lineMarker.FindAllStringSubmatch(string(printed), -1)
+	if len(marks) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(marks[len(marks)-1][1])
+	if i := n - first; i >= 0 && i < len(lines) {
+		return lines[i].readme
+	}
+	return 0
+}
+
+// matchPieces reports how got fails to show want: each line's pieces in
+// order, the lines in order, whitespace aside ("" when it shows them).
+func matchPieces(got string, want [][]string) string {
+	g := squeeze(got)
+	at := 0
+	for _, line := range want {
+		for _, piece := range line {
+			p := squeeze(piece)
+			i := strings.Index(g[at:], p)
+			if i < 0 {
+				return fmt.Sprintf("does not show %q (after what it showed of %q)", strings.TrimSpace(piece), strings.Join(line, "…"))
+			}
+			at += i + len(p)
+		}
+	}
+	return ""
+}
+
+// squeeze drops all white space: the README wraps and indents JSON its own
+// way.
+func squeeze(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// checkIgnored fails for each entry a recipe wrote at the top of root that
+// the repository's .gitignore does not ignore: a reader's checkout must
+// stay clean.
+func checkIgnored(t *testing.T, repo, root string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git is needed to check what the recipes leave behind: %v", err)
+		}
+		t.Skipf("git not installed: %v", err)
+	}
+	if out, err := exec.Command("git", "-C", repo, "rev-parse", "--is-inside-work-tree").CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not a git checkout: %v\n%s", repo, err, out)
+		}
+		t.Skipf("%s is not a git checkout: %s", repo, out)
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Type()&os.ModeSymlink != 0 || e.Name() == "build" {
+			continue // the repository's own entries, and the modules put there
+		}
+		name := e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		if err := exec.Command("git", "-C", repo, "check-ignore", "-q", name).Run(); err != nil {
+			t.Errorf("the recipe leaves %s in the checkout, which .gitignore does not ignore", name)
+		}
+	}
+}
+
+// mcpMessage is a ">>" or "<<" message of the README's MCP session.
+type mcpMessage struct {
+	readme int
+	send   bool
+	text   string // continuation lines joined, their indentation dropped
+}
+
+// runMCPSession starts the sandbox and `connhost mcp` with the config the
+// README names, sends every ">>" message as one line and compares every
+// "<<" message with the server's next message that has an id.
+func runMCPSession(t *testing.T, bin, root string, block []recipeLine) {
+	t.Helper()
+	var msgs []mcpMessage
+	for _, l := range block {
+		switch {
+		case strings.HasPrefix(l.text, ">> "), strings.HasPrefix(l.text, "<< "):
+			msgs = append(msgs, mcpMessage{readme: l.readme, send: l.text[0] == '>', text: l.text[3:]})
+		case strings.TrimSpace(l.text) != "" && len(msgs) > 0 && l.text[0] == ' ':
+			msgs[len(msgs)-1].text += strings.TrimSpace(l.text)
+		default:
+			t.Fatalf("README.md:%d: neither a >> or << message nor an indented continuation: %q", l.readme, l.text)
+		}
+	}
+
+	sb, err := sandbox.Start(t.Context(), sandbox.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close() })
+	cfg := writeFile(t, t.TempDir(), "connhost.toml", fmt.Sprintf(
+		"[mcp]\napprover = \"rita\"\n\n[connectors.payments]\napi_key = \"sk_test_readme\"\nbase_url = %q\nallow_http = [%q]\n",
+		sb.PaymentsURL(), sb.PaymentsURL()))
+	ctx, cancel := context.WithTimeout(t.Context(), recipeBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "mcp", "--data", filepath.Join(t.TempDir(), "data"), "--config", cfg)
+	cmd.Dir = root
+	cmd.Env = cliEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("connhost mcp: %v\n%s", err, stderr.String())
+		}
+	}()
+	replies := make(chan string, 64)
+	go func() {
+		defer close(replies)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			replies <- sc.Text()
+		}
+	}()
+
+	for _, m := range msgs {
+		if m.send {
+			var v any
+			if err := json.Unmarshal([]byte(m.text), &v); err != nil {
+				t.Fatalf("README.md:%d: the message is not JSON: %v\n%s", m.readme, err, m.text)
+			}
+			line, _ := json.Marshal(v)
+			if _, err := io.WriteString(stdin, string(line)+"\n"); err != nil {
+				t.Fatalf("README.md:%d: send: %v\n%s", m.readme, err, stderr.String())
+			}
+			continue
+		}
+		var got string
+		for got == "" {
+			select {
+			case line, ok := <-replies:
+				if !ok {
+					t.Fatalf("README.md:%d: connhost mcp closed its output; stderr:\n%s", m.readme, stderr.String())
+				}
+				var probe struct {
+					ID json.RawMessage `json:"id"`
+				}
+				if json.Unmarshal([]byte(line), &probe) == nil && probe.ID != nil {
+					got = line // notifications (no id) are not in the README
+				}
+			case <-ctx.Done():
+				t.Fatalf("README.md:%d: no answer from connhost mcp; stderr:\n%s", m.readme, stderr.String())
+			}
+		}
+		if msg := matchPieces(got, [][]string{strings.Split(m.text, "…")}); msg != "" {
+			t.Errorf("README.md:%d: connhost mcp's message %s; it sent:\n%s", m.readme, msg, got)
+		}
+	}
+}
