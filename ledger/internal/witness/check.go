@@ -36,9 +36,9 @@ type Found struct {
 }
 
 // Check compares the ledger found with its witness w. For Other and
-// Behind it also says, for people, what differs; unit names what a
-// position counts ("committed writes").
-func Check(w File, f Found, unit string) (Verdict, string) {
+// Behind it also says, for people, what differs; behind says it of a
+// position found below the one seen, in the backend's terms.
+func Check(w File, f Found, behind func(found, seen uint64) string) (Verdict, string) {
 	switch {
 	case f.Identity != w.Identity:
 		return Other, fmt.Sprintf("it holds ledger %s, but the witness names ledger %s", f.Identity, w.Identity)
@@ -48,8 +48,7 @@ func Check(w File, f Found, unit string) (Verdict, string) {
 		return Behind, fmt.Sprintf("it is at generation %d, but the witness saw generation %d (%d accepted restores): it is a copy from before a restore was accepted",
 			f.Generation, w.Generation, w.Generation)
 	case f.Position < w.Position:
-		return Behind, fmt.Sprintf("it holds %d %s, but the witness saw %d: at least %d acknowledged %s are missing",
-			f.Position, unit, w.Position, w.Position-f.Position, unit)
+		return Behind, behind(f.Position, w.Position)
 	}
 	if p := w.Probe; p != nil {
 		switch {
@@ -60,6 +59,48 @@ func Check(w File, f Found, unit string) (Verdict, string) {
 		}
 	}
 	return Holds, ""
+}
+
+// ToFence returns, from the sessions witnesses ws saw, those written after
+// a restore to position restored of generation gen, and whether ws name
+// every session written after it. A witness of generation gen names
+// those written after restored, as far back as its horizon; a witness of
+// a later generation (the restored ledger predates an accepted restore)
+// names only sessions of later generations, all written after the
+// backup, not those in between; a witness of an earlier generation names
+// what it saw after the position the acceptance that followed it
+// restored (accepted returns it). Without a witness nothing is named.
+func ToFence(ws []*File, gen, restored uint64, accepted func(gen uint64) (uint64, error)) ([]Session, bool, error) {
+	complete := len(ws) > 0
+	at := map[[2]string]int{}
+	var out []Session
+	for _, w := range ws {
+		var after []Session
+		ok := false
+		switch {
+		case w.Generation == gen:
+			after, ok = w.After(restored)
+		case w.Generation > gen:
+			after = w.Sessions
+		default:
+			p, err := accepted(w.Generation + 1)
+			if err != nil {
+				return nil, false, err
+			}
+			after, ok = w.After(p)
+		}
+		complete = complete && ok
+		for _, s := range after {
+			k := [2]string{s.Namespace, s.ID}
+			if i, dup := at[k]; dup {
+				out[i].Position = max(out[i].Position, s.Position)
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, s)
+		}
+	}
+	return out, complete, nil
 }
 
 // Tracker collects the sessions a ledger writes to between two witness

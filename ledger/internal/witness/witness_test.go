@@ -3,6 +3,7 @@ package witness
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,11 +181,41 @@ func TestCheck(t *testing.T) {
 		{"probe short", Found{id1, 1, 10, 2}, Behind, `"x" holds 2 events, but the witness saw 4`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, says := Check(w, tc.found, "writes")
+			v, says := Check(w, tc.found, func(found, seen uint64) string {
+				return fmt.Sprintf("at least %d acknowledged writes are missing", seen-found)
+			})
 			require.Equal(t, tc.want, v)
 			require.Contains(t, says, tc.says)
 		})
 	}
+}
+
+// TestToFence: which sessions a restore to a position forgot, by the
+// generation of each witness, and whether they are all named.
+func TestToFence(t *testing.T) {
+	cur := &File{Generation: 1, Horizon: 4, Sessions: []Session{{"default", "a", 9}, {"default", "b", 6}, {"default", "c", 3}}}
+	other := &File{Generation: 1, Sessions: []Session{{"default", "a", 12}, {"default", "d", 7}}}
+	later := &File{Generation: 2, Sessions: []Session{{"default", "e", 2}}}
+	earlier := &File{Generation: 0, Sessions: []Session{{"default", "f", 20}, {"default", "g", 5}}}
+	accepted := func(gen uint64) (uint64, error) {
+		require.Equal(t, uint64(1), gen)
+		return 10, nil
+	}
+	got, complete, err := ToFence([]*File{cur, other}, 1, 5, accepted)
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Equal(t, []Session{{"default", "a", 12}, {"default", "b", 6}, {"default", "d", 7}}, got)
+	_, complete, _ = ToFence([]*File{cur}, 1, 3, accepted)
+	require.False(t, complete, "c's horizon is above 3")
+	got, complete, _ = ToFence([]*File{later}, 1, 5, accepted)
+	require.False(t, complete)
+	require.Equal(t, later.Sessions, got)
+	got, complete, _ = ToFence([]*File{earlier}, 1, 5, accepted)
+	require.True(t, complete)
+	require.Equal(t, []Session{{"default", "f", 20}}, got)
+	got, complete, _ = ToFence(nil, 1, 5, accepted)
+	require.False(t, complete)
+	require.Empty(t, got)
 }
 
 // TestTracker: concurrent touches are all drained, once, with each
