@@ -228,9 +228,11 @@ func (d *DB) openWitness(ctx context.Context, w *witness.File, existed bool) err
 			d.wit = nil // a reader checks a witness, it does not start one
 			return nil
 		}
-		if err := witness.Write(d.opts.WitnessPath, *d.wit); err != nil {
+		merged, err := witness.Merge(d.opts.WitnessPath, *d.wit, d.opts.WitnessSessions)
+		if err != nil {
 			return fmt.Errorf("pgledger: %w", err)
 		}
+		d.wit = &merged
 		if existed {
 			d.opts.Logger.Info("pgledger: the ledger had no witness here; wrote one", "database", d.name, "witness", d.opts.WitnessPath,
 				"identity", row.identity, "position", row.position)
@@ -378,11 +380,19 @@ func (d *DB) advance(ctx context.Context) error {
 	}
 	d.wit.Position, d.wit.Probe, d.wit.UpdatedAt = row.position, row.probe, d.opts.Now().UTC()
 	d.wit.Note(touched, d.opts.WitnessSessions)
-	if err := witness.Write(d.opts.WitnessPath, *d.wit); err != nil {
+	merged, err := witness.Merge(d.opts.WitnessPath, *d.wit, d.opts.WitnessSessions)
+	if err != nil {
 		d.unsaved = true
 		return fmt.Errorf("pgledger: %w", err)
 	}
-	d.unsaved = false
+	if merged.Generation > d.wit.Generation {
+		de := &ledger.DamageError{Kind: ledger.DamageBehind, Dir: d.name, Witness: d.opts.WitnessPath, What: fmt.Sprintf(
+			"while this process had it open, another process accepted a restore of the ledger in the %s (its witness %s is at generation %d, this process saw %d): "+
+				"restart this process, so that it fences the sessions it saw written that the restored ledger may not hold", d.name, d.opts.WitnessPath, merged.Generation, d.wit.Generation)}
+		d.fail(de)
+		return de
+	}
+	d.wit, d.unsaved = &merged, false
 	return nil
 }
 
@@ -434,9 +444,11 @@ func (d *DB) adoptRestore(ctx context.Context, w *witness.File, row ledgerRow) e
 	}
 	d.wit = &witness.File{Version: witness.Version, Backend: witness.BackendPostgres, Identity: row.identity,
 		Generation: row.generation, Position: row.position, Probe: row.probe, Horizon: row.position, UpdatedAt: d.opts.Now().UTC()}
-	if err := witness.Write(d.opts.WitnessPath, *d.wit); err != nil {
+	merged, err := witness.Merge(d.opts.WitnessPath, *d.wit, d.opts.WitnessSessions)
+	if err != nil {
 		return fmt.Errorf("pgledger: %w", err)
 	}
+	d.wit = &merged
 	d.opts.Logger.Warn("pgledger: a restore of this ledger was accepted since this node's witness was written; fenced the sessions the witness saw written after it",
 		"database", d.name, "witness", d.opts.WitnessPath, "generation", row.generation, "restored_position", restored,
 		"sessions_fenced", len(fenced), "all_named", complete)
@@ -575,9 +587,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, int64(next), int64(r.restored), int64(
 	d.wit = &witness.File{Version: witness.Version, Backend: witness.BackendPostgres, Identity: row.identity,
 		Generation: row.generation, Position: row.position, Probe: row.probe, Horizon: r.row.position, UpdatedAt: d.opts.Now().UTC()}
 	d.wit.Note(touched, d.opts.WitnessSessions)
-	if err := witness.Write(d.opts.WitnessPath, *d.wit); err != nil {
+	merged, err := witness.Merge(d.opts.WitnessPath, *d.wit, d.opts.WitnessSessions)
+	if err != nil {
 		return rep, fmt.Errorf("pgledger: %w", err)
 	}
+	d.wit = &merged
 	d.frozen = false
 	d.dirty.Store(false)
 	rep.Accepted, rep.Generation = true, row.generation

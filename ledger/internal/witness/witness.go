@@ -324,6 +324,50 @@ func syncDir(dir string) error {
 	return err
 }
 
+// Merge writes mine to the witness at path, merged with what other
+// processes sharing the file wrote there (the nodes of a fleet on one
+// machine, a one-shot command beside a server), under an advisory lock
+// (path + ".lock") so that none loses another's update: a witness of the
+// same ledger and generation keeps the higher position (with its probe)
+// and the sessions of both, and the higher horizon (each names every
+// session it wrote after its own). A witness of a later generation (a
+// restore was accepted meanwhile) is left as it is and returned: the
+// caller's ledger will say so. It returns what the file holds now, which
+// the caller keeps as its own.
+func Merge(path string, mine File, limit int) (File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return mine, fmt.Errorf("write witness %s: %w", path, err)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return mine, fmt.Errorf("lock witness %s: %w", path, err)
+	}
+	defer unlock()
+	cur, err := Read(path)
+	var me *MalformedError
+	switch {
+	case errors.As(err, &me):
+		cur = nil // replaced by mine, which the ledger has just confirmed
+	case err != nil:
+		return mine, err
+	}
+	if cur != nil && cur.Identity == mine.Identity && cur.Backend == mine.Backend {
+		switch {
+		case cur.Generation > mine.Generation:
+			return *cur, nil
+		case cur.Generation == mine.Generation:
+			if cur.Position > mine.Position {
+				mine.Position, mine.Probe = cur.Position, cur.Probe
+			}
+			mine.Horizon = max(mine.Horizon, cur.Horizon)
+			mine.Sessions = slices.Clone(mine.Sessions)
+			mine.Note(cur.Sessions, limit)
+		}
+	}
+	mine.Note(nil, limit)
+	return mine, Write(path, mine)
+}
+
 // SetAside renames the witness at path (if there is one) to
 // <path>.aside-<suffix> (or -2, -3, … if that exists) and returns the new
 // name, "" if there was none.

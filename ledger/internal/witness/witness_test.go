@@ -139,6 +139,51 @@ func TestConcurrentWriters(t *testing.T) {
 	wg.Wait()
 }
 
+// TestMerge: processes sharing a witness (a one-shot command beside a
+// server, on a shared ledger) each merge their update into it under its
+// lock: no session one of them noted is lost, the higher position wins
+// with its probe, and a later generation is left as it is.
+func TestMerge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.witness")
+	base := File{Version: Version, Backend: BackendPostgres, Identity: id1, Generation: 1}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			f := base
+			for j := range 20 {
+				f.Position = uint64(10*i + j)
+				f.Probe = &Probe{ID: fmt.Sprint("p", f.Position), Events: 1}
+				f.Note([]Session{{"default", fmt.Sprintf("s%d-%d", i, j), f.Position}}, 1000)
+				merged, err := Merge(path, f, 1000)
+				require.NoError(t, err)
+				f = merged
+			}
+		})
+	}
+	wg.Wait()
+	got, err := Read(path)
+	require.NoError(t, err)
+	require.Len(t, got.Sessions, 160, "every process's sessions")
+	require.Equal(t, uint64(89), got.Position)
+	require.Equal(t, "p89", got.Probe.ID, "the probe of the highest position")
+
+	later := base
+	later.Generation = 2
+	require.NoError(t, Write(path, later))
+	merged, err := Merge(path, base, 1000)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), merged.Generation, "a later generation is not overwritten")
+	got, err = Read(path)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), got.Generation)
+
+	other := base
+	other.Identity = "ffffffffffffffffffffffffffffffff"
+	merged, err = Merge(path, other, 1000)
+	require.NoError(t, err)
+	require.Equal(t, other.Identity, merged.Identity, "another ledger's witness is replaced")
+}
+
 // TestNote: the most recently written sessions are kept, each with its
 // last write's position; dropping one raises the horizon, so After says
 // when the list no longer names every session written after a position.
