@@ -200,7 +200,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	m.Connector.Module = modPath
 	exDir := filepath.Join(o.Dir, "exec")
-	ex, err := host.Open(ctx, host.Options{DataDir: exDir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/"})
+	ex, err := host.Open(ctx, host.Options{DataDir: exDir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
 	if err != nil {
 		return rep, err
 	}
@@ -377,8 +377,9 @@ func measureWitness(ctx context.Context, o LedgerOptions, rep *LedgerReport, ex 
 	}
 	run := o.WitnessRun
 	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
-	for r := range o.Rounds {
-		o.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
+	rounds := max(o.Rounds, witnessRounds)
+	for r := range rounds {
+		o.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, o.Concurrency))
 		var wUs, nUs, wRate, nRate float64
 		steps := []func() error{
 			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },
@@ -406,6 +407,10 @@ func measureWitness(ctx context.Context, o LedgerOptions, rep *LedgerReport, ex 
 	rep.WitnessBytes = st.Size()
 	return nil
 }
+
+// witnessRounds is the least number of rounds of the witness measurement:
+// its difference is small beside a loaded machine's noise.
+const witnessRounds = 7
 
 // sequentialFor runs fn one call after another for at least d and returns
 // the microseconds per call.
@@ -525,7 +530,7 @@ func parallel(ops, workers int, fn func() error) (perSecond float64, err error) 
 // awaiting approval (recovery must read and keep them) into a ledger in
 // dir, compacted as a live ledger would be.
 func loadRecovery(ctx context.Context, dir string, history, pending int, m *manifests.Manifest) error {
-	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(dir, "ledger")})
+	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(dir, "ledger"), Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -584,7 +589,7 @@ func loadRecovery(ctx context.Context, dir string, history, pending int, m *mani
 // the same ledger).
 func timeOpen(ctx context.Context, dir string, pending int) (float64, error) {
 	start := time.Now()
-	ex, err := host.Open(ctx, host.Options{DataDir: dir})
+	ex, err := host.Open(ctx, host.Options{DataDir: dir, Logger: quiet})
 	if err != nil {
 		return 0, err
 	}

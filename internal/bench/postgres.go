@@ -401,8 +401,9 @@ func measurePostgresWitness(ctx context.Context, lo LedgerOptions, maxConns int3
 	}
 	run := lo.WitnessRun
 	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
-	for r := range lo.Rounds {
-		lo.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, lo.Rounds, lo.Concurrency))
+	rounds := max(lo.Rounds, witnessRounds)
+	for r := range rounds {
+		lo.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, lo.Concurrency))
 		var wUs, nUs, wRate, nRate float64
 		steps := []func() error{
 			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },

@@ -313,3 +313,45 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWrite is what a witness costs a ledger that is written to
+// every second (Pebble: with the mark; PostgreSQL: after the advance):
+// noting the sessions written since the last update, and writing the
+// whole file, synced, with its full DefaultSessions sessions.
+func BenchmarkWrite(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "w.witness")
+	f := File{Version: Version, Backend: BackendPebble, Identity: id1}
+	var touched []Session
+	for i := range DefaultSessions {
+		touched = append(touched, Session{Namespace: "default", ID: fmt.Sprintf("session-%06d", i), Position: uint64(i)})
+	}
+	f.Note(touched, DefaultSessions)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.Position = uint64(DefaultSessions + i*100)
+		for j := range touched[:100] {
+			touched[j].Position = f.Position + uint64(j)
+		}
+		f.Note(touched[:100], DefaultSessions)
+		if err := Write(path, f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(st.Size()), "file-bytes")
+}
+
+// BenchmarkEncode is the encoding alone of a full witness.
+func BenchmarkEncode(b *testing.B) {
+	f := File{Version: Version, Backend: BackendPebble, Identity: id1}
+	for i := range DefaultSessions {
+		f.Sessions = append(f.Sessions, Session{Namespace: "default", ID: fmt.Sprintf("session-%06d", i), Position: uint64(i)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.Encode()
+	}
+}
