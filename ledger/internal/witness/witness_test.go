@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,4 +356,24 @@ func BenchmarkEncode(b *testing.B) {
 	for b.Loop() {
 		_ = f.Encode()
 	}
+}
+
+// BenchmarkTouch is what the witness costs a commit: noting its session,
+// from parallel writers, each write in a session of its own.
+func BenchmarkTouch(b *testing.B) {
+	tr := NewTracker()
+	names := make([]string, 8192)
+	for i := range names {
+		names[i] = "session-" + strconv.Itoa(i)
+	}
+	var n atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			tr.Touch("default", names[i%8192], i)
+			if i%100_000 == 0 {
+				tr.Drain() // about what a second's writes leave
+			}
+		}
+	})
 }
