@@ -319,31 +319,37 @@ func FuzzDecode(f *testing.F) {
 // BenchmarkWrite is what a witness costs a ledger that is written to
 // every second (Pebble: with the mark; PostgreSQL: after the advance):
 // noting the sessions written since the last update, and writing the
-// whole file, synced, with its full DefaultSessions sessions.
+// whole file, synced, with its full DefaultSessions sessions; and, with
+// one session, what writing it on every commit would add to each.
 func BenchmarkWrite(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "w.witness")
-	f := File{Version: Version, Backend: BackendPebble, Identity: id1}
-	var touched []Session
-	for i := range DefaultSessions {
-		touched = append(touched, Session{Namespace: "default", ID: fmt.Sprintf("session-%06d", i), Position: uint64(i)})
+	for _, n := range []int{1, DefaultSessions} {
+		b.Run(fmt.Sprint("sessions=", n), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "w.witness")
+			f := File{Version: Version, Backend: BackendPebble, Identity: id1}
+			var touched []Session
+			for i := range n {
+				touched = append(touched, Session{Namespace: "default", ID: fmt.Sprintf("session-%06d", i), Position: uint64(i)})
+			}
+			f.Note(touched, DefaultSessions)
+			touched = touched[:min(n, 100)]
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				f.Position = uint64(n + i*100)
+				for j := range touched {
+					touched[j].Position = f.Position + uint64(j)
+				}
+				f.Note(touched, DefaultSessions)
+				if err := Write(path, f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st, err := os.Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(st.Size()), "file-bytes")
+		})
 	}
-	f.Note(touched, DefaultSessions)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		f.Position = uint64(DefaultSessions + i*100)
-		for j := range touched[:100] {
-			touched[j].Position = f.Position + uint64(j)
-		}
-		f.Note(touched[:100], DefaultSessions)
-		if err := Write(path, f); err != nil {
-			b.Fatal(err)
-		}
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(st.Size()), "file-bytes")
 }
 
 // BenchmarkEncode is the encoding alone of a full witness.
