@@ -394,7 +394,9 @@ func TestDeletedDataDirProcess(t *testing.T) {
 // older pg_dump restored, every table dropped. Before the witness, dev
 // started on each, the schema dropped was re-created with an INFO line,
 // and the runtime's resent manual call ran a second time; now dev and exec
-// refuse (exit 6) and the provider sees each call once.
+// refuse (exit 6) and the provider sees each call once. A node that is
+// running when the tables are emptied refuses the call sent again once it
+// has seen the rollback (within its witness interval).
 func TestSharedLedgerRollbackProcess(t *testing.T) {
 	ctx := context.Background()
 	r := newRestoreRig(t)
@@ -430,6 +432,38 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 		if n := r.effectsOf(id); n != 1 {
 			t.Fatalf("the succeeded call ran again: %d requests", n)
 		}
+	})
+
+	t.Run("tables truncated under a running node", func(t *testing.T) {
+		c := call{"running", "call_1", "effect.plain"}
+		r.ledger = testenv.NewPostgresDatabase(t)
+		data := filepath.Join(r.dir, "running")
+		dev, api := startDamagedDev(t, r.bin, r.devArgs(data))
+		id := runCall(t, api, c).ExecutionID
+		waitProbe(t, data+".witness", id, 2)
+		if err := testenv.ExecDSN(ctx, r.ledger, `TRUNCATE connhost_executions, connhost_events, connhost_sessions`); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(processBound)
+		for !strings.Contains(string(dev.Stderr()), "is not what this node acknowledged") {
+			if time.Now().After(deadline) {
+				t.Fatalf("the node did not see the rollback; stderr:\n%s", dev.Stderr())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		resp, err := http.Post(api+"/v1/executions", "application/json", strings.NewReader(c.body()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("the call sent again after the rollback was answered %d, and the provider has seen %d request(s) of it: %s", resp.StatusCode, r.effectsOf(id), b)
+		}
+		if n := r.effectsOf(id); n != 1 {
+			t.Fatalf("the succeeded call ran again under the running node: %d requests", n)
+		}
+		dev.Kill()
 	})
 
 	t.Run("older dump restored", func(t *testing.T) {
