@@ -263,6 +263,12 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind
 	}
 	rep.WALBytesPerExecution = ledgerWAL / total
 
+	// The pools measured so far hold up to 3 × MaxConns connections: close
+	// them, so that the witness's two ledgers fit the server's
+	// max_connections (100 by default) too.
+	raw.pool.Close()
+	_ = led.Close()
+	closeEx()
 	if err := measurePostgresWitness(ctx, lo, o.MaxConns, &rep, dsn, schemas[5], schemas[6]); err != nil {
 		return rep, err
 	}
