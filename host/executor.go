@@ -51,6 +51,16 @@ type Options struct {
 	// ledger.CreateMode. A missing or damaged ledger makes Open fail with
 	// a *ledger.DamageError. The default value is ledger.CreateIfNew.
 	LedgerCreate ledger.CreateMode
+	// WitnessPath is the ledger's witness (see ledger.Options.WitnessPath):
+	// a file outside DataDir that holds what this deployment has
+	// acknowledged of its ledger, so that Open refuses an older copy of
+	// the data directory restored in its place, or a deleted one, with a
+	// *ledger.DamageError instead of running again the calls it forgot.
+	// Keep it where backups of DataDir are not restored to. It is not used
+	// with Ledger (a shared ledger keeps its own).
+	// The default value is DataDir + ledger.WitnessSuffix (a sibling of the
+	// data directory: "data.witness" beside "data").
+	WitnessPath string
 	// LedgerLoseUnsynced is for crash tests: the ledger Open opens holds
 	// its unsynced writes in memory, so a SIGKILL loses them as a power
 	// loss would (see ledger.Options.LoseUnsynced). The default value is
@@ -124,6 +134,9 @@ type Options struct {
 func (o *Options) EnsureDefaults() {
 	if o.CacheDir == "" && o.DataDir != "" {
 		o.CacheDir = filepath.Join(o.DataDir, "cache")
+	}
+	if o.WitnessPath == "" && o.DataDir != "" {
+		o.WitnessPath = filepath.Clean(o.DataDir) + ledger.WitnessSuffix
 	}
 	if o.Namespace == "" {
 		o.Namespace = ledger.DefaultNamespace
@@ -272,7 +285,7 @@ type Executor struct {
 // Open opens (or, on a first run, creates) the ledger, loads every
 // connector, and runs Recover before returning, so no new work is admitted
 // before every uncertain execution has been decided. A ledger that is
-// missing, damaged or behind its mark is refused with a
+// missing, damaged, or behind its mark or its witness is refused with a
 // *ledger.DamageError (see ledger.Open) before anything runs.
 func Open(ctx context.Context, opts Options) (*Executor, error) {
 	opts.EnsureDefaults()
@@ -293,7 +306,8 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
-		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
+		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), WitnessPath: opts.WitnessPath,
+			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
 		if err != nil {
 			return nil, err
 		}

@@ -302,8 +302,17 @@ func TestCrashDamage(t *testing.T) {
 					var de *DamageError
 					require.ErrorAs(t, err, &de)
 					require.Equal(t, tc.want, de.Kind, "%v", err)
-					for _, s := range append(tc.says, dir, dir+MarkSuffix, "init") {
+					says := append(tc.says, dir, "init")
+					if tc.want != DamageLog {
+						says = append(says, dir+MarkSuffix)
+					}
+					for _, s := range says {
 						require.Contains(t, err.Error(), s)
+					}
+					// No remedy uses a restored ledger as it is.
+					require.NotContains(t, err.Error(), "to accept the backup")
+					if tc.want != DamageMark && tc.want != DamageIdentity {
+						require.Contains(t, err.Error(), "AcceptRestore")
 					}
 					// Refused again, the same way: nothing was adopted or
 					// created.

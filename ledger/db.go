@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/connhost/connhost/ledger/internal/witness"
 )
 
 // The Pebble ledger, one idea per file:
@@ -42,10 +44,10 @@ type DB struct {
 	seed   maphash.Seed
 	locks  [numLocks]sync.Mutex
 	recent [numCacheShards]cacheShard
-	// sessions serialise the classification of a session by its first
-	// record (see sessionMarker). Taken after an id's lock, never before
-	// one.
-	sessions [64]sync.Mutex
+	// sessionLocks serialise the classification of a session by its
+	// first record (see sessionMarker). Taken after an id's lock, never
+	// before one.
+	sessionLocks [64]sync.Mutex
 
 	// fences counts the fence entries (f/) of each session, keyed by its
 	// fence prefix. Open loads it from the index and every commit that adds
@@ -87,6 +89,28 @@ type DB struct {
 	stored, inMark uint64
 	stopMarker     chan struct{}
 	markerDone     chan struct{}
+	// generation is the number of restores accepted (m/generation); it
+	// changes only in AcceptRestore, under markMu.
+	generation uint64
+
+	// The witness (Options.WitnessPath; nil without one): wit is its
+	// content as last written (or to be written), inWitness the count it
+	// holds, both under markMu; sessions collects the sessions written
+	// since, with the count of each one's last write.
+	wit       *witness.File
+	inWitness uint64
+	sessions  *witness.Tracker
+	// adopt is the witness Open found one generation or more behind the
+	// ledger (a restore was accepted without it), whose sessions Open
+	// fences before it returns.
+	adopt *witness.File
+	// restored is what an accepting Open (AcceptRestore) found the
+	// ledger behind, found the witness it read. While frozen (set by such
+	// an Open, cleared once the restore is accepted, under markMu) the
+	// mark and the witness are not written.
+	restored *restoreFound
+	found    *witness.File
+	frozen   bool
 
 	// lazy is set by a lazy commit (written, not synced) and cleared by
 	// the background syncer before it syncs the log.

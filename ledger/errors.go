@@ -27,8 +27,8 @@ var (
 	// ErrClosed: the ledger was closed.
 	ErrClosed = errors.New("ledger: closed")
 	// ErrCorrupt: a stored value does not decode, or (as a *DamageError
-	// from Open) the ledger is missing, behind its mark, another ledger,
-	// or its write-ahead log is damaged.
+	// from Open) the ledger is missing, behind its mark or its witness,
+	// another ledger, or its write-ahead log is damaged.
 	ErrCorrupt = errors.New("ledger: corrupt record")
 	// ErrProtocol: the data directory was written by an incompatible
 	// protocol version.
@@ -55,33 +55,41 @@ type DamageKind string
 // ledger that opened as empty or short would unfence sessions and run
 // again calls that already ran.
 const (
-	// DamageMissing: the mark exists, but the ledger directory is missing
-	// or holds no ledger.
+	// DamageMissing: the mark or the witness names a ledger, but the
+	// ledger directory is missing or holds no ledger (or, on PostgreSQL,
+	// the database holds no ledger, or lacks some of its tables).
 	DamageMissing DamageKind = "missing"
-	// DamageBehind: the directory holds fewer writes than its mark
+	// DamageBehind: the ledger holds less than its mark or its witness
 	// records: committed writes were lost (a truncated or deleted
-	// write-ahead log, an older copy of the directory).
+	// write-ahead log, an older copy of the directory or of the database
+	// restored, tables emptied).
 	DamageBehind DamageKind = "behind"
-	// DamageIdentity: the directory holds another ledger than the one its
-	// mark names.
+	// DamageIdentity: the ledger is another ledger than the one its mark
+	// or its witness names.
 	DamageIdentity DamageKind = "identity"
 	// DamageLog: the write-ahead log is damaged before its end, so that
 	// replaying it would silently stop at the damage.
 	DamageLog DamageKind = "log"
 	// DamageMark: the mark file is unreadable.
 	DamageMark DamageKind = "mark"
+	// DamageWitness: the witness file is unreadable.
+	DamageWitness DamageKind = "witness"
 	// DamageStore: the storage engine found its own files damaged.
 	DamageStore DamageKind = "store"
 )
 
-// DamageError is Open's refusal of a ledger that is missing or damaged.
-// It matches ErrCorrupt. When Open returns it, Open has written nothing to
-// the directory or the mark.
+// DamageError is Open's refusal of a ledger that is missing, damaged, or
+// other or older than what the deployment acknowledged. It matches
+// ErrCorrupt. When Open returns it, Open has written nothing to the
+// ledger, its mark or its witness.
 type DamageError struct {
 	// Kind says what is wrong.
 	Kind DamageKind
-	// Dir and Mark are the ledger directory and its mark file.
+	// Dir and Mark are the ledger directory and its mark file (on
+	// PostgreSQL: Dir names the database, Mark is empty).
 	Dir, Mark string
+	// Witness is the witness file, if the ledger has one.
+	Witness string
 	// What says what is wrong and what is missing, for people.
 	What string
 	// Err is the underlying error, if there is one.
@@ -89,20 +97,30 @@ type DamageError struct {
 }
 
 func (e *DamageError) Error() string {
-	return "ledger: " + e.What + "; " + e.Remedy("open it with init (Options.Create = CreateInit)")
+	return "ledger: " + e.What + "; " + e.Remedy("open it with init (Options.Create = CreateInit)", "accept it with AcceptRestore")
 }
 
 // Remedy says what an operator can do about the damage. init says how the
-// caller asks for a new ledger (a command-line flag, an option).
-func (e *DamageError) Remedy(init string) string {
+// caller asks for a new ledger (a command-line flag, an option), accept
+// how it accepts a restore from a backup (AcceptRestore, a command). No
+// remedy uses the restored ledger as it is: accepting a restore fences
+// what the backup does not know.
+func (e *DamageError) Remedy(init, accept string) string {
 	fresh := init + " to start a new, empty ledger (the old data is set aside, not deleted)"
 	switch e.Kind {
 	case DamageMark:
+		if e.Witness != "" {
+			return fmt.Sprintf("restore %s from a backup, or remove it (the ledger is then still checked against its witness %s), or %s", e.Mark, e.Witness, fresh)
+		}
 		return fmt.Sprintf("restore %s from a backup, or remove it to accept %s as it is, or %s", e.Mark, e.Dir, fresh)
+	case DamageWitness:
+		return fmt.Sprintf("restore %s from a copy, or remove it (the ledger is then trusted as it is, and that is logged), or %s", e.Witness, fresh)
 	case DamageIdentity:
-		return fmt.Sprintf("put this ledger's own directory back at %s, or remove %s to accept the directory found there, or %s", e.Dir, e.Mark, fresh)
+		return fmt.Sprintf("put this ledger's own data back in %s (or point at this ledger's own witness), or %s", e.Dir, fresh)
+	case DamageBehind:
+		return fmt.Sprintf("put the newest copy of %s back; or, if it was restored from a backup on purpose, %s, which fences every call the backup holds unfinished and every session written after it until an operator resolves them; or %s", e.Dir, accept, fresh)
 	default:
-		return fmt.Sprintf("restore %s from a backup (and remove %s to accept the backup as it is), or %s", e.Dir, e.Mark, fresh)
+		return fmt.Sprintf("restore %s from a backup and %s, which fences what the backup does not know; or %s", e.Dir, accept, fresh)
 	}
 }
 

@@ -8,8 +8,8 @@ import "fmt"
 // recovery and the operator API all go through them.
 //
 //	from               → to
-//	awaiting_approval  → approved, rejected, expired, cancelled
-//	approved           → dispatched, expired, cancelled
+//	awaiting_approval  → approved, rejected, expired, cancelled, recovery_required (rule 11)
+//	approved           → dispatched, expired, cancelled, recovery_required (rule 11)
 //	dispatched         → succeeded, failed, retry_wait, recovery_required,
 //	                     dispatched (re-dispatch, attempt+1; or cancel request, same attempt)
 //	retry_wait         → dispatched, failed, cancelled, recovery_required
@@ -72,9 +72,14 @@ import "fmt"
 //     finds the effect). Else ErrIllegalTransition. Every other transition
 //     (failed outcomes, approvals, operator decisions, recovery_required)
 //     is synced before it is acknowledged.
+//  11. awaiting_approval and approved enter recovery_required only marked
+//     Uncertain: an operator accepted a restore of the ledger from a
+//     backup (AcceptRestore), so what happened to the call after the
+//     backup — an approval, a dispatch — is unknown, and a dispatch now
+//     could be its second. Else ErrIllegalTransition.
 var transitions = map[State][]State{
-	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled},
-	StateApproved:         {StateDispatched, StateExpired, StateCancelled},
+	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled, StateRecoveryRequired},
+	StateApproved:         {StateDispatched, StateExpired, StateCancelled, StateRecoveryRequired},
 	StateDispatched:       {StateSucceeded, StateFailed, StateRetryWait, StateRecoveryRequired, StateDispatched, StateCancelled},
 	StateRetryWait:        {StateDispatched, StateFailed, StateCancelled, StateRecoveryRequired},
 	StateRecoveryRequired: {StateSucceeded, StateDispatched, StateAbandoned, StateFailed},
@@ -195,6 +200,12 @@ func CheckTransition(rec Record, t Transition) error {
 	case (t.To == StateFailed || t.To == StateCancelled) && (t.Uncertain || rec.Uncertain && !t.RuledOut):
 		return fmt.Errorf("execution[%s] %s → %s: an attempt may have taken effect and nothing rules it out: %w",
 			id, t.From, t.To, ErrIllegalTransition)
+	}
+	// 11. A call at rest before its dispatch is parked only by an accepted
+	// restore.
+	if (t.From == StateAwaitingApproval || t.From == StateApproved) && t.To == StateRecoveryRequired && !t.Uncertain {
+		return fmt.Errorf("execution[%s] %s → recovery_required only marked uncertain (an accepted restore forgot what followed): %w",
+			id, t.From, ErrIllegalTransition)
 	}
 	// 9. Reads never fence.
 	if t.To == StateRecoveryRequired && rec.Effect == EffectRead {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"sort"
@@ -87,6 +88,14 @@ func checkInvariants(t testing.TB, db *DB) {
 		}
 	}
 	want := map[string]bool{string(protocolKey): true, string(identityKey): true, string(hwmKey): true}
+	// Each accepted restore is recorded, and the generation counts them.
+	if v, ok := keys[string(generationKey)]; ok {
+		want[string(generationKey)] = true
+		gen := binary.BigEndian.Uint64(v)
+		for g := uint64(1); g <= gen; g++ {
+			want[string(restoreKey(g))] = true
+		}
+	}
 	for k, v := range keys {
 		if !bytes.HasPrefix([]byte(k), []byte(prefixRecord)) {
 			continue

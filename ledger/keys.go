@@ -12,6 +12,8 @@ import (
 //	m/protocol                          protocol marker: the ProtocolVersion that wrote the directory
 //	m/identity                          the ledger's random identity (32 hex digits), also in its mark file
 //	m/hwm                               high-water mark: a count of committed writes (u64 BE), see mark.go
+//	m/generation                        the number of restores an operator accepted (u64 BE; absent: 0), see restore.go
+//	m/restore/<generation u64 BE>       the accepted restore that started that generation (JSON)
 //	r/<id>                              the record (version byte + value, see codec.go), or a tombstone once pruned
 //	e/<id*>/<seq u64 BE>                audit event <seq> of execution <id> (version byte + value)
 //	p/<id>                              pending index: present iff the record is not terminal; its value is the record itself
@@ -43,10 +45,15 @@ const (
 )
 
 var (
-	protocolKey = []byte("m/protocol")
-	identityKey = []byte("m/identity")
-	hwmKey      = []byte("m/hwm")
+	protocolKey   = []byte("m/protocol")
+	identityKey   = []byte("m/identity")
+	hwmKey        = []byte("m/hwm")
+	generationKey = []byte("m/generation")
 )
+
+func restoreKey(generation uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte("m/restore/"), generation)
+}
 
 // appendEscaped appends s escaped and terminated (see the key layout).
 func appendEscaped(dst []byte, s string) []byte {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/connhost/connhost/ledger/internal/witness"
 )
 
 // mark is the content of a ledger's mark file (Options.MarkPath), a small
@@ -22,13 +24,15 @@ import (
 // Identity is the random identity the ledger was created with (stored in
 // the directory under m/identity too); HighWater is a number of committed
 // writes the directory is known to hold (stored under m/hwm before the mark
-// says so). Open refuses a directory that is missing, of another identity,
-// or behind the mark. See RATIONALE.md ("The mark").
+// says so), in the ledger's Generation (the restores accepted, m/generation;
+// omitted while 0). Open refuses a directory that is missing, of another
+// identity, or behind the mark. See RATIONALE.md ("The mark").
 type mark struct {
-	Identity  string    `json:"identity"`
-	Protocol  int       `json:"protocol"`
-	HighWater uint64    `json:"high_water"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Identity   string    `json:"identity"`
+	Protocol   int       `json:"protocol"`
+	Generation uint64    `json:"generation,omitempty"`
+	HighWater  uint64    `json:"high_water"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // maxMarkBytes bounds the mark file Open reads; a mark is ~130 bytes.
@@ -45,17 +49,7 @@ func newIdentity() string {
 }
 
 // validIdentity reports whether s has the form newIdentity returns.
-func validIdentity(s string) bool {
-	if len(s) != identityLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func validIdentity(s string) bool { return witness.ValidIdentity(s) }
 
 // decodeMark parses a mark file's bytes. Unknown members are ignored, so a
 // later release may add some; a missing or malformed identity, a protocol

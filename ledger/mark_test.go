@@ -16,6 +16,13 @@ func TestDecodeMark(t *testing.T) {
 	m, err = decodeMark([]byte(`{"identity":"` + id + `","protocol":2,"high_water":7,"updated_at":"2026-01-02T03:04:05Z","later":"field"}`))
 	require.NoError(t, err, "members of a later release are ignored")
 	require.Equal(t, uint64(7), m.HighWater)
+	require.Zero(t, m.Generation, "a mark of an earlier release is of generation 0")
+	gen := good
+	gen.Generation = 3
+	m, err = decodeMark(gen.encode())
+	require.NoError(t, err)
+	require.Equal(t, gen, m)
+	require.NotContains(t, string(good.encode()), "generation", "generation 0 is not written: earlier releases read the mark as before")
 
 	for name, b := range map[string]string{
 		"empty":          ``,
@@ -40,6 +47,7 @@ func TestDecodeMark(t *testing.T) {
 func FuzzDecodeMark(f *testing.F) {
 	f.Add([]byte(`{"identity":"0123456789abcdef0123456789abcdef","protocol":2,"high_water":42,"updated_at":"2026-01-02T03:04:05Z"}`))
 	f.Add([]byte(`{"identity":"0123456789abcdef0123456789abcdef","protocol":1,"high_water":18446744073709551615}`))
+	f.Add([]byte(`{"identity":"0123456789abcdef0123456789abcdef","protocol":4,"generation":2,"high_water":42}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, b []byte) {

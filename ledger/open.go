@@ -13,22 +13,34 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/connhost/connhost/internal/pebbleconf"
+	"github.com/connhost/connhost/ledger/internal/witness"
 )
 
 // Open opens the ledger in opts.Dir, or creates one where there has never
 // been one (see Options.Create). It refuses, with a *DamageError (which
 // matches ErrCorrupt) and without writing anything, a ledger that would
-// otherwise open short or empty:
+// otherwise open short, empty, or other than the deployment acknowledged:
 //
-//   - the mark exists but the directory is missing or holds no ledger;
-//   - the directory holds another ledger than the one the mark names;
-//   - the directory holds fewer writes than the mark records;
+//   - the mark or the witness exists but the directory is missing or
+//     holds no ledger;
+//   - the directory holds another ledger than the one the mark or the
+//     witness names;
+//   - the directory holds fewer writes than the mark or the witness
+//     records, or an older generation (a copy from before an accepted
+//     restore);
 //   - the newest write-ahead log is damaged before its end;
-//   - the mark is unreadable, or Pebble finds its own files damaged.
+//   - the mark or the witness is unreadable, or Pebble finds its own files
+//     damaged.
 //
-// A ledger without a mark (one written before marks, or whose mark was
-// removed) is adopted as it is: Open writes its mark and logs that it did.
+// A ledger restored from a backup on purpose is opened with AcceptRestore
+// first. A ledger without a mark (one written before marks, or whose mark
+// was removed) is adopted as it is: Open writes its mark and logs that it
+// did. With Options.WitnessPath, a ledger without a witness gets one (and
+// Open logs it); a witness of an older generation than the ledger (a
+// restore was accepted without it) has the sessions it saw written after
+// the restore's position fenced before Open returns.
 // A new or adopted directory gets a protocol marker; an existing one must
 // carry the marker of ProtocolVersion, else Open fails with ErrProtocol
 // naming both versions. The caller owns the returned DB and must Close it.
@@ -54,8 +66,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	case err == nil && !d.created:
 		n := d.writes.Load()
 		_ = d.Close()
-		return nil, fmt.Errorf("%w: %s holds a healthy ledger (%s, %d writes): init replaces only a missing or damaged ledger; to discard this one, move %s and %s away first",
-			ErrInvalid, opts.Dir, d.identity, n, opts.Dir, opts.MarkPath)
+		away := opts.Dir + " and " + opts.MarkPath
+		if opts.WitnessPath != "" {
+			away = opts.Dir + ", " + opts.MarkPath + " and " + opts.WitnessPath
+		}
+		return nil, fmt.Errorf("%w: %s holds a healthy ledger (%s, %d writes): init replaces only a missing or damaged ledger; to discard this one, move %s away first",
+			ErrInvalid, opts.Dir, d.identity, n, away)
 	}
 	return d, err
 }
@@ -110,15 +126,21 @@ func open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	w, err := readWitness(opts)
+	if err != nil {
+		return nil, err
+	}
 	st, err := inspectDir(fsys, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	if st != dirPresent {
-		if mk != nil {
+		switch {
+		case mk != nil:
 			return nil, missingError(opts, mk, st.String())
-		}
-		if opts.Create == CreateNever {
+		case w != nil:
+			return nil, witnessMissingError(opts, w, st.String()+", and so is its mark")
+		case opts.Create == CreateNever:
 			return nil, noLedgerError(opts)
 		}
 	}
@@ -165,13 +187,19 @@ func open(opts Options) (*DB, error) {
 	if opts.noSync {
 		d.wo = pebble.NoSync
 	}
-	if err := d.setup(mk); err != nil {
+	if err := d.setup(mk, w); err != nil {
 		_ = pdb.Close()
 		return nil, err
 	}
 	if err := d.loadFences(); err != nil {
 		_ = pdb.Close()
 		return nil, err
+	}
+	if d.adopt != nil {
+		if err := d.adoptRestore(context.Background()); err != nil {
+			_ = pdb.Close()
+			return nil, err
+		}
 	}
 	d.stopMarker, d.markerDone = make(chan struct{}), make(chan struct{})
 	go d.runMarker()
@@ -187,14 +215,42 @@ func missingError(opts Options, mk *mark, how string) error {
 		opts.Dir, how, opts.MarkPath, mk.Identity, mk.HighWater, mk.UpdatedAt.UTC().Format(time.RFC3339))}
 }
 
+func witnessMissingError(opts Options, w *witness.File, how string) error {
+	return &DamageError{Kind: DamageMissing, Dir: opts.Dir, Mark: opts.MarkPath, Witness: opts.WitnessPath, What: fmt.Sprintf(
+		"the ledger directory %s %s, but its witness %s says it held ledger %s with %d committed writes (witness written %s): "+
+			"the ledger was deleted, or the data directory was replaced",
+		opts.Dir, how, opts.WitnessPath, w.Identity, w.Position, w.UpdatedAt.UTC().Format(time.RFC3339))}
+}
+
+// readWitness reads the witness of opts: nil without one, a *DamageError
+// if it is unreadable.
+func readWitness(opts Options) (*witness.File, error) {
+	if opts.WitnessPath == "" {
+		return nil, nil
+	}
+	w, err := witness.Read(opts.WitnessPath)
+	var me *witness.MalformedError
+	switch {
+	case errors.As(err, &me):
+		return nil, &DamageError{Kind: DamageWitness, Dir: opts.Dir, Mark: opts.MarkPath, Witness: opts.WitnessPath,
+			What: fmt.Sprintf("the witness %s of the ledger in %s is unreadable (%v)", opts.WitnessPath, opts.Dir, me.Err), Err: err}
+	case err != nil:
+		return nil, fmt.Errorf("ledger: %w", err)
+	case w != nil && w.Backend != witness.BackendPebble:
+		return nil, &DamageError{Kind: DamageIdentity, Dir: opts.Dir, Mark: opts.MarkPath, Witness: opts.WitnessPath, What: fmt.Sprintf(
+			"the witness %s names a ledger on %s (%s), not the Pebble ledger in %s", opts.WitnessPath, w.Backend, w.Identity, opts.Dir)}
+	}
+	return w, nil
+}
+
 func noLedgerError(opts Options) error {
 	return fmt.Errorf("%w in %s (and no mark %s); open with Options.Create = CreateIfNew to create one", ErrNoLedger, opts.Dir, opts.MarkPath)
 }
 
-// setup checks the opened directory against the mark mk (nil if there is
-// none) and creates or adopts the ledger as Open documents. It refuses
-// before it writes anything.
-func (d *DB) setup(mk *mark) error {
+// setup checks the opened directory against the mark mk and the witness
+// w (nil if there is none) and creates or adopts the ledger as Open
+// documents. It refuses before it writes anything.
+func (d *DB) setup(mk *mark, w *witness.File) error {
 	empty, err := d.empty()
 	if err != nil {
 		return fmt.Errorf("ledger: read %s: %w", d.opts.Dir, err)
@@ -203,12 +259,17 @@ func (d *DB) setup(mk *mark) error {
 		switch {
 		case mk != nil:
 			return missingError(d.opts, mk, "holds no data")
+		case w != nil:
+			return witnessMissingError(d.opts, w, "holds no data, and its mark is missing")
 		case d.opts.Create == CreateNever:
 			return noLedgerError(d.opts)
 		}
-		return d.create()
+		if err := d.create(); err != nil {
+			return err
+		}
+		return d.startWitness(nil)
 	}
-	id, stored, err := d.readMeta()
+	id, stored, gen, err := d.readMeta()
 	if err != nil {
 		return err
 	}
@@ -219,27 +280,95 @@ func (d *DB) setup(mk *mark) error {
 			if id == "" {
 				found = "a ledger without an identity"
 			}
-			return &DamageError{Kind: DamageIdentity, Dir: d.opts.Dir, Mark: d.opts.MarkPath, What: fmt.Sprintf(
+			return &DamageError{Kind: DamageIdentity, Dir: d.opts.Dir, Mark: d.opts.MarkPath, Witness: d.opts.WitnessPath, What: fmt.Sprintf(
 				"%s holds %s, but its mark %s belongs to ledger %s (%d committed writes): the directory was replaced by another ledger's",
 				d.opts.Dir, found, d.opts.MarkPath, mk.Identity, mk.HighWater)}
-		case stored < mk.HighWater:
-			return &DamageError{Kind: DamageBehind, Dir: d.opts.Dir, Mark: d.opts.MarkPath, What: fmt.Sprintf(
+		case mk.Generation > gen, mk.Generation == gen && stored < mk.HighWater:
+			what := fmt.Sprintf(
 				"the ledger in %s is behind its mark %s: the mark records %d committed writes (written %s), the directory holds only %d: "+
 					"at least %d committed writes are missing, e.g. from a truncated or deleted write-ahead log",
-				d.opts.Dir, d.opts.MarkPath, mk.HighWater, mk.UpdatedAt.UTC().Format(time.RFC3339), stored, mk.HighWater-stored)}
+				d.opts.Dir, d.opts.MarkPath, mk.HighWater, mk.UpdatedAt.UTC().Format(time.RFC3339), stored, mk.HighWater-min(stored, mk.HighWater))
+			if mk.Generation > gen {
+				what = fmt.Sprintf("the ledger in %s is behind its mark %s: the mark records generation %d (%d accepted restores), the directory holds generation %d: "+
+					"it is a copy from before a restore was accepted", d.opts.Dir, d.opts.MarkPath, mk.Generation, mk.Generation, gen)
+			}
+			if !d.opts.accepting {
+				return &DamageError{Kind: DamageBehind, Dir: d.opts.Dir, Mark: d.opts.MarkPath, Witness: d.opts.WitnessPath, What: what}
+			}
+			d.noteRestored(what, mk.Generation, mk.HighWater)
+		}
+		// A mark of an older generation was written before a restore was
+		// accepted and not since (a crash in between): it is rewritten.
+	}
+	v := witness.Holds
+	if w != nil {
+		var says string
+		v, says = witness.Check(*w, witness.Found{Identity: id, Generation: gen, Position: stored, ProbeEvents: -1}, func(found, seen uint64) string {
+			return fmt.Sprintf("it holds %d writes, but the witness saw %d: at least %d acknowledged writes are missing", found, seen, seen-found)
+		})
+		switch v {
+		case witness.Other:
+			return &DamageError{Kind: DamageIdentity, Dir: d.opts.Dir, Mark: d.opts.MarkPath, Witness: d.opts.WitnessPath, What: fmt.Sprintf(
+				"the ledger in %s is not the one its witness %s names: %s; the directory was replaced by another ledger's, or the witness is another deployment's",
+				d.opts.Dir, d.opts.WitnessPath, says)}
+		case witness.Behind:
+			what := fmt.Sprintf("the ledger in %s is behind its witness %s (written %s): %s; the directory (with its mark) was replaced by an older copy, e.g. restored from a backup",
+				d.opts.Dir, d.opts.WitnessPath, w.UpdatedAt.UTC().Format(time.RFC3339), says)
+			if !d.opts.accepting {
+				return &DamageError{Kind: DamageBehind, Dir: d.opts.Dir, Mark: d.opts.MarkPath, Witness: d.opts.WitnessPath, What: what}
+			}
+			d.noteRestored(what, w.Generation, w.Position)
 		}
 	}
 	if err := d.checkProtocol(); err != nil {
 		return err
 	}
-	d.identity, d.stored = id, stored
+	d.identity, d.stored, d.generation = id, stored, gen
 	d.writes.Store(stored)
-	if mk != nil {
+	switch {
+	case mk != nil && mk.Generation == gen:
 		d.inMark = mk.HighWater
-		return nil
+	case mk != nil:
+		if err := d.writeMark(stored); err != nil {
+			return err
+		}
+	default:
+		// No mark: adopt the directory as it is.
+		if err := d.adoptUnmarked(stored); err != nil {
+			return err
+		}
 	}
-	// No mark: adopt the directory as it is.
-	if id == "" {
+	// An accepting Open that found the ledger behind writes neither the
+	// mark nor the witness until the restore is accepted: lowering them
+	// would accept it without fencing anything.
+	d.frozen = d.restored != nil
+	d.found = w
+	switch v {
+	case witness.Accepted:
+		d.adopt = w
+		return d.startWitness(nil)
+	case witness.Behind:
+		return d.startWitness(nil)
+	}
+	return d.startWitness(w)
+}
+
+// noteRestored records, for AcceptRestore, what the ledger is behind.
+func (d *DB) noteRestored(what string, generation, position uint64) {
+	if d.restored == nil {
+		d.restored = &restoreFound{}
+	}
+	r := d.restored
+	r.what = append(r.what, what)
+	if generation > r.generation || generation == r.generation && position > r.position {
+		r.generation, r.position = generation, position
+	}
+}
+
+// adoptUnmarked adopts a directory without a mark as it is: it gets an
+// identity if it has none (a ledger written before marks), and its mark.
+func (d *DB) adoptUnmarked(stored uint64) error {
+	if d.identity == "" {
 		d.identity = newIdentity()
 		b := d.db.NewBatch()
 		_ = b.Set(identityKey, []byte(d.identity), nil)
@@ -252,9 +381,37 @@ func (d *DB) setup(mk *mark) error {
 		d.opts.Logger.Info("ledger: adopted a ledger written before marks", "dir", d.opts.Dir, "mark", d.opts.MarkPath, "identity", d.identity)
 	} else {
 		d.opts.Logger.Warn("ledger: the mark was missing; adopted the directory as it is (writes lost since the mark's last update cannot be detected)",
-			"dir", d.opts.Dir, "mark", d.opts.MarkPath, "identity", d.identity, "writes", stored)
+			"dir", d.opts.Dir, "mark", d.opts.MarkPath, "witness", d.opts.WitnessPath, "identity", d.identity, "writes", stored)
 	}
 	return d.writeMark(stored)
+}
+
+// startWitness starts keeping the witness (with Options.WitnessPath):
+// from w, the witness found and checked, or else a new one for the ledger
+// as it stands, written now. A new ledger's witness names every session
+// written since its first write; an existing ledger's, only those written
+// from now on.
+func (d *DB) startWitness(w *witness.File) error {
+	if d.opts.WitnessPath == "" {
+		return nil
+	}
+	d.sessions = witness.NewTracker()
+	if w != nil {
+		d.wit, d.inWitness = w, w.Position
+		return nil
+	}
+	d.wit = &witness.File{Version: witness.Version, Backend: witness.BackendPebble, Identity: d.identity, Generation: d.generation, Horizon: d.stored}
+	d.inWitness = ^uint64(0)
+	if d.frozen || d.adopt != nil {
+		return nil // AcceptRestore and adoptRestore write it
+	}
+	if err := d.writeWitness(d.stored); err != nil {
+		return err
+	}
+	if !d.created {
+		d.opts.Logger.Info("ledger: the ledger had no witness; wrote one", "dir", d.opts.Dir, "witness", d.opts.WitnessPath, "identity", d.identity, "writes", d.stored)
+	}
+	return nil
 }
 
 // create writes a new ledger's protocol marker, identity and high-water
@@ -274,12 +431,16 @@ func (d *DB) create() error {
 		return fmt.Errorf("ledger: create in %s: %w", d.opts.Dir, err)
 	}
 	d.created = true
-	return d.writeMark(0)
+	if err := d.writeMark(0); err != nil {
+		return err
+	}
+	d.opts.Logger.Info("ledger: created a new, empty ledger", "dir", d.opts.Dir, "mark", d.opts.MarkPath, "witness", d.opts.WitnessPath, "identity", d.identity)
+	return nil
 }
 
-// readMeta reads the identity ("" if none) and the high-water mark (0 if
-// none).
-func (d *DB) readMeta() (string, uint64, error) {
+// readMeta reads the identity ("" if none), the high-water mark and the
+// generation (0 if none).
+func (d *DB) readMeta() (string, uint64, uint64, error) {
 	var id string
 	v, closer, err := d.db.Get(identityKey)
 	switch {
@@ -287,27 +448,33 @@ func (d *DB) readMeta() (string, uint64, error) {
 		id = string(v)
 		_ = closer.Close()
 		if !validIdentity(id) {
-			return "", 0, fmt.Errorf("%w: %s: identity %q", ErrCorrupt, d.opts.Dir, id)
+			return "", 0, 0, fmt.Errorf("%w: %s: identity %q", ErrCorrupt, d.opts.Dir, id)
 		}
 	case !errors.Is(err, pebble.ErrNotFound):
-		return "", 0, fmt.Errorf("ledger: read identity: %w", err)
+		return "", 0, 0, fmt.Errorf("ledger: read identity: %w", err)
 	}
-	var hw uint64
-	v, closer, err = d.db.Get(hwmKey)
+	hw, err := d.readCount(hwmKey, "high-water mark")
+	if err != nil {
+		return "", 0, 0, err
+	}
+	gen, err := d.readCount(generationKey, "generation")
+	return id, hw, gen, err
+}
+
+// readCount reads a u64 BE value (0 if there is none).
+func (d *DB) readCount(key []byte, what string) (uint64, error) {
+	v, closer, err := d.db.Get(key)
 	switch {
-	case err == nil:
-		ok := len(v) == 8
-		if ok {
-			hw = binary.BigEndian.Uint64(v)
-		}
-		_ = closer.Close()
-		if !ok {
-			return "", 0, fmt.Errorf("%w: %s: high-water mark of %d bytes", ErrCorrupt, d.opts.Dir, len(v))
-		}
-	case !errors.Is(err, pebble.ErrNotFound):
-		return "", 0, fmt.Errorf("ledger: read high-water mark: %w", err)
+	case errors.Is(err, pebble.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("ledger: read %s: %w", what, err)
 	}
-	return id, hw, nil
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s: %s of %d bytes", ErrCorrupt, d.opts.Dir, what, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 func encodeHWM(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
@@ -315,11 +482,26 @@ func encodeHWM(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 // writeMark writes the mark with high-water mark n, which the directory
 // already holds durably. The caller holds markMu or is Open.
 func (d *DB) writeMark(n uint64) error {
-	err := writeMark(d.fs, d.opts.MarkPath, mark{Identity: d.identity, Protocol: ProtocolVersion, HighWater: n, UpdatedAt: d.opts.Now().UTC()})
+	err := writeMark(d.fs, d.opts.MarkPath, mark{Identity: d.identity, Protocol: ProtocolVersion, Generation: d.generation, HighWater: n, UpdatedAt: d.opts.Now().UTC()})
 	if err == nil {
 		d.inMark = n
 	}
 	return err
+}
+
+// writeWitness writes the witness with count n, which the directory
+// already holds durably, and the sessions written since the last one.
+// The caller holds markMu or is Open. Sessions noted stay noted if the
+// write fails, for the next one.
+func (d *DB) writeWitness(n uint64) error {
+	w := d.wit
+	w.Generation, w.Position, w.UpdatedAt = d.generation, n, d.opts.Now().UTC()
+	w.Note(d.sessions.Drain(), d.opts.WitnessSessions)
+	if err := witness.Write(d.opts.WitnessPath, *w); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	d.inWitness = n
+	return nil
 }
 
 // runMarker brings the mark up to date every MarkInterval until Close.
@@ -340,8 +522,8 @@ func (d *DB) runMarker() {
 }
 
 // updateMark makes the count of committed writes durable in the directory
-// (m/hwm, a synced write) and then in the mark, if it moved since the last
-// update. Every write counted was committed before the m/hwm write, so it
+// (m/hwm, a synced write) and then in the mark and the witness, if it
+// moved since the last update. Every write counted was committed before the m/hwm write, so it
 // precedes it in the write-ahead log: a log that lost one of them lost the
 // m/hwm write too, and the next Open finds the directory behind the mark.
 func (d *DB) updateMark() error {
@@ -354,14 +536,22 @@ func (d *DB) updateMark() error {
 		}
 		d.stored = n
 	}
-	if n == d.inMark {
+	if d.frozen {
 		return nil
 	}
-	return d.writeMark(n)
+	if n != d.inMark {
+		if err := d.writeMark(n); err != nil {
+			return err
+		}
+	}
+	if d.wit != nil && n != d.inWitness {
+		return d.writeWitness(n)
+	}
+	return nil
 }
 
 // Close implements Ledger. It waits for operations in flight, brings the
-// mark up to date and flushes the memtables, so that after a clean Close
+// mark and the witness up to date and flushes the memtables, so that after a clean Close
 // the data is in the checksummed table files and the write-ahead log holds
 // nothing that is needed. Afterwards every method returns ErrClosed.
 func (d *DB) Close() error {
@@ -388,8 +578,11 @@ func (d *DB) Close() error {
 	if err := d.db.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("ledger: flush on close: %w", err))
 	}
-	if d.stored != d.inMark {
+	if d.stored != d.inMark && !d.frozen {
 		errs = append(errs, d.writeMark(d.stored))
+	}
+	if d.wit != nil && d.stored != d.inWitness && !d.frozen {
+		errs = append(errs, d.writeWitness(d.stored))
 	}
 	d.markMu.Unlock()
 	errs = append(errs, d.db.Close(), d.dirLock.Close())
@@ -397,10 +590,11 @@ func (d *DB) Close() error {
 }
 
 // setAside renames the remains of a damaged ledger (its directory, then
-// its mark, whichever exist) to <name>.aside-<UTC time>, so that Open can
-// start a new one in their place. The directory goes first: a crash in
-// between leaves a mark without a directory, which is refused, never a
-// damaged directory without its mark, which would be adopted.
+// its mark, then its witness, whichever exist) to <name>.aside-<UTC
+// time>, so that Open can start a new one in their place. The directory
+// goes first: a crash in between leaves a mark or a witness without a
+// directory, which is refused, never a damaged directory without them,
+// which would be adopted.
 func setAside(opts Options) error {
 	fsys := opts.fs
 	if fsys == nil {
@@ -431,6 +625,15 @@ func setAside(opts Options) error {
 			return fmt.Errorf("ledger: set aside %s: %w", p, err)
 		}
 		opts.Logger.Warn("ledger: set aside the remains of a missing or damaged ledger", "from", p, "to", to)
+	}
+	if opts.WitnessPath != "" {
+		to, err := witness.SetAside(opts.WitnessPath, suffix[len(".aside-"):])
+		if err != nil {
+			return fmt.Errorf("ledger: %w", err)
+		}
+		if to != "" {
+			opts.Logger.Warn("ledger: set aside the witness of a missing or damaged ledger", "from", opts.WitnessPath, "to", to)
+		}
 	}
 	return nil
 }

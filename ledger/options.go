@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/connhost/connhost/ledger/internal/witness"
 )
 
 // ProtocolVersion is the version of the ledger's on-disk protocol (key
@@ -33,6 +35,13 @@ const DefaultMarkInterval = time.Second
 
 // MarkSuffix is appended to Options.Dir to name the mark file by default.
 const MarkSuffix = ".mark"
+
+// WitnessSuffix is appended to a data directory to name its witness file
+// by default (host.Options.WitnessPath, the connhost CLI).
+const WitnessSuffix = ".witness"
+
+// DefaultWitnessSessions is the default value of Options.WitnessSessions.
+const DefaultWitnessSessions = witness.DefaultSessions
 
 // CreateMode says when Open may create a new, empty ledger (see
 // Options.Create).
@@ -79,6 +88,27 @@ type Options struct {
 	// by its check.
 	// The default value is DefaultMarkInterval (1s).
 	MarkInterval time.Duration
+	// WitnessPath is the ledger's witness: a file that holds what this
+	// deployment has acknowledged of the ledger (its identity, the number
+	// of writes it is known to hold, the sessions written recently), kept
+	// where a restore of the ledger does not reach. The mark guards the
+	// directory against losing part of itself; the witness guards it
+	// against being replaced whole: an older copy of the directory and its
+	// mark, restored together, is behind the witness, and a deleted one is
+	// missing. Open refuses both (*DamageError), and AcceptRestore accepts
+	// a restore deliberately, fencing what the backup does not know. The
+	// witness is brought up to date with the mark (every MarkInterval
+	// while the ledger is written to, and at Close). It must lie outside
+	// Dir; put it on another volume than the one backups restore.
+	// The default value is "": no witness (host.Open and the connhost
+	// commands give one beside the data directory, see WitnessSuffix).
+	WitnessPath string
+	// WitnessSessions is how many of the most recently written sessions
+	// the witness names, so that AcceptRestore can fence every session
+	// written after the backup. A restore older than the oldest of them
+	// cannot be told which sessions it forgot (see AcceptRestore).
+	// The default value is DefaultWitnessSessions (4096).
+	WitnessSessions int
 	// Create says when Open may create a new, empty ledger.
 	// The default value is CreateIfNew.
 	Create CreateMode
@@ -115,6 +145,9 @@ type Options struct {
 	// filesystem, and unsynced commits on it.
 	fs     vfs.FS
 	noSync bool
+	// accepting is set by AcceptRestore: a ledger behind its mark or its
+	// witness opens, and what it is behind is recorded instead.
+	accepting bool
 }
 
 // EnsureDefaults fills every zero field that has a default and returns o.
@@ -140,6 +173,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.LazySyncInterval == 0 {
 		o.LazySyncInterval = DefaultLazySyncInterval
 	}
+	if o.WitnessSessions == 0 {
+		o.WitnessSessions = DefaultWitnessSessions
+	}
 	return o
 }
 
@@ -162,6 +198,9 @@ func (o *Options) Validate() error {
 	if o.MarkInterval < 0 {
 		errs = append(errs, fmt.Errorf("%w: Options.MarkInterval = %s, must be > 0", ErrInvalid, o.MarkInterval))
 	}
+	if o.WitnessSessions < 0 || o.WitnessSessions > witness.MaxSessions {
+		errs = append(errs, fmt.Errorf("%w: Options.WitnessSessions = %d, must be between 1 and %d", ErrInvalid, o.WitnessSessions, witness.MaxSessions))
+	}
 	if o.Create < CreateIfNew || o.Create > CreateInit {
 		errs = append(errs, fmt.Errorf("%w: Options.Create = %d is not a CreateMode", ErrInvalid, o.Create))
 	}
@@ -169,6 +208,15 @@ func (o *Options) Validate() error {
 		dir, mark := absPath(o.Dir), absPath(o.MarkPath)
 		if mark == dir || strings.HasPrefix(mark, dir+string(filepath.Separator)) {
 			errs = append(errs, fmt.Errorf("%w: Options.MarkPath %s lies inside Options.Dir %s: the mark must survive the loss of the directory", ErrInvalid, o.MarkPath, o.Dir))
+		}
+	}
+	if o.Dir != "" && o.WitnessPath != "" {
+		dir, w := absPath(o.Dir), absPath(o.WitnessPath)
+		switch {
+		case w == dir || strings.HasPrefix(w, dir+string(filepath.Separator)):
+			errs = append(errs, fmt.Errorf("%w: Options.WitnessPath %s lies inside Options.Dir %s: the witness must survive the loss of the directory", ErrInvalid, o.WitnessPath, o.Dir))
+		case o.MarkPath != "" && w == absPath(o.MarkPath):
+			errs = append(errs, fmt.Errorf("%w: Options.WitnessPath %s is the mark's path", ErrInvalid, o.WitnessPath))
 		}
 	}
 	return errors.Join(errs...)

@@ -57,7 +57,7 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 		}
 	}
 	if !marked {
-		sm := &d.sessions[maphash.Bytes(d.seed, sk)%uint64(len(d.sessions))]
+		sm := &d.sessionLocks[maphash.Bytes(d.seed, sk)%uint64(len(d.sessionLocks))]
 		sm.Lock()
 		defer sm.Unlock()
 		if marked, err = d.has(sk); err != nil {
@@ -67,7 +67,7 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 			_ = b.Set(sk, sessionMarker(rec), nil)
 		}
 	}
-	if err := d.commit(b, fc); err != nil {
+	if err := d.commit(b, fc, &rec); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
 	}
 	d.remember(rec)
@@ -107,7 +107,7 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	if t.Lazy {
 		commit = d.commitLazy
 	}
-	if err := commit(b, fc); err != nil {
+	if err := commit(b, fc, &rec); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
 	}
 	d.remember(rec)
@@ -186,32 +186,37 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 	return rec, fc, nil
 }
 
-// commit commits b, whose writes change the fence index by fc, so that the
-// fence count never under-reports: an added entry is counted before the
-// commit (and uncounted if the commit fails), a removed one after it. A
-// count that is briefly too high only makes Fenced read the index.
-func (d *DB) commit(b *pebble.Batch, fc fenceChange) error {
-	return d.commitWith(b, fc, d.wo)
+// commit commits b, the write of rec, whose writes change the fence index
+// by fc, so that the fence count never under-reports: an added entry is
+// counted before the commit (and uncounted if the commit fails), a removed
+// one after it. A count that is briefly too high only makes Fenced read
+// the index. The write is counted, and its session noted for the witness
+// with the count that includes it.
+func (d *DB) commit(b *pebble.Batch, fc fenceChange, rec *Record) error {
+	return d.commitWith(b, fc, d.wo, rec)
 }
 
 // commitLazy commits b without waiting for its own fsync (see
 // Transition.Lazy): the background syncer, or any synced commit after it,
 // makes it durable.
-func (d *DB) commitLazy(b *pebble.Batch, fc fenceChange) error {
-	err := d.commitWith(b, fc, pebble.NoSync)
+func (d *DB) commitLazy(b *pebble.Batch, fc fenceChange, rec *Record) error {
+	err := d.commitWith(b, fc, pebble.NoSync, rec)
 	if err == nil {
 		d.lazy.Store(true)
 	}
 	return err
 }
 
-func (d *DB) commitWith(b *pebble.Batch, fc fenceChange, wo *pebble.WriteOptions) error {
+func (d *DB) commitWith(b *pebble.Batch, fc fenceChange, wo *pebble.WriteOptions, rec *Record) error {
 	if fc.delta > 0 {
 		d.noteFences(fc)
 	}
 	err := b.Commit(wo)
 	if err == nil {
-		d.writes.Add(1)
+		n := d.writes.Add(1)
+		if d.sessions != nil {
+			d.sessions.Touch(rec.Namespace, rec.SessionID, n)
+		}
 	}
 	switch {
 	case err != nil && fc.delta > 0:

@@ -100,6 +100,9 @@ reading the pending executions (execute is not measured there).
 			fmt.Fprintf(w, "  ledger writes alone\t%.0f executions/s\t\t%.2f×\n", rep.LedgerParPerSecond, rep.LedgerParRatio)
 			fmt.Fprintf(w, "open + recover\t%.1f ms with %d history\t%.1f ms pending only\t%.2f× (target ≤ 1.5×)\n", rep.RecoverWithHistoryMs, rep.History, rep.RecoverPendingOnlyMs, rep.RecoverRatio)
 			fmt.Fprintf(w, "disk\t%.0f bytes/execution\t\t\n", rep.BytesPerExecution)
+			fmt.Fprintf(w, "witness, sequential\t%.0f µs/execution\t%.0f µs without\t%.2f×\n", rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio)
+			fmt.Fprintf(w, "witness, at %d\t%.0f executions/s\t%.0f without\t%.2f×\n", rep.Concurrency, rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio)
+			fmt.Fprintf(w, "  (the ledger's writes, a session each; witness of %d bytes)\t\t\t\n", rep.WitnessBytes)
 			if err := w.Flush(); err != nil {
 				return err
 			}
@@ -137,6 +140,8 @@ func (a *app) benchPostgres(cmd *cobra.Command, o bench.PostgresOptions) error {
 	fmt.Fprintf(w, "open + pending scan\t%.1f ms with %d history\t%.1f ms pending only\t%.2f× (target ≤ 1.5×)\n", rep.RecoverWithHistoryMs, rep.History, rep.RecoverPendingOnlyMs, rep.RecoverRatio)
 	fmt.Fprintf(w, "storage\t%.0f bytes/execution (tables + indexes)\t%.0f WAL bytes/execution\t\n", rep.BytesPerExecution, rep.WALBytesPerExecution)
 	fmt.Fprintf(w, "commits\t%.2f per execution\t\t\n", rep.CommitsPerExecution)
+	fmt.Fprintf(w, "witness, sequential\t%.0f µs/execution\t%.0f µs without\t%.2f×\n", rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio)
+	fmt.Fprintf(w, "witness, at %d\t%.0f executions/s\t%.0f without\t%.2f×\n", rep.Concurrency, rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio)
 	if err := w.Flush(); err != nil {
 		return err
 	}

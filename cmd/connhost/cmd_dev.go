@@ -84,6 +84,12 @@ before each answer: kill dev (or let CONNHOST_CRASH_AT kill it), start it
 again, and recovery meets a provider that remembers the payments, refunds,
 idempotency keys and messages it saw.
 
+The ledger's witness is kept beside --data (.connhost.witness for the
+default ./.connhost): a data directory deleted or replaced by an older
+copy makes dev refuse to start (exit 6) instead of running again the calls
+the ledger had recorded. To start over, pass --init (the old ledger and
+witness are set aside), or remove both.
+
 With --json it prints one startup line {"api": URL, "payments": URL,
 "email": URL} on stdout and logs JSON on stderr.`,
 		Example: `  connhost dev

@@ -94,6 +94,15 @@ take over its calls once its lease has expired (--lease-ttl), and a node
 that cannot renew its lease stops taking work and fails /healthz. Approvals
 and resolutions given through any node count for all of them.
 
+The ledger's witness ([server] witness, or --witness; by default the data
+directory's path plus ".witness") records what this deployment has
+acknowledged of its ledger; keep it where a restore of the data directory,
+or of the database, does not reach (another volume). serve refuses (exit 6)
+a ledger that is missing, another one, or behind its witness, and on a
+shared ledger stops taking work when it finds the database rolled back
+while it runs; a backup restored on purpose is accepted with connhost
+ledger accept-restore.
+
 Approving is another authority than executing. The runtime's token may
 execute, cancel, recover and read, never approve, reject or resolve (403
 forbidden_role). An "approver" approves, rejects and resolves; an "operator"

@@ -32,6 +32,7 @@ import (
 //	ledger_env = "CONNHOST_LEDGER" # optional, like --ledger: a shared ledger on PostgreSQL; or ledger = "postgres://…"
 //	node = "node-1"              # optional, like --node: this node's id in the fleet (default: the host name)
 //	lease_ttl = "15s"            # optional, like serve --lease-ttl
+//	witness = "/var/lib/connhost-state/ledger.witness"  # optional, like --witness: where a restore of data (or of the database) does not reach
 //	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //
 //	[[principals]]               # one per person or service; repeatable
@@ -109,6 +110,9 @@ type ServerConfig struct {
 	// Node and LeaseTTL: this node's id in the fleet and its lease TTL.
 	Node     string
 	LeaseTTL time.Duration
+	// Witness is the ledger's witness file (witness, like --witness):
+	// the default is the data directory's path plus ".witness".
+	Witness string
 	// RequireSignoff refuses to run a connector whose manifest or module
 	// changed since a reviewer signed it off (connhost audit --sign), or
 	// that has no sign-off. The default value is false.
@@ -352,6 +356,8 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.LedgerEnv = str(key, v)
 				case "node":
 					c.Server.Node = str(key, v)
+				case "witness":
+					c.Server.Witness = str(key, v)
 				case "lease_ttl":
 					d, err := time.ParseDuration(str(key, v))
 					if err != nil || d <= 0 {
@@ -365,7 +371,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					}
 					c.Server.RequireSignoff = b
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, require_signoff)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff)", k)
 				}
 			}
 			if c.Server.LedgerEnv != "" {

@@ -44,7 +44,7 @@ const (
 	// succeeded (failed, awaiting_approval, rejected, pending, …).
 	ExitNotSucceeded = 5
 	// ExitLedgerDamaged: the ledger is missing, damaged, behind its mark
-	// or another ledger's; the command did nothing.
+	// or its witness, or another ledger's; the command did nothing.
 	ExitLedgerDamaged = 6
 )
 
@@ -64,10 +64,13 @@ const exitCodesHelp = `connhost exits with one of these codes:
   5  not succeeded: exec's execution ended in another status than succeeded
      (failed, awaiting_approval, pending, rejected, expired, abandoned,
      cancelled); the result is printed as usual
-  6  ledger damaged or missing: the ledger in --data is missing, behind its
-     mark (writes were lost), another ledger's, or its log or records are
-     damaged; nothing was done. Restore it from a backup, or pass --init to
-     start a new, empty ledger (the old one is set aside, not deleted)
+  6  ledger damaged or missing: the ledger (in --data, or --ledger's
+     database) is missing, behind its mark or its witness (writes were lost,
+     or an older copy was restored), another ledger's, or its log or records
+     are damaged; nothing was done. Put the newest copy back; or restore a
+     backup and run connhost ledger accept-restore, which fences what the
+     backup does not know; or pass --init to start a new, empty ledger (the
+     old one is set aside, not deleted)
 
 With --json, a failure is printed on stdout as an RFC 9457 problem document
 with a stable "code" (the codes of the HTTP API, and ledger_damaged for exit
@@ -85,6 +88,8 @@ type globals struct {
 	// this process's node id on it (--node).
 	ledger string
 	node   string
+	// witness is the ledger's witness file (--witness).
+	witness string
 }
 
 // app is one invocation of the CLI: its streams, flags and the hooks that
@@ -240,7 +245,7 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 	case usage:
 		return httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())
 	case errors.As(err, &de):
-		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, "ledger: "+de.What+"; "+de.Remedy("pass --init"))
+		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, "ledger: "+de.What+"; "+de.Remedy("pass --init", "run connhost ledger accept-restore"))
 	case errors.Is(err, ledger.ErrCorrupt):
 		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, err.Error())
 	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
@@ -315,15 +320,16 @@ follow from another's.`,
 	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
 	pf.BoolVar(&a.g.json, "json", false, "print machine-readable JSON")
-	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in --data in place of a missing or damaged one (the remains are set aside, not deleted; refused where the ledger is healthy)")
+	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in place of a missing or damaged one, in --data or on --ledger (the remains and the witness are set aside, not deleted; refused where the ledger is healthy)")
 	pf.StringVar(&a.g.ledger, "ledger", "", "shared ledger on PostgreSQL, postgres://user@host/db (default $"+EnvLedger+" or [server] ledger; without one, the Pebble ledger in --data; a password goes in PGPASSWORD, not here)")
 	pf.StringVar(&a.g.node, "node", "", "this process's node id on a shared ledger (default [server] node, else the host name for serve and dev, <host>-cli-<pid> otherwise)")
+	pf.StringVar(&a.g.witness, "witness", "", "the ledger's witness: what this deployment acknowledged of its ledger, kept where a restore of --data (or of the database) does not reach (default [server] witness, else <data>.witness beside --data)")
 
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.mcpCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
-		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(),
+		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(), a.ledgerCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
 	)
 	root.SetFlagErrorFunc(suggestFlags)
@@ -490,6 +496,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	}
 	opts := host.Options{
 		DataDir:            a.g.data,
+		WitnessPath:        a.witnessPath(cfg),
 		LedgerCreate:       create,
 		LedgerLoseUnsynced: crash.LoseUnsynced(),
 		PrewarmInstances:   prewarmInstances(o.prewarm),
@@ -502,10 +509,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		RecoveryProgress:   o.progress,
 	}
 	if dsn != "" {
-		if a.g.init {
-			return nil, usagef("--init starts a new Pebble ledger in --data; it does not apply to a shared ledger (--ledger)")
-		}
-		db, err := openShared(ctx, dsn, false, o.logger)
+		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})
 		if err != nil {
 			return nil, err
 		}
@@ -559,12 +563,13 @@ func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) e
 // openLedgerDirect opens the ledger in --data without creating one
 // (unless --init), or the shared ledger (without creating its schema).
 func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
-	dsn, _, err := a.sharedLedger()
+	dsn, cfg, err := a.sharedLedger()
 	if err != nil {
 		return nil, err
 	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if dsn != "" {
-		return openShared(ctx, dsn, true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		return openShared(ctx, sharedOpen{dsn: dsn, mustExist: !a.g.init, witness: a.witnessPath(cfg), init: a.g.init, logger: quiet})
 	}
 	create := ledger.CreateNever
 	if a.g.init {
@@ -573,10 +578,24 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 		return nil, err
 	}
 	return ledger.Open(ctx, ledger.Options{
-		Dir:    filepath.Join(a.g.data, "ledger"),
-		Create: create,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Dir:         filepath.Join(a.g.data, "ledger"),
+		WitnessPath: a.witnessPath(cfg),
+		Create:      create,
+		Logger:      quiet,
 	})
+}
+
+// witnessPath is the ledger's witness file: --witness, else the config's
+// [server] witness, else the data directory's path plus ".witness" (a
+// sibling of --data, so that a restored or deleted data directory is seen).
+func (a *app) witnessPath(cfg *Config) string {
+	switch {
+	case a.g.witness != "":
+		return a.g.witness
+	case cfg != nil && cfg.Server.Witness != "":
+		return cfg.Server.Witness
+	}
+	return filepath.Clean(a.g.data) + ledger.WitnessSuffix
 }
 
 // prewarmInstances is host.Options.PrewarmInstances: every instance for a

@@ -40,18 +40,41 @@ func (a *app) sharedLedger() (dsn string, cfg *Config, err error) {
 	return dsn, cfg, nil
 }
 
-// openShared opens the shared ledger dsn names. Readers pass mustExist,
-// so that a mistyped connection string does not create a ledger.
-func openShared(ctx context.Context, dsn string, mustExist bool, logger *slog.Logger) (*pgledger.DB, error) {
-	db, err := pgledger.Open(ctx, pgledger.Options{DSN: dsn, ApplicationName: "connhost", Logger: logger, MustExist: mustExist})
-	switch {
-	case errors.Is(err, ledger.ErrInvalid):
-		// The parser's message may quote the string, password and all.
-		return nil, fmt.Errorf("--ledger (or %s, or [server] ledger): not a PostgreSQL connection string such as postgres://connhost@db.example:5432/connhost?sslmode=verify-full (the value is not shown: it may hold a password)", EnvLedger)
-	case err != nil:
-		return nil, fmt.Errorf("shared ledger %s: %w", redactDSN(dsn), err)
+// sharedOpen says how openShared opens a shared ledger.
+type sharedOpen struct {
+	dsn string
+	// mustExist: readers, so that a mistyped connection string does not
+	// create a ledger.
+	mustExist bool
+	// witness is this process's witness of the ledger; init (--init)
+	// starts a new ledger where the witness names one that is gone.
+	witness string
+	init    bool
+	logger  *slog.Logger
+}
+
+// openShared opens the shared ledger o.dsn names.
+func openShared(ctx context.Context, o sharedOpen) (*pgledger.DB, error) {
+	opts := pgledger.Options{DSN: o.dsn, ApplicationName: "connhost", Logger: o.logger, MustExist: o.mustExist, WitnessPath: o.witness, Init: o.init}
+	if err := badDSN(o.dsn); err != nil {
+		return nil, err
+	}
+	db, err := pgledger.Open(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("shared ledger %s: %w", redactDSN(o.dsn), err)
 	}
 	return db, nil
+}
+
+// badDSN says that dsn is not a connection string, without showing it:
+// the parser's message may quote the string, password and all.
+func badDSN(dsn string) error {
+	o := pgledger.Options{DSN: dsn}
+	o.EnsureDefaults()
+	if err := o.Validate(); errors.Is(err, ledger.ErrInvalid) {
+		return fmt.Errorf("--ledger (or %s, or [server] ledger): not a PostgreSQL connection string such as postgres://connhost@db.example:5432/connhost?sslmode=verify-full (the value is not shown: it may hold a password)", EnvLedger)
+	}
+	return nil
 }
 
 // nodeID is the node id of this process on a shared ledger: --node, else

@@ -46,6 +46,10 @@ type LedgerOptions struct {
 	// concurrent measurements are split into (see RunLedger). The default
 	// value is 5.
 	Rounds int
+	// WitnessRun is how long each run of the witness measurement lasts:
+	// long enough to hold witness updates (about one a second). The
+	// default value is 2s.
+	WitnessRun time.Duration
 	// Progress, when set, receives one line per phase.
 	Progress func(phase string)
 }
@@ -71,6 +75,9 @@ func (o *LedgerOptions) ensureDefaults() {
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 5
+	}
+	if o.WitnessRun <= 0 {
+		o.WitnessRun = 2 * time.Second
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -114,6 +121,20 @@ type LedgerReport struct {
 	History                 int     `json:"history"`
 	Pending                 int     `json:"pending"`
 	Concurrency             int     `json:"concurrency"`
+	// The witness's cost (ledger.Options.WitnessPath): the ledger's writes
+	// with a witness against the same writes without one, each execution
+	// in a session of its own (the witness then always names its full
+	// 4,096 sessions, which it rewrites about once a second), in runs of
+	// LedgerOptions.WitnessRun each, so that every run holds witness
+	// updates.
+	WitnessSeqMicros      float64 `json:"witness_seq_us"`
+	NoWitnessSeqMicros    float64 `json:"no_witness_seq_us"`
+	WitnessSeqRatio       float64 `json:"witness_seq_over_no_witness_seq"`
+	WitnessParPerSecond   float64 `json:"witness_par_per_s"`
+	NoWitnessParPerSecond float64 `json:"no_witness_par_per_s"`
+	WitnessParRatio       float64 `json:"witness_par_over_no_witness_par"`
+	// WitnessBytes is the size of that full witness file.
+	WitnessBytes int64 `json:"witness_bytes"`
 	// GOMAXPROCS and CPUs describe the process the figures were measured
 	// in: connhost runs with two Ps more than CPUs unless told otherwise.
 	GOMAXPROCS int `json:"gomaxprocs"`
@@ -179,7 +200,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	m.Connector.Module = modPath
 	exDir := filepath.Join(o.Dir, "exec")
-	ex, err := host.Open(ctx, host.Options{DataDir: exDir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/"})
+	ex, err := host.Open(ctx, host.Options{DataDir: exDir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
 	if err != nil {
 		return rep, err
 	}
@@ -200,7 +221,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		ex.Close(ctx)
 		return rep, err
 	}
-	led, writeOnly, err := ledgerWrites(ctx, filepath.Join(o.Dir, "ledger-only"), ex)
+	led, writeOnly, err := ledgerWrites(ctx, ledger.Options{Dir: filepath.Join(o.Dir, "ledger-only")}, ex, false)
 	if err != nil {
 		ex.Close(ctx)
 		return rep, err
@@ -211,6 +232,9 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		return rep, err
 	}
 	err = measureWrites(ctx, o, &rep, raw, writeOnly, run, runLazy)
+	if err == nil {
+		err = measureWitness(ctx, o, &rep, ex, filepath.Join(o.Dir, "witness"))
+	}
 	total := int(seq.Load())
 	if cerr := ex.Close(ctx); err == nil {
 		err = cerr
@@ -331,11 +355,107 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	return nil
 }
 
-// ledgerWrites opens a ledger in dir and returns it with a function that
-// performs the ledger's writes of one ungated execution, Create
+// measureWitness alternates runs of the ledger's writes with and without a
+// witness (see LedgerReport), sequential and at o.Concurrency.
+func measureWitness(ctx context.Context, o LedgerOptions, rep *LedgerReport, ex *host.Executor, dir string) error {
+	witnessPath := filepath.Join(dir, "with.witness")
+	with, writeWith, err := ledgerWrites(ctx, ledger.Options{Dir: filepath.Join(dir, "with", "ledger"), WitnessPath: witnessPath}, ex, true)
+	if err != nil {
+		return err
+	}
+	defer with.Close()
+	without, writeWithout, err := ledgerWrites(ctx, ledger.Options{Dir: filepath.Join(dir, "without", "ledger")}, ex, true)
+	if err != nil {
+		return err
+	}
+	defer without.Close()
+	// Fill the witness with its sessions, and warm both write paths.
+	for _, w := range []func() error{writeWith, writeWithout} {
+		if _, err := parallel(2*ledger.DefaultWitnessSessions, o.Concurrency, w); err != nil {
+			return err
+		}
+	}
+	run := o.WitnessRun
+	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
+	rounds := max(o.Rounds, witnessRounds)
+	for r := range rounds {
+		o.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, o.Concurrency))
+		var wUs, nUs, wRate, nRate float64
+		steps := []func() error{
+			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },
+			func() (err error) { nUs, err = sequentialFor(run, writeWithout); return err },
+			func() (err error) { wRate, err = parallelFor(run, o.Concurrency, writeWith); return err },
+			func() (err error) { nRate, err = parallelFor(run, o.Concurrency, writeWithout); return err },
+		}
+		if r%2 == 1 {
+			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		withUs, withoutUs, seqRatios = append(withUs, wUs), append(withoutUs, nUs), append(seqRatios, wUs/nUs)
+		withPerS, withoutPerS, parRatios = append(withPerS, wRate), append(withoutPerS, nRate), append(parRatios, wRate/nRate)
+	}
+	rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio = median(withUs), median(withoutUs), median(seqRatios)
+	rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio = median(withPerS), median(withoutPerS), median(parRatios)
+	st, err := os.Stat(witnessPath)
+	if err != nil {
+		return err
+	}
+	rep.WitnessBytes = st.Size()
+	return nil
+}
+
+// witnessRounds is the least number of rounds of the witness measurement:
+// its difference is small beside a loaded machine's noise.
+const witnessRounds = 7
+
+// sequentialFor runs fn one call after another for at least d and returns
+// the microseconds per call.
+func sequentialFor(d time.Duration, fn func() error) (float64, error) {
+	start, n := time.Now(), 0
+	for time.Since(start) < d {
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(time.Since(start)) / float64(n) / float64(time.Microsecond), nil
+}
+
+// parallelFor runs fn in workers goroutines for at least d and returns the
+// calls per second.
+func parallelFor(d time.Duration, workers int, fn func() error) (float64, error) {
+	var n atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for time.Since(start) < d {
+				if err := fn(); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return 0, *p
+	}
+	return float64(n.Load()) / time.Since(start).Seconds(), nil
+}
+
+// ledgerWrites opens a ledger with opts and returns it with a function
+// that performs the ledger's writes of one ungated execution, Create
 // (dispatched) then Apply (succeeded), for a record shaped like the
-// executor's first bench execution.
-func ledgerWrites(ctx context.Context, dir string, ex *host.Executor) (*ledger.DB, func() error, error) {
+// executor's first bench execution; with ownSessions each execution is in
+// a session of its own.
+func ledgerWrites(ctx context.Context, opts ledger.Options, ex *host.Executor, ownSessions bool) (*ledger.DB, func() error, error) {
 	tmpl, err := ex.Ledger().Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "bench", "t1"))
 	if err != nil {
 		return nil, nil, err
@@ -344,7 +464,7 @@ func ledgerWrites(ctx context.Context, dir string, ex *host.Executor) (*ledger.D
 		return nil, nil, fmt.Errorf("bench: template execution is %s, want succeeded with an outcome", tmpl.State)
 	}
 	outcome := *tmpl.Outcome
-	led, err := ledger.Open(ctx, ledger.Options{Dir: dir})
+	led, err := ledger.Open(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -352,6 +472,9 @@ func ledgerWrites(ctx context.Context, dir string, ex *host.Executor) (*ledger.D
 	return led, func() error {
 		rec := tmpl
 		call := fmt.Sprint("w", seq.Add(1))
+		if ownSessions {
+			rec.SessionID = "bench-" + call
+		}
 		rec.ID, rec.ToolCallID = ledger.ExecutionID(rec.Namespace, rec.SessionID, call), call
 		rec.IdempotencyKey = ledger.IdempotencyKey(rec.Namespace, rec.Connector, rec.ID)
 		rec.State, rec.Attempt, rec.Outcome, rec.Events = ledger.StateDispatched, 1, nil, 0
@@ -407,7 +530,7 @@ func parallel(ops, workers int, fn func() error) (perSecond float64, err error) 
 // awaiting approval (recovery must read and keep them) into a ledger in
 // dir, compacted as a live ledger would be.
 func loadRecovery(ctx context.Context, dir string, history, pending int, m *manifests.Manifest) error {
-	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(dir, "ledger")})
+	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(dir, "ledger"), Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -466,7 +589,7 @@ func loadRecovery(ctx context.Context, dir string, history, pending int, m *mani
 // the same ledger).
 func timeOpen(ctx context.Context, dir string, pending int) (float64, error) {
 	start := time.Now()
-	ex, err := host.Open(ctx, host.Options{DataDir: dir})
+	ex, err := host.Open(ctx, host.Options{DataDir: dir, Logger: quiet})
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +16,7 @@ func TestRunLedger(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	var phases []string
 	rep, err := RunLedger(context.Background(), LedgerOptions{
-		Dir: dir, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 3,
+		Dir: dir, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 3, WitnessRun: 50 * time.Millisecond,
 		Progress: func(p string) { phases = append(phases, p) },
 	})
 	require.NoError(t, err)
@@ -27,6 +28,9 @@ func TestRunLedger(t *testing.T) {
 		"recover_with_history_ms": rep.RecoverWithHistoryMs, "recover_pending_only_ms": rep.RecoverPendingOnlyMs,
 		"bytes_per_execution": rep.BytesPerExecution,
 		"seq ratio":           rep.SeqRatio, "par ratio": rep.ParRatio, "recover ratio": rep.RecoverRatio,
+		"witness_seq_us": rep.WitnessSeqMicros, "no_witness_seq_us": rep.NoWitnessSeqMicros, "witness seq ratio": rep.WitnessSeqRatio,
+		"witness_par_per_s": rep.WitnessParPerSecond, "no_witness_par_per_s": rep.NoWitnessParPerSecond, "witness par ratio": rep.WitnessParRatio,
+		"witness bytes": float64(rep.WitnessBytes),
 	} {
 		require.Positive(t, v, name)
 	}

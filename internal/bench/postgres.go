@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type PostgresOptions struct {
 	SeqOps      int
 	ParOps      int
 	Rounds      int
+	WitnessRun  time.Duration
 	// MaxConns is the connection pool size of both the raw baseline and
 	// the ledger. The default value is pgledger.DefaultMaxConns.
 	MaxConns int32
@@ -77,14 +79,24 @@ type PostgresReport struct {
 	// execution (transaction ids consumed, measured on the sequential
 	// runs).
 	CommitsPerExecution float64 `json:"commits_per_execution"`
-	Rounds              int     `json:"rounds"`
-	History             int     `json:"history"`
-	Pending             int     `json:"pending"`
-	Concurrency         int     `json:"concurrency"`
-	MaxConns            int32   `json:"max_conns"`
-	ServerVersion       string  `json:"server_version"`
-	GOMAXPROCS          int     `json:"gomaxprocs"`
-	CPUs                int     `json:"cpus"`
+	// The witness's cost (pgledger.Options.WitnessPath): the ledger's
+	// writes with a witness against the same writes without one, each
+	// execution in a session of its own, in runs of WitnessRun (each
+	// holds advances of the commit position, about one a second).
+	WitnessSeqMicros      float64 `json:"witness_seq_us"`
+	NoWitnessSeqMicros    float64 `json:"no_witness_seq_us"`
+	WitnessSeqRatio       float64 `json:"witness_seq_over_no_witness_seq"`
+	WitnessParPerSecond   float64 `json:"witness_par_per_s"`
+	NoWitnessParPerSecond float64 `json:"no_witness_par_per_s"`
+	WitnessParRatio       float64 `json:"witness_par_over_no_witness_par"`
+	Rounds                int     `json:"rounds"`
+	History               int     `json:"history"`
+	Pending               int     `json:"pending"`
+	Concurrency           int     `json:"concurrency"`
+	MaxConns              int32   `json:"max_conns"`
+	ServerVersion         string  `json:"server_version"`
+	GOMAXPROCS            int     `json:"gomaxprocs"`
+	CPUs                  int     `json:"cpus"`
 }
 
 // RunPostgres measures the PostgreSQL ledger against the same server's raw
@@ -94,7 +106,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 		return rep, errors.New("bench: the postgres backend needs a DSN (--dsn)")
 	}
 	lo := LedgerOptions{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency, SeqOps: o.SeqOps,
-		ParOps: o.ParOps, Rounds: o.Rounds, Progress: o.Progress}
+		ParOps: o.ParOps, Rounds: o.Rounds, WitnessRun: o.WitnessRun, Progress: o.Progress}
 	if lo.History == 0 {
 		lo.History = 100_000
 	}
@@ -115,7 +127,8 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&rep.ServerVersion); err != nil {
 		return rep, err
 	}
-	schemas := []string{prefix + "_raw", prefix + "_ledger", prefix + "_pending", prefix + "_history", prefix + "_exec"}
+	schemas := []string{prefix + "_raw", prefix + "_ledger", prefix + "_pending", prefix + "_history", prefix + "_exec",
+		prefix + "_witness", prefix + "_nowitness"}
 	for _, s := range schemas {
 		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+s); err != nil {
 			return rep, fmt.Errorf("bench: create schema %s: %w", s, err)
@@ -250,6 +263,16 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind
 	}
 	rep.WALBytesPerExecution = ledgerWAL / total
 
+	// The pools measured so far hold up to 3 × MaxConns connections: close
+	// them, so that the witness's two ledgers fit the server's
+	// max_connections (100 by default) too.
+	raw.pool.Close()
+	_ = led.Close()
+	closeEx()
+	if err := measurePostgresWitness(ctx, lo, o.MaxConns, &rep, dsn, schemas[5], schemas[6]); err != nil {
+		return rep, err
+	}
+
 	lo.Progress(fmt.Sprintf("recovery: loading %d pending only", lo.Pending))
 	pendDSN, err := dsn(schemas[2])
 	if err != nil {
@@ -343,9 +366,80 @@ func (r *rawPostgres) op(ctx context.Context) error {
 // pgCreateApply is the ledger side of one ungated execution, as in the
 // Pebble benchmarks: Create (dispatched, ~600-byte record), then Apply
 // (succeeded).
+// measurePostgresWitness alternates runs of the ledger's writes with and
+// without a witness (see PostgresReport), each execution in a session of
+// its own, on two more schemas.
+func measurePostgresWitness(ctx context.Context, lo LedgerOptions, maxConns int32, rep *PostgresReport, dsn func(string) (string, error), withSchema, withoutSchema string) error {
+	dir, err := os.MkdirTemp("", "connhost-bench-witness-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	open := func(schema, witness string) (*pgledger.DB, error) {
+		d, err := dsn(schema)
+		if err != nil {
+			return nil, err
+		}
+		return pgledger.Open(ctx, pgledger.Options{DSN: d, MaxConns: maxConns, ApplicationName: "connhost-bench-witness", Logger: quiet, WitnessPath: witness})
+	}
+	with, err := open(withSchema, filepath.Join(dir, "node.witness"))
+	if err != nil {
+		return err
+	}
+	defer with.Close()
+	without, err := open(withoutSchema, "")
+	if err != nil {
+		return err
+	}
+	defer without.Close()
+	var seq atomic.Int64
+	writer := func(l ledger.Ledger) func() error {
+		return func() error {
+			i := seq.Add(1)
+			return pgCreateApplyIn(ctx, l, i, fmt.Sprint("bench-", i))
+		}
+	}
+	writeWith, writeWithout := writer(with), writer(without)
+	for _, w := range []func() error{writeWith, writeWithout} {
+		if _, err := parallel(2*lo.Concurrency, lo.Concurrency, w); err != nil {
+			return err
+		}
+	}
+	run := lo.WitnessRun
+	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
+	rounds := max(lo.Rounds, witnessRounds)
+	for r := range rounds {
+		lo.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, lo.Concurrency))
+		var wUs, nUs, wRate, nRate float64
+		steps := []func() error{
+			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },
+			func() (err error) { nUs, err = sequentialFor(run, writeWithout); return err },
+			func() (err error) { wRate, err = parallelFor(run, lo.Concurrency, writeWith); return err },
+			func() (err error) { nRate, err = parallelFor(run, lo.Concurrency, writeWithout); return err },
+		}
+		if r%2 == 1 {
+			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		withUs, withoutUs, seqRatios = append(withUs, wUs), append(withoutUs, nUs), append(seqRatios, wUs/nUs)
+		withPerS, withoutPerS, parRatios = append(withPerS, wRate), append(withoutPerS, nRate), append(parRatios, wRate/nRate)
+	}
+	rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio = median(withUs), median(withoutUs), median(seqRatios)
+	rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio = median(withPerS), median(withoutPerS), median(parRatios)
+	return nil
+}
+
 func pgCreateApply(ctx context.Context, l ledger.Ledger, i int64) error {
-	id := ledger.ExecutionID(ledger.DefaultNamespace, "bench", fmt.Sprint(i))
-	r := benchRecord(id, "bench")
+	return pgCreateApplyIn(ctx, l, i, "bench")
+}
+
+func pgCreateApplyIn(ctx context.Context, l ledger.Ledger, i int64, session string) error {
+	id := ledger.ExecutionID(ledger.DefaultNamespace, session, fmt.Sprint(i))
+	r := benchRecord(id, session)
 	if _, err := l.Create(ctx, r, ledger.Event{Decision: "intent", Actor: "executor"}); err != nil {
 		return err
 	}

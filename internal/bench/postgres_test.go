@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -28,7 +29,7 @@ func TestRunPostgres(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.NewPostgresDatabase(t)
 	var phases []string
-	rep, err := RunPostgres(ctx, PostgresOptions{DSN: dsn, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 2,
+	rep, err := RunPostgres(ctx, PostgresOptions{DSN: dsn, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 2, WitnessRun: 50 * time.Millisecond,
 		Progress: func(p string) { phases = append(phases, p) }})
 	require.NoError(t, err)
 	for name, v := range map[string]float64{
@@ -38,6 +39,8 @@ func TestRunPostgres(t *testing.T) {
 		"recover ratio": rep.RecoverRatio, "bytes_per_execution": rep.BytesPerExecution, "wal bytes": rep.WALBytesPerExecution,
 		"execute_seq_us": rep.ExecuteSeqMicros, "execute seq ratio": rep.ExecuteSeqRatio,
 		"execute_par_per_s": rep.ExecuteParPerSecond, "execute par ratio": rep.ExecuteParRatio,
+		"witness_seq_us": rep.WitnessSeqMicros, "witness seq ratio": rep.WitnessSeqRatio,
+		"witness_par_per_s": rep.WitnessParPerSecond, "witness par ratio": rep.WitnessParRatio,
 	} {
 		require.Positive(t, v, name)
 	}

@@ -2,6 +2,7 @@ package pgledger
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -209,6 +210,16 @@ func (d *DB) applyMigration(ctx context.Context, m migration) (bool, error) {
 // its transaction after its file.
 var migrationData = map[int]func(ctx context.Context, tx pgx.Tx) error{
 	2: fillCreated,
+	3: newIdentity,
+}
+
+// newIdentity gives the ledger its random identity: 16 random bytes in
+// hex, as the Pebble ledger's.
+func newIdentity(ctx context.Context, tx pgx.Tx) error {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	_, err := tx.Exec(ctx, `INSERT INTO connhost_ledger (identity) VALUES ($1)`, hex.EncodeToString(b[:]))
+	return err
 }
 
 // fillCreated sets created_ns of the rows version 1 wrote from their

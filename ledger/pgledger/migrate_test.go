@@ -68,6 +68,11 @@ func TestMigrationsApplyOnce(t *testing.T) {
 	require.Equal(t, want, versions(t, dbs[0]))
 	d := open(t, dsn)
 	require.Equal(t, want, versions(t, d))
+	// Migration 3 gave the ledger one identity, which every node read.
+	require.Len(t, d.identity, 32)
+	for i := range nodes {
+		require.Equal(t, d.identity, dbs[i].identity, "node %d", i)
+	}
 }
 
 // A database migrated by a newer release, or by another build whose
@@ -220,14 +225,15 @@ func TestMigration2FillsCreated(t *testing.T) {
 		now = now.Add(time.Minute)
 	}
 	// Make it what version 1 wrote.
-	_, err = d.pool.Exec(ctx, `DROP INDEX connhost_executions_newest;
+	_, err = d.pool.Exec(ctx, `DROP TABLE connhost_ledger, connhost_restores;
+DROP INDEX connhost_executions_newest;
 ALTER TABLE connhost_executions DROP COLUMN created_ns;
-DELETE FROM connhost_schema_migrations WHERE version = 2`, pgx.QueryExecModeSimpleProtocol)
+DELETE FROM connhost_schema_migrations WHERE version >= 2`, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
 
 	d = open(t, dsn)
-	require.Equal(t, []int{1, 2}, versions(t, d))
+	require.Equal(t, []int{1, 2, 3}, versions(t, d))
 	got, err := d.List(ctx, ledger.Filter{Order: ledger.OrderNewest})
 	require.NoError(t, err)
 	require.Len(t, got, 3)

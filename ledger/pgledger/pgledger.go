@@ -28,12 +28,14 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/ledger/internal/witness"
 )
 
 // Errors of the fleet methods: ledger's (see ledger.Fleet), here for
@@ -82,8 +84,42 @@ type Options struct {
 	// MustExist makes Open refuse a database that holds no ledger (no
 	// schema) with ledger.ErrNoLedger instead of creating one: for
 	// commands that only read, so that a mistyped DSN does not leave an
-	// empty ledger behind. The default value is false.
+	// empty ledger behind. Such a DB checks its witness at Open but does
+	// not write it. The default value is false.
 	MustExist bool
+	// WitnessPath is this node's witness: a file outside the database
+	// that holds the ledger's identity, generation and commit position as
+	// this node last saw them, and the sessions it wrote to (see
+	// witness.go). Open refuses a database whose ledger is missing,
+	// another one, or behind it (a *ledger.DamageError), and a DB that
+	// finds it so while it runs refuses every operation from then on; a
+	// restore is accepted deliberately with AcceptRestore. Give every node
+	// its own, kept where a restore of the database does not reach.
+	// The default value is "": no witness (the connhost commands give one
+	// beside their data directory).
+	WitnessPath string
+	// WitnessInterval is how often the witness is brought up to date
+	// (the commit position advanced after this node's writes, or read):
+	// writes acknowledged in the last interval before a rollback are not
+	// covered by it, and a rollback is seen within an interval.
+	// The default value is ledger.DefaultMarkInterval (1s).
+	WitnessInterval time.Duration
+	// WitnessSessions is how many of the sessions it wrote to most
+	// recently the witness names (see ledger.Options.WitnessSessions).
+	// The default value is ledger.DefaultWitnessSessions.
+	WitnessSessions int
+	// Init starts a new ledger deliberately where the witness names one
+	// that is gone (the database holds no ledger) or names another ledger
+	// than the database holds: the witness is renamed aside and a new one
+	// written. A database whose ledger is behind the witness is refused
+	// (accept it with AcceptRestore), and so is one that holds the ledger
+	// the witness names, with ledger.ErrInvalid. The default value is
+	// false.
+	Init bool
+
+	// accepting is set by AcceptRestore: a ledger behind its witness
+	// opens, and what it is behind is recorded instead.
+	accepting bool
 }
 
 // EnsureDefaults fills every zero field that has a default and returns o.
@@ -103,6 +139,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.WitnessInterval == 0 {
+		o.WitnessInterval = ledger.DefaultMarkInterval
+	}
+	if o.WitnessSessions == 0 {
+		o.WitnessSessions = ledger.DefaultWitnessSessions
+	}
 	return o
 }
 
@@ -120,6 +162,15 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxRecordBytes < 0 {
 		errs = append(errs, fmt.Errorf("%w: Options.MaxRecordBytes = %d, must be > 0", ledger.ErrInvalid, o.MaxRecordBytes))
+	}
+	if o.WitnessInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: Options.WitnessInterval = %s, must be > 0", ledger.ErrInvalid, o.WitnessInterval))
+	}
+	if o.WitnessSessions < 0 || o.WitnessSessions > witness.MaxSessions {
+		errs = append(errs, fmt.Errorf("%w: Options.WitnessSessions = %d, must be between 1 and %d", ledger.ErrInvalid, o.WitnessSessions, witness.MaxSessions))
+	}
+	if o.Init && o.WitnessPath == "" {
+		errs = append(errs, fmt.Errorf("%w: Options.Init needs Options.WitnessPath: it replaces the witness's ledger", ledger.ErrInvalid))
 	}
 	return errors.Join(errs...)
 }
@@ -141,13 +192,46 @@ type DB struct {
 	// Close, so Close waits for operations in flight.
 	closeMu sync.RWMutex
 	closed  bool
+
+	// name names the database in messages (never its password).
+	name string
+	// identity is the ledger's (connhost_ledger), as Open read it.
+	identity string
+
+	// The witness (Options.WitnessPath), see witness.go. wmu serialises
+	// its updates; wit is its content as last written (nil without one,
+	// for a reader, or until an accepted restore), unsaved set while a
+	// write of it failed. sessions collects the sessions written since,
+	// probe the last write, dirty whether there was one since the last
+	// advance of the commit position. damage, once set, fails every
+	// operation: the ledger was found behind the witness while open.
+	wmu                      sync.Mutex
+	wit                      *witness.File
+	unsaved                  bool
+	sessions                 *witness.Tracker
+	probe                    atomic.Pointer[witness.Probe]
+	dirty                    atomic.Bool
+	damage                   atomic.Pointer[ledger.DamageError]
+	stopWitness, witnessDone chan struct{}
+	// setAside is set when Open set the witness aside (Init); restored,
+	// found and frozen are an accepting Open's (AcceptRestore): what the
+	// ledger is behind, the witness read, and that nothing advances the
+	// witness until the restore is accepted.
+	setAside bool
+	restored *restoreFound
+	found    *witness.File
+	frozen   bool
 }
 
 var _ ledger.Fleet = (*DB)(nil)
 
 // Open connects to the database, applies the schema migrations this
-// release has and the database lacks (see migrate.go), and returns the
-// ledger. A database whose schema is newer than this release's, or whose
+// release has and the database lacks (see migrate.go), checks the ledger
+// against the witness (Options.WitnessPath; see witness.go), and returns
+// the ledger. A database whose ledger is missing (its tables dropped),
+// another one, or behind the witness (an older dump restored, tables
+// emptied) is refused with a *ledger.DamageError, before any table is
+// created. A database whose schema is newer than this release's, or whose
 // applied migrations differ from this release's, is refused with an error
 // matching ledger.ErrProtocol that names both versions. The caller owns
 // the DB and must Close it.
@@ -169,23 +253,43 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: connect: %w", err)
 	}
-	d := &DB{opts: opts, pool: pool, seed: maphash.MakeSeed()}
-	if opts.MustExist {
-		var exists bool
-		if err := pool.QueryRow(ctx, `SELECT to_regclass('connhost_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("pgledger: connect: %w", err)
-		}
-		if !exists {
-			pool.Close()
-			return nil, fmt.Errorf("pgledger: the database holds no connhost ledger: %w", ledger.ErrNoLedger)
-		}
-	}
-	if err := d.migrate(ctx); err != nil {
+	d := &DB{opts: opts, pool: pool, seed: maphash.MakeSeed(),
+		name: fmt.Sprintf("database %s on %s:%d", cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port)}
+	if err := d.open(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// open runs Open's checks and migrations on d's new pool.
+func (d *DB) open(ctx context.Context) error {
+	w, err := d.readWitness()
+	if err != nil {
+		return err
+	}
+	var existed bool
+	if err := d.pool.QueryRow(ctx, `SELECT to_regclass('connhost_schema_migrations') IS NOT NULL`).Scan(&existed); err != nil {
+		return fmt.Errorf("pgledger: connect: %w", err)
+	}
+	if !existed {
+		switch {
+		case w != nil && d.opts.Init:
+			if err := d.setAsideWitness(); err != nil {
+				return err
+			}
+			w = nil
+		case w != nil:
+			d.wit = w
+			return d.missing("it has no connhost tables; the tables were dropped, or this is another database")
+		case d.opts.MustExist:
+			return fmt.Errorf("pgledger: the database holds no connhost ledger: %w", ledger.ErrNoLedger)
+		}
+	}
+	if err := d.migrate(ctx); err != nil {
+		return err
+	}
+	return d.openWitness(ctx, w, existed)
 }
 
 // Close implements ledger.Ledger: it waits for operations in flight and
@@ -197,8 +301,21 @@ func (d *DB) Close() error {
 		return ledger.ErrClosed
 	}
 	d.closed = true
+	var err error
+	if d.stopWitness != nil {
+		close(d.stopWitness)
+		<-d.witnessDone
+		// The writes of the last interval: advance the position past them.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = d.advance(ctx)
+		cancel()
+		var de *ledger.DamageError
+		if errors.As(err, &de) {
+			err = nil // reported when it was found
+		}
+	}
 	d.pool.Close()
-	return nil
+	return err
 }
 
 // enter marks the start of an operation; the caller must call d.exit.
@@ -210,6 +327,10 @@ func (d *DB) enter(ctx context.Context) error {
 	if d.closed {
 		d.closeMu.RUnlock()
 		return ledger.ErrClosed
+	}
+	if de := d.damage.Load(); de != nil {
+		d.closeMu.RUnlock()
+		return de
 	}
 	return nil
 }

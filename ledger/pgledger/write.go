@@ -91,6 +91,7 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 	}
 	if n == 1 {
 		d.remember(rec)
+		d.noteWrite(rec)
 		return rec, nil
 	}
 	existing, err := d.get(ctx, rec.ID)
@@ -203,6 +204,7 @@ func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transi
 		}
 		if n == 1 {
 			d.remember(rec)
+			d.noteWrite(rec)
 			return rec, nil
 		}
 		// Refused: the record changed since old was read, or (with a

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -352,4 +354,38 @@ func QueryDSN(ctx context.Context, dsn, sql string, dest ...any) error {
 	}
 	defer conn.Close(ctx)
 	return conn.QueryRow(ctx, sql).Scan(dest...)
+}
+
+// DumpDSN dumps the database dsn names with PostgreSQL's own pg_dump, as
+// an operator's backup would: a plain SQL script that drops and re-creates
+// every object it holds (--clean --if-exists).
+func DumpDSN(ctx context.Context, dsn string) ([]byte, error) {
+	bin, err := postgresBin()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_dump"), "--clean", "--if-exists", "--no-owner", "-d", dsn)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("testenv: pg_dump: %w: %s", err, stderr.String())
+	}
+	return out, nil
+}
+
+// RestoreDSN restores a DumpDSN script into the database dsn names with
+// psql, stopping at the first error, as an operator restoring a backup
+// would.
+func RestoreDSN(ctx context.Context, dsn string, dump []byte) error {
+	bin, err := postgresBin()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-")
+	cmd.Stdin = bytes.NewReader(dump)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("testenv: psql restore: %w: %s", err, out)
+	}
+	return nil
 }
