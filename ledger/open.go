@@ -458,6 +458,17 @@ func (d *DB) checkProtocol() error {
 	switch m.Protocol {
 	case ProtocolVersion:
 		return nil
+	case 4:
+		// Protocol 4 wrote no approval signatures; its values read as
+		// they are. Raising the marker makes a protocol-4 release, whose
+		// decoder refuses the signature field, refuse the directory at
+		// Open instead of failing on the first signed approval.
+		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
+		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
+			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
+		}
+		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
+		return nil
 	case 1, 2, 3:
 		// Protocol 1 stored JSON values, protocol 2 records without the
 		// Uncertain field, and neither they nor protocol 3 kept the

@@ -188,6 +188,11 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	return d, nil
 }
 
+// Role is the database role this DB connects as: the connection string's
+// user, else $PGUSER, else the OS user's name, as libpq resolves it. It is
+// who a decision made with the database's credentials alone is.
+func (d *DB) Role() string { return d.pool.Config().ConnConfig.User }
+
 // Close implements ledger.Ledger: it waits for operations in flight and
 // closes the connections. Afterwards every method returns ErrClosed.
 func (d *DB) Close() error {
