@@ -118,6 +118,20 @@ type Options struct {
 	// RecoveryProgress, when set, is called during the recovery that Open
 	// runs, with the number of pending executions handled so far.
 	RecoveryProgress func(done int)
+	// ApprovalKeys are the approver principals' keys (ApprovalKey of each
+	// one's token), by principal name. Approve and Reject sign a decision
+	// whose By has a key. On a shared ledger (a ledger.Fleet) they refuse
+	// a decision whose By has none, and a call whose operation requires
+	// approval is dispatched only when its approval verifies with the key
+	// of the reviewer it names (see signature.go): an approval written
+	// into the database by anyone else, or edited there, is not
+	// dispatched (an approved call expires, a retry or a recovery becomes
+	// recovery_required). Every node of a fleet needs the same keys; a
+	// node with none leaves such calls as they are and answers an error. On
+	// the Pebble ledger approvals are not verified: whoever can write its
+	// files owns the process too. The executor does not modify the map.
+	// The default value is none.
+	ApprovalKeys map[string][]byte
 }
 
 // EnsureDefaults fills zero fields with their default values.
@@ -178,6 +192,11 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	for name, key := range o.ApprovalKeys {
+		if len(key) < 16 {
+			errs = append(errs, fmt.Errorf("ApprovalKeys[%q] has %d bytes; use ApprovalKey of the principal's token", name, len(key)))
+		}
 	}
 	if _, fleet := o.Ledger.(ledger.Fleet); fleet {
 		if o.Node == "" {
