@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
 )
 
@@ -53,9 +55,10 @@ In a desktop client's MCP configuration:
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			approver := ""
+			var cfg *Config
 			if a.g.config != "" {
-				cfg, err := loadConfig(a.g.config, os.LookupEnv)
-				if err != nil {
+				var err error
+				if cfg, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
 					return err
 				}
 				a.applyServerConfig(cmd, cfg)
@@ -72,6 +75,12 @@ In a desktop client's MCP configuration:
 					logger.Error("close executor", "err", err)
 				}
 			}()
+			if _, _, fleet := ex.NodeLease(); fleet && approver != "" && !cfg.principalWith(approver, httpapi.RoleApprover) {
+				// Its approvals could not be signed, and no node would
+				// dispatch them.
+				return fmt.Errorf("%s: [mcp] approver %q on the shared ledger must be a [[principals]] entry with role approver, whose token signs the approvals given in the client (nodes dispatch no unsigned approval); add it, or remove [mcp] approver",
+					a.g.config, approver)
+			}
 			// Retries come due and approvals expire while the client waits.
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()

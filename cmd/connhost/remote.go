@@ -57,7 +57,11 @@ server.json is followed only when it is yours (mode 0600) and names a live
 connhost process listening on its URL's port. When no server runs, the
 ledger is opened directly: whoever can open the data directory is the
 authority, and the decision is recorded under --by, or "local:<your OS
-user name>" without it.`
+user name>" without it. A shared ledger (--ledger) is no such authority:
+there an approval or rejection made directly needs --by naming an approver
+principal of --config, whose token in the config signs it (nodes dispatch
+no unsigned approval), and a resolution or cancellation is recorded under
+--by only for a principal of --config, else as "db:<database role>".`
 
 // request is one decision sent to a server's API.
 type request struct {
@@ -90,12 +94,27 @@ func (a *app) decide(ctx context.Context, df decisionFlags, verb string, req req
 				filepath.Join(a.g.data, serverInfoFile), si, why, serverProcessChecks)
 		}
 	}
-	by := df.by
-	if by == "" {
-		by = localActor()
+	dsn, cfg, err := a.sharedLedger()
+	if err != nil {
+		return host.Result{}, err
+	}
+	if dsn != "" && (verb == "approve" || verb == "reject") {
+		if err := checkSharedApproval(cfg, verb, df.by, df.tokenEnv); err != nil {
+			return host.Result{}, err
+		}
 	}
 	var res host.Result
 	err = a.withExecutor(ctx, openOptions{}, func(ex *host.Executor) error {
+		by := df.by
+		if db, ok := ex.Ledger().(interface{ Role() string }); ok && verb != "approve" && verb != "reject" {
+			// A shared ledger: the connection proves only its role.
+			if by = sharedActor(cfg, verb, df.by, db.Role()); by != df.by && df.by != "" {
+				fmt.Fprintf(a.stderr, "connhost: note: recorded as %s, the database role: on the shared ledger --by names only a principal of --config (%q is none with a role that may %s)\n", by, df.by, verb)
+			}
+		}
+		if by == "" {
+			by = localActor()
+		}
 		var err error
 		res, err = direct(ex, by)
 		return withResult(err, res)

@@ -405,6 +405,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	if err != nil {
 		return nil, err
 	}
+	var approvalKeys map[string][]byte
 	if cfg != nil {
 		if o.config == nil {
 			if err := cfg.check(ms); err != nil {
@@ -413,6 +414,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			o.config = cfg.lookup
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
+		approvalKeys = cfg.approvalKeys()
 		if cfg.Server.RequireSignoff {
 			if err := a.checkSignoffs(ms); err != nil {
 				return nil, err
@@ -435,6 +437,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Logger:             o.logger,
 		Observer:           o.observer,
 		RecoveryProgress:   o.progress,
+		ApprovalKeys:       approvalKeys,
 	}
 	if dsn != "" {
 		if a.g.init {
