@@ -75,3 +75,20 @@ func sharedActor(cfg *Config, verb, by, role string) string {
 	}
 	return "db:" + role
 }
+
+// checkSelfApproval refuses a principal holding roles runtime and approver
+// without allow_self_approval: its token could execute a gated call and
+// approve it, and the approval would be no second pair of eyes. serve logs
+// every principal admitted with it (logAuthority).
+func (c *Config) checkSelfApproval(lines map[string]int, bad func(key, format string, args ...any)) {
+	for i, p := range c.Principals {
+		if selfApprover(p.Roles) && !p.AllowSelfApproval {
+			bad(fmt.Sprintf("principals.%d.roles", i), "principal %s holds roles runtime and approver: its token could approve the calls it makes itself; give the reviewer a principal (and token) of their own, or set allow_self_approval = true where one user both calls and approves (an MCP client approving in its own dialog)", p.Name)
+		}
+	}
+}
+
+// selfApprover reports whether roles hold both runtime and approver.
+func selfApprover(roles []httpapi.Role) bool {
+	return slices.Contains(roles, httpapi.RoleRuntime) && slices.Contains(roles, httpapi.RoleApprover)
+}
