@@ -104,6 +104,9 @@ type app struct {
 	startSandbox func(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error)
 	// isTerminal reports whether w is a terminal (progress output).
 	isTerminal func(w io.Writer) bool
+	// warnedDSN: the warning about a password on the command line was
+	// printed.
+	warnedDSN bool
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {

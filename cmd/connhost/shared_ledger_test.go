@@ -205,3 +205,31 @@ func TestSharedLedgerCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerPasswordOnTheCommandLineWarns: a --ledger connection string
+// with a password is readable by every user in the process list; the CLI
+// says so (never showing the password), and says nothing for one
+// without.
+func TestLedgerPasswordOnTheCommandLineWarns(t *testing.T) {
+	for dsn, warn := range map[string]bool{
+		"postgres://connhost:hunter2@127.0.0.1:1/ledger?connect_timeout=1":          true,
+		"postgres://connhost@127.0.0.1:1/ledger?password=hunter2&connect_timeout=1": true,
+		"host=127.0.0.1 port=1 user=connhost password=hunter2 connect_timeout=1":    true,
+		"postgres://connhost@127.0.0.1:1/ledger?connect_timeout=1":                  false,
+	} {
+		_, out, errOut := runCLI(t, nil, "--ledger", dsn, "ls")
+		want := 0
+		if warn {
+			want = 1
+		}
+		if got := strings.Count(errOut, "holds a password"); got != want {
+			t.Errorf("%s: %d warnings:\n%s", redactDSN(dsn), got, errOut)
+		}
+		if warn && !strings.Contains(errOut, "PGPASSWORD") {
+			t.Errorf("%s: the warning says not where the password goes:\n%s", redactDSN(dsn), errOut)
+		}
+		if strings.Contains(out+errOut, "hunter2") {
+			t.Errorf("%s: the password was shown:\n%s%s", redactDSN(dsn), out, errOut)
+		}
+	}
+}
