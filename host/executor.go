@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -309,9 +310,10 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 	}()
 	if e.led == nil {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
+		warnOpenDataDir(opts.DataDir, opts.Logger)
 		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
 		if err != nil {
 			return nil, err
@@ -693,3 +695,16 @@ func inlineJSON(b []byte) json.RawMessage {
 }
 
 func (e *Executor) now() time.Time { return e.opts.Now().UTC() }
+
+// warnOpenDataDir warns when the data directory lets other users in: the
+// ledger and the files connhost writes in it are its owner's alone (0700,
+// 0600), but the directory is the deployment's choice (it may be shared
+// on purpose), so it is not changed.
+func warnOpenDataDir(dir string, logger *slog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil || runtime.GOOS == "windows" || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	logger.Warn("the data directory is open to other users; the ledger in it is not, but restrict it (chmod 700) unless it is shared on purpose",
+		"dir", dir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+}

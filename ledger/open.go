@@ -99,8 +99,10 @@ func inspectDir(fsys vfs.FS, dir string) (dirState, error) {
 // aside.
 func open(opts Options) (*DB, error) {
 	fsys := opts.fs
-	if fsys == nil {
-		fsys = vfs.Default
+	onDisk := fsys == nil
+	if onDisk {
+		fsys = privateFS{vfs.Default}
+		opts.fs = fsys
 	}
 	if opts.LoseUnsynced {
 		fsys = lossyFS{fsys}
@@ -123,8 +125,13 @@ func open(opts Options) (*DB, error) {
 		}
 	}
 	for _, d := range []string{opts.Dir, fsys.PathDir(opts.MarkPath)} {
-		if err := fsys.MkdirAll(d, 0o755); err != nil {
+		if err := fsys.MkdirAll(d, dirPerm); err != nil {
 			return nil, fmt.Errorf("ledger: create %s: %w", d, err)
+		}
+	}
+	if onDisk {
+		if err := tightenLedger(opts.Dir, opts.MarkPath, opts.Logger); err != nil {
+			return nil, err
 		}
 	}
 	// The lock is held from before the log check until Close, so no other
