@@ -168,6 +168,8 @@ type ledgerLockedError struct {
 	PID     int
 	Server  *serverInfo
 	Answers bool
+	// Ignored says why a server.json that is there was not followed.
+	Ignored string
 	// Hint says what to do instead (set by the decision commands).
 	Hint string
 	Err  error
@@ -187,6 +189,8 @@ func (e *ledgerLockedError) Error() string {
 		msg = fmt.Sprintf("the ledger in %s is in use by %s (%s names %s)", e.DataDir, holder, info, e.Server)
 	case e.Server != nil:
 		msg = fmt.Sprintf("the ledger in %s is in use by %s; %s names %s, which does not answer", e.DataDir, holder, info, e.Server)
+	case e.Ignored != "":
+		msg = fmt.Sprintf("the ledger in %s is in use by %s, which announced no API that can be trusted (%s)", e.DataDir, holder, e.Ignored)
 	default:
 		msg = fmt.Sprintf("the ledger in %s is in use by %s, which announced no API (no %s)", e.DataDir, holder, info)
 	}
@@ -206,9 +210,14 @@ func lockedError(ctx context.Context, dataDir string, err error) error {
 		return err
 	}
 	le := &ledgerLockedError{DataDir: dataDir, PID: lockHolder(ledgerLockPath(dataDir)), Err: err}
-	if si, rerr := readServerInfo(dataDir); rerr == nil {
+	si, rerr := readServerInfo(dataDir)
+	var ue *untrustedFileError
+	switch {
+	case rerr == nil:
 		le.Server = &si
 		le.Answers, _ = si.answers(ctx, 2*time.Second)
+	case errors.As(rerr, &ue):
+		le.Ignored = ue.Error()
 	}
 	return le
 }

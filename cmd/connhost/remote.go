@@ -262,7 +262,7 @@ func (a *app) proveServer(ctx context.Context, base, where, token, tokenEnv stri
 		p := httpapi.NewProblem(httpapi.CodeUnauthorized, fmt.Sprintf("%s does not accept the token in %s: none of its principals has it (%s)", where, tokenEnv, notSent))
 		return false, &remoteProblemError{Server: base, Problem: p}
 	default:
-		return false, fmt.Errorf("%s cannot prove that it holds the token in %s (POST /v1/auth/proof answered %s): it is not a connhost server that knows your principal, so %s; check the URL", where, tokenEnv, resp.Status, notSent)
+		return false, fmt.Errorf("%s cannot prove that it holds the token in %s (POST /v1/auth/proof answered %s): it is not a connhost server that knows your principal, so %s; check the URL (a connhost server older than this CLI has no such route: upgrade it)", where, tokenEnv, resp.Status, notSent)
 	}
 	var pr httpapi.ProofResponse
 	if err := json.Unmarshal(b, &pr); err != nil {
