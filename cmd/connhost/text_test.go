@@ -75,3 +75,33 @@ func TestTermSafe(t *testing.T) {
 		t.Errorf("termSafeLines: %q", got)
 	}
 }
+
+// FuzzTermSafe: whatever a connector, a provider or the ledger hands the
+// text output, termSafe writes valid UTF-8 without one control character,
+// DEL, C1 control or bidirectional control, and never changes text that
+// has none.
+func FuzzTermSafe(f *testing.F) {
+	for _, s := range []string{"", "plain", evil, "\u200f\u2066x", "\xe2\x82", "tab\there", "ünïcödé ✓"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := termSafe(s)
+		if !utf8.ValidString(out) {
+			t.Fatalf("termSafe(%q) = %q: not UTF-8", s, out)
+		}
+		for _, r := range out {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || isBidiControl(r) {
+				t.Fatalf("termSafe(%q) = %q keeps %U", s, out, r)
+			}
+		}
+		clean := utf8.ValidString(s)
+		for _, r := range s {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || isBidiControl(r) {
+				clean = false
+			}
+		}
+		if clean && out != s {
+			t.Fatalf("termSafe(%q) = %q changed clean text", s, out)
+		}
+	})
+}
