@@ -11,7 +11,9 @@ import (
 
 // Decision is a reviewer's answer to an approval request.
 type Decision struct {
-	// By identifies the reviewer. Required.
+	// By identifies the reviewer. Required. When Options.ApprovalKeys
+	// holds a key for By, the decision is signed with it; on a shared
+	// ledger it must.
 	By string `json:"by"`
 	// ArgsDigest is the argument digest the reviewer was shown. Approve
 	// refuses a digest other than the recorded one.
@@ -73,6 +75,18 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 		a.Decision, t.To, t.Event.Decision = ledger.ApprovalApproved, ledger.StateApproved, string(DecisionApproved)
 	} else {
 		a.Decision, t.To, t.Event.Decision = ledger.ApprovalRejected, ledger.StateRejected, string(DecisionRejected)
+	}
+	// The reviewer's key signs the decision (see signature.go). On a
+	// shared ledger a decision nobody can sign is refused: no node would
+	// dispatch its approval, and the trail would name a reviewer who did
+	// not make it.
+	switch key, ok := e.opts.ApprovalKeys[d.By]; {
+	case ok:
+		a.Signature = signApproval(key, rec, a)
+		t.Event.Evidence += "; signed with " + d.By + "'s key " + keyID(key)
+	case e.node != nil:
+		return ResultOf(rec), refuse(ErrBadCall, "decision on the shared ledger: %q is no approver principal of this process's configuration, so the decision cannot be signed, and nodes dispatch only approvals signed with an approver's token; decide through a node's API with your token",
+			d.By)
 	}
 	rec, err = e.apply(ctx, rec, t)
 	if err != nil {

@@ -104,6 +104,11 @@ const (
 	DecisionConnectorUnavailable  DecisionCode = "connector_unavailable"
 	DecisionResumedWithoutRecord  DecisionCode = "resumed_without_record"
 	DecisionInvalidRecord         DecisionCode = "invalid_record"
+	// DecisionApprovalUnverified: a gated call's approval does not verify
+	// on a shared ledger (no signature of the reviewer it names, or one
+	// over other values); it is not dispatched. Also an expiry's and a
+	// failed read's decision.
+	DecisionApprovalUnverified DecisionCode = "approval_unverified"
 
 	// Operators.
 	DecisionOperatorApplied DecisionCode = "operator_applied"
@@ -198,6 +203,10 @@ type facts struct {
 	HasApproval       bool
 	ApprovalExpiresAt time.Time
 	ApprovalProblem   string
+	// Unverified says why the approval of a gated call on a shared ledger
+	// does not verify (see signature.go): no dispatch of the call may
+	// follow, neither the first nor a retry or a recovery's.
+	Unverified string
 	// Evidence: what the last attempt or reconcile said in this process.
 	Evidence evidence
 	// Backoff and InFlightBackoff: the waits before the next attempt after
@@ -238,7 +247,28 @@ func (a action) because(reason string) action { a.Reason = reason; return a }
 
 // decide returns the next step for an execution. It is the recovery
 // decision table of docs/design.md; it has no side effects.
+//
+// A dispatch of a gated call whose approval does not verify (Unverified)
+// is never the answer: an approved call that nothing dispatched expires,
+// a retry or a recovery of one becomes recovery_required (an earlier
+// attempt may have run, and nobody authorised the next), and a read
+// fails.
 func decide(f facts) action {
+	a := decideState(f)
+	if a.Step != stepDispatch || f.Unverified == "" {
+		return a
+	}
+	switch {
+	case f.State == ledger.StateApproved:
+		return record(ledger.StateExpired, DecisionApprovalUnverified).because(f.Unverified)
+	case f.Read:
+		return record(ledger.StateFailed, DecisionApprovalUnverified).because(f.Unverified)
+	}
+	return record(ledger.StateRecoveryRequired, DecisionApprovalUnverified).because(f.Unverified)
+}
+
+// decideState is decide before the approval check.
+func decideState(f facts) action {
 	switch f.State {
 	case ledger.StateAwaitingApproval:
 		switch {

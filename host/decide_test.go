@@ -24,7 +24,7 @@ import (
 //	attempt=<n>/<max>      evidence=none|ok|retryable|permanent|unsupported|uncertain|in_progress|applied|not_applied|unknown|reconcile_error
 //	uncertain  cancel  unloaded  pass (not live)  fenced  elsewhere  age=<duration>
 //	next=<±duration>  settle=<±duration>  final=<±duration>  (relative to now)
-//	approval=ok|none|expired|problem
+//	approval=ok|none|expired|problem|unverified (a shared ledger's approval without a valid signature)
 //
 // The action prints as `<step> [to] [decision] [until=±d] [+uncertain|-uncertain]`.
 func TestDecide(t *testing.T) {
@@ -128,6 +128,8 @@ func parseFacts(row string) (facts, error) {
 				f.ApprovalExpiresAt = decideNow.Add(-time.Second)
 			case "problem":
 				f.ApprovalProblem = "approval was given for other arguments"
+			case "unverified":
+				f.Unverified = "approval by rita carries no signature"
 			default:
 				err = fmt.Errorf("approval=%q", v)
 			}

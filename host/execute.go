@@ -376,6 +376,12 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
 		f.Elsewhere = elsewhere != nil
 		act := decide(f)
+		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
+			// A node without any approver's key verifies nothing: ending
+			// the call here would make a misconfigured node destroy
+			// every approval it is asked about. It is left as it is.
+			return Result{}, fmt.Errorf("host: execution[%s]: this node holds no approver keys (Options.ApprovalKeys; [[principals]] with role approver in connhost.toml), so it cannot verify the approval of a gated call on the shared ledger, and does not dispatch it: send the call to a node that reads the deployment's approvers", rec.ID)
+		}
 		if obs.ev == evNone && rec.State == ledger.StateDispatched {
 			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)
 		} else if obs.ev == evUncertain {
@@ -559,6 +565,13 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 			f.FinalSettleAt = dispatched.Add(2 * op.m.Limits.Timeout)
 		}
 	}
+	if e.gatedOnShared(op) {
+		switch rec.State {
+		case ledger.StateApproved, ledger.StateRetryWait, ledger.StateDispatched:
+			// The states a dispatch may follow.
+			f.Unverified = e.unverified(rec)
+		}
+	}
 	if a := rec.Approval; a != nil {
 		f.HasApproval, f.ApprovalExpiresAt = true, a.ExpiresAt
 		switch {
@@ -601,6 +614,9 @@ func (e *Executor) dispatchTransition(rec ledger.Record, op *operation, act acti
 		consumed.ConsumedBy = rec.Attempt + 1
 		t.Approval = &consumed
 		t.Event.Evidence = "approval " + consumed.ID + " by " + consumed.By
+		if e.gatedOnShared(op) {
+			t.Event.Evidence += ", signature verified" // decide dispatches nothing else there
+		}
 	case ledger.StateRetryWait:
 		t.Event.Evidence = errorOf(rec)
 	default: // a re-dispatch of an attempt whose outcome is unknown or not applied
@@ -657,6 +673,8 @@ func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action
 			errText = "not applied and no attempt left: " + obs.detail
 		case DecisionConnectorUnavailable:
 			errText = "connector unavailable: " + evidence
+		case DecisionApprovalUnverified:
+			errText = "not dispatched: " + act.Reason
 		}
 		t.Outcome = outcome(errText)
 		t.Event.Evidence = evidence

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -128,6 +129,20 @@ type Options struct {
 	// RecoveryProgress, when set, is called during the recovery that Open
 	// runs, with the number of pending executions handled so far.
 	RecoveryProgress func(done int)
+	// ApprovalKeys are the approver principals' keys (ApprovalKey of each
+	// one's token), by principal name. Approve and Reject sign a decision
+	// whose By has a key. On a shared ledger (a ledger.Fleet) they refuse
+	// a decision whose By has none, and a call whose operation requires
+	// approval is dispatched only when its approval verifies with the key
+	// of the reviewer it names (see signature.go): an approval written
+	// into the database by anyone else, or edited there, is not
+	// dispatched (an approved call expires, a retry or a recovery becomes
+	// recovery_required). Every node of a fleet needs the same keys; a
+	// node with none leaves such calls as they are and answers an error. On
+	// the Pebble ledger approvals are not verified: whoever can write its
+	// files owns the process too. The executor does not modify the map.
+	// The default value is none.
+	ApprovalKeys map[string][]byte
 }
 
 // EnsureDefaults fills zero fields with their default values.
@@ -191,6 +206,11 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	for name, key := range o.ApprovalKeys {
+		if len(key) < 16 {
+			errs = append(errs, fmt.Errorf("ApprovalKeys[%q] has %d bytes; use ApprovalKey of the principal's token", name, len(key)))
+		}
 	}
 	if _, fleet := o.Ledger.(ledger.Fleet); fleet {
 		if o.Node == "" {
@@ -303,9 +323,10 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 	}()
 	if e.led == nil {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
+		warnOpenDataDir(opts.DataDir, opts.Logger)
 		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), WitnessPath: opts.WitnessPath,
 			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
 		if err != nil {
@@ -688,3 +709,16 @@ func inlineJSON(b []byte) json.RawMessage {
 }
 
 func (e *Executor) now() time.Time { return e.opts.Now().UTC() }
+
+// warnOpenDataDir warns when the data directory lets other users in: the
+// ledger and the files connhost writes in it are its owner's alone (0700,
+// 0600), but the directory is the deployment's choice (it may be shared
+// on purpose), so it is not changed.
+func warnOpenDataDir(dir string, logger *slog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil || runtime.GOOS == "windows" || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	logger.Warn("the data directory is open to other users; the ledger in it is not, but restrict it (chmod 700) unless it is shared on purpose",
+		"dir", dir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+}

@@ -46,15 +46,26 @@ func newFleet(t *testing.T, policy string, opts ...harnessOpt) *fleet {
 	return &fleet{t: t, h: h, dsn: testenv.NewPostgresDatabase(t)}
 }
 
+// ritaToken is the token of the fleet's approver, rita: every node holds
+// her key, as every node of a deployment reads the same config.
+const ritaToken = "tok-rita-0123456789abcdef"
+
 // start opens node name: an executor on its own connection pool to the
 // shared ledger, with a lease that lasts an hour unless a test ends it.
 func (f *fleet) start(name string, obs host.Observer) *host.Executor {
+	f.t.Helper()
+	return f.startWith(name, obs, map[string][]byte{"rita": host.ApprovalKey(ritaToken)})
+}
+
+// startWith is start with the approval keys keys.
+func (f *fleet) startWith(name string, obs host.Observer, keys map[string][]byte) *host.Executor {
 	f.t.Helper()
 	ctx := context.Background()
 	led, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(f.t, err)
 	o := f.h.options()
 	o.Ledger, o.Node, o.LeaseTTL, o.Observer = led, name, time.Hour, obs
+	o.ApprovalKeys = keys
 	ex, err := host.Open(ctx, o)
 	require.NoError(f.t, err)
 	f.t.Cleanup(func() {
@@ -345,6 +356,10 @@ func TestFleetApprovalAcrossNodes(t *testing.T) {
 	require.Equal(t, 1, f.h.prov.count())
 	require.Equal(t, []string{"intent>awaiting_approval#0@executor@a#1", "approved>approved#0@rita",
 		"dispatch>dispatched#1@executor@c#1", "outcome>succeeded#1@executor@c#1"}, trail(t, a, res.ExecutionID))
+	_, evs, err := a.Get(ctx, res.ExecutionID)
+	require.NoError(t, err)
+	require.Contains(t, evs[1].Evidence, "signed with rita's key")
+	require.Contains(t, evs[2].Evidence, "signature verified")
 }
 
 // TestFleetRestartTakesOverAtOnce: a node that restarts under the same id

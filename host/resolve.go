@@ -65,6 +65,11 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 		if op.op.RequiresApproval && (rec.Approval == nil || rec.Approval.Decision != ledger.ApprovalApproved) {
 			return ResultOf(rec), refuse(ErrApprovalRequired, "execution %s was never approved, so it cannot be retried: resolve it as not applied without retry, and issue a new call for approval", executionID)
 		}
+		if e.gatedOnShared(op) {
+			if why := e.unverified(rec); why != "" {
+				return ResultOf(rec), refuse(ErrApprovalRequired, "execution %s cannot be retried: %s; resolve it as not applied without retry, and issue a new call for approval", executionID, why)
+			}
+		}
 		if rec.CancelRequested {
 			return ResultOf(rec), refuse(ErrBadCall, "execution %s was cancelled: it can be abandoned or resolved as applied, not retried", executionID)
 		}

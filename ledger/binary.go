@@ -74,6 +74,7 @@ const (
 	tagApReason
 	tagApDecidedAt
 	tagApConsumedBy
+	tagApSignature // since protocol 5
 )
 
 // Outcome field tags.
@@ -223,6 +224,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 			e.str(tagApReason, a.Reason)
 			err = errors.Join(err, e.time(tagApDecidedAt, a.DecidedAt))
 			e.int(tagApConsumedBy, a.ConsumedBy)
+			e.str(tagApSignature, a.Signature)
 			return err
 		})
 		if err != nil {
@@ -512,6 +514,8 @@ func decodeApproval(d *decoder) *Approval {
 			a.DecidedAt = s.time()
 		case tagApConsumedBy:
 			a.ConsumedBy = s.int()
+		case tagApSignature:
+			a.Signature = s.str()
 		default:
 			s.unknown(t)
 		}

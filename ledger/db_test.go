@@ -654,6 +654,33 @@ func TestProtocol2Upgrade(t *testing.T) {
 	checkInvariants(t, db)
 }
 
+// A protocol-4 directory (approvals without a signature) opens, its
+// records read unchanged, and its marker is raised, so that a protocol-4
+// release, whose decoder refuses the signature field, refuses the
+// directory at Open instead of failing on the first signed approval.
+func TestProtocol4Upgrade(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	created, err := db.Create(ctx, dispatchedRecord("old"), Event{Decision: "dispatch"})
+	require.NoError(t, err)
+	require.NoError(t, db.db.Set(protocolKey, []byte(`{"protocol":4}`), pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	defer db.Close()
+	v, closer, err := db.db.Get(protocolKey)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
+	require.NoError(t, closer.Close())
+	reread, err := db.Get(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, created, reread)
+	checkInvariants(t, db)
+}
+
 // OrderNewest lists the most recently created records first, and a
 // listing paged with After neither skips nor repeats a record, even while
 // records are created, change state and are pruned between its pages.

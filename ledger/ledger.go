@@ -161,6 +161,12 @@ type Approval struct {
 	// ConsumedBy is the attempt that used the approval (0 = unused). An
 	// approval authorises exactly one first dispatch.
 	ConsumedBy int `json:"consumed_by,omitempty"`
+	// Signature is the reviewer's signature over the decision, made with
+	// a key derived from the deciding principal's credential (see
+	// host.ApprovalKey); "" for a decision made without one. The ledger
+	// stores it and never checks it: the executor does, before it
+	// dispatches a gated call on a shared ledger.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Outcome is a recorded result.

@@ -115,8 +115,10 @@ func inspectDir(fsys vfs.FS, dir string) (dirState, error) {
 // aside.
 func open(opts Options) (*DB, error) {
 	fsys := opts.fs
-	if fsys == nil {
-		fsys = vfs.Default
+	onDisk := fsys == nil
+	if onDisk {
+		fsys = privateFS{vfs.Default}
+		opts.fs = fsys
 	}
 	if opts.LoseUnsynced {
 		fsys = lossyFS{fsys}
@@ -145,8 +147,13 @@ func open(opts Options) (*DB, error) {
 		}
 	}
 	for _, d := range []string{opts.Dir, fsys.PathDir(opts.MarkPath)} {
-		if err := fsys.MkdirAll(d, 0o755); err != nil {
+		if err := fsys.MkdirAll(d, dirPerm); err != nil {
 			return nil, fmt.Errorf("ledger: create %s: %w", d, err)
+		}
+	}
+	if onDisk {
+		if err := tightenLedger(opts.Dir, opts.MarkPath, opts.Logger); err != nil {
+			return nil, err
 		}
 	}
 	// The lock is held from before the log check until Close, so no other
@@ -660,6 +667,17 @@ func (d *DB) checkProtocol() error {
 	}
 	switch m.Protocol {
 	case ProtocolVersion:
+		return nil
+	case 4:
+		// Protocol 4 wrote no approval signatures; its values read as
+		// they are. Raising the marker makes a protocol-4 release, whose
+		// decoder refuses the signature field, refuse the directory at
+		// Open instead of failing on the first signed approval.
+		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
+		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
+			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
+		}
+		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
 		return nil
 	case 1, 2, 3:
 		// Protocol 1 stored JSON values, protocol 2 records without the

@@ -381,6 +381,9 @@ func TestServerInfo(t *testing.T) {
 	if got, err := readServerInfo(dir); err != nil || got != mine {
 		t.Fatalf("read back %+v: %v", got, err)
 	}
+	if fi, err := os.Stat(filepath.Join(dir, serverInfoFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the discovery file is %v (%v), want 0600: only its owner follows it", fi.Mode().Perm(), err)
+	}
 	next := serverInfo{URL: "http://127.0.0.1:8421", PID: os.Getpid() + 1, Command: "dev"}
 	if _, err := writeServerInfo(dir, next); err != nil {
 		t.Fatal(err)

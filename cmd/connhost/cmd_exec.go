@@ -111,9 +111,9 @@ func (a *app) printResult(res host.Result) {
 
 // renderResult writes a Result for people.
 func renderResult(w io.Writer, res host.Result) {
-	fmt.Fprintf(w, "execution  %s\n", res.ExecutionID)
-	fmt.Fprintf(w, "tool call  %s\n", res.ToolCallID)
-	fmt.Fprintf(w, "status     %s", res.Status)
+	fprintf(w, "execution  %s\n", res.ExecutionID)
+	fprintf(w, "tool call  %s\n", res.ToolCallID)
+	fprintf(w, "status     %s", res.Status)
 	var notes []string
 	if res.State != "" && string(res.State) != string(res.Status) {
 		notes = append(notes, string(res.State)) // what pending stands for
@@ -122,36 +122,36 @@ func renderResult(w io.Writer, res host.Result) {
 		notes = append(notes, fmt.Sprintf("attempt %d", res.Attempt))
 	}
 	if len(notes) > 0 {
-		fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))
+		fprintf(w, " (%s)", strings.Join(notes, ", "))
 	}
 	if res.Recorded {
 		fmt.Fprint(w, " — recorded outcome, connector not called")
 	}
 	fmt.Fprintln(w)
 	if res.Source != "" {
-		fmt.Fprintf(w, "source     %s\n", res.Source)
+		fprintf(w, "source     %s\n", res.Source)
 	}
 	if res.Receipt != "" {
-		fmt.Fprintf(w, "receipt    %s\n", res.Receipt)
+		fprintf(w, "receipt    %s\n", res.Receipt)
 	}
 	if len(res.Result) > 0 {
-		fmt.Fprintf(w, "result     %s\n", compactJSON(res.Result))
+		fprintf(w, "result     %s\n", compactJSON(res.Result))
 	}
 	if res.Error != "" {
-		fmt.Fprintf(w, "error      %s\n", res.Error)
+		fprintf(w, "error      %s\n", res.Error)
 	}
 	if ap := res.Approval; ap != nil {
 		by := ""
 		if ap.By != "" {
 			by = " by " + ap.By
 		}
-		fmt.Fprintf(w, "approval   %s %s%s, digest %s, expires %s\n", ap.ID, ap.Decision, by, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
+		fprintf(w, "approval   %s %s%s, digest %s, expires %s\n", ap.ID, ap.Decision, by, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
 		if ap.Decision == "pending" {
-			fmt.Fprintf(w, "           connhost approve %s --by NAME --digest %s\n", ap.ID, ap.ArgsDigest)
+			fprintf(w, "           connhost approve %s --by NAME --digest %s\n", ap.ID, ap.ArgsDigest)
 		}
 	}
 	if !res.NextAttemptAt.IsZero() {
-		fmt.Fprintf(w, "next       %s\n", res.NextAttemptAt.UTC().Format(timeFormat))
+		fprintf(w, "next       %s\n", res.NextAttemptAt.UTC().Format(timeFormat))
 	}
 }
 
@@ -162,22 +162,25 @@ func renderProblem(w io.Writer, p *httpapi.Problem) {
 	if msg == "" {
 		msg = p.Title
 	}
-	fmt.Fprintf(w, "connhost: %s\n", msg)
+	// A message may hold several lines (every problem of a config file):
+	// the lines after the first are indented, so none passes for a
+	// message of its own, and every other control character is escaped.
+	fmt.Fprintf(w, "connhost: %s\n", strings.ReplaceAll(termSafeLines(msg), "\n", "\n  "))
 	if p.Code == httpapi.CodeInternal || p.Code == httpapi.CodeBadRequest {
 		return
 	}
-	fmt.Fprintf(w, "  code: %s\n", p.Code)
+	fprintf(w, "  code: %s\n", p.Code)
 	if p.RecordedDigest != "" {
-		fmt.Fprintf(w, "  recorded: %s args digest %s\n  given:    %s args digest %s\n", p.RecordedTool, p.RecordedDigest, p.GivenTool, p.GivenDigest)
+		fprintf(w, "  recorded: %s args digest %s\n  given:    %s args digest %s\n", p.RecordedTool, p.RecordedDigest, p.GivenTool, p.GivenDigest)
 	}
 	if len(p.UncertainCalls) > 0 {
 		fmt.Fprintln(w, "  uncertain calls (resolve each with connhost resolve):")
 		for _, u := range p.UncertainCalls {
-			fmt.Fprintf(w, "    %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
+			fprintf(w, "    %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
 		}
 	}
 	if p.Execution != nil {
-		fmt.Fprintf(w, "  execution %s is %s\n", p.Execution.ExecutionID, p.Execution.Status)
+		fprintf(w, "  execution %s is %s\n", p.Execution.ExecutionID, p.Execution.Status)
 	}
 }
 

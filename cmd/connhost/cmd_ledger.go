@@ -65,7 +65,7 @@ GET /v1/executions answers.`,
 			}
 			renderList(a.stdout, recs)
 			if len(recs) == f.Limit && len(recs) > 0 {
-				fmt.Fprintf(a.stdout, "(more: --after %s)\n", recs[len(recs)-1].ID)
+				fprintf(a.stdout, "(more: --after %s)\n", recs[len(recs)-1].ID)
 			}
 			return nil
 		},
@@ -88,7 +88,7 @@ func renderList(w io.Writer, recs []ledger.Record) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tCREATED\tUPDATED")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.State, r.Connector, r.Operation,
+		fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.State, r.Connector, r.Operation,
 			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts,
 			r.CreatedAt.UTC().Format(timeFormat), r.UpdatedAt.UTC().Format(timeFormat))
 	}
@@ -145,7 +145,7 @@ the actor and the evidence it was based on.`,
 // renderHistory writes a record and its events as a readable timeline.
 func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row := func(k, format string, args ...any) { fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	row("execution", "%s", r.ID)
 	row("tool", "%s.%s (effect %s, recovery %s, policy %s)", r.Connector, r.Operation, r.Effect, orDash(r.Policy), r.PolicyVersion)
 	row("session", "%s, tool call %s", sessionName(r.Namespace, r.SessionID), r.ToolCallID)
@@ -206,7 +206,7 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
 	row("updated", "%s", r.UpdatedAt.UTC().Format(timeFormat))
 	_ = tw.Flush()
 
-	fmt.Fprintf(w, "\n%d event(s):\n", len(evs))
+	fprintf(w, "\n%d event(s):\n", len(evs))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tTIME\tATTEMPT\tTRANSITION\tDECISION\tACTOR\tEVIDENCE / REASON")
 	for _, e := range evs {
@@ -221,7 +221,7 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
 		if e.Reason != "" {
 			notes = append(notes, "reason: "+e.Reason)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(timeFormat), e.Attempt, tr, e.Decision, orDash(e.Actor), strings.Join(notes, "; "))
+		fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(timeFormat), e.Attempt, tr, e.Decision, orDash(e.Actor), strings.Join(notes, "; "))
 	}
 	_ = tw.Flush()
 }
@@ -288,26 +288,26 @@ report. It exits 4 when recovery_required executions remain.`,
 
 // renderReport writes a RecoveryReport for people.
 func renderReport(w io.Writer, rep host.RecoveryReport) {
-	fmt.Fprintf(w, "%d pending execution(s) examined", rep.Pending)
+	fprintf(w, "%d pending execution(s) examined", rep.Pending)
 	if rep.Skipped > 0 {
-		fmt.Fprintf(w, ", %d skipped (a live call was driving them)", rep.Skipped)
+		fprintf(w, ", %d skipped (a live call was driving them)", rep.Skipped)
 	}
 	if rep.Claimed > 0 {
-		fmt.Fprintf(w, ", %d taken over from nodes whose lease had expired", rep.Claimed)
+		fprintf(w, ", %d taken over from nodes whose lease had expired", rep.Claimed)
 	}
 	fmt.Fprintln(w)
 	for _, s := range []host.Status{host.StatusSucceeded, host.StatusFailed, host.StatusPending, host.StatusAwaitingApproval,
 		host.StatusExpired, host.StatusRecoveryRequired, host.StatusRejected, host.StatusAbandoned, host.StatusCancelled} {
 		if n := rep.Decisions[s]; n > 0 {
-			fmt.Fprintf(w, "  %-18s %d\n", s, n)
+			fprintf(w, "  %-18s %d\n", s, n)
 		}
 	}
 	if len(rep.Uncertain) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%d call(s) need an operator (connhost history <id>, then connhost resolve <id>):\n", len(rep.Uncertain))
+	fprintf(w, "\n%d call(s) need an operator (connhost history <id>, then connhost resolve <id>):\n", len(rep.Uncertain))
 	for _, u := range rep.Uncertain {
-		fmt.Fprintf(w, "  %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
+		fprintf(w, "  %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
 	}
 }
 

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
 )
 
@@ -82,6 +84,12 @@ In a desktop client's MCP configuration:
 					logger.Error("close executor", "err", err)
 				}
 			}()
+			if _, _, fleet := ex.NodeLease(); fleet && approver != "" && !cfg.principalWith(approver, httpapi.RoleApprover) {
+				// Its approvals could not be signed, and no node would
+				// dispatch them.
+				return fmt.Errorf("%s: [mcp] approver %q on the shared ledger must be a [[principals]] entry with role approver, whose token signs the approvals given in the client (nodes dispatch no unsigned approval); add it, or remove [mcp] approver",
+					a.g.config, approver)
+			}
 			// Retries come due and approvals expire while the client waits.
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()

@@ -337,6 +337,12 @@ func logAuthority(logger *slog.Logger, o httpapi.Options) {
 	if !has(httpapi.RoleApprover) {
 		logger.Warn("approvals disabled: no principal has role approver, so approve and reject answer 403 approval_not_configured; add a [[principals]] entry with roles = [\"approver\"] to the config")
 	}
+	for _, p := range o.Principals {
+		if selfApprover(p.Roles) {
+			logger.Warn("principal may approve the calls it makes itself (allow_self_approval): its approvals are no second pair of eyes",
+				"principal", p.Name)
+		}
+	}
 	if len(o.Principals) > 0 && !has(httpapi.RoleRuntime) {
 		logger.Warn("no principal has role runtime: executions are refused (set [server] token_env in the config)")
 	}

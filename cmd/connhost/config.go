@@ -159,6 +159,12 @@ type PrincipalConfig struct {
 	Name  string
 	Roles []httpapi.Role
 	Token string
+	// AllowSelfApproval (allow_self_approval = true) admits roles runtime
+	// and approver together: the principal may approve the calls it makes
+	// (an MCP client over /mcp that approves in its own dialog needs
+	// both). Without it such a principal is refused. The default value is
+	// false.
+	AllowSelfApproval bool
 }
 
 // runtimePrincipal is the name of [server]'s token.
@@ -491,6 +497,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 		}
 	}
 	c.checkPrincipals(lines, bad)
+	c.checkSelfApproval(lines, bad)
 	if len(errs) > 0 {
 		sortErrs(errs)
 		return nil, errors.Join(errs...)
@@ -546,8 +553,14 @@ func parsePrincipal(tbl string, t map[string]any, env func(string) (string, bool
 			} else {
 				bad(key, "principal token_env must be a string")
 			}
+		case "allow_self_approval":
+			if b, ok := v.(bool); ok {
+				p.AllowSelfApproval = b
+			} else {
+				bad(key, "principal allow_self_approval must be true or false")
+			}
 		default:
-			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env)", k)
+			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env, allow_self_approval)", k)
 		}
 	}
 	at := tbl

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,7 +20,11 @@ import (
 // instead.
 const serverInfoFile = "server.json"
 
-// serverInfo is the content of the discovery file. It holds no secret.
+// serverInfo is the content of the discovery file. It holds no secret,
+// and it is no credential either: the CLI trusts a server it names only
+// after checking the file (this user's, mode 0600, see openOwnFile), the
+// process (checkServerProcess) and, before it sends a token, the server's
+// proof that it holds that token (see remote.go).
 type serverInfo struct {
 	// URL is the API's base URL, reachable from this machine.
 	URL string `json:"url"`
@@ -37,9 +42,9 @@ func (si serverInfo) String() string {
 	return fmt.Sprintf("connhost %s (pid %d) at %s", si.Command, si.PID, si.URL)
 }
 
-// writeServerInfo writes the discovery file into dataDir (atomically: a
-// reader sees the old file or the new one) and returns the function that
-// removes it on shutdown. A server killed without a shutdown leaves a
+// writeServerInfo writes the discovery file into dataDir, mode 0600
+// (atomically: a reader sees the old file or the new one) and returns the
+// function that removes it on shutdown. A server killed without a shutdown leaves a
 // stale file behind; readers tell it by its pid and by asking its URL.
 func writeServerInfo(dataDir string, si serverInfo) (remove func(), err error) {
 	b, err := json.MarshalIndent(si, "", "  ")
@@ -57,10 +62,7 @@ func writeServerInfo(dataDir string, si serverInfo) (remove func(), err error) {
 		_ = os.Remove(tmp.Name())
 		return nil, fmt.Errorf("discovery file: %w", err)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		_ = os.Remove(tmp.Name())
-		return nil, fmt.Errorf("discovery file: %w", err)
-	}
+	// CreateTemp made it 0600, which readers require.
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		_ = os.Remove(tmp.Name())
 		return nil, fmt.Errorf("discovery file: %w", err)
@@ -74,20 +76,37 @@ func writeServerInfo(dataDir string, si serverInfo) (remove func(), err error) {
 }
 
 // readServerInfo reads the discovery file of dataDir; an error wrapping
-// fs.ErrNotExist means no server announced itself.
+// fs.ErrNotExist means no server announced itself, an
+// *untrustedFileError a file that no server of this user wrote.
 func readServerInfo(dataDir string) (serverInfo, error) {
 	var si serverInfo
-	b, err := os.ReadFile(filepath.Join(dataDir, serverInfoFile))
+	path := filepath.Join(dataDir, serverInfoFile)
+	f, err := openOwnFile(path, dataDir)
 	if err != nil {
 		return si, err
 	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return si, fmt.Errorf("%s: %w", path, err)
+	}
 	if err := json.Unmarshal(b, &si); err != nil {
-		return si, fmt.Errorf("%s: %w", filepath.Join(dataDir, serverInfoFile), err)
+		return si, fmt.Errorf("%s: %w", path, err)
 	}
 	if si.URL == "" || si.PID <= 0 {
-		return si, fmt.Errorf("%s: no url or pid", filepath.Join(dataDir, serverInfoFile))
+		return si, fmt.Errorf("%s: no url or pid", path)
 	}
 	return si, nil
+}
+
+// untrustedFileError is a discovery file the CLI refuses to follow.
+type untrustedFileError struct {
+	Path string
+	Why  string
+}
+
+func (e *untrustedFileError) Error() string {
+	return fmt.Sprintf("%s was not written by a connhost server of yours (%s; serve and dev write it mode 0600 in a directory only you can write): remove it, and use --server URL to reach a server", e.Path, e.Why)
 }
 
 // clientURL is the base URL a client on this machine uses for a listener
@@ -108,25 +127,33 @@ func clientURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// answers reports whether the server of si is alive and answers
-// GET /healthz (which needs no token) within timeout. A dead pid is a
-// stale file; a live pid that does not answer may be a reused pid.
-func (si serverInfo) answers(ctx context.Context, timeout time.Duration) bool {
+// answers reports whether the server of si is alive, is the process the
+// file says (checkServerProcess) and answers GET /healthz (which needs no
+// token) within timeout. A dead pid is a stale file (why is ""); a live
+// pid that is not that server (why says what it is) may be a reused pid
+// or a file someone wrote to have the CLI talk to their process.
+func (si serverInfo) answers(ctx context.Context, timeout time.Duration) (ok bool, why string) {
 	if !processAlive(si.PID) {
-		return false
+		return false, ""
+	}
+	if err := checkServerProcess(si.PID, si.URL); err != nil {
+		return false, err.Error()
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", si.URL+"/healthz", nil)
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false
+		return false, "it does not answer: " + err.Error()
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode != http.StatusOK {
+		return false, "its /healthz answers " + resp.Status
+	}
+	return true, ""
 }
 
 // ledgerLockPath is Pebble's lock file of the ledger in dataDir (host.Open
@@ -141,6 +168,8 @@ type ledgerLockedError struct {
 	PID     int
 	Server  *serverInfo
 	Answers bool
+	// Ignored says why a server.json that is there was not followed.
+	Ignored string
 	// Hint says what to do instead (set by the decision commands).
 	Hint string
 	Err  error
@@ -160,6 +189,8 @@ func (e *ledgerLockedError) Error() string {
 		msg = fmt.Sprintf("the ledger in %s is in use by %s (%s names %s)", e.DataDir, holder, info, e.Server)
 	case e.Server != nil:
 		msg = fmt.Sprintf("the ledger in %s is in use by %s; %s names %s, which does not answer", e.DataDir, holder, info, e.Server)
+	case e.Ignored != "":
+		msg = fmt.Sprintf("the ledger in %s is in use by %s, which announced no API that can be trusted (%s)", e.DataDir, holder, e.Ignored)
 	default:
 		msg = fmt.Sprintf("the ledger in %s is in use by %s, which announced no API (no %s)", e.DataDir, holder, info)
 	}
@@ -179,9 +210,14 @@ func lockedError(ctx context.Context, dataDir string, err error) error {
 		return err
 	}
 	le := &ledgerLockedError{DataDir: dataDir, PID: lockHolder(ledgerLockPath(dataDir)), Err: err}
-	if si, rerr := readServerInfo(dataDir); rerr == nil {
+	si, rerr := readServerInfo(dataDir)
+	var ue *untrustedFileError
+	switch {
+	case rerr == nil:
 		le.Server = &si
-		le.Answers = si.answers(ctx, 2*time.Second)
+		le.Answers, _ = si.answers(ctx, 2*time.Second)
+	case errors.As(rerr, &ue):
+		le.Ignored = ue.Error()
 	}
 	return le
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,10 +51,17 @@ through its HTTP API with the bearer token in $CONNHOST_APPROVER_TOKEN (or
 the variable --token-env names), and is recorded under that token's
 principal; --by, if given, must be that principal's name (dev has no
 tokens: it records "dev-loopback" and keeps --by in the reason as a
-claim). --server URL sends it to a server explicitly. When no server runs,
-the ledger is opened directly: whoever can open the data directory is the
+claim). --server URL sends it to a server explicitly. The token is sent
+only to a server that first proves it holds it (POST /v1/auth/proof), and
+server.json is followed only when it is yours (mode 0600) and names a live
+connhost process listening on its URL's port. When no server runs, the
+ledger is opened directly: whoever can open the data directory is the
 authority, and the decision is recorded under --by, or "local:<your OS
-user name>" without it.`
+user name>" without it. A shared ledger (--ledger) is no such authority:
+there an approval or rejection made directly needs --by naming an approver
+principal of --config, whose token in the config signs it (nodes dispatch
+no unsigned approval), and a resolution or cancellation is recorded under
+--by only for a principal of --config, else as "db:<database role>".`
 
 // request is one decision sent to a server's API.
 type request struct {
@@ -71,15 +81,40 @@ func (a *app) decide(ctx context.Context, df decisionFlags, verb string, req req
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(a.stderr, "connhost: warning: ignoring the discovery file: %v\n", err)
 	}
-	if found && si.answers(ctx, 5*time.Second) {
-		return a.remote(ctx, df, si, true, req)
+	if found {
+		ok, why := si.answers(ctx, 5*time.Second)
+		if ok {
+			return a.remote(ctx, df, si, true, req)
+		}
+		if why != "" {
+			// A live pid that is not the server the file names: a reused
+			// pid, or a file written to have the CLI talk to another
+			// process. Nothing was sent to it.
+			fmt.Fprintf(a.stderr, "connhost: warning: ignoring %s: it names %s, but %s (it must be %s)\n",
+				filepath.Join(a.g.data, serverInfoFile), si, why, serverProcessChecks)
+		}
 	}
-	by := df.by
-	if by == "" {
-		by = localActor()
+	dsn, cfg, err := a.sharedLedger()
+	if err != nil {
+		return host.Result{}, err
+	}
+	if dsn != "" && (verb == "approve" || verb == "reject") {
+		if err := checkSharedApproval(cfg, verb, df.by, df.tokenEnv); err != nil {
+			return host.Result{}, err
+		}
 	}
 	var res host.Result
 	err = a.withExecutor(ctx, openOptions{existing: true}, func(ex *host.Executor) error {
+		by := df.by
+		if db, ok := ex.Ledger().(interface{ Role() string }); ok && verb != "approve" && verb != "reject" {
+			// A shared ledger: the connection proves only its role.
+			if by = sharedActor(cfg, verb, df.by, db.Role()); by != df.by && df.by != "" {
+				fmt.Fprintf(a.stderr, "connhost: note: recorded as %s, the database role: on the shared ledger --by names only a principal of --config (%q is none with a role that may %s)\n", by, df.by, verb)
+			}
+		}
+		if by == "" {
+			by = localActor()
+		}
 		var err error
 		res, err = direct(ex, by)
 		return withResult(err, res)
@@ -120,18 +155,36 @@ func (e *remoteProblemError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Server, e.Problem.Detail)
 }
 
+// noRedirects is the HTTP client of the decision commands: a redirect is
+// never followed, so neither a token nor a decision goes anywhere but the
+// URL whose server proved itself.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // remote sends req to the server si with the token from df.tokenEnv.
 // discovered says the server was found through server.json (the messages
-// then say it holds the ledger).
+// then say it holds the ledger). The token is sent only to a server that
+// has first proved it holds it (proveServer).
 func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, discovered bool, req request) (host.Result, error) {
 	token := os.Getenv(df.tokenEnv)
 	where := si.URL
 	if discovered {
 		where = fmt.Sprintf("%s, which holds the ledger in %s,", si, a.g.data)
+		if !si.Auth {
+			token = "" // it takes none (dev): never hand it one
+		}
 	}
 	if si.Auth && token == "" {
 		return host.Result{}, fmt.Errorf("%s needs a bearer token: set %s to your principal's token (an approver's, or an operator's for resolve and cancel), or name another variable with --token-env",
 			where, df.tokenEnv)
+	}
+	if token != "" {
+		auth, err := a.proveServer(ctx, si.URL, where, token, df.tokenEnv)
+		if err != nil {
+			return host.Result{}, err
+		}
+		if !auth {
+			token = "" // a server without credentials
+		}
 	}
 	body, err := json.Marshal(req.body)
 	if err != nil {
@@ -145,7 +198,7 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 	if token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(hreq)
+	resp, err := noRedirects.Do(hreq)
 	if err != nil {
 		return host.Result{}, fmt.Errorf("cannot reach the connhost server at %s: %w", si.URL, err)
 	}
@@ -173,4 +226,53 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 		}
 	}
 	return host.Result{}, &remoteProblemError{Server: si.URL, Problem: &p}
+}
+
+// proveServer asks the server at base to prove that it holds token
+// (POST /v1/auth/proof with a fresh nonce and the token's id, never the
+// token) and verifies the answer. It returns auth false for a server
+// without credentials, which takes no token; an error when the server
+// cannot prove it: then the token must not be sent. where names the
+// server in messages, tokenEnv the variable the token came from.
+func (a *app) proveServer(ctx context.Context, base, where, token, tokenEnv string) (auth bool, err error) {
+	var nb [32]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		return false, err
+	}
+	nonce := hex.EncodeToString(nb[:])
+	body, _ := json.Marshal(httpapi.ProofRequest{Nonce: nonce, TokenID: httpapi.TokenID(token)})
+	hreq, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/auth/proof", bytes.NewReader(body))
+	if err != nil {
+		return false, fmt.Errorf("request to %s: %w", base, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := noRedirects.Do(hreq)
+	if err != nil {
+		return false, fmt.Errorf("cannot reach the connhost server at %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return false, fmt.Errorf("read the answer of %s: %w", base, err)
+	}
+	const notSent = "the token was not sent"
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		p := httpapi.NewProblem(httpapi.CodeUnauthorized, fmt.Sprintf("%s does not accept the token in %s: none of its principals has it (%s)", where, tokenEnv, notSent))
+		return false, &remoteProblemError{Server: base, Problem: p}
+	default:
+		return false, fmt.Errorf("%s cannot prove that it holds the token in %s (POST /v1/auth/proof answered %s): it is not a connhost server that knows your principal, so %s; check the URL (a connhost server older than this CLI has no such route: upgrade it)", where, tokenEnv, resp.Status, notSent)
+	}
+	var pr httpapi.ProofResponse
+	if err := json.Unmarshal(b, &pr); err != nil {
+		return false, fmt.Errorf("%s answered POST /v1/auth/proof with something else than a proof, so %s", where, notSent)
+	}
+	if !pr.Auth {
+		return false, nil
+	}
+	if !httpapi.VerifyServerProof(token, nonce, pr.Principal, pr.Proof) {
+		return false, fmt.Errorf("%s answered a proof that does not match the token in %s: it does not hold your principal's token, so %s; check the URL (or the server.json that named it)", where, tokenEnv, notSent)
+	}
+	return true, nil
 }

@@ -110,6 +110,9 @@ type app struct {
 	startSandbox func(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error)
 	// isTerminal reports whether w is a terminal (progress output).
 	isTerminal func(w io.Writer) bool
+	// warnedDSN: the warning about a password on the command line was
+	// printed.
+	warnedDSN bool
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -476,6 +479,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			return nil, err
 		}
 	}
+	var approvalKeys map[string][]byte
 	if cfg != nil {
 		if o.config == nil {
 			if err := cfg.check(ms); err != nil {
@@ -484,6 +488,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			o.config = cfg.lookup
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
+		approvalKeys = cfg.approvalKeys()
 		if cfg.Server.RequireSignoff {
 			if err := a.checkSignoffs(ms); err != nil {
 				return nil, err
@@ -507,6 +512,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Logger:             o.logger,
 		Observer:           o.observer,
 		RecoveryProgress:   o.progress,
+		ApprovalKeys:       approvalKeys,
 	}
 	if dsn != "" {
 		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})

@@ -32,6 +32,10 @@ func (a *app) sharedLedger() (dsn string, cfg *Config, err error) {
 	switch {
 	case a.g.ledger != "":
 		dsn = a.g.ledger
+		if dsnHasPassword(dsn) && !a.warnedDSN {
+			a.warnedDSN = true
+			fmt.Fprintf(a.stderr, "connhost: warning: the --ledger connection string holds a password, which every user of this machine can read in the process list (ps, /proc/<pid>/cmdline); give the password in PGPASSWORD or ~/.pgpass, or the whole string in $%s or in the variable [server] ledger_env names\n", EnvLedger)
+		}
 	case os.Getenv(EnvLedger) != "":
 		dsn = os.Getenv(EnvLedger)
 	case cfg != nil:
@@ -98,6 +102,27 @@ func (a *app) nodeID(cfg *Config, server bool) string {
 		return host
 	}
 	return fmt.Sprintf("%s-cli-%d", host, os.Getpid())
+}
+
+// dsnHasPassword reports whether a connection string holds a password:
+// a URL's user:password@ or password= parameter, or a password= keyword.
+func dsnHasPassword(dsn string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return strings.Contains(dsn, "@") // cannot tell: assume the worst
+		}
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+		for k := range u.Query() {
+			if strings.EqualFold(k, "password") {
+				return true
+			}
+		}
+		return false
+	}
+	return dsnPasswordRE.MatchString(dsn)
 }
 
 var dsnPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)

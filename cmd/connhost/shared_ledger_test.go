@@ -86,15 +86,19 @@ func TestConfigSharedLedger(t *testing.T) {
 
 // TestSharedLedgerCommands runs the CLI's commands against a shared ledger
 // on PostgreSQL, each invocation a node of its own, as operators use them
-// beside a fleet: exec, approve (directly on the shared ledger), the
-// re-drive by another node, ls, history, recover and prune. Nothing is
-// created in --data's ledger place, a reader creates nothing in an empty
-// database, and the connection string's password is never shown.
+// beside a fleet: exec, approve (directly on the shared ledger, as an
+// approver principal of the config), the re-drive by another node, ls,
+// history, recover and prune. An approval that cannot be signed is
+// refused; a cancellation by a name the config does not hold is recorded
+// as the database role. Nothing is created in --data's ledger place, a
+// reader creates nothing in an empty database, and the connection
+// string's password is never shown.
 func TestSharedLedgerCommands(t *testing.T) {
 	dsn := testenv.NewPostgresDatabase(t)
 	a := testApp(t)
+	cfg := writeFile(t, t.TempDir(), "connhost.toml", "[[principals]]\nname = \"rita\"\nroles = [\"approver\"]\ntoken = \"tok-rita-0123456789abcdef\"\n")
 	run := func(args ...string) (int, string, string) {
-		return runCLI(t, a, append([]string{"--json", "--ledger", dsn}, args...)...)
+		return runCLI(t, a, append([]string{"--json", "--ledger", dsn, "--config", cfg}, args...)...)
 	}
 	code, out, errOut := run("ls")
 	if code != ExitOK || !strings.Contains(out, `"executions": []`) {
@@ -121,6 +125,18 @@ func TestSharedLedgerCommands(t *testing.T) {
 	if res = decode(out); code != ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("gated: %d %q", code, out)
 	}
+	// The database's credentials alone make no approval: without the
+	// config, and as a name the config does not hold, it is refused.
+	for _, args := range [][]string{
+		{"--json", "--ledger", dsn, "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest},
+		{"--json", "--ledger", dsn, "--config", cfg, "approve", res.Approval.ID, "--by", "mallory", "--digest", res.Approval.ArgsDigest},
+		{"--json", "--ledger", dsn, "--config", cfg, "approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest},
+	} {
+		code, out, errOut = runCLI(t, a, args...)
+		if code != ExitFailure || !strings.Contains(out, "cannot be signed") {
+			t.Errorf("%v: exit %d %q %q", args, code, out, errOut)
+		}
+	}
 	if code, out, errOut = run("--node", "n2", "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest); code != ExitOK {
 		t.Fatalf("approve: %d %q %q", code, out, errOut)
 	}
@@ -141,6 +157,28 @@ func TestSharedLedgerCommands(t *testing.T) {
 	if got, want := strings.Join(actors, " "), "intent@executor@n1#2 approved@rita dispatch@executor@n3#1 outcome@executor@n3#1"; got != want {
 		t.Errorf("trail %q, want %q", got, want)
 	}
+	// A cancellation made on the database directly names what made it.
+	code, out, _ = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c3", "--tool", "gated.echo", "--args", `{}`)
+	if res = decode(out); code != ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
+		t.Fatalf("gated: %d %q", code, out)
+	}
+	code, out, errOut = run("cancel", res.ExecutionID, "--by", "olga")
+	if code != ExitOK || !strings.Contains(errOut, "recorded as db:") {
+		t.Fatalf("cancel: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run("history", res.ExecutionID)
+	if err := json.Unmarshal([]byte(out), &view); code != ExitOK || err != nil || !strings.HasPrefix(view.Events[len(view.Events)-1].Actor, "db:") {
+		t.Fatalf("history of the cancelled call: %d %q", code, out)
+	}
+
+	// MCP over stdio approves in the client's dialog as [mcp] approver:
+	// on the shared ledger only an approver principal can sign that.
+	mcpCfg := writeFile(t, t.TempDir(), "mcp.toml", "[mcp]\napprover = \"olga\"\n")
+	code, out, errOut = runCLI(t, a, "--ledger", dsn, "--config", mcpCfg, "mcp")
+	if code != ExitFailure || !strings.Contains(errOut, `[mcp] approver "olga" on the shared ledger must be a [[principals]] entry with role approver`) {
+		t.Errorf("mcp with an approver that cannot sign: exit %d %q %q", code, out, errOut)
+	}
+
 	code, out, _ = run("ls", "--state", "succeeded")
 	var list httpapi.ListResponse
 	if err := json.Unmarshal([]byte(out), &list); code != ExitOK || err != nil || len(list.Executions) != 2 {
@@ -166,6 +204,34 @@ func TestSharedLedgerCommands(t *testing.T) {
 		code, out, errOut = runCLI(t, a, "--ledger", bad, "ls")
 		if code == ExitOK || strings.Contains(out+errOut, "hunter2") || !strings.Contains(errOut, "ledger") {
 			t.Errorf("--ledger %s: exit %d, stdout %q stderr %q", bad, code, out, errOut)
+		}
+	}
+}
+
+// TestLedgerPasswordOnTheCommandLineWarns: a --ledger connection string
+// with a password is readable by every user in the process list; the CLI
+// says so (never showing the password), and says nothing for one
+// without.
+func TestLedgerPasswordOnTheCommandLineWarns(t *testing.T) {
+	for dsn, warn := range map[string]bool{
+		"postgres://connhost:hunter2@127.0.0.1:1/ledger?connect_timeout=1":          true,
+		"postgres://connhost@127.0.0.1:1/ledger?password=hunter2&connect_timeout=1": true,
+		"host=127.0.0.1 port=1 user=connhost password=hunter2 connect_timeout=1":    true,
+		"postgres://connhost@127.0.0.1:1/ledger?connect_timeout=1":                  false,
+	} {
+		_, out, errOut := runCLI(t, nil, "--ledger", dsn, "ls")
+		want := 0
+		if warn {
+			want = 1
+		}
+		if got := strings.Count(errOut, "holds a password"); got != want {
+			t.Errorf("%s: %d warnings:\n%s", redactDSN(dsn), got, errOut)
+		}
+		if warn && !strings.Contains(errOut, "PGPASSWORD") {
+			t.Errorf("%s: the warning says not where the password goes:\n%s", redactDSN(dsn), errOut)
+		}
+		if strings.Contains(out+errOut, "hunter2") {
+			t.Errorf("%s: the password was shown:\n%s%s", redactDSN(dsn), out, errOut)
 		}
 	}
 }

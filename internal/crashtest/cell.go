@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -33,8 +34,11 @@ type cell struct {
 
 	data, manifests string
 	// dsn is the cell's shared ledger (Options.Ledger), or "".
-	dsn   string
-	kills int
+	dsn string
+	// config is the connhost.toml the cell runs with: Options.Config, or
+	// on a shared ledger a copy naming the approver the cell approves as.
+	config string
+	kills  int
 	// runID tells this run's calls from another run's (see Run).
 	runID string
 }
@@ -93,10 +97,14 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {
 		return row, err
 	}
+	c.config = c.o.Config
 	if c.o.Ledger != nil {
 		var err error
 		if c.dsn, err = c.o.Ledger(ctx); err != nil {
 			return row, fmt.Errorf("a shared ledger for the cell: %w", err)
+		}
+		if c.config, err = c.approverConfig(); err != nil {
+			return row, err
 		}
 	}
 	args, err := c.o.Args(ctx, op.Name)
@@ -240,7 +248,7 @@ func (c *cell) killAfterAnswer(ctx context.Context, call []string) (*result, err
 		if err != nil || res.killed || res.Status != "awaiting_approval" || res.Approval == nil {
 			return nil, fmt.Errorf("gated call answered %q %s before the armed exec: %v", res.Status, res.Code, err)
 		}
-		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
+		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", approver, "--digest", res.Approval.ArgsDigest)
 		if err != nil || p.Code != 0 {
 			return nil, fmt.Errorf("approve: exit %d: %v %s", p.Code, err, clip(string(p.Stderr)))
 		}
@@ -269,7 +277,7 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 		if err != nil || res.killed || res.Status != "awaiting_approval" || res.Approval == nil {
 			return nil, fmt.Errorf("gated call answered %q %s before the hold: %v", res.Status, res.Code, err)
 		}
-		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
+		p, err := c.connhost(ctx, "", "approve", res.Approval.ID, "--by", approver, "--digest", res.Approval.ArgsDigest)
 		if err != nil || p.Code != 0 {
 			return nil, fmt.Errorf("approve before the hold: exit %d: %v %s", p.Code, err, clip(string(p.Stderr)))
 		}
@@ -454,7 +462,7 @@ func (c *cell) sequence(ctx context.Context, crashAt string, call []string) (res
 	if res.Status != "awaiting_approval" || res.Approval == nil {
 		return res.result, false, nil
 	}
-	p, err := c.connhost(ctx, crashAt, "approve", res.Approval.ID, "--by", "crashtest", "--digest", res.Approval.ArgsDigest)
+	p, err := c.connhost(ctx, crashAt, "approve", res.Approval.ID, "--by", approver, "--digest", res.Approval.ArgsDigest)
 	if err != nil || p.Killed() {
 		return res.result, p.Killed(), err
 	}
@@ -501,4 +509,25 @@ func digestReader(r io.Reader) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// approver is the principal a cell approves its gated calls as.
+const approver = "crashtest"
+
+// approverConfig writes the cell's config on a shared ledger: Options.Config
+// with the approver as a principal. Its token (in the config, as on every
+// node) signs the approvals the cell makes on the ledger directly: nodes
+// dispatch no unsigned approval there.
+func (c *cell) approverConfig() (string, error) {
+	b, err := os.ReadFile(c.o.Config)
+	if err != nil {
+		return "", err
+	}
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return "", err
+	}
+	b = fmt.Appendf(b, "\n[[principals]]\nname = %q\nroles = [\"approver\"]\ntoken = \"%x\"\n", approver, tok)
+	path := filepath.Join(c.dir, "connhost.toml")
+	return path, os.WriteFile(path, b, 0o600)
 }

@@ -455,7 +455,7 @@ func (c *cell) connhostKilledWhen(ctx context.Context, until func(context.Contex
 func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.Context) error, args ...string) (proc.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ProcessTimeout)
 	defer cancel()
-	full := []string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules, "--config", c.o.Config, "--json"}
+	full := []string{"--data", c.data, "--manifests", c.manifests, "--modules", c.o.Modules, "--config", c.config, "--json"}
 	if c.dsn != "" {
 		full = append(full, "--ledger", c.dsn, "--node", "crashtest-"+filepath.Base(c.dir))
 	}

@@ -122,10 +122,11 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// credential is a principal with its token's digest.
+// credential is a principal with its token's digest and id (TokenID).
 type credential struct {
 	p   Principal
 	sum [sha256.Size]byte
+	id  string
 }
 
 type principalKey struct{}

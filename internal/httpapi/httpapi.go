@@ -49,8 +49,9 @@ type Options struct {
 	// Principals are the credentials the API accepts, each a bearer token
 	// (`Authorization: Bearer <token>`) standing for a named principal
 	// with roles. With at least one, every endpoint except GET /healthz
-	// requires a token of one of them; the token is compared in constant
-	// time with every principal's. The default value (none) disables
+	// and POST /v1/auth/proof (see proof.go) requires a token of one of
+	// them; the token is compared in constant time with every
+	// principal's. The default value (none) disables
 	// authentication: every request then acts as Anonymous, and the
 	// handler accepts only requests whose Host header names a loopback
 	// address or localhost, so a web page cannot reach an unauthenticated
@@ -136,6 +137,7 @@ func routes() []route {
 		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll, roles: cancellers},
 		{method: "GET", path: "/v1/tools", handler: (*api).tools, roles: anyRole},
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
+		{method: "POST", path: "/v1/auth/proof", handler: (*api).proof, open: true},
 		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: anyRole},
 		{method: "GET", path: "/openapi.json", handler: (*api).openapi, roles: anyRole},
 		{method: "POST", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
@@ -169,7 +171,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	a := &api{ex: ex, opts: opts, names: names}
 	for _, p := range opts.Principals {
 		p.Roles = slices.Clone(p.Roles)
-		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
+		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), id: TokenID(p.Token)})
 	}
 	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex)} {
 		if err := opts.Registry.Register(c); err != nil {

@@ -298,6 +298,14 @@ func TestOpenAPILive(t *testing.T) {
 		lc.send(srv, exchange{method: "GET", path: "/v1/tools?format=" + f, token: agent}, 200, "")
 	}
 	lc.send(srv, exchange{method: "GET", path: "/healthz"}, 200, "")
+	nonce := strings.Repeat("ab", 32)
+	var pr ProofResponse
+	if err := json.Unmarshal(lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: nonce, TokenID: TokenID(rita)})}, 200, ""), &pr); err != nil ||
+		!pr.Auth || pr.Principal != "rita" || !VerifyServerProof(rita, nonce, "rita", pr.Proof) {
+		t.Errorf("server proof for rita's token: %+v %v", pr, err)
+	}
+	lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: nonce, TokenID: TokenID("not a token of this server")})}, 401, CodeUnauthorized)
+	lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: "short", TokenID: TokenID(rita)})}, 400, CodeBadRequest)
 	lc.send(srv, exchange{method: "GET", path: "/metrics", token: agent}, 200, "")
 	lc.send(srv, exchange{method: "GET", path: "/openapi.json", token: agent}, 200, "")
 
@@ -349,6 +357,7 @@ func TestOpenAPILive(t *testing.T) {
 	loop := env.serve(t, Options{}).URL
 	lc.send(loop, exchange{method: "GET", path: "/v1/executions", host: "attacker.example:8420"}, 403, CodeForbiddenHost)
 	lc.send(loop, exchange{method: "GET", path: "/v1/executions?limit=1"}, 200, "") // no credentials, no token
+	lc.send(loop, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: strings.Repeat("cd", 32), TokenID: TokenID(rita)})}, 200, "")
 	noApprover := env.serve(t, Options{Principals: principals[:1]}).URL
 	lc.send(noApprover, approve(toReject.Approval, "d").withToken(agent), 403, CodeApprovalNotConfigured)
 	small := env.serve(t, Options{Principals: principals, MaxBodyBytes: 64}).URL

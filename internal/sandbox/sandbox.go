@@ -139,7 +139,8 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		done:     make(chan struct{}),
 	}
 	if opts.StateDir != "" {
-		if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		// The providers' state holds customers' data: its owner's alone.
+		if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("sandbox: state directory: %w", err)
 		}
 		if err := sb.payments.Persist(filepath.Join(opts.StateDir, StripeStateFile)); err != nil {

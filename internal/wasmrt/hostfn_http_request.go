@@ -3,7 +3,6 @@ package wasmrt
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -35,7 +34,9 @@ const envelopeSlack = 256 << 10
 // on every redirect and on the address dialled, bounded by the call's
 // deadline and the body caps. Denials, timeouts and network errors are
 // answered inside the response envelope (abi.HTTPDenied, …), never as
-// errors of the call. Outside the call export (during _initialize or
+// errors of the call. Denials are logged within the guest's log budget:
+// the first one, and one warning with the count at the end of the
+// invocation (see deniedRequest). Outside the call export (during _initialize or
 // connhost_alloc) every request is denied, so a failure before the export
 // runs cannot have acted.
 var hostHTTPRequest = &hostFunction{
@@ -78,9 +79,7 @@ func httpRequestFn(ctx context.Context, mod api.Module, stack []uint64) {
 		resp = c.http.do(ctx, req)
 	}
 	if resp.Err == abi.HTTPDenied {
-		c.log.LogAttrs(ctx, slog.LevelWarn, "guest http request denied",
-			slog.String("operation", cc.op), slog.String("execution_id", cc.execID),
-			slog.String("origin", originOf(req.URL)), slog.String("reason", resp.Message))
+		c.deniedRequest(ctx, cc, originOf(req.URL), resp.Message)
 	}
 	stack[0] = uint64(uint32(setPending(cc, resp.AppendBinary(nil))))
 }

@@ -33,7 +33,10 @@ const maxLogBytes = 16 << 10
 // budget is cut to fit; later records are dropped. A cut record carries
 // truncated_from (its length in bytes). When the invocation ends, one
 // warning reports the records and bytes that did not reach the log, and
-// Options.Observer.GuestLogDropped counts them. Records at a level
+// Options.Observer.GuestLogDropped counts them. The http requests the
+// allowlist denies are guest log too (their origin is the guest's
+// choice): the first is a record of the budget, the rest are counted in
+// one warning at the end (see deniedRequest). Records at a level
 // the logger does not enable cost nothing and are not counted.
 //
 // The record goes to Options.Logger tagged with connector,
@@ -88,6 +91,12 @@ func logFn(ctx context.Context, mod api.Module, stack []uint64) {
 type logBudget struct {
 	records, bytes               int
 	droppedRecords, droppedBytes int64
+	// denied counts the http requests the allowlist refused (see
+	// deniedRequest); firstDenied is the origin and reason of the first.
+	denied      int64
+	firstDenied [2]string
+	// deniedLogged: the first denial reached the log.
+	deniedLogged bool
 }
 
 // admit accounts for a record of n bytes and returns how many of them may
@@ -107,10 +116,64 @@ func (b *logBudget) admit(n uint32, l manifests.Limits) (uint32, bool) {
 	return take, true
 }
 
-// reportLogDrops writes the one warning of an invocation whose guest logged
-// beyond its budget, and counts the loss.
+// maxDeniedText bounds the guest-chosen origin and the reason of a denied
+// request in a log record.
+const maxDeniedText = 512
+
+// deniedRequest accounts for an http request the allowlist refused. The
+// origin is the guest's choice, so denials are guest log, within its
+// budget: the first is logged at once (as a record of the budget, cut to
+// maxDeniedText), the others only counted, and reportLogDrops writes one
+// warning with the count when the invocation ends. A guest that retries
+// a denied request in a loop costs two records, not one per request.
+func (c *Connector) deniedRequest(ctx context.Context, cc *callCtx, origin, reason string) {
+	b := &cc.logs
+	b.denied++
+	origin, reason = clipText(origin, maxDeniedText), clipText(reason, maxDeniedText)
+	if b.denied > 1 {
+		return
+	}
+	b.firstDenied = [2]string{origin, reason}
+	const msg = "guest http request denied"
+	if !c.log.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	if _, ok := b.admit(uint32(len(msg)+len(origin)+len(reason)), c.limits); !ok {
+		return // counted as dropped; the summary names it
+	}
+	b.deniedLogged = true
+	c.log.LogAttrs(ctx, slog.LevelWarn, msg,
+		slog.String("operation", cc.op), slog.String("execution_id", cc.execID),
+		slog.String("origin", origin), slog.String("reason", reason))
+}
+
+// clipText cuts s to at most n bytes at a rune boundary, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	// Drop the start of a rune split by the cut (at most UTFMax-1 bytes).
+	for range utf8.UTFMax - 1 {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// reportLogDrops writes the warnings of an invocation whose guest logged
+// beyond its budget, or had more http requests denied than the one
+// logged, and counts the loss.
 func (c *Connector) reportLogDrops(ctx context.Context, cc *callCtx) {
 	b := &cc.logs
+	if b.denied > 1 || (b.denied == 1 && !b.deniedLogged && c.log.Enabled(ctx, slog.LevelWarn)) {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "guest http requests denied",
+			slog.String("operation", cc.op), slog.String("execution_id", cc.execID),
+			slog.Int64("denied_requests", b.denied), slog.Bool("first_logged", b.deniedLogged),
+			slog.String("first_origin", b.firstDenied[0]), slog.String("first_reason", b.firstDenied[1]))
+	}
 	if b.droppedRecords == 0 && b.droppedBytes == 0 {
 		return
 	}

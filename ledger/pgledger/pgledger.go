@@ -291,6 +291,10 @@ func (d *DB) open(ctx context.Context) error {
 	}
 	return d.openWitness(ctx, w, existed)
 }
+// Role is the database role this DB connects as: the connection string's
+// user, else $PGUSER, else the OS user's name, as libpq resolves it. It is
+// who a decision made with the database's credentials alone is.
+func (d *DB) Role() string { return d.pool.Config().ConnConfig.User }
 
 // Close implements ledger.Ledger: it waits for operations in flight and
 // closes the connections. Afterwards every method returns ErrClosed.

@@ -4,6 +4,9 @@
 //   - get: args {"url": "...", "method": "GET"}; performs the request
 //     through the http capability and returns {"err", "message", "status",
 //     "body", "location"}.
+//   - getn: args {"url": "...", "n": N, "log": "..."}; logs log (if any)
+//     at info, then performs the GET N times and returns how many answers
+//     were denied.
 //   - config: args {"key": "..."}; returns {"value", "error"}.
 //   - execid: returns the execution id and the idempotency key.
 //   - log: args {"msg": "..."}; logs msg at info and returns null.
@@ -42,6 +45,25 @@ func init() {
 				"body":     string(resp.Body),
 				"location": resp.Get("Location"),
 			})
+		}),
+		op("getn", func(c *guest.Call, args []byte) abi.Outcome {
+			var in struct {
+				URL, Log string
+				N        int
+			}
+			if err := json.Unmarshal(args, &in); err != nil {
+				return guest.Permanent("bad args: %v", err)
+			}
+			if in.Log != "" {
+				c.Info(in.Log)
+			}
+			denied := 0
+			for range in.N {
+				if c.HTTP(abi.HTTPRequest{Method: "GET", URL: in.URL}).Err == abi.HTTPDenied {
+					denied++
+				}
+			}
+			return result(c, denied)
 		}),
 		op("config", func(c *guest.Call, args []byte) abi.Outcome {
 			var in struct{ Key string }
