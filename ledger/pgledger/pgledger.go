@@ -291,6 +291,7 @@ func (d *DB) open(ctx context.Context) error {
 	}
 	return d.openWitness(ctx, w, existed)
 }
+
 // Role is the database role this DB connects as: the connection string's
 // user, else $PGUSER, else the OS user's name, as libpq resolves it. It is
 // who a decision made with the database's credentials alone is.
