@@ -96,6 +96,11 @@ const perRequestNote = "mcp: the client passed no " + MetaSessionID + "/" + Meta
 
 // callTool is the tools/call handler of every tool.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if sc, ok := scopeOf(req); ok {
+		// The principal's namespaces and limits bind the call, the
+		// approval in its dialog and its cancellation.
+		ctx = host.WithScope(ctx, sc)
+	}
 	st := s.verifyState(req.Params.RequestState)
 	id, err := s.identityOf(req, st)
 	if err != nil {
@@ -258,14 +263,22 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 		text += " This tool-call id was already used with other arguments; nothing was done. Use a new tool-call id for a new call."
 	case httpapi.CodeSessionFenced:
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
+	case httpapi.CodeRateLimited:
+		text += fmt.Sprintf(" Nothing was done; call the tool again with the same arguments and ids in %d s.", p.RetryAfter)
+	case httpapi.CodePendingApprovalsLimit:
+		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
 	}
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 // answer is the result of a call the executor answered with a status.
 func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallToolResult {
+	ns := res.Namespace // where the call ran: the principal's when _meta named none
+	if ns == "" {
+		ns = id.Namespace
+	}
 	r := Result{
-		Status: string(res.Status), Identity: id.Kind, Namespace: id.Namespace, SessionID: id.SessionID,
+		Status: string(res.Status), Identity: id.Kind, Namespace: ns, SessionID: id.SessionID,
 		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Attempt: res.Attempt, Receipt: res.Receipt,
 		Result: res.Result, Source: res.Source, Error: res.Error, Approval: res.Approval,
 		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded,
