@@ -755,7 +755,7 @@ func exportFor(op *operation) string {
 // call runs the dispatched attempt of rec and says what it told.
 func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) observed {
 	export := exportFor(op)
-	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}
@@ -813,7 +813,7 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 // reconcileCall asks the connector whether the uncertain attempt took
 // effect. why is the uncertainty that led here.
 func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) observed {
-	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
 	var lost func() bool // whether the node lost the lease it asked under
 	if e.node != nil {
 		h, err := e.node.lease(true)
