@@ -436,6 +436,9 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		Observer:           o.observer,
 		RecoveryProgress:   o.progress,
 	}
+	if cfg != nil {
+		opts.NamespaceConfig = cfg.namespaceConfig()
+	}
 	if dsn != "" {
 		if a.g.init {
 			return nil, usagef("--init starts a new Pebble ledger in --data; it does not apply to a shared ledger (--ledger)")
