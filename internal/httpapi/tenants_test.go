@@ -11,22 +11,19 @@ import (
 	"github.com/connhost/connhost/manifests"
 )
 
-// sleeper is an ungated manual operation whose call outlasts its timeout:
-// the attempt ends uncertain, the call recovery_required, and its session
-// fenced.
-const sleeper = `
+// panicker is an ungated manual operation whose attempt ends uncertain
+// (the guest panics: it may have acted), so its call becomes
+// recovery_required and fences its session.
+const panicker = `
 [connector]
-name = "sleeper"
+name = "trap"
 version = "0.1.0"
 abi = 1
-module = "httpprobe.wasm"
-
-[limits]
-timeout = "200ms"
+module = "trap.wasm"
 
 [[operation]]
-name = "hostsleep"
-description = "Sleep ms milliseconds."
+name = "panic"
+description = "Panic inside the connector."
 effect = "external"
 recovery = "manual"
 input_schema = '{"type": "object"}'
@@ -49,7 +46,7 @@ var tenants = []Principal{
 // foreign id answers as an unknown one, and a body naming tenant-a's
 // namespace is refused with nothing recorded.
 func TestTenantsCannotReachEachOther(t *testing.T) {
-	m, err := manifests.Parse("sleeper.toml", []byte(sleeper))
+	m, err := manifests.Parse("trap.toml", []byte(panicker))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +115,7 @@ func TestTenantsCannotReachEachOther(t *testing.T) {
 		// An ungated manual call in tenant-a's session that ends uncertain
 		// is refused, naming the namespace, with nothing recorded.
 		b := with(t, b)
-		fence := execReq("a-s1", "b-1", "sleeper.hostsleep", `{"Ms": 2000}`)
+		fence := execReq("a-s1", "b-1", "trap.panic", `{}`)
 		fence["namespace"] = "tenant-a"
 		p := b.post("/v1/executions", fence).problem(t, CodeNamespaceForbidden)
 		if !strings.Contains(p.Detail, `principal "tenant-b" acts in namespace "tenant-b", not "tenant-a"`) {
