@@ -98,7 +98,10 @@ const perRequestNote = "mcp: the client passed no " + MetaSessionID + "/" + Meta
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if sc, ok := scopeOf(req); ok {
 		// The principal's namespaces and limits bind the call, the
-		// approval in its dialog and its cancellation.
+		// approval in its dialog and its cancellation. The SDK hands
+		// the handler its HTTP request's context, where httpapi put the
+		// scope already; the session's TokenInfo keeps it whatever
+		// context a later SDK hands over.
 		ctx = host.WithScope(ctx, sc)
 	}
 	st := s.verifyState(req.Params.RequestState)
