@@ -17,6 +17,10 @@ type ConfigKey struct {
 	// Manifest is the file that declares the key ("" for a manifest parsed
 	// from bytes without a name).
 	Manifest string
+	// Namespace is the namespace whose config (Options.NamespaceConfig,
+	// over Options.Config) lacks or holds the value; "" for Options.Config
+	// alone.
+	Namespace string
 }
 
 // MissingConfigError reports config keys that manifests require
@@ -33,6 +37,9 @@ func (e *MissingConfigError) Error() string {
 	parts := make([]string, len(e.Missing))
 	for i, k := range e.Missing {
 		parts[i] = fmt.Sprintf("connector[%s] key %q", k.Connector, k.Key)
+		if k.Namespace != "" {
+			parts[i] += fmt.Sprintf(" in namespace %q", k.Namespace)
+		}
 		if k.Manifest != "" {
 			parts[i] += " (declared in " + k.Manifest + ")"
 		}
@@ -43,9 +50,9 @@ func (e *MissingConfigError) Error() string {
 // Unwrap returns ErrMissingConfig.
 func (e *MissingConfigError) Unwrap() error { return ErrMissingConfig }
 
-// missingConfig returns the required keys of ms that config has no
-// non-empty value for, or nil.
-func missingConfig(ms []*manifests.Manifest, config func(connector, key string) (string, bool)) error {
+// missingConfig returns the required keys of ms that config, namespace
+// ns's config ("" for Options.Config), has no non-empty value for.
+func missingConfig(ms []*manifests.Manifest, ns string, config func(connector, key string) (string, bool)) []ConfigKey {
 	var missing []ConfigKey
 	for _, m := range ms {
 		if m == nil {
@@ -58,14 +65,11 @@ func missingConfig(ms []*manifests.Manifest, config func(connector, key string) 
 				v, ok = config(m.Connector.Name, k)
 			}
 			if !ok || v == "" {
-				missing = append(missing, ConfigKey{Connector: m.Connector.Name, Key: k, Manifest: m.Path})
+				missing = append(missing, ConfigKey{Connector: m.Connector.Name, Key: k, Manifest: m.Path, Namespace: ns})
 			}
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return &MissingConfigError{Missing: missing}
+	return missing
 }
 
 // ConfigURLError reports config values that name a URL (the key base_url,
@@ -96,7 +100,11 @@ func (e *ConfigURLError) Error() string {
 		if d.Origin != "" {
 			what = fmt.Sprintf("points at %s, which the connector may not reach (capabilities.http %v)", d.Origin, d.Allowed)
 		}
-		parts[i] = fmt.Sprintf("connector[%s] key %q %s", d.Connector, d.Key, what)
+		in := ""
+		if d.Namespace != "" {
+			in = fmt.Sprintf(" in namespace %q", d.Namespace)
+		}
+		parts[i] = fmt.Sprintf("connector[%s] key %q%s %s", d.Connector, d.Key, in, what)
 	}
 	return strings.Join(parts, "; ") + "; list the origin in the manifest, or add it with allow_http in the deployment's config"
 }
@@ -107,9 +115,10 @@ func (e *ConfigURLError) Unwrap() error { return ErrConfigURLDenied }
 // isURLKey reports whether a config key names a URL the connector calls.
 func isURLKey(key string) bool { return key == "base_url" || strings.HasSuffix(key, "_url") }
 
-// deniedConfigURLs checks every URL-valued config key of ms against its
-// manifest's http capability (as extended by the deployment).
-func deniedConfigURLs(ms []*manifests.Manifest, config func(connector, key string) (string, bool)) error {
+// deniedConfigURLs checks every URL-valued config key of ms in config,
+// namespace ns's config ("" for Options.Config), against its manifest's
+// http capability (as extended by the deployment).
+func deniedConfigURLs(ms []*manifests.Manifest, ns string, config func(connector, key string) (string, bool)) []DeniedURL {
 	if config == nil {
 		return nil
 	}
@@ -133,14 +142,11 @@ func deniedConfigURLs(ms []*manifests.Manifest, config func(connector, key strin
 			if !ok {
 				origin = ""
 			}
-			denied = append(denied, DeniedURL{ConfigKey: ConfigKey{Connector: m.Connector.Name, Key: k, Manifest: m.Path},
+			denied = append(denied, DeniedURL{ConfigKey: ConfigKey{Connector: m.Connector.Name, Key: k, Manifest: m.Path, Namespace: ns},
 				Origin: origin, Allowed: slices.Clone(m.Capabilities.HTTP)})
 		}
 	}
-	if len(denied) == 0 {
-		return nil
-	}
-	return &ConfigURLError{Denied: denied}
+	return denied
 }
 
 // originOf returns the scheme://host:port of an absolute http(s) URL, the

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,4 +101,48 @@ func TestOpenRefusesConfigURLOutsideAllowlist(t *testing.T) {
 	ex, err := host.Open(context.Background(), opts)
 	require.NoError(t, err)
 	require.NoError(t, ex.Close(context.Background()))
+}
+
+// TestNamespaceConfig: a namespace's own config values reach the calls of
+// that namespace only (here: its own provider), one loaded connector
+// serving both; and a namespace's URL outside the allowlist refuses Open
+// as Config's would.
+func TestNamespaceConfig(t *testing.T) {
+	h := newHarness(t, "idempotent-retry", withDedup())
+	other := newProvider(t)
+	other.dedup = true
+	tenantA := func(connector, key string) (string, bool) {
+		if connector == "effect" && key == "base_url" {
+			return other.srv.URL, true
+		}
+		return "", false
+	}
+	err := func() error {
+		o := h.options()
+		o.NamespaceConfig = map[string]func(string, string) (string, bool){"tenant-a": tenantA}
+		_, err := host.Open(context.Background(), o)
+		return err
+	}()
+	require.ErrorIs(t, err, host.ErrConfigURLDenied)
+	require.Contains(t, err.Error(), `namespace "tenant-a"`)
+
+	h.reopenWith(func(o *host.Options) {
+		o.Manifests[0].Capabilities.HTTP = append(o.Manifests[0].Capabilities.HTTP, originOf(t, other.srv.URL))
+		o.NamespaceConfig = map[string]func(string, string) (string, bool){"tenant-a": tenantA}
+	})
+	a := call("s1", "c1", `{"n":1}`)
+	a.Namespace = "tenant-a"
+	require.Equal(t, host.StatusSucceeded, h.exec(a).Status)
+	require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "c1", `{"n":1}`)).Status)
+	b := call("s1", "c2", `{"n":2}`)
+	b.Namespace = "tenant-b"
+	require.Equal(t, host.StatusSucceeded, h.exec(b).Status)
+	require.Equal(t, 1, other.count(), "tenant-a's call went to tenant-a's provider")
+	require.Equal(t, 2, h.prov.count(), "the others went to the deployment's")
+}
+
+func originOf(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u.Scheme + "://" + u.Host
 }

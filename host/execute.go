@@ -29,12 +29,14 @@ import (
 //     becomes recovery_required: "no record" does not prove "never ran"
 //     (a read simply runs: it has nothing to duplicate);
 //   - a new call of an operation that requires approval is recorded as
-//     awaiting_approval;
+//     awaiting_approval (unless the caller's scope holds its limit of
+//     them, see Scope);
 //   - otherwise the intent is recorded as dispatched (one synced write)
 //     before the connector is called, and the outcome right after.
 //
 // Concurrent identical calls dispatch once; the others wait and return the
-// same recorded outcome.
+// same recorded outcome. Under a Scope (WithScope) the call runs in the
+// scope's namespaces only and within its limits.
 func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	select {
 	case <-e.closed:
@@ -44,9 +46,11 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	if err := e.Health(); err != nil {
 		return Result{}, err
 	}
-	if call.Namespace == "" {
-		call.Namespace = e.opts.Namespace
+	ns, err := e.namespaceOf(ctx, call.Namespace)
+	if err != nil {
+		return Result{}, err
 	}
+	call.Namespace = ns
 	switch {
 	case call.SessionID == "":
 		return Result{}, refuse(ErrBadCall, "session_id is required")
@@ -56,6 +60,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		return Result{}, refuse(ErrBadCall, "tool is required")
 	}
 	if err := validateIdentity(call); err != nil {
+		return Result{}, err
+	}
+	if err := e.admitCall(ctx, call); err != nil {
 		return Result{}, err
 	}
 	op, err := e.lookup(call.Tool)
@@ -139,6 +146,20 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		}
 	}
 	if op.op.RequiresApproval {
+		if err := e.admitApproval(ctx); err != nil {
+			// At the limit, a call already recorded is still answered:
+			// only a new approval request is refused.
+			existing, gerr := e.led.Get(ctx, id)
+			switch {
+			case gerr == nil:
+				return e.driveRecorded(ctx, call, op, digest, existing)
+			case errors.Is(gerr, ledger.ErrPruned):
+				return Result{}, prunedError(id)
+			case !errors.Is(gerr, ledger.ErrNotFound):
+				return Result{}, gerr
+			}
+			return Result{}, err
+		}
 		rec.State = ledger.StateAwaitingApproval
 		rec.Approval = &ledger.Approval{
 			ID: ledger.ApprovalID(id), ArgsDigest: digest, PolicyVersion: op.policyV,
@@ -752,7 +773,7 @@ func exportFor(op *operation) string {
 // call runs the dispatched attempt of rec and says what it told.
 func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) observed {
 	export := exportFor(op)
-	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}
@@ -810,7 +831,7 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 // reconcileCall asks the connector whether the uncertain attempt took
 // effect. why is the uncertainty that led here.
 func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) observed {
-	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
 	var lost func() bool // whether the node lost the lease it asked under
 	if e.node != nil {
 		h, err := e.node.lease(true)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -86,6 +88,16 @@ type Options struct {
 	// not in config_optional must have a non-empty value, or Open refuses
 	// to start (*MissingConfigError). The default value answers nothing.
 	Config func(connector, key string) (string, bool)
+	// NamespaceConfig gives the calls of a namespace config values of
+	// their own (a tenant's API key, its provider account's base_url): a
+	// key its function answers overrides Config for the calls of that
+	// namespace; calls of other namespaces get Config's. Values are read
+	// at every config_get, so one loaded connector serves every
+	// namespace. Each namespace's values are checked as Config's are: a
+	// required key without a value, or a URL outside the connector's
+	// allowlist, makes Open refuse to start. The default value (none)
+	// gives every namespace Config's values.
+	NamespaceConfig map[string]func(connector, key string) (string, bool)
 	// Logger receives the executor's and the connectors' log records. The
 	// default value is slog.Default().
 	Logger *slog.Logger
@@ -114,8 +126,8 @@ type Options struct {
 	// later calls (or Recover, or Run) drive it. The default value is 5s.
 	MaxInlineRetryWait time.Duration
 	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
-	// caps). CacheDir, Logger, Config and Observer are set from the fields
-	// of Options.
+	// caps). CacheDir, Logger, Config, NamespaceConfig and Observer are
+	// set from the fields of Options.
 	Runtime RuntimeOptions
 	// Observer receives metrics events. The default value discards them.
 	Observer Observer
@@ -220,16 +232,43 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("LeaseTTL is negative"))
 		}
 	}
-	if err := missingConfig(o.Manifests, o.Config); err != nil {
-		errs = append(errs, err)
+	missing := missingConfig(o.Manifests, "", o.Config)
+	denied := deniedConfigURLs(o.Manifests, "", o.Config)
+	for _, ns := range slices.Sorted(maps.Keys(o.NamespaceConfig)) {
+		if msg := NamespaceProblem(ns); msg != "" {
+			errs = append(errs, fmt.Errorf("NamespaceConfig: namespace %q %s", ns, msg))
+			continue
+		}
+		missing = append(missing, missingConfig(o.Manifests, ns, o.configIn(ns))...)
+		denied = append(denied, deniedConfigURLs(o.Manifests, ns, o.configIn(ns))...)
 	}
-	if err := deniedConfigURLs(o.Manifests, o.Config); err != nil {
-		errs = append(errs, err)
+	if len(missing) > 0 {
+		errs = append(errs, &MissingConfigError{Missing: missing})
+	}
+	if len(denied) > 0 {
+		errs = append(errs, &ConfigURLError{Denied: denied})
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("host: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// configIn is the config of the calls of namespace ns: its own values
+// (NamespaceConfig), then Config's.
+func (o *Options) configIn(ns string) func(connector, key string) (string, bool) {
+	own := o.NamespaceConfig[ns]
+	return func(connector, key string) (string, bool) {
+		if own != nil {
+			if v, ok := own(connector, key); ok {
+				return v, true
+			}
+		}
+		if o.Config == nil {
+			return "", false
+		}
+		return o.Config(connector, key)
+	}
 }
 
 // DefaultRetryBackoff is 200ms·2^(attempt-1), capped at 30s.
@@ -351,6 +390,14 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 	ro.CacheDir = opts.CacheDir
 	ro.Logger = opts.Logger
 	ro.Config = opts.Config
+	if len(opts.NamespaceConfig) > 0 {
+		ro.NamespaceConfig = func(ns, connector, key string) (string, bool) {
+			if own := opts.NamespaceConfig[ns]; own != nil {
+				return own(connector, key)
+			}
+			return "", false
+		}
+	}
 	ro.Observer = opts.Observer
 	rt, err := wasmrt.New(ctx, ro)
 	if err != nil {

@@ -900,3 +900,23 @@ func TestRefusalDetails(t *testing.T) {
 		})
 	}
 }
+
+// The background driver reads the due index: an approval request is
+// expired once its time has come, and not before.
+func TestRunExpiresDueApprovals(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	res := h.exec(call("s1", "c1", `{"n":1}`))
+	require.Equal(t, host.StatusAwaitingApproval, res.Status)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.ex.Run(ctx, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateAwaitingApproval, rec.State, "not due yet")
+	h.advance(2 * time.Hour)
+	require.Eventually(t, func() bool {
+		rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
+		return err == nil && rec.State == ledger.StateExpired
+	}, 10*time.Second, 10*time.Millisecond)
+}

@@ -38,3 +38,6 @@ func LoseLease(e *Executor) {
 // the current lease's work: the interleaving in which a call's write lands
 // after the node, resumed from a pause, has registered again.
 func RegisterAgain(e *Executor) error { return e.node.register(context.Background()) }
+
+// RecoverDue runs the pass Run runs: over the executions due now only.
+func RecoverDue(ctx context.Context, e *Executor) (RecoveryReport, error) { return e.recoverDue(ctx) }

@@ -36,25 +36,48 @@ type RecoveryReport struct {
 //
 // On a fleet ledger the pass first claims the pending executions of every
 // node whose lease is gone, then decides those this node owns (and those
-// nobody owns), never another live node's.
+// nobody owns), never another live node's. Under a Scope (WithScope) it
+// decides and reports the scope's executions only.
 func (e *Executor) Recover(ctx context.Context) (RecoveryReport, error) {
 	return e.recover(ctx, nil, true)
 }
 
-// recover runs one pass. With reread, each record is read again under its
-// flight, because a live call may have moved it since the pending index
-// was read; Open passes false, since no call is admitted before its pass
-// ends, which saves a point read per pending execution (the read that
-// would otherwise grow with the size of the history).
+// recover runs one pass over every pending execution. With reread, each
+// record is read again under its flight, because a live call may have
+// moved it since the pending index was read; Open passes false, since no
+// call is admitted before its pass ends, which saves a point read per
+// pending execution (the read that would otherwise grow with the size of
+// the history).
 func (e *Executor) recover(ctx context.Context, progress func(int), reread bool) (RecoveryReport, error) {
+	return e.pass(ctx, progress, reread, false)
+}
+
+// recoverDue runs the pass of Run: over the executions due now only (see
+// ledger.DueAt), so that its cost follows the work due, not the
+// executions waiting for reviewers and operators.
+func (e *Executor) recoverDue(ctx context.Context) (RecoveryReport, error) {
+	return e.pass(ctx, nil, true, true)
+}
+
+// pass is recover (due false) or recoverDue (due true). A due execution
+// is read under its flight, as with reread.
+func (e *Executor) pass(ctx context.Context, progress func(int), reread, due bool) (RecoveryReport, error) {
 	rep := RecoveryReport{Decisions: map[Status]int{}}
 	var pending []ledger.Record
 	add := func(r ledger.Record) error {
 		pending = append(pending, r)
 		return nil
 	}
+	addID := func(id string) error { return add(ledger.Record{ID: id}) }
+	until := e.now()
 	if e.node == nil {
-		if err := e.led.Pending(ctx, add); err != nil {
+		var err error
+		if due {
+			err = e.led.Due(ctx, until, addID)
+		} else {
+			err = e.led.Pending(ctx, add)
+		}
+		if err != nil {
 			return rep, fmt.Errorf("host: read pending executions: %w", err)
 		}
 	} else {
@@ -70,10 +93,16 @@ func (e *Executor) recover(ctx context.Context, progress func(int), reread bool)
 			return rep, err
 		}
 		rep.Claimed = len(claims)
-		if err := e.node.fleet.PendingOwned(ctx, h.l, add); err != nil {
+		if due {
+			err = e.node.fleet.DueOwned(ctx, h.l, until, addID)
+		} else {
+			err = e.node.fleet.PendingOwned(ctx, h.l, add)
+		}
+		if err != nil {
 			return rep, fmt.Errorf("host: read pending executions: %w", err)
 		}
 	}
+	reread = reread || due
 	for i, r := range pending {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -86,6 +115,10 @@ func (e *Executor) recover(ctx context.Context, progress func(int), reread bool)
 		rec, err := r, error(nil)
 		if reread {
 			rec, err = e.led.Get(ctx, r.ID)
+		}
+		if err == nil && !inScope(ctx, rec.Namespace) {
+			release() // another namespace's: not this caller's to decide
+			continue
 		}
 		if err == nil && !rec.State.Terminal() {
 			var res Result

@@ -168,10 +168,13 @@ func (e *Executor) Get(ctx context.Context, executionID string) (ledger.Record, 
 
 // record reads an execution's record for a request that names it:
 // ErrNotFound or ErrPruned (refusals a caller can act on), or the record.
+//
+// Under a Scope, an execution of another namespace is answered exactly as
+// an unknown one: its existence is not the caller's to learn.
 func (e *Executor) record(ctx context.Context, executionID string) (ledger.Record, error) {
 	rec, err := e.led.Get(ctx, executionID)
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, ledger.ErrNotFound) || (err == nil || errors.Is(err, ledger.ErrPruned)) && !inScope(ctx, rec.Namespace):
 		return ledger.Record{}, refuse(ErrNotFound, "no execution %q", executionID)
 	case errors.Is(err, ledger.ErrPruned):
 		return ledger.Record{}, prunedError(executionID)

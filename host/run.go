@@ -6,9 +6,12 @@ import (
 )
 
 // Run drives the executor's timers until ctx is done: every interval it
-// runs a recovery pass, which dispatches retries whose persisted
+// runs a recovery pass over the executions that are due (the ledger's due
+// index, see ledger.DueAt), which dispatches retries whose persisted
 // next-attempt time has come (calls whose runtime is not waiting for
-// them) and expires approval requests past their deadline; on a fleet
+// them), decides dispatched calls nobody is running and expires approval
+// requests past their deadline, and reads nothing else, so executions
+// waiting for a reviewer or an operator cost it nothing; on a fleet
 // ledger it also takes over the calls of nodes whose lease expired, and it
 // skips its passes while the node holds no live lease. A server runs
 // it in its own goroutine; an interval <= 0 means one second. Errors of
@@ -30,7 +33,7 @@ func (e *Executor) Run(ctx context.Context, interval time.Duration) {
 		if e.Health() != nil {
 			continue // the node's lease renewal reports why
 		}
-		if _, err := e.recover(ctx, nil, true); err != nil && ctx.Err() == nil {
+		if _, err := e.recoverDue(ctx); err != nil && ctx.Err() == nil {
 			e.opts.Logger.Warn("background recovery pass failed", "error", err)
 		}
 	}

@@ -54,7 +54,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 	now := d.opts.Now()
 	b := d.db.NewBatch()
 	defer func() { _ = b.Close() }()
-	var fences []fenceChange
+	var fences []countChange
 	sessions := map[string]struct{}{}
 	for i, rec := range recs {
 		if rec.UpdatedAt.IsZero() {
@@ -93,7 +93,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 				return fmt.Errorf("ledger: bulk load commit: %w", err)
 			}
 			d.writes.Add(1)
-			d.noteFences(fences...)
+			d.noteCounts(fences...)
 			fences = fences[:0]
 			_ = b.Close()
 			b = d.db.NewBatch()
@@ -103,7 +103,7 @@ func (d *DB) BulkLoad(ctx context.Context, recs []Record) error {
 		return fmt.Errorf("ledger: bulk load commit: %w", err)
 	}
 	d.writes.Add(1)
-	d.noteFences(fences...)
+	d.noteCounts(fences...)
 	if err := d.db.Flush(); err != nil {
 		return fmt.Errorf("ledger: bulk load flush: %w", err)
 	}

@@ -23,7 +23,9 @@ import (
 //   - read.go: Get, Events, Pending, List and the iterators under them;
 //   - session.go: a session's classification by its first record;
 //   - fences.go: the fence index of recovery_required calls, counted in
-//     memory so Fenced rarely reads it;
+//     memory so Fenced rarely reads it; awaiting.go: the approval index,
+//     counted in memory per namespace; due.go: the due index a recovery
+//     pass reads;
 //   - cache.go: the latest version of recent non-terminal records;
 //   - prune.go: Prune, which replaces old terminal records by tombstones;
 //   - keys.go: the key layout; codec.go and binary.go: the encodings;
@@ -58,6 +60,13 @@ type DB struct {
 	// change the index behind the count.
 	fenceMu sync.RWMutex
 	fences  map[string]int
+
+	// awaiting counts the approval index (a/) per namespace, and
+	// awaitTotal all of it, kept as fences is, so AwaitingApproval never
+	// reads the index.
+	awaitMu    sync.RWMutex
+	awaiting   map[string]int
+	awaitTotal int
 
 	// marked holds session markers known to be committed, so the Creates
 	// of a known session skip reading its marker (see sessionMarked).

@@ -658,7 +658,7 @@ func TestProtocol2Upgrade(t *testing.T) {
 // records read unchanged, and its marker is raised, so that a protocol-4
 // release, whose decoder refuses the signature field, refuses the
 // directory at Open instead of failing on the first signed approval.
-func TestProtocol4Upgrade(t *testing.T) {
+func TestProtocol4UpgradeReadsRecords(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewMem()
 	db, err := Open(ctx, memOptions(fs, nil))
@@ -841,5 +841,57 @@ func TestProtocol3UpgradeDropsStaleIndexEntries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"c", "b"}, []string{got[0].ID, got[1].ID})
 	require.Len(t, got, 2)
+	checkInvariants(t, db)
+}
+
+// A protocol-4 directory has no due and no approval index: Open builds
+// both from the pending index before it raises the marker, dropping what
+// an interrupted upgrade may have left, so that a recovery pass misses no
+// due execution and the approval counts are right from the start.
+func TestProtocol4Upgrade(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	clock := newFakeClock()
+	db, err := Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	_, err = db.Create(ctx, dispatchedRecord("d"), Event{Decision: "dispatch"})
+	require.NoError(t, err)
+	g := dispatchedRecord("g")
+	g.Namespace, g.State, g.Attempt = "tenant-a", StateAwaitingApproval, 0
+	g.Approval = &Approval{ID: "ap_g", ArgsDigest: g.ArgsDigest, ExpiresAt: clock.Now().Add(time.Hour), Decision: ApprovalPending}
+	_, err = db.Create(ctx, g, Event{})
+	require.NoError(t, err)
+	done := dispatchedRecord("s")
+	_, err = db.Create(ctx, done, Event{Decision: "dispatch"})
+	require.NoError(t, err)
+	_, err = db.Apply(ctx, "s", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
+		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
+	require.NoError(t, err)
+	// Make it what protocol 4 wrote: no d/ or a/ entries, marker 4; and an
+	// entry of an interrupted upgrade for s, terminal since.
+	b := db.db.NewBatch()
+	for k := range rawKeys(t, db) {
+		if strings.HasPrefix(k, prefixDue) || strings.HasPrefix(k, prefixAwait) {
+			require.NoError(t, b.Delete([]byte(k), nil))
+		}
+	}
+	require.NoError(t, b.Set(dueKey(dueAtOnce, "s"), nil, nil))
+	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":4}`), nil))
+	require.NoError(t, b.Commit(pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, clock))
+	require.NoError(t, err)
+	defer db.Close()
+	v, closer, err := db.db.Get(protocolKey)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
+	require.NoError(t, closer.Close())
+	var due []string
+	require.NoError(t, db.Due(ctx, clock.Now().Add(2*time.Hour), func(id string) error { due = append(due, id); return nil }))
+	require.Equal(t, []string{"d", "g"}, due)
+	n, err := db.AwaitingApproval(ctx, "tenant-a")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	checkInvariants(t, db)
 }

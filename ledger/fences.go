@@ -19,28 +19,63 @@ func (d *DB) loadFences() error {
 	})
 }
 
-// fenceChange is one fence entry added (+1) or removed (-1) by a write,
-// applied to DB.fences around its commit (see commit).
-type fenceChange struct {
+// countChange is what one write changes in the counts kept in memory: a
+// fence entry of a session added (delta +1) or removed (-1), and an
+// execution of a namespace entering (awaiting +1) or leaving (-1)
+// awaiting_approval. It is applied around the write's commit (see commit).
+type countChange struct {
 	session string // the session's fence prefix
 	delta   int
+
+	namespace string
+	awaiting  int
 }
 
-func (d *DB) noteFences(changes ...fenceChange) {
-	if !slices.ContainsFunc(changes, func(c fenceChange) bool { return c.delta != 0 }) {
-		return
+// added is the part of c that adds entries, removed the part that removes
+// them.
+func (c countChange) added() countChange {
+	return countChange{session: c.session, delta: max(c.delta, 0), namespace: c.namespace, awaiting: max(c.awaiting, 0)}
+}
+
+func (c countChange) removed() countChange {
+	return countChange{session: c.session, delta: min(c.delta, 0), namespace: c.namespace, awaiting: min(c.awaiting, 0)}
+}
+
+func (c countChange) negated() countChange {
+	return countChange{session: c.session, delta: -c.delta, namespace: c.namespace, awaiting: -c.awaiting}
+}
+
+func (c countChange) zero() bool { return c.delta == 0 && c.awaiting == 0 }
+
+func (d *DB) noteCounts(changes ...countChange) {
+	if slices.ContainsFunc(changes, func(c countChange) bool { return c.delta != 0 }) {
+		d.fenceMu.Lock()
+		for _, c := range changes {
+			if c.delta == 0 {
+				continue
+			}
+			if n := d.fences[c.session] + c.delta; n > 0 {
+				d.fences[c.session] = n
+			} else {
+				delete(d.fences, c.session)
+			}
+		}
+		d.fenceMu.Unlock()
 	}
-	d.fenceMu.Lock()
-	defer d.fenceMu.Unlock()
-	for _, c := range changes {
-		if c.delta == 0 {
-			continue
+	if slices.ContainsFunc(changes, func(c countChange) bool { return c.awaiting != 0 }) {
+		d.awaitMu.Lock()
+		for _, c := range changes {
+			if c.awaiting == 0 {
+				continue
+			}
+			d.awaitTotal += c.awaiting
+			if n := d.awaiting[c.namespace] + c.awaiting; n > 0 {
+				d.awaiting[c.namespace] = n
+			} else {
+				delete(d.awaiting, c.namespace)
+			}
 		}
-		if n := d.fences[c.session] + c.delta; n > 0 {
-			d.fences[c.session] = n
-		} else {
-			delete(d.fences, c.session)
-		}
+		d.awaitMu.Unlock()
 	}
 }
 

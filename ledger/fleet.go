@@ -83,4 +83,7 @@ type Fleet interface {
 	// PendingOwned is Pending restricted to the executions l owns and
 	// those no lease owns.
 	PendingOwned(ctx context.Context, l Lease, fn func(Record) error) error
+	// DueOwned is Due restricted to the executions l owns and those no
+	// lease owns.
+	DueOwned(ctx context.Context, l Lease, until time.Time, fn func(id string) error) error
 }

@@ -129,6 +129,12 @@ func checkInvariants(t testing.TB, db *DB) {
 		if rec.State == StateRecoveryRequired {
 			want[string(fenceKey(rec.Namespace, rec.SessionID, id))] = true
 		}
+		if rec.State == StateAwaitingApproval {
+			want[string(awaitKey(rec.Namespace, id))] = true
+		}
+		if due, ok := DueAt(rec); ok {
+			want[string(dueKey(due, id))] = true
+		}
 		want[string(sessionKey(rec.Namespace, rec.SessionID))] = true
 		want[string(createdKey(rec.CreatedAt, id))] = true
 		for seq := uint64(1); seq <= rec.Events; seq++ {
@@ -178,6 +184,19 @@ func checkInvariants(t testing.TB, db *DB) {
 		t.Errorf("invariant: fence counts %v, stored fence index %v", db.fences, stored)
 	}
 	db.fenceMu.RUnlock()
+	// So does the approval count, per namespace and in total.
+	awaiting, total := map[string]int{}, 0
+	for k := range keys {
+		if ns, ok := awaitNamespace([]byte(k)); ok {
+			awaiting[ns]++
+			total++
+		}
+	}
+	db.awaitMu.RLock()
+	if !reflect.DeepEqual(awaiting, db.awaiting) || total != db.awaitTotal {
+		t.Errorf("invariant: approval counts %v (total %d), stored approval index %v (total %d)", db.awaiting, db.awaitTotal, awaiting, total)
+	}
+	db.awaitMu.RUnlock()
 	var extra, missing []string
 	for k := range keys {
 		// Session markers outlive pruned records, so they are not extra.

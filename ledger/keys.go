@@ -24,9 +24,14 @@ import (
 //	c/<unix nanos u64 BE, sign-flipped>/<id>
 //	                                    creation index: when a record was created (every record
 //	                                    that is not pruned; since protocol 4), for List by OrderNewest
+//	d/<unix nanos u64 BE, sign-flipped>/<id>
+//	                                    due index: when a recovery pass must look at a record next
+//	                                    (see DueAt; since protocol 5)
+//	a/<ns*><id*>                        approval index: present iff the record is awaiting_approval
+//	                                    (since protocol 5), counted per namespace in memory
 //
 // <id> is a raw execution id where it is the whole rest of the key (r/, p/,
-// t/, c/), so r/ iterates in execution-id order for List. A part marked * is
+// t/, c/, d/), so r/ iterates in execution-id order for List. A part marked * is
 // escaped and terminated (0x00 → 0x00 0xff, then 0x00 0x01), so a separator
 // inside an id can never make two different tuples share a key or make one
 // prefix cover another tuple: ("a\x00b","c") and ("a","b\x00c") differ, and
@@ -42,6 +47,8 @@ const (
 	prefixSession = "s/"
 	prefixTerm    = "t/"
 	prefixCreated = "c/"
+	prefixDue     = "d/"
+	prefixAwait   = "a/"
 )
 
 var (
@@ -138,6 +145,46 @@ func createdKey(t time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64([]byte(prefixCreated), termNanos(t))
 	k = append(k, '/')
 	return append(k, id...)
+}
+
+// dueKey is the due index's key of a record due at t (see DueAt).
+func dueKey(t time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64([]byte(prefixDue), uint64(DueUnixNano(t))^(1<<63))
+	k = append(k, '/')
+	return append(k, id...)
+}
+
+// dueUpper is the upper bound of the due keys at or before until (Unix
+// nanoseconds, see DueUnixNano).
+func dueUpper(until int64) []byte {
+	return prefixEnd(binary.BigEndian.AppendUint64([]byte(prefixDue), uint64(until)^(1<<63)))
+}
+
+func awaitPrefix(ns string) []byte { return appendEscaped([]byte(prefixAwait), ns) }
+
+func awaitKey(ns, id string) []byte { return appendEscaped(awaitPrefix(ns), id) }
+
+// awaitNamespace returns the namespace of an a/ key.
+func awaitNamespace(k []byte) (string, bool) {
+	if !bytes.HasPrefix(k, []byte(prefixAwait)) {
+		return "", false
+	}
+	rest := k[len(prefixAwait):]
+	for i := 0; i+1 < len(rest); i++ {
+		if rest[i] != 0 {
+			continue
+		}
+		switch rest[i+1] {
+		case 0xff:
+			i++
+		case 1:
+			ns, ok := unescape(rest[:i+2])
+			return ns, ok && len(rest) > i+2
+		default:
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // idFromCreatedKey returns the id of a c/ key.

@@ -42,3 +42,30 @@ func FuzzFenceSessionPrefix(f *testing.F) {
 		}
 	})
 }
+
+func TestAwaitNamespace(t *testing.T) {
+	for _, c := range [][2]string{{"default", "ex_1"}, {"", ""}, {"a\x00b", "c"}, {"\x00\x00", "\xff\x00\x01"}} {
+		got, ok := awaitNamespace(awaitKey(c[0], c[1]))
+		if !ok || got != c[0] {
+			t.Errorf("awaitNamespace(awaitKey(%q)) = %q, %v; want %q", c, got, ok, c[0])
+		}
+	}
+	for _, bad := range []string{"", "a/", "a/x", "a/x\x00\x01", "a/x\x00\x02y\x00\x01", "f/x\x00\x01y\x00\x01"} {
+		if ns, ok := awaitNamespace([]byte(bad)); ok {
+			t.Errorf("awaitNamespace(%q) = %q, want refusal", bad, ns)
+		}
+	}
+}
+
+// FuzzAwaitNamespace: the namespace of any approval key is found exactly,
+// and arbitrary bytes never panic.
+func FuzzAwaitNamespace(f *testing.F) {
+	f.Add("default", "ex_1", []byte("a/x"))
+	f.Add("a\x00", "", []byte("a/\x00\xff\x00\x01"))
+	f.Fuzz(func(t *testing.T, ns, id string, raw []byte) {
+		if got, ok := awaitNamespace(awaitKey(ns, id)); !ok || got != ns {
+			t.Fatalf("awaitNamespace(awaitKey(%q, %q)) = %q, %v", ns, id, got, ok)
+		}
+		_, _ = awaitNamespace(raw)
+	})
+}

@@ -286,7 +286,11 @@ const (
 type Filter struct {
 	State     State
 	Namespace string
-	SessionID string
+	// Namespaces, when not empty, matches the records of any of these
+	// namespaces (a principal's scope); Namespace, when set too, narrows
+	// it further.
+	Namespaces []string
+	SessionID  string
 	// After continues a listing after this execution id: the last record
 	// of the previous page. With OrderNewest it must name a record the
 	// ledger holds (List returns ErrNotFound, or ErrPruned once the
@@ -321,6 +325,16 @@ type Ledger interface {
 	// pending index: its cost grows with the number of pending executions,
 	// not with history. Iteration stops at the first error fn returns.
 	Pending(ctx context.Context, fn func(Record) error) error
+	// Due calls fn, in the order of their due time, with the id of every
+	// execution a recovery pass must look at by until (see DueAt), reading
+	// only the due index: an idle ledger whose pending executions wait
+	// for reviewers or operators answers at once. Iteration stops at the
+	// first error fn returns.
+	Due(ctx context.Context, until time.Time, fn func(id string) error) error
+	// AwaitingApproval returns the number of executions awaiting approval
+	// in namespace, or in every namespace when namespace is "", without
+	// reading them.
+	AwaitingApproval(ctx context.Context, namespace string) (int, error)
 	// Fenced returns the recovery_required records of a session.
 	Fenced(ctx context.Context, namespace, sessionID string) ([]Record, error)
 	// SessionKnown reports whether the session runs under the current

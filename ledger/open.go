@@ -202,6 +202,10 @@ func open(opts Options) (*DB, error) {
 		_ = pdb.Close()
 		return nil, err
 	}
+	if err := d.loadAwaiting(); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
 	if d.adopt != nil {
 		if err := d.adoptRestore(context.Background()); err != nil {
 			_ = pdb.Close()
@@ -668,31 +672,28 @@ func (d *DB) checkProtocol() error {
 	switch m.Protocol {
 	case ProtocolVersion:
 		return nil
-	case 4:
-		// Protocol 4 wrote no approval signatures; its values read as
-		// they are. Raising the marker makes a protocol-4 release, whose
-		// decoder refuses the signature field, refuse the directory at
-		// Open instead of failing on the first signed approval.
-		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
-		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
-			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
-		}
-		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
-		return nil
-	case 1, 2, 3:
+	case 1, 2, 3, 4:
 		// Protocol 1 stored JSON values, protocol 2 records without the
-		// Uncertain field, and neither they nor protocol 3 kept the
-		// creation index; this release reads all three, and writes values
-		// that a release of any of them cannot. The index is built first
-		// (a crash meanwhile leaves the old marker, and the next Open
-		// builds it again); raising the marker then makes an older release
+		// Uncertain field, neither they nor protocol 3 kept the creation
+		// index, and none of them the due and approval indexes; this
+		// release reads all four, and writes values and indexes that a
+		// release of any of them cannot. The indexes are built first (a
+		// crash meanwhile leaves the old marker, and the next Open builds
+		// them again); raising the marker then makes an older release
 		// refuse the whole directory at Open, instead of failing on one
-		// record after another or leaving new records out of the index.
-		n, err := d.buildCreationIndex()
+		// record after another or leaving new records out of an index.
+		if m.Protocol < 4 {
+			n, err := d.buildCreationIndex()
+			if err != nil {
+				return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
+			}
+			d.opts.Logger.Info("ledger creation index built", "dir", d.opts.Dir, "records", n)
+		}
+		n, err := d.buildPendingIndexes()
 		if err != nil {
 			return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
 		}
-		d.opts.Logger.Info("ledger creation index built", "dir", d.opts.Dir, "records", n)
+		d.opts.Logger.Info("ledger due and approval indexes built", "dir", d.opts.Dir, "pending", n)
 		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
 		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
 			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
@@ -744,6 +745,47 @@ func (d *DB) buildCreationIndex() (int, error) {
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return n, fmt.Errorf("commit creation index: %w", err)
+	}
+	return n, nil
+}
+
+// buildPendingIndexes rebuilds the due and approval indexes from the
+// pending index: it deletes every entry and writes those of every pending
+// record, in batches, the last one synced, and returns the number of
+// pending records. It may run again after a crash; entries an interrupted
+// run left are not trusted, as in buildCreationIndex.
+func (d *DB) buildPendingIndexes() (int, error) {
+	b := d.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	_ = b.DeleteRange([]byte(prefixDue), prefixEnd([]byte(prefixDue)), nil)
+	_ = b.DeleteRange([]byte(prefixAwait), prefixEnd([]byte(prefixAwait)), nil)
+	n := 0
+	err := scan(d.db, []byte(prefixPending), func(k, v []byte) error {
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("pending entry %q: %w", k, err)
+		}
+		if due, ok := DueAt(rec); ok {
+			_ = b.Set(dueKey(due, rec.ID), nil, nil)
+		}
+		if rec.State == StateAwaitingApproval {
+			_ = b.Set(awaitKey(rec.Namespace, rec.ID), nil, nil)
+		}
+		n++
+		if n%upgradeBatchRecords == 0 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return fmt.Errorf("commit due and approval indexes: %w", err)
+			}
+			_ = b.Close()
+			b = d.db.NewBatch()
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return n, fmt.Errorf("commit due and approval indexes: %w", err)
 	}
 	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -135,9 +136,7 @@ func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
 		if err != nil {
 			return fmt.Errorf("execution[%s]: %w", k[len(prefixRecord):], err)
 		}
-		if (f.State != "" && rec.State != f.State) ||
-			(f.Namespace != "" && rec.Namespace != f.Namespace) ||
-			(f.SessionID != "" && rec.SessionID != f.SessionID) {
+		if !f.matches(rec) {
 			return nil
 		}
 		recs = append(recs, rec)
@@ -178,9 +177,7 @@ func (d *DB) listNewest(ctx context.Context, f Filter, limit int) ([]Record, err
 			// Prune): a record missing behind it is damage.
 			return fmt.Errorf("ledger: creation index entry of execution[%s]: %w", id, err)
 		}
-		if (f.State != "" && rec.State != f.State) ||
-			(f.Namespace != "" && rec.Namespace != f.Namespace) ||
-			(f.SessionID != "" && rec.SessionID != f.SessionID) {
+		if !f.matches(rec) {
 			return nil
 		}
 		recs = append(recs, rec)
@@ -193,6 +190,14 @@ func (d *DB) listNewest(ctx context.Context, f Filter, limit int) ([]Record, err
 		err = nil
 	}
 	return recs, err
+}
+
+// matches reports whether f selects rec.
+func (f Filter) matches(rec Record) bool {
+	return (f.State == "" || rec.State == f.State) &&
+		(f.Namespace == "" || rec.Namespace == f.Namespace) &&
+		(len(f.Namespaces) == 0 || slices.Contains(f.Namespaces, rec.Namespace)) &&
+		(f.SessionID == "" || rec.SessionID == f.SessionID)
 }
 
 // scan calls fn for every key with the prefix, in order. The slices are

@@ -146,8 +146,8 @@ func (d *DB) syncLazy() {
 // between old (nil for a new record) and rec. rec and ev must be
 // normalized (Start and Step return them so), so that what a write returns
 // equals what a later Get decodes.
-func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, fenceChange, error) {
-	var fc fenceChange
+func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Record, countChange, error) {
+	var fc countChange
 	v, err := encodeRecord(rec)
 	if err != nil {
 		return Record{}, fc, err
@@ -178,28 +178,50 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 	switch isFenced := rec.State == StateRecoveryRequired; {
 	case isFenced && !wasFenced:
 		_ = b.Set(fenceKey(rec.Namespace, rec.SessionID, rec.ID), nil, nil)
-		fc = fenceChange{string(fencePrefix(rec.Namespace, rec.SessionID)), +1}
+		fc.session, fc.delta = string(fencePrefix(rec.Namespace, rec.SessionID)), +1
 	case !isFenced && wasFenced:
 		_ = b.Delete(fenceKey(old.Namespace, old.SessionID, old.ID), nil)
-		fc = fenceChange{string(fencePrefix(old.Namespace, old.SessionID)), -1}
+		fc.session, fc.delta = string(fencePrefix(old.Namespace, old.SessionID)), -1
+	}
+	wasAwaiting := old != nil && old.State == StateAwaitingApproval
+	switch isAwaiting := rec.State == StateAwaitingApproval; {
+	case isAwaiting && !wasAwaiting:
+		_ = b.Set(awaitKey(rec.Namespace, rec.ID), nil, nil)
+		fc.namespace, fc.awaiting = rec.Namespace, +1
+	case !isAwaiting && wasAwaiting:
+		_ = b.Delete(awaitKey(old.Namespace, old.ID), nil)
+		fc.namespace, fc.awaiting = old.Namespace, -1
+	}
+	var oldDue time.Time
+	wasDue := false
+	if old != nil {
+		oldDue, wasDue = DueAt(*old)
+	}
+	newDue, isDue := DueAt(rec)
+	if wasDue && (!isDue || !newDue.Equal(oldDue)) {
+		_ = b.Delete(dueKey(oldDue, old.ID), nil)
+	}
+	if isDue && (!wasDue || !newDue.Equal(oldDue)) {
+		_ = b.Set(dueKey(newDue, rec.ID), nil, nil)
 	}
 	return rec, fc, nil
 }
 
-// commit commits b, the write of rec, whose writes change the fence index
-// by fc, so that the fence count never under-reports: an added entry is
-// counted before the commit (and uncounted if the commit fails), a removed
-// one after it. A count that is briefly too high only makes Fenced read
-// the index. The write is counted, and its session noted for the witness
-// with the count that includes it.
-func (d *DB) commit(b *pebble.Batch, fc fenceChange, rec *Record) error {
+// commit commits b, the write of rec, whose writes change the fence and
+// approval indexes by fc, so that their counts never under-report: an added
+// entry is counted before the commit (and uncounted if the commit fails), a
+// removed one after it. A fence count that is briefly too high only makes
+// Fenced read the index; an approval count, a limit refuse a call a moment
+// early. The write is counted, and its session noted for the witness with
+// the count that includes it.
+func (d *DB) commit(b *pebble.Batch, fc countChange, rec *Record) error {
 	return d.commitWith(b, fc, d.wo, rec)
 }
 
 // commitLazy commits b without waiting for its own fsync (see
 // Transition.Lazy): the background syncer, or any synced commit after it,
 // makes it durable.
-func (d *DB) commitLazy(b *pebble.Batch, fc fenceChange, rec *Record) error {
+func (d *DB) commitLazy(b *pebble.Batch, fc countChange, rec *Record) error {
 	err := d.commitWith(b, fc, pebble.NoSync, rec)
 	if err == nil {
 		d.lazy.Store(true)
@@ -207,9 +229,9 @@ func (d *DB) commitLazy(b *pebble.Batch, fc fenceChange, rec *Record) error {
 	return err
 }
 
-func (d *DB) commitWith(b *pebble.Batch, fc fenceChange, wo *pebble.WriteOptions, rec *Record) error {
-	if fc.delta > 0 {
-		d.noteFences(fc)
+func (d *DB) commitWith(b *pebble.Batch, fc countChange, wo *pebble.WriteOptions, rec *Record) error {
+	if add := fc.added(); !add.zero() {
+		d.noteCounts(add)
 	}
 	err := b.Commit(wo)
 	if err == nil {
@@ -219,10 +241,10 @@ func (d *DB) commitWith(b *pebble.Batch, fc fenceChange, wo *pebble.WriteOptions
 		}
 	}
 	switch {
-	case err != nil && fc.delta > 0:
-		d.noteFences(fenceChange{fc.session, -fc.delta})
-	case err == nil && fc.delta < 0:
-		d.noteFences(fc)
+	case err != nil && !fc.added().zero():
+		d.noteCounts(fc.added().negated())
+	case err == nil && !fc.removed().zero():
+		d.noteCounts(fc.removed())
 	}
 	return err
 }

@@ -86,6 +86,24 @@ logged:
   base_url = "https://api.stripe.com"
   api_key_env = "STRIPE_SECRET_KEY"
 
+Tenants are kept apart by namespaces. A principal with namespaces =
+["tenant-a"] runs its calls there, sees, cancels, approves and resolves
+only executions of its namespaces (another's id answers 404 as an unknown
+one), and is refused (403 namespace_forbidden) a body or listing naming
+another. Once one principal has namespaces every [[principals]] entry needs
+them (["*"]: every namespace), and [server]'s token acts in "default"
+unless [server] namespaces says otherwise. A namespace may have connector
+values of its own:
+
+  [namespaces.tenant-a.connectors.payments]
+  api_key_env = "STRIPE_SECRET_KEY_TENANT_A"
+
+Every principal has limits, set for all in [limits] and per principal by
+the same keys in its entry: max_pending_approvals (default 1000; 429
+too_many_pending_approvals), max_argument_bytes (default 262144; 413
+arguments_too_large), calls_per_second and burst (default 0, no limit; 429
+rate_limited with Retry-After). A refused call records nothing.
+
 A fleet of servers shares one ledger on PostgreSQL: give each the same
 --ledger (or [server] ledger_env naming a variable that holds the
 connection string; it is never printed) and its own --node (default: the
@@ -149,8 +167,8 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
 			}
-			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg, leaseTTL: leaseTTL,
-				mcp: mcpOptions(cfg, false)})
+			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals,
+				anonymous: cfg.anonymous(), config: cfg, leaseTTL: leaseTTL, mcp: mcpOptions(cfg, false)})
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
@@ -301,6 +319,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		defer removeInfo()
 	}
 	logAuthority(logger, apiOpts)
+	logScopes(logger, so.principals)
 	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
 	if so.ready != nil {
 		so.ready(url)
@@ -345,6 +364,21 @@ func logAuthority(logger *slog.Logger, o httpapi.Options) {
 	}
 	if len(o.Principals) > 0 && !has(httpapi.RoleRuntime) {
 		logger.Warn("no principal has role runtime: executions are refused (set [server] token_env in the config)")
+	}
+}
+
+// logScopes logs, once any principal is bound to namespaces, where each
+// principal acts.
+func logScopes(logger *slog.Logger, ps []httpapi.Principal) {
+	if !slices.ContainsFunc(ps, func(p httpapi.Principal) bool { return len(p.Namespaces) > 0 }) {
+		return
+	}
+	for _, p := range ps {
+		nss := p.Namespaces
+		if len(nss) == 0 {
+			nss = []string{"* (every namespace)"}
+		}
+		logger.Info("principal scope", "principal", p.Name, "roles", p.Roles, "namespaces", nss)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,7 +19,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -35,10 +39,20 @@ import (
 //	witness = "/var/lib/connhost-state/ledger.witness"  # optional, like --witness: where a restore of data (or of the database) does not reach
 //	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //
+//	namespaces = ["default"]     # optional: the runtime token's namespaces (see below)
+//
+//	[limits]                     # every principal's limits; the defaults:
+//	max_pending_approvals = 1000 # executions awaiting approval in its namespaces (0: no limit)
+//	max_argument_bytes = 262144  # arguments of one call (0: no limit)
+//	calls_per_second = 0         # its calls' average rate (0: no limit)
+//	burst = 0                    # calls at once beyond the rate (0: calls_per_second rounded up)
+//
 //	[[principals]]               # one per person or service; repeatable
 //	name = "rita"                # recorded as the reviewer of her decisions
 //	roles = ["approver"]         # runtime, approver, operator
 //	token_env = "CONNHOST_TOKEN_RITA"  # or token = "…"
+//	namespaces = ["tenant-a"]    # the namespaces it acts in; ["*"]: every namespace
+//	max_pending_approvals = 100  # optional: any key of [limits], for this principal
 //
 //	[mcp]
 //	approver = "rita"            # connhost mcp (stdio): approvals in the client's dialog, recorded as rita
@@ -50,6 +64,9 @@ import (
 //	base_url = "https://api.stripe.com"
 //	api_key_env = "STRIPE_SECRET_KEY"  # the value of api_key comes from $STRIPE_SECRET_KEY
 //	allow_http = ["http://127.0.0.1:12111"]  # operator override, see below
+//
+//	[namespaces.tenant-a.connectors.payments]  # a namespace's own values
+//	api_key_env = "STRIPE_SECRET_KEY_TENANT_A"
 //
 // A key "K_env" in a connector table names the environment variable that
 // holds the value of config key K. Keys must be declared in the
@@ -82,6 +99,32 @@ import (
 // approver, serve answers approve and reject with 403
 // approval_not_configured. Without any token serve listens only on
 // loopback and acts for the runtime-only principal "loopback".
+//
+// Namespaces keep tenants apart. A principal with namespaces acts in those
+// only: its calls run in the first unless they name another of them (a
+// body naming any other is refused, 403 namespace_forbidden), and it
+// lists, reads, cancels, approves, rejects and resolves only their
+// executions; one of another namespace answers as an unknown id. Once any
+// principal has namespaces, every [[principals]] entry must say its own
+// (["*"] is every namespace: an unscoped reviewer or operator is an
+// explicit choice), and [server]'s token acts in "default" unless [server]
+// namespaces says otherwise. A config where no principal has namespaces
+// works as before: every principal reaches every namespace.
+//
+// Limits bound each principal (the anonymous loopback principal of serve
+// too): [limits] sets them for all, the same keys in a [[principals]]
+// entry for one. A new approval-gated call is refused (429
+// too_many_pending_approvals) while the principal's namespaces hold
+// max_pending_approvals executions awaiting approval (every namespace's,
+// for an unscoped principal); a call whose arguments exceed
+// max_argument_bytes is refused (413 arguments_too_large); calls beyond
+// calls_per_second (bursts of burst) are refused with 429 rate_limited
+// and Retry-After. Nothing is recorded for a refused call.
+//
+// A [namespaces.<ns>.connectors.<name>] table gives the calls of namespace
+// ns values of their own, over those of [connectors.<name>] (the same keys
+// and K_env forms, not allow_http); [connectors.<name>] still needs every
+// key the manifest requires.
 type Config struct {
 	Path       string
 	Server     ServerConfig
@@ -90,6 +133,150 @@ type Config struct {
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
+	// Limits is the [limits] table: every principal's limits.
+	Limits LimitsConfig
+	// NamespaceConnectors holds the [namespaces.<ns>.connectors.<name>]
+	// tables: namespace → connector → key → value.
+	NamespaceConnectors map[string]map[string]map[string]configValue
+}
+
+// LimitsConfig is the [limits] table, and the same keys in a
+// [[principals]] entry (a field of an entry is nil where [limits]
+// applies).
+type LimitsConfig struct {
+	// MaxPendingApprovals is max_pending_approvals. The default value is
+	// DefaultMaxPendingApprovals; 0 means no limit.
+	MaxPendingApprovals *int
+	// MaxArgumentBytes is max_argument_bytes. The default value is
+	// DefaultMaxArgumentBytes; 0 means no limit.
+	MaxArgumentBytes *int
+	// CallsPerSecond is calls_per_second. The default value is 0: no
+	// limit.
+	CallsPerSecond *float64
+	// Burst is burst. The default value is 0: CallsPerSecond rounded up.
+	Burst *int
+}
+
+// The default limits of every principal.
+const (
+	DefaultMaxPendingApprovals = 1000
+	DefaultMaxArgumentBytes    = 256 << 10
+)
+
+// limitKeys are the keys of [limits], also allowed in [[principals]].
+var limitKeys = []string{"max_pending_approvals", "max_argument_bytes", "calls_per_second", "burst"}
+
+// over returns l with o's set fields over it.
+func (l LimitsConfig) over(o LimitsConfig) LimitsConfig {
+	if o.MaxPendingApprovals != nil {
+		l.MaxPendingApprovals = o.MaxPendingApprovals
+	}
+	if o.MaxArgumentBytes != nil {
+		l.MaxArgumentBytes = o.MaxArgumentBytes
+	}
+	if o.CallsPerSecond != nil {
+		l.CallsPerSecond = o.CallsPerSecond
+	}
+	if o.Burst != nil {
+		l.Burst = o.Burst
+	}
+	return l
+}
+
+// limits returns the API's limits of l, with the defaults where l says
+// nothing.
+func (l LimitsConfig) limits() httpapi.Limits {
+	out := httpapi.Limits{MaxPendingApprovals: DefaultMaxPendingApprovals, MaxArgumentBytes: DefaultMaxArgumentBytes}
+	if l.MaxPendingApprovals != nil {
+		out.MaxPendingApprovals = *l.MaxPendingApprovals
+	}
+	if l.MaxArgumentBytes != nil {
+		out.MaxArgumentBytes = *l.MaxArgumentBytes
+	}
+	if l.CallsPerSecond != nil {
+		out.CallsPerSecond = *l.CallsPerSecond
+	}
+	if l.Burst != nil {
+		out.Burst = *l.Burst
+	}
+	return out
+}
+
+// setLimit reads limit key k (one of limitKeys) into l; problems are
+// reported through bad.
+func setLimit(l *LimitsConfig, key, k string, v any, bad func(key, format string, args ...any)) {
+	num := func() (float64, bool) {
+		switch n := v.(type) {
+		case int64:
+			return float64(n), true
+		case float64:
+			return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+		}
+		return 0, false
+	}
+	n, ok := num()
+	switch {
+	case !ok || n < 0:
+		bad(key, "%s must be a number, 0 or more", k)
+		return
+	case k != "calls_per_second" && (n != math.Trunc(n) || n > math.MaxInt32):
+		bad(key, "%s must be a whole number, 0 or more", k)
+		return
+	}
+	i := int(n)
+	switch k {
+	case "max_pending_approvals":
+		l.MaxPendingApprovals = &i
+	case "max_argument_bytes":
+		l.MaxArgumentBytes = &i
+	case "calls_per_second":
+		l.CallsPerSecond = &n
+	case "burst":
+		l.Burst = &i
+	}
+}
+
+// everyNamespace is the namespaces entry of a principal that reaches every
+// namespace.
+const everyNamespace = "*"
+
+// namespaceList reads a namespaces value: distinct valid namespaces, or
+// ["*"] alone. Problems are reported through bad.
+func namespaceList(key string, v any, bad func(key, format string, args ...any)) []string {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		bad(key, "namespaces must be a non-empty list of namespaces, or [%q] for every namespace", everyNamespace)
+		return nil
+	}
+	var out []string
+	for i, e := range list {
+		ns, ok := e.(string)
+		switch {
+		case !ok:
+			bad(key, "namespaces[%d] must be a string", i)
+			continue
+		case ns == everyNamespace && len(list) > 1:
+			bad(key, "namespaces [%q] means every namespace: list it alone", everyNamespace)
+			continue
+		case ns != everyNamespace && host.NamespaceProblem(ns) != "":
+			bad(key, "namespaces[%d] %q %s", i, ns, host.NamespaceProblem(ns))
+			continue
+		case slices.Contains(out, ns):
+			bad(key, "namespace %q listed twice", ns)
+			continue
+		}
+		out = append(out, ns)
+	}
+	return out
+}
+
+// scoped returns the API's form of a namespaces value: nil for every
+// namespace.
+func scoped(nss []string) []string {
+	if len(nss) == 1 && nss[0] == everyNamespace {
+		return nil
+	}
+	return slices.Clone(nss)
 }
 
 // allowHTTPKey is the reserved connector key of the allowlist override.
@@ -117,6 +304,10 @@ type ServerConfig struct {
 	// changed since a reviewer signed it off (connhost audit --sign), or
 	// that has no sign-off. The default value is false.
 	RequireSignoff bool
+	// Namespaces are the namespaces of the runtime's token (["*"]: every
+	// namespace). The default value (nil) is every namespace when no
+	// principal has namespaces, else ["default"].
+	Namespaces []string
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
 }
@@ -165,6 +356,12 @@ type PrincipalConfig struct {
 	// both). Without it such a principal is refused. The default value is
 	// false.
 	AllowSelfApproval bool
+	// Namespaces are the namespaces it acts in (["*"]: every namespace);
+	// nil when the entry names none, which only a config without
+	// namespaces allows.
+	Namespaces []string
+	// Limits are the entry's own limits, over [limits].
+	Limits LimitsConfig
 }
 
 // runtimePrincipal is the name of [server]'s token.
@@ -174,14 +371,58 @@ const runtimePrincipal = "runtime"
 var reservedNames = []string{httpapi.LoopbackRuntime.Name, httpapi.DevLoopback.Name}
 
 // principals returns the API's credentials: [server]'s token as the
-// principal "runtime" (role runtime), then every [[principals]] entry.
+// principal "runtime" (role runtime), then every [[principals]] entry,
+// each with its namespaces and limits.
 func (c *Config) principals() []httpapi.Principal {
 	var out []httpapi.Principal
 	if c.Server.Token != "" {
-		out = append(out, httpapi.Principal{Name: runtimePrincipal, Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: c.Server.Token})
+		out = append(out, httpapi.Principal{Name: runtimePrincipal, Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: c.Server.Token,
+			Namespaces: c.serverNamespaces(), Limits: c.Limits.limits()})
 	}
 	for _, p := range c.Principals {
-		out = append(out, httpapi.Principal{Name: p.Name, Roles: slices.Clone(p.Roles), Token: p.Token})
+		out = append(out, httpapi.Principal{Name: p.Name, Roles: slices.Clone(p.Roles), Token: p.Token,
+			Namespaces: scoped(p.Namespaces), Limits: c.Limits.over(p.Limits).limits()})
+	}
+	return out
+}
+
+// anonymous returns the principal of serve without credentials: the
+// runtime-only loopback principal, with [limits].
+func (c *Config) anonymous() *httpapi.Principal {
+	p := httpapi.LoopbackRuntime
+	p.Limits = c.Limits.limits()
+	return &p
+}
+
+// usesNamespaces reports whether some principal is bound to namespaces.
+func (c *Config) usesNamespaces() bool {
+	return c.Server.Namespaces != nil || slices.ContainsFunc(c.Principals, func(p PrincipalConfig) bool { return p.Namespaces != nil })
+}
+
+// serverNamespaces returns the namespaces of [server]'s token (see
+// ServerConfig.Namespaces).
+func (c *Config) serverNamespaces() []string {
+	switch {
+	case c.Server.Namespaces != nil:
+		return scoped(c.Server.Namespaces)
+	case c.usesNamespaces():
+		return []string{ledger.DefaultNamespace}
+	}
+	return nil
+}
+
+// namespaceConfig returns host.Options.NamespaceConfig of the
+// [namespaces.<ns>.connectors.<name>] tables (nil without any).
+func (c *Config) namespaceConfig() map[string]func(connector, key string) (string, bool) {
+	if len(c.NamespaceConnectors) == 0 {
+		return nil
+	}
+	out := make(map[string]func(connector, key string) (string, bool), len(c.NamespaceConnectors))
+	for ns, conns := range c.NamespaceConnectors {
+		out[ns] = func(connector, key string) (string, bool) {
+			v, ok := conns[connector][key]
+			return v.value, ok
+		}
 	}
 	return out
 }
@@ -212,6 +453,9 @@ func (c *Config) String() string {
 			roles[i] = string(r)
 		}
 		fmt.Fprintf(&b, ", principal %s [%s]", p.Name, strings.Join(roles, " "))
+		if p.Namespaces != nil {
+			fmt.Fprintf(&b, " in [%s]", strings.Join(p.Namespaces, " "))
+		}
 	}
 	names := make([]string, 0, len(c.Connectors))
 	for n := range c.Connectors {
@@ -228,6 +472,11 @@ func (c *Config) String() string {
 		}
 		sort.Strings(keys)
 		fmt.Fprintf(&b, ", %s: [%s]", n, strings.Join(keys, " "))
+	}
+	for _, ns := range slices.Sorted(maps.Keys(c.NamespaceConnectors)) {
+		for _, n := range slices.Sorted(maps.Keys(c.NamespaceConnectors[ns])) {
+			fmt.Fprintf(&b, ", %s/%s: [%s]", ns, n, strings.Join(slices.Sorted(maps.Keys(c.NamespaceConnectors[ns][n])), " "))
+		}
 	}
 	return b.String()
 }
@@ -266,8 +515,18 @@ func lineIndex(data []byte) map[string]int {
 		}
 		if m := configHeaderRE.FindStringSubmatch(line); m != nil {
 			table = normTablePath(m[1])
-			if _, ok := idx[table]; !ok {
-				idx[table] = i + 1
+			// A dotted header also places the tables it implies
+			// ([namespaces.a.connectors.b]: namespaces.a), where they
+			// have no header of their own.
+			for p := table; p != ""; {
+				if _, ok := idx[p]; !ok {
+					idx[p] = i + 1
+				}
+				j := strings.LastIndexByte(p, '.')
+				if j < 0 {
+					break
+				}
+				p = p[:j]
 			}
 			continue
 		}
@@ -376,8 +635,10 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "%s must be true or false", key)
 					}
 					c.Server.RequireSignoff = b
+				case "namespaces":
+					c.Server.Namespaces = namespaceList(key, v, bad)
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces)", k)
 				}
 			}
 			if c.Server.LedgerEnv != "" {
@@ -413,37 +674,55 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				bad(top, "connectors must be a table of tables ([connectors.<name>])")
 				continue
 			}
-			for name, v := range t {
-				tbl := "connectors." + name
-				kv, ok := v.(map[string]any)
-				if !ok {
-					bad(tbl, "%s must be a table", tbl)
+			c.Connectors = connectorTables("", t, env, lines, bad, func(name, key string, v any) {
+				c.AllowHTTP[name] = originList(key, v, bad)
+			})
+		case "limits":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "limits must be a table")
+				continue
+			}
+			for k, v := range t {
+				key := "limits." + k
+				if !slices.Contains(limitKeys, k) {
+					bad(key, "unknown key %s in [limits] (known: %s)", k, strings.Join(limitKeys, ", "))
 					continue
 				}
-				vals := map[string]configValue{}
-				for k, v := range kv {
-					key := tbl + "." + k
-					if k == allowHTTPKey {
-						c.AllowHTTP[name] = originList(key, v, bad)
-						continue
-					}
-					s := str(key, v)
-					if base, ok := strings.CutSuffix(k, "_env"); ok && base != "" {
-						if _, dup := kv[base]; dup {
-							bad(key, "set %s or %s, not both", base, k)
-							continue
-						}
-						val, msg := envValue(env, s)
-						if msg != "" {
-							bad(key, "environment variable %s (%s) %s", s, k, msg)
-							continue
-						}
-						vals[base] = configValue{value: val, env: s, line: lines[key]}
-						continue
-					}
-					vals[k] = configValue{value: s, line: lines[key]}
+				setLimit(&c.Limits, key, k, v, bad)
+			}
+		case "namespaces":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "namespaces must be a table of tables ([namespaces.<ns>.connectors.<name>])")
+				continue
+			}
+			c.NamespaceConnectors = map[string]map[string]map[string]configValue{}
+			for ns, v := range t {
+				tbl := "namespaces." + ns
+				if msg := host.NamespaceProblem(ns); msg != "" {
+					bad(tbl, "namespace %q %s", ns, msg)
+					continue
 				}
-				c.Connectors[name] = vals
+				nt, ok := v.(map[string]any)
+				if !ok {
+					bad(tbl, "%s must be a table ([%s.connectors.<name>])", tbl, tbl)
+					continue
+				}
+				for k, v := range nt {
+					if k != "connectors" {
+						bad(tbl+"."+k, "unknown key %s in [%s] (known: connectors)", k, tbl)
+						continue
+					}
+					ct, ok := v.(map[string]any)
+					if !ok {
+						bad(tbl+".connectors", "%s.connectors must be a table of tables ([%s.connectors.<name>])", tbl, tbl)
+						continue
+					}
+					c.NamespaceConnectors[ns] = connectorTables(tbl+".", ct, env, lines, bad, func(name, key string, _ any) {
+						bad(key, "allow_http extends a connector's allowlist for every namespace: set it in [connectors.%s]", name)
+					})
+				}
 			}
 		case "mcp":
 			t, ok := v.(map[string]any)
@@ -493,16 +772,89 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [[principals]], [mcp], [connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
 		}
 	}
 	c.checkPrincipals(lines, bad)
 	c.checkSelfApproval(lines, bad)
+	c.checkNamespaces(bad)
 	if len(errs) > 0 {
 		sortErrs(errs)
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// connectorTables reads the connector tables t (of [connectors], or of
+// [namespaces.<ns>.connectors] with prefix "namespaces.<ns>."): each key K
+// is a value, K_env names the variable that holds it; allow_http goes to
+// allowHTTP.
+func connectorTables(prefix string, t map[string]any, env func(string) (string, bool), lines map[string]int,
+	bad func(key, format string, args ...any), allowHTTP func(name, key string, v any)) map[string]map[string]configValue {
+	out := map[string]map[string]configValue{}
+	for name, v := range t {
+		tbl := prefix + "connectors." + name
+		kv, ok := v.(map[string]any)
+		if !ok {
+			bad(tbl, "%s must be a table", tbl)
+			continue
+		}
+		vals := map[string]configValue{}
+		for k, v := range kv {
+			key := tbl + "." + k
+			if k == allowHTTPKey {
+				allowHTTP(name, key, v)
+				continue
+			}
+			s, ok := v.(string)
+			if !ok {
+				bad(key, "%s must be a string", key)
+			}
+			if base, ok := strings.CutSuffix(k, "_env"); ok && base != "" {
+				if _, dup := kv[base]; dup {
+					bad(key, "set %s or %s, not both", base, k)
+					continue
+				}
+				val, msg := envValue(env, s)
+				if msg != "" {
+					bad(key, "environment variable %s (%s) %s", s, k, msg)
+					continue
+				}
+				vals[base] = configValue{value: val, env: s, line: lines[key]}
+				continue
+			}
+			vals[k] = configValue{value: s, line: lines[key]}
+		}
+		out[name] = vals
+	}
+	return out
+}
+
+// checkNamespaces reports [[principals]] entries without namespaces in a
+// config where some principal has them.
+func (c *Config) checkNamespaces(bad func(key, format string, args ...any)) {
+	if !c.usesNamespaces() {
+		return
+	}
+	var bound []string
+	for _, p := range c.Principals {
+		if p.Namespaces != nil {
+			bound = append(bound, p.Name)
+		}
+	}
+	if c.Server.Namespaces != nil {
+		bound = append(bound, "[server]'s token")
+	}
+	verb := "are"
+	if len(bound) == 1 {
+		verb = "is"
+	}
+	for i, p := range c.Principals {
+		if p.Namespaces == nil {
+			bad(fmt.Sprintf("principals.%d", i), "principal %s has no namespaces, while %s %s bound to namespaces: give it namespaces = [\"<namespace>\", …], or [%q] to let it reach every namespace",
+				p.Name, strings.Join(bound, ", "), verb, everyNamespace)
+		}
+	}
 }
 
 // parsePrincipal reads the [[principals]] entry tbl ("principals.<n>").
@@ -559,8 +911,14 @@ func parsePrincipal(tbl string, t map[string]any, env func(string) (string, bool
 			} else {
 				bad(key, "principal allow_self_approval must be true or false")
 			}
+		case "namespaces":
+			p.Namespaces = namespaceList(key, v, bad)
 		default:
-			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env, allow_self_approval)", k)
+			if slices.Contains(limitKeys, k) {
+				setLimit(&p.Limits, key, k, v, bad)
+				continue
+			}
+			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env, allow_self_approval, namespaces, %s)", k, strings.Join(limitKeys, ", "))
 		}
 	}
 	at := tbl
@@ -764,17 +1122,23 @@ func (c *Config) check(ms []*manifests.Manifest) error {
 		lines = lineIndex(data)
 	}
 	var errs []error
-	for name, vals := range c.Connectors {
-		m, ok := byName[name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s:%d: no connector %q is loaded", c.Path, lines["connectors."+name], name))
-			continue
-		}
-		for k, v := range vals {
-			if !slices.Contains(m.Capabilities.Config, k) {
-				errs = append(errs, fmt.Errorf("%s:%d: connector %s does not declare config key %q (capabilities.config: %v)", c.Path, v.line, name, k, m.Capabilities.Config))
+	checkTables := func(prefix string, tables map[string]map[string]configValue) {
+		for name, vals := range tables {
+			m, ok := byName[name]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s:%d: no connector %q is loaded", c.Path, lines[prefix+"connectors."+name], name))
+				continue
+			}
+			for k, v := range vals {
+				if !slices.Contains(m.Capabilities.Config, k) {
+					errs = append(errs, fmt.Errorf("%s:%d: connector %s does not declare config key %q (capabilities.config: %v)", c.Path, v.line, name, k, m.Capabilities.Config))
+				}
 			}
 		}
+	}
+	checkTables("", c.Connectors)
+	for ns, tables := range c.NamespaceConnectors {
+		checkTables("namespaces."+ns+".", tables)
 	}
 	if len(errs) > 0 {
 		sortErrs(errs)

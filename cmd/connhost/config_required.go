@@ -31,6 +31,9 @@ func explainMissingConfig(err error, configPath string) error {
 	b.WriteString("refusing to start: required connector config has no value (nothing was recorded)")
 	for _, k := range mce.Missing {
 		fmt.Fprintf(&b, "\n  connector %s needs %q", k.Connector, k.Key)
+		if k.Namespace != "" {
+			fmt.Fprintf(&b, " in namespace %s", k.Namespace)
+		}
 		if k.Manifest != "" {
 			fmt.Fprintf(&b, " (capabilities.config of %s)", k.Manifest)
 		}
@@ -42,9 +45,13 @@ func explainMissingConfig(err error, configPath string) error {
 	}
 	last := ""
 	for _, k := range mce.Missing {
-		if k.Connector != last {
-			fmt.Fprintf(&b, "\n  [connectors.%s]", k.Connector)
-			last = k.Connector
+		table := "connectors." + k.Connector
+		if k.Namespace != "" {
+			table = "namespaces." + k.Namespace + "." + table
+		}
+		if table != last {
+			fmt.Fprintf(&b, "\n  [%s]", table)
+			last = table
 		}
 		fmt.Fprintf(&b, "\n  %s_env = %q   # the environment variable that holds the value", k.Key, strings.ToUpper(k.Connector+"_"+k.Key))
 	}
@@ -67,7 +74,11 @@ func explainConfigURL(err error, configPath string) error {
 			fmt.Fprintf(&b, "\n  connector %s: %q is not an absolute http or https URL", d.Connector, d.Key)
 			continue
 		}
-		fmt.Fprintf(&b, "\n  connector %s: %s points at %s; the manifest allows %s", d.Connector, d.Key, d.Origin, strings.Join(d.Allowed, ", "))
+		in := ""
+		if d.Namespace != "" {
+			in = " in namespace " + d.Namespace
+		}
+		fmt.Fprintf(&b, "\n  connector %s: %s%s points at %s; the manifest allows %s", d.Connector, d.Key, in, d.Origin, strings.Join(d.Allowed, ", "))
 	}
 	where := "the config file (--config)"
 	if configPath != "" {

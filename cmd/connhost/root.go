@@ -514,6 +514,9 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		RecoveryProgress:   o.progress,
 		ApprovalKeys:       approvalKeys,
 	}
+	if cfg != nil {
+		opts.NamespaceConfig = cfg.namespaceConfig()
+	}
 	if dsn != "" {
 		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})
 		if err != nil {

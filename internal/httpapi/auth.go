@@ -6,10 +6,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/connhost/connhost/host"
 )
 
 // Role is what a principal may do through the API. A route names the roles
@@ -46,6 +49,50 @@ type Principal struct {
 	// Token is the bearer token that authenticates the principal. It is
 	// empty only for Options.Anonymous.
 	Token string
+	// Namespaces are the namespaces the principal acts in (host.Scope):
+	// its calls run in the first unless they name another of these, a
+	// call or a listing naming any other is refused (403
+	// namespace_forbidden), and an execution or approval of any other
+	// answers 404 as an unknown id. Each must be a valid namespace
+	// (host.NamespaceProblem). The default value (none) means every
+	// namespace, as for every principal before namespaces.
+	Namespaces []string
+	// Limits bound what the principal may spend. The zero value limits
+	// nothing.
+	Limits Limits
+}
+
+// Limits are a principal's limits (see host.Scope). Zero fields limit
+// nothing.
+type Limits struct {
+	// MaxPendingApprovals refuses a new approval-gated call (429
+	// too_many_pending_approvals) while the principal's namespaces hold
+	// this many executions awaiting approval.
+	MaxPendingApprovals int
+	// MaxArgumentBytes refuses a call whose arguments are longer (413
+	// arguments_too_large).
+	MaxArgumentBytes int
+	// CallsPerSecond limits the principal's calls (POST /v1/executions and
+	// MCP tools/call) to this average rate, with bursts of Burst (at
+	// least 1; 0 means CallsPerSecond rounded up); beyond it a call is
+	// refused with 429 rate_limited and a Retry-After header.
+	CallsPerSecond float64
+	Burst          int
+}
+
+// scope returns the host.Scope of p's requests, with a rate limiter of its
+// own.
+func (p Principal) scope() host.Scope {
+	s := host.Scope{Principal: p.Name, Namespaces: slices.Clone(p.Namespaces),
+		MaxPendingApprovals: p.Limits.MaxPendingApprovals, MaxArgumentBytes: p.Limits.MaxArgumentBytes}
+	if p.Limits.CallsPerSecond > 0 {
+		burst := p.Limits.Burst
+		if burst <= 0 {
+			burst = int(math.Ceil(p.Limits.CallsPerSecond))
+		}
+		s.Rate = host.NewRate(p.Limits.CallsPerSecond, burst)
+	}
+	return s
 }
 
 // Has reports whether p holds any of roles.
@@ -112,6 +159,19 @@ func (o *Options) Validate() error {
 			}
 			tokens[sum] = p.Name
 		}
+		for i, ns := range p.Namespaces {
+			if msg := host.NamespaceProblem(ns); msg != "" {
+				bad("%s %q: namespace %q %s", what, p.Name, ns, msg)
+			}
+			if slices.Contains(p.Namespaces[:i], ns) {
+				bad("%s %q: namespace %q listed twice", what, p.Name, ns)
+			}
+		}
+		l := p.Limits
+		if l.MaxPendingApprovals < 0 || l.MaxArgumentBytes < 0 || l.CallsPerSecond < 0 || l.Burst < 0 ||
+			math.IsNaN(l.CallsPerSecond) || math.IsInf(l.CallsPerSecond, 0) {
+			bad("%s %q: limits must be finite and not negative: %+v", what, p.Name, l)
+		}
 	}
 	for i, p := range o.Principals {
 		check(fmt.Sprintf("principal %d", i), p, false)
@@ -122,11 +182,13 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// credential is a principal with its token's digest and id (TokenID).
+// credential is a principal with its token's digest and id (TokenID), and
+// the scope of its requests.
 type credential struct {
-	p   Principal
-	sum [sha256.Size]byte
-	id  string
+	p     Principal
+	sum   [sha256.Size]byte
+	id    string
+	scope host.Scope
 }
 
 type principalKey struct{}
@@ -146,14 +208,20 @@ func PrincipalFromContext(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
+// withPrincipal returns r acting for c's principal, within its scope.
+func withPrincipal(r *http.Request, c *credential) *http.Request {
+	ctx := context.WithValue(r.Context(), principalKey{}, c.p)
+	return r.WithContext(host.WithScope(ctx, c.scope))
+}
+
 // authenticate resolves the request's bearer token to a principal and puts
-// it in the request's context. Without credentials every request acts as
-// the anonymous principal (checkHost keeps such a server to loopback Host
-// names).
+// it, and the host.Scope of its requests, in the request's context.
+// Without credentials every request acts as the anonymous principal
+// (checkHost keeps such a server to loopback Host names).
 func (a *api) authenticate(next http.Handler) http.Handler {
 	if len(a.creds) == 0 {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, *a.opts.Anonymous)))
+			next.ServeHTTP(w, withPrincipal(r, &a.anon))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +241,7 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, NewProblem(CodeUnauthorized, "this endpoint requires Authorization: Bearer <token>"))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, a.creds[match].p)))
+		next.ServeHTTP(w, withPrincipal(r, &a.creds[match]))
 	})
 }
 

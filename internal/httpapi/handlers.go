@@ -140,6 +140,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeBadRequest, err.Error()))
 		return
 	}
+	if !a.scopeFilter(w, r, &f) {
+		return
+	}
 	recs, err := a.ex.Ledger().List(r.Context(), f)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
@@ -153,6 +156,40 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, NewListResponse(recs, f))
+}
+
+// scopeFilter confines f to the namespaces of the request's principal
+// (host.Scope): a namespace outside them is refused (namespace_forbidden),
+// no namespace lists all of them, and an after naming an execution of
+// another namespace is answered as one that does not exist. It writes the
+// problem and returns false on refusal.
+func (a *api) scopeFilter(w http.ResponseWriter, r *http.Request, f *ledger.Filter) bool {
+	s, ok := host.ScopeFrom(r.Context())
+	if !ok || len(s.Namespaces) == 0 {
+		return true
+	}
+	if f.Namespace != "" && !s.Allows(f.Namespace) {
+		writeProblem(w, NewProblem(CodeNamespaceForbidden, fmt.Sprintf(
+			"principal %q acts in namespace %s, not %q: list without namespace for all of its executions", s.Principal, quoted(s.Namespaces), f.Namespace)))
+		return false
+	}
+	f.Namespaces = s.Namespaces
+	if f.After != "" {
+		rec, err := a.ex.Ledger().Get(r.Context(), f.After)
+		if (err == nil || errors.Is(err, ledger.ErrPruned)) && !s.Allows(rec.Namespace) {
+			writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("after names no execution (%q); pass the next of a previous answer", f.After)))
+			return false
+		}
+	}
+	return true
+}
+
+func quoted(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // ResolveRequest is the body of POST /v1/executions/{id}/resolve. Applied

@@ -71,7 +71,8 @@ type testEnv struct {
 // newTestExecutor opens a real executor on a temporary data directory with
 // the manifests in testdata/manifests (connectors "noop" and "gated", both
 // backed by the internal/testing/testconnectors/noop module, and "probe", backed by
-// internal/testing/testconnectors/httpprobe) and a Prometheus
+// internal/testing/testconnectors/httpprobe; extra manifests may use
+// trap.wasm, internal/testing/testconnectors/trap, too) and a Prometheus
 // registry wired through NewObserver. extra manifests are loaded too. The
 // executor is closed when the test ends.
 func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
@@ -82,7 +83,7 @@ func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 	if err := os.MkdirAll(modDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{"noop", "httpprobe"} {
+	for _, pkg := range []string{"noop", "httpprobe", "trap"} {
 		wasm, _, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/"+pkg)
 		if err != nil {
 			t.Fatalf("build %s connector: %v", pkg, err)

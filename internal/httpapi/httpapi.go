@@ -147,9 +147,11 @@ func routes() []route {
 }
 
 type api struct {
-	ex       *host.Executor
-	opts     Options
-	creds    []credential
+	ex    *host.Executor
+	opts  Options
+	creds []credential
+	// anon is the credential of every request when creds is empty.
+	anon     credential
 	metricsH http.Handler
 	// names resolves the tool names a call may use (tooldefs.NamesOf).
 	names *tooldefs.Names
@@ -170,9 +172,10 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	}
 	a := &api{ex: ex, opts: opts, names: names}
 	for _, p := range opts.Principals {
-		p.Roles = slices.Clone(p.Roles)
-		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), id: TokenID(p.Token)})
+		p.Roles, p.Namespaces = slices.Clone(p.Roles), slices.Clone(p.Namespaces)
+		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), id: TokenID(p.Token), scope: p.scope()})
 	}
+	a.anon = credential{p: *opts.Anonymous, scope: opts.Anonymous.scope()}
 	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex)} {
 		if err := opts.Registry.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

@@ -334,6 +334,26 @@ func TestOpenAPILive(t *testing.T) {
 	lc.send(srv, approve(toExpire.Approval, toExpire.Approval.ArgsDigest).withToken(agent), 403, CodeForbiddenRole)
 	lc.send(srv, approve(toExpire.Approval, toExpire.Approval.ArgsDigest).withBody(`{"by":"olga","digest":"`+toExpire.Approval.ArgsDigest+`"}`), 400, CodeIdentityMismatch)
 
+	// A principal bound to a namespace, with limits: a burst of three
+	// calls on the executor's clock (which stands still here).
+	tenant := env.serve(t, Options{Principals: []Principal{{Name: "tenant-a", Roles: []Role{RoleRuntime}, Token: "tok-a",
+		Namespaces: []string{"tenant-a"}, Limits: Limits{MaxPendingApprovals: 1, MaxArgumentBytes: 64, CallsPerSecond: 1, Burst: 3}}}}).URL
+	texec := func(call, tool, args string) exchange { return exec("t1", call, tool, args).withToken("tok-a") }
+	status(lc.send(tenant, texec("g1", "gated.echo", `{"msg":"a"}`), 200, ""), host.StatusAwaitingApproval)
+	lc.send(tenant, texec("g2", "gated.echo", `{"msg":"b"}`), 429, CodePendingApprovalsLimit)
+	lc.send(tenant, texec("c1", "noop.echo", `{"msg":"`+strings.Repeat("x", 64)+`"}`), 413, CodeArgumentsTooLarge)
+	foreign := execReq("t1", "c2", "noop.echo", `{}`)
+	foreign["namespace"] = "default"
+	lc.send(tenant, exchange{method: "POST", path: "/v1/executions", token: "tok-a", body: jsonBody(foreign)}, 403, CodeNamespaceForbidden)
+	limited := lc.send(tenant, texec("c3", "noop.echo", `{}`), 429, CodeRateLimited)
+	var lp Problem
+	_ = json.Unmarshal(limited, &lp)
+	if lp.RetryAfter != 1 {
+		t.Errorf("rate_limited: retry_after %d, want 1", lp.RetryAfter)
+	}
+	lc.send(tenant, exchange{method: "GET", path: "/v1/executions?namespace=default", token: "tok-a"}, 403, CodeNamespaceForbidden)
+	lc.send(tenant, exchange{method: "GET", path: "/v1/executions/" + ok.ExecutionID, token: "tok-a"}, 404, CodeNotFound)
+
 	// Problems of decisions, each carrying the execution as it stands.
 	lc.send(srv, approve(toExpire.Approval, strings.Repeat("0", 64)), 409, CodeApprovalDigestMismatch)
 	lc.send(srv, approve(gated.Approval, gated.Approval.ArgsDigest), 409, CodeNotAwaitingApproval)

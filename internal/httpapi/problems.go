@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/connhost/connhost/host"
@@ -36,6 +38,10 @@ const (
 	CodeForbiddenRole          Code = "forbidden_role"
 	CodeApprovalNotConfigured  Code = "approval_not_configured"
 	CodeIdentityMismatch       Code = "identity_mismatch"
+	CodeNamespaceForbidden     Code = "namespace_forbidden"
+	CodeRateLimited            Code = "rate_limited"
+	CodePendingApprovalsLimit  Code = "too_many_pending_approvals"
+	CodeArgumentsTooLarge      Code = "arguments_too_large"
 	CodePayloadTooLarge        Code = "payload_too_large"
 	CodeUnsupportedMediaType   Code = "unsupported_media_type"
 	CodeMethodNotAllowed       Code = "method_not_allowed"
@@ -71,6 +77,10 @@ var codes = map[Code]codeInfo{
 	CodeForbiddenRole:          {http.StatusForbidden, "The credential's principal lacks the role this route needs"},
 	CodeApprovalNotConfigured:  {http.StatusForbidden, "No principal of this server may make this decision"},
 	CodeIdentityMismatch:       {http.StatusBadRequest, "The body's by names another principal than the credential"},
+	CodeNamespaceForbidden:     {http.StatusForbidden, "The credential's principal does not act in this namespace"},
+	CodeRateLimited:            {http.StatusTooManyRequests, "The principal's call rate limit is reached"},
+	CodePendingApprovalsLimit:  {http.StatusTooManyRequests, "The principal's limit of pending approvals is reached"},
+	CodeArgumentsTooLarge:      {http.StatusRequestEntityTooLarge, "The arguments exceed the principal's limit"},
 	CodePayloadTooLarge:        {http.StatusRequestEntityTooLarge, "Request body too large"},
 	CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Request body must be application/json"},
 	CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
@@ -116,6 +126,9 @@ type Problem struct {
 	// RequiredRoles are the roles the route needs (forbidden_role,
 	// approval_not_configured).
 	RequiredRoles []Role `json:"required_roles,omitempty"`
+	// RetryAfter is how many seconds to wait before sending the same call
+	// again (rate_limited); the HTTP answer carries it as Retry-After too.
+	RetryAfter int `json:"retry_after,omitempty"`
 	// Execution is the execution as it stands when an operation was
 	// refused because of it (not_awaiting_approval, not_recovery_required,
 	// recovery_required, approval_required, approval_digest_mismatch,
@@ -144,6 +157,7 @@ func ProblemOf(err error, res host.Result) *Problem {
 		fe *host.FencedError
 		ut *host.UnknownToolError
 		ae *manifests.ArgsError
+		rl *host.RateLimitedError
 	)
 	detail := host.Detail(err)
 	if detail == "" {
@@ -198,6 +212,16 @@ func ProblemOf(err error, res host.Result) *Problem {
 		p = NewProblem(CodeRecoveryRequired, detail)
 	case errors.Is(err, host.ErrApprovalRequired):
 		p = NewProblem(CodeApprovalRequired, detail)
+	case errors.Is(err, host.ErrNamespaceForbidden):
+		return NewProblem(CodeNamespaceForbidden, detail)
+	case errors.As(err, &rl):
+		p = NewProblem(CodeRateLimited, detail)
+		p.RetryAfter = max(1, int(math.Ceil(rl.RetryAfter.Seconds())))
+		return p
+	case errors.Is(err, host.ErrPendingApprovalsLimit):
+		return NewProblem(CodePendingApprovalsLimit, detail)
+	case errors.Is(err, host.ErrArgumentsTooLarge):
+		return NewProblem(CodeArgumentsTooLarge, detail)
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
 	case errors.Is(err, host.ErrLeaseLost):
@@ -221,6 +245,9 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 		p.Status = http.StatusInternalServerError
 	}
 	h := w.Header()
+	if p.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)

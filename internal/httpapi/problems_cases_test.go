@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/connhost/connhost/host"
 )
@@ -32,6 +33,10 @@ func problemOfCases() []problemOfCase {
 		{wrap(host.ErrPruned), host.Result{}, CodePruned},
 		{host.ErrClosed, host.Result{}, CodeUnavailable},
 		{wrap(host.ErrLeaseLost), host.Result{}, CodeUnavailable},
+		{wrap(host.ErrNamespaceForbidden), host.Result{}, CodeNamespaceForbidden},
+		{&host.RateLimitedError{Principal: "a", PerSecond: 1, RetryAfter: time.Second}, host.Result{}, CodeRateLimited},
+		{wrap(host.ErrPendingApprovalsLimit), host.Result{}, CodePendingApprovalsLimit},
+		{wrap(host.ErrArgumentsTooLarge), host.Result{}, CodeArgumentsTooLarge},
 		{errors.New("disk on fire"), host.Result{}, CodeInternal},
 	}
 }

@@ -17,6 +17,14 @@ import (
 
 // callTool is the tools/call handler of every tool.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if sc, ok := scopeOf(req); ok {
+		// The principal's namespaces and limits bind the call, the
+		// approval in its dialog and its cancellation. The SDK hands
+		// the handler its HTTP request's context, where httpapi put the
+		// scope already; the session's TokenInfo keeps it whatever
+		// context a later SDK hands over.
+		ctx = host.WithScope(ctx, sc)
+	}
 	st := s.verifyState(req.Params.RequestState)
 	who := s.callerOf(req)
 	id, err := s.identityOf(req, st, who)
@@ -261,14 +269,22 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
 	case CodeIdentityRequired:
 		text += " Do not issue this call again: it will be refused the same way. Tell the user the tool is not set up to run from here."
+	case httpapi.CodeRateLimited:
+		text += fmt.Sprintf(" Nothing was done; call the tool again with the same arguments and ids in %d s.", p.RetryAfter)
+	case httpapi.CodePendingApprovalsLimit:
+		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
 	}
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 // answer is the result of a call the executor answered with a status.
 func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallToolResult {
+	ns := res.Namespace // where the call ran: the principal's when _meta named none
+	if ns == "" {
+		ns = id.Namespace
+	}
 	r := Result{
-		Status: string(res.Status), Identity: id.Kind, IdentitySource: id.Source, Namespace: id.Namespace, SessionID: id.SessionID,
+		Status: string(res.Status), Identity: id.Kind, IdentitySource: id.Source, Namespace: ns, SessionID: id.SessionID,
 		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Attempt: res.Attempt, Receipt: res.Receipt,
 		Result: res.Result, Source: res.Source, Error: res.Error, Approval: res.Approval,
 		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded,

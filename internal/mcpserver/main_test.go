@@ -199,6 +199,9 @@ type fixtureOpts struct {
 	adjust func(*host.Options)
 	// mcp changes the MCP server's options (HTTP fixture).
 	mcp func(*mcpserver.Options)
+	// principals are added to the HTTP fixture's (clientOpts.token
+	// connects as one of them).
+	principals []httpapi.Principal
 }
 
 func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
@@ -253,11 +256,11 @@ func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	h, err := httpapi.New(ex, httpapi.Options{
-		Principals: []httpapi.Principal{
+		Principals: append([]httpapi.Principal{
 			{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: tokenRuntime},
 			{Name: "rita", Roles: []httpapi.Role{httpapi.RoleRuntime, httpapi.RoleApprover}, Token: tokenRita},
 			{Name: "olga", Roles: []httpapi.Role{httpapi.RoleApprover}, Token: tokenApprover},
-		},
+		}, o.principals...),
 		MCP:    ms2.HTTPHandler(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -289,6 +292,9 @@ type clientOpts struct {
 	env []string
 	// client are the SDK client's options.
 	client *mcp.ClientOptions
+	// token connects over HTTP with this token instead (a principal of
+	// fixtureOpts.principals).
+	token string
 }
 
 // client connects a new MCP client. Over stdio it starts `connhost mcp`
@@ -309,7 +315,10 @@ func (f *fixture) client(co clientOpts) *mcp.ClientSession {
 		tr = &mcp.CommandTransport{Command: cmd}
 	case overHTTP:
 		tok := tokenRuntime
-		if co.approver {
+		switch {
+		case co.token != "":
+			tok = co.token
+		case co.approver:
 			tok = tokenRita
 		}
 		tr = &mcp.StreamableClientTransport{Endpoint: f.srv.URL + "/mcp", HTTPClient: bearerClient(tok)}

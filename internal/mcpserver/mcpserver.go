@@ -329,15 +329,20 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	return s.srv.Run(ctx, &mcp.IOTransport{Reader: newStrictStdio(in, w), Writer: w})
 }
 
-// principalKey is the TokenInfo.Extra key of the HTTP principal.
-const principalKey = "connhost.principal"
+// principalKey and scopeKey are the TokenInfo.Extra keys of the HTTP
+// principal and of the host.Scope of its requests.
+const (
+	principalKey = "connhost.principal"
+	scopeKey     = "connhost.scope"
+)
 
 // HTTPHandler returns the streamable HTTP handler that httpapi mounts at
 // /mcp (httpapi.Options.MCP). It serves requests that httpapi has
 // authenticated: the principal in the request's context (see
 // httpapi.PrincipalFromContext) is the connection's user, and each MCP
 // session is bound to it (another principal's request for the session is
-// refused with 403). Sessions are stateful, so that the server can ask the
+// refused with 403). Its tool calls run within the principal's scope
+// (host.Scope: its namespaces and limits), as its API requests do. Sessions are stateful, so that the server can ask the
 // client for approval while a call runs; a client of protocol 2026-07-28
 // is answered with the versions that allows, and falls back.
 func (s *Server) HTTPHandler() http.Handler {
@@ -356,7 +361,11 @@ func (s *Server) HTTPHandler() http.Handler {
 			return nil, fmt.Errorf("%w: no authenticated principal", auth.ErrInvalidToken)
 		}
 		p.Token = ""
-		return &auth.TokenInfo{UserID: p.Name, Extra: map[string]any{principalKey: p}}, nil
+		extra := map[string]any{principalKey: p}
+		if sc, ok := host.ScopeFrom(r.Context()); ok {
+			extra[scopeKey] = sc
+		}
+		return &auth.TokenInfo{UserID: p.Name, Extra: extra}, nil
 	}
 	withInfo := strictHTTP(s.opts.MaxBodyBytes, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
 	cop := http.NewCrossOriginProtection()
@@ -404,6 +413,16 @@ func (s *Server) callerOf(req *mcp.CallToolRequest) caller {
 		}
 	}
 	return caller{actor: s.opts.Actor, approver: s.opts.Approver}
+}
+
+// scopeOf returns the host.Scope of the HTTP principal a tools/call acts
+// for; a connection without one (stdio) is unscoped.
+func scopeOf(req *mcp.CallToolRequest) (host.Scope, bool) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return host.Scope{}, false
+	}
+	sc, ok := req.Extra.TokenInfo.Extra[scopeKey].(host.Scope)
+	return sc, ok
 }
 
 // Result is the structuredContent of every tools/call result.

@@ -561,3 +561,39 @@ func TestToolsMatchHTTPAPI(t *testing.T) {
 	slices.Sort(b)
 	require.Equal(t, a, b)
 }
+
+// TestTenantsOverMCP: over /mcp a principal bound to a namespace calls
+// tools in it; _meta naming another namespace is refused with the HTTP
+// API's code and records nothing; its limits answer their codes.
+func TestTenantsOverMCP(t *testing.T) {
+	f := newFixture(t, overHTTP, fixtureOpts{principals: []httpapi.Principal{
+		{Name: "tenant-a", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: "tok-a", Namespaces: []string{"tenant-a"}},
+		{Name: "tenant-b", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: "tok-b", Namespaces: []string{"tenant-b"},
+			Limits: httpapi.Limits{CallsPerSecond: 0.01, Burst: 1}},
+	}})
+	a := f.client(clientOpts{token: "tok-a"})
+	b := f.client(clientOpts{token: "tok-b"})
+
+	res, r := callTool(t, a, "payments.create_payment", payment, ids("a-s1", "pay-1"))
+	require.False(t, res.IsError, text(res))
+	require.Equal(t, "awaiting_approval", r.Status)
+	require.Equal(t, "tenant-a", r.Namespace, "a call naming no namespace runs in the principal's")
+	require.Equal(t, ledger.ExecutionID("tenant-a", "a-s1", "pay-1"), r.ExecutionID)
+
+	meta := ids("a-s1", "b-1")
+	meta[mcpserver.MetaNamespace] = "tenant-a"
+	res, r = callTool(t, b, "payments.create_payment", payment, meta)
+	require.True(t, res.IsError)
+	require.Equal(t, httpapi.CodeNamespaceForbidden, r.Code, text(res))
+	_, err := f.ex.Ledger().Get(context.Background(), ledger.ExecutionID("tenant-a", "a-s1", "b-1"))
+	require.ErrorIs(t, err, ledger.ErrNotFound, "nothing was recorded")
+
+	res, r = callTool(t, b, "payments.create_payment", payment, ids("a-s1", "b-2"))
+	require.False(t, res.IsError, text(res))
+	require.Equal(t, "tenant-b", r.Namespace)
+	res, r = callTool(t, b, "payments.create_payment", payment, ids("a-s1", "b-3"))
+	require.True(t, res.IsError)
+	require.Equal(t, httpapi.CodeRateLimited, r.Code, text(res))
+	require.Positive(t, r.Problem.RetryAfter)
+	require.Contains(t, text(res), "call the tool again with the same arguments and ids in")
+}

@@ -32,6 +32,9 @@ type CallRequest struct {
 	// ExecutionID is served by the execution_id host function and tags the
 	// guest's log records.
 	ExecutionID string
+	// Namespace is the namespace of the call's execution: config_get
+	// serves it Options.NamespaceConfig's values first.
+	Namespace string
 	// Args are the operation's JSON arguments.
 	Args []byte
 }
@@ -54,6 +57,8 @@ type callCtx struct {
 	phase  phase
 	op     string
 	execID string
+	// namespace is the call's (CallRequest.Namespace).
+	namespace string
 	// logs is what the guest logged in this invocation (hostLog).
 	logs logBudget
 }
@@ -244,7 +249,7 @@ func (c *Connector) Call(ctx context.Context, req CallRequest) (abi.Outcome, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.limits.Timeout)
 	defer cancel()
-	cc := &callCtx{Context: dctx, inst: inst, phase: phaseAlloc, op: req.Operation, execID: req.ExecutionID}
+	cc := &callCtx{Context: dctx, inst: inst, phase: phaseAlloc, op: req.Operation, execID: req.ExecutionID, namespace: req.Namespace}
 	out, kind, err := inst.call(cc, req, uint32(total))
 	inst.cur.Store(nil)
 	c.reportLogDrops(ctx, cc)

@@ -19,8 +19,9 @@ const maxConfigKeyBytes = 256
 //
 // Results: the length of the value, now pending for take; or
 // abi.StatusNotDeclared when the manifest's capabilities.config does not
-// list the key; abi.StatusNotSet when Options.Config has no value
-// for it; abi.StatusBadRequest when the key lies outside guest memory or is
+// list the key; abi.StatusNotSet when neither Options.NamespaceConfig
+// (for the call's namespace) nor Options.Config has a value for it;
+// abi.StatusBadRequest when the key lies outside guest memory or is
 // longer than 256 bytes.
 //
 // Memory: reads key_len bytes at key_ptr. Nothing is written; the value is
@@ -48,7 +49,13 @@ func configGetFn(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = status(abi.StatusNotDeclared)
 		return
 	}
-	v, found := c.rt.opts.Config(c.name, string(key))
+	v, found := "", false
+	if nc := c.rt.opts.NamespaceConfig; nc != nil && cc.namespace != "" {
+		v, found = nc(cc.namespace, c.name, string(key))
+	}
+	if !found {
+		v, found = c.rt.opts.Config(c.name, string(key))
+	}
 	if !found {
 		stack[0] = status(abi.StatusNotSet)
 		return

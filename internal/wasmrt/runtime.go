@@ -48,6 +48,13 @@ type Options struct {
 	// Values are never logged. The default value is a function that finds
 	// nothing.
 	Config func(connector, key string) (string, bool)
+	// NamespaceConfig, when set, returns a namespace's own value of a key
+	// for a connector: config_get serves it, over Config's, to the calls
+	// of that namespace (CallRequest.Namespace). Values are read at every
+	// config_get, never kept in an instance, so an instance serves calls
+	// of any namespace. The default value (nil) gives every namespace
+	// Config's values.
+	NamespaceConfig func(namespace, connector, key string) (string, bool)
 	// HTTPTimeout bounds one HTTP request of a guest; the call's deadline
 	// bounds it too. The default value is 30s.
 	HTTPTimeout time.Duration

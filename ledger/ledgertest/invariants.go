@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connhost/connhost/ledger"
 )
@@ -24,6 +25,10 @@ import (
 //     last one ending in its state and attempt; a pruned one has none;
 //   - Fenced lists, for each session, exactly its recovery_required records
 //     in id order;
+//   - Due lists, by each record's due time (ledger.DueAt), exactly the
+//     records due then, in due order;
+//   - AwaitingApproval counts the records awaiting approval of each
+//     namespace, and of all together;
 //   - no record holds an outcome of a later attempt, or an attempt past its
 //     cap.
 func Invariants(t testing.TB, l ledger.Ledger, ids []string, sessions [][2]string) {
@@ -132,7 +137,69 @@ func Invariants(t testing.TB, l ledger.Ledger, ids []string, sessions [][2]strin
 			t.Errorf("invariant: session %q/%q fenced by %q, its recovery_required records are %q", s[0], s[1], gotIDs, want)
 		}
 	}
+	dueInvariants(t, l, recs)
 	if !slices.IsSortedFunc(ids, strings.Compare) {
 		t.Errorf("invariant: ids given out of order")
+	}
+}
+
+// dueInvariants checks Due and AwaitingApproval against recs, every record
+// the ledger holds.
+func dueInvariants(t testing.TB, l ledger.Ledger, recs map[string]ledger.Record) {
+	t.Helper()
+	ctx := context.Background()
+	type due struct {
+		at time.Time
+		id string
+	}
+	var all []due
+	awaiting := map[string]int{}
+	for id, r := range recs {
+		if at, ok := ledger.DueAt(r); ok {
+			all = append(all, due{at, id})
+		}
+		if r.State == ledger.StateAwaitingApproval {
+			awaiting[r.Namespace]++
+			awaiting[""]++
+		}
+	}
+	slices.SortFunc(all, func(a, b due) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	cuts := []time.Time{time.Unix(0, 0).Add(-time.Nanosecond), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, d := range all {
+		cuts = append(cuts, d.at, d.at.Add(-time.Nanosecond))
+	}
+	for _, until := range cuts {
+		var want, got []string
+		for _, d := range all {
+			if !d.at.After(until) {
+				want = append(want, d.id)
+			}
+		}
+		if err := l.Due(ctx, until, func(id string) error { got = append(got, id); return nil }); err != nil {
+			t.Errorf("invariant: due by %s: %v", until, err)
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("invariant: due by %s lists %q, the records due then are %q", until.Format(time.RFC3339Nano), got, want)
+		}
+	}
+	namespaces := []string{""}
+	for _, r := range recs {
+		namespaces = append(namespaces, r.Namespace)
+	}
+	for _, ns := range namespaces {
+		n, err := l.AwaitingApproval(ctx, ns)
+		if err != nil {
+			t.Errorf("invariant: awaiting approval in %q: %v", ns, err)
+			continue
+		}
+		if n != awaiting[ns] {
+			t.Errorf("invariant: %d awaiting approval in namespace %q, the records say %d", n, ns, awaiting[ns])
+		}
 	}
 }

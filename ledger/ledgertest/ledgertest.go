@@ -3,7 +3,8 @@
 // all backends, so their expected output is one), identical concurrent calls
 // that must yield exactly one write, crashes between steps, and the
 // behaviours a caller relies on (ErrExists with the existing record,
-// tombstones, session classification, fences, List order and filters).
+// tombstones, session classification, fences, List order and filters, the
+// due index and the count of approval requests).
 //
 // A backend's test calls Run with a Backend that opens its ledgers on fresh
 // storage. Everything is observed through the ledger.Ledger interface only;
@@ -58,6 +59,7 @@ func Run(t *testing.T, b Backend) {
 		{"OddKeys", OddKeys},
 		{"ListPagesInIDOrder", ListPagesInIDOrder},
 		{"ListNewest", ListNewest},
+		{"DueAndAwaiting", DueAndAwaiting},
 		{"WriteReturnsWhatGetReads", WriteReturnsWhatGetReads},
 		{"ReturnedRecordIsACopy", ReturnedRecordIsACopy},
 		{"PendingStopsAtError", PendingStopsAtError},

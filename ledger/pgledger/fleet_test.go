@@ -334,8 +334,8 @@ func TestReleaseLease(t *testing.T) {
 	requireOwner(t, db, "x", b)
 }
 
-// TestPendingOwned: a node's recovery pass reads the pending executions it
-// owns and those nobody owns, never another node's.
+// TestPendingOwned: a node's recovery pass reads the pending (and the due)
+// executions it owns and those nobody owns, never another node's.
 func TestPendingOwned(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.NewPostgresDatabase(t)
@@ -360,9 +360,17 @@ func TestPendingOwned(t *testing.T) {
 		require.NoError(t, db.PendingOwned(ctx, l, func(r ledger.Record) error { got = append(got, r.ID); return nil }))
 		return got
 	}
+	due := func(l pgledger.Lease) []string {
+		var got []string
+		require.NoError(t, db.DueOwned(ctx, l, time.Now(), func(id string) error { got = append(got, id); return nil }))
+		return got
+	}
 	require.Equal(t, []string{"a1", "a2", "free"}, list(a))
 	require.Equal(t, []string{"b1", "free"}, list(b))
+	require.Equal(t, []string{"a1", "a2", "free"}, due(a), "dispatched executions are due at once")
+	require.Equal(t, []string{"b1", "free"}, due(b))
 	a2, err := db.RegisterNode(ctx, "a", ttl)
 	require.NoError(t, err)
 	require.Equal(t, []string{"free"}, list(a2), "a new epoch owns nothing until it claims")
+	require.Equal(t, []string{"free"}, due(a2))
 }

@@ -211,6 +211,7 @@ func (d *DB) applyMigration(ctx context.Context, m migration) (bool, error) {
 var migrationData = map[int]func(ctx context.Context, tx pgx.Tx) error{
 	2: fillCreated,
 	3: newIdentity,
+	5: fillDue,
 }
 
 // newIdentity gives the ledger its random identity: 16 random bytes in
@@ -253,5 +254,41 @@ func fillCreated(ctx context.Context, tx pgx.Tx) error {
 	}
 	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET created_ns = u.created
 FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, created) WHERE x.id = u.id`, ids, created)
+	return err
+}
+
+// fillDue sets due_ns of the pending rows version 2 wrote from their
+// records (ledger.DueAt).
+func fillDue(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL AND record IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	var ids [][]byte
+	var due []int64
+	for rows.Next() {
+		var id, v []byte
+		if err := rows.Scan(&id, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		rec, err := decode(string(id), v)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		if t, ok := ledger.DueAt(rec); ok {
+			ids, due = append(ids, id), append(due, ledger.DueUnixNano(t))
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET due_ns = u.due
+FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, due) WHERE x.id = u.id`, ids, due)
 	return err
 }

@@ -249,6 +249,17 @@ func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) e
 WHERE terminal_ns IS NULL AND (owner_node IS NULL OR (owner_node = $1 AND owner_epoch = $2)) ORDER BY id`, l.Node, l.Epoch)
 }
 
+// DueOwned implements ledger.Fleet: Due restricted to the executions l
+// owns and those no node owns, in due order, in one statement.
+func (d *DB) DueOwned(ctx context.Context, l Lease, until time.Time, fn func(id string) error) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_executions
+WHERE due_ns <= $1 AND (owner_node IS NULL OR (owner_node = $2 AND owner_epoch = $3)) ORDER BY due_ns, id`, ledger.DueUnixNano(until), l.Node, l.Epoch)
+}
+
 // checkOwner explains why an owned write of t by l to id was refused:
 // the lease is not live (ErrLeaseExpired), or the execution has an attempt
 // in flight that another lease owns and t is not a cancel request

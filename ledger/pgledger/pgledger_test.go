@@ -80,6 +80,7 @@ func TestConformance(t *testing.T) {
 // checkStorage checks the tables against each other: every live row's
 // record decodes to the row's own key columns, state, attempt and version;
 // terminal_ns is set exactly for terminal rows, at the record's UpdatedAt;
+// due_ns is the record's due time (ledger.DueAt), NULL when it has none;
 // its events are rows 1..events; a pruned row keeps no record and no
 // events; every execution's session is classified.
 func checkStorage(t testing.TB, l ledger.Ledger) {
@@ -97,7 +98,7 @@ func checkTables(t testing.TB, dsn string) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT x.id, x.namespace, x.session_id, x.tool_call_id, x.args_digest, x.state, x.attempt,
-  x.events, x.terminal_ns, x.pruned_ns, x.record,
+  x.events, x.terminal_ns, x.pruned_ns, x.record, x.due_ns,
   (SELECT count(*) FROM connhost_events e WHERE e.execution_id = x.id),
   (SELECT coalesce(max(seq), 0) FROM connhost_events e WHERE e.execution_id = x.id),
   EXISTS (SELECT 1 FROM connhost_sessions s WHERE s.namespace = x.namespace AND s.session_id = x.session_id)
@@ -109,9 +110,9 @@ FROM connhost_executions x`)
 		var state string
 		var attempt int
 		var events, nEvents, maxSeq int64
-		var terminal, pruned *int64
+		var terminal, pruned, due *int64
 		var classified bool
-		require.NoError(t, rows.Scan(&id, &ns, &session, &tool, &digest, &state, &attempt, &events, &terminal, &pruned, &v,
+		require.NoError(t, rows.Scan(&id, &ns, &session, &tool, &digest, &state, &attempt, &events, &terminal, &pruned, &v, &due,
 			&nEvents, &maxSeq, &classified))
 		if !classified {
 			t.Errorf("storage: the session of %q is not classified", id)
@@ -134,6 +135,9 @@ FROM connhost_executions x`)
 		}
 		if rec.State.Terminal() != (terminal != nil) || (terminal != nil && *terminal != rec.UpdatedAt.UnixNano()) {
 			t.Errorf("storage: %q is %s with terminal_ns %v (updated %s)", id, state, terminal, rec.UpdatedAt)
+		}
+		if at, ok := ledger.DueAt(rec); ok != (due != nil) || (ok && *due != ledger.DueUnixNano(at)) {
+			t.Errorf("storage: %q is %s with due_ns %v, due at %s (%v)", id, state, due, at, ok)
 		}
 		if nEvents != events || maxSeq != events {
 			t.Errorf("storage: %q counts %d events, has %d rows up to seq %d", id, events, nEvents, maxSeq)

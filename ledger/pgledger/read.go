@@ -118,6 +118,70 @@ func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) error {
 	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL ORDER BY id`)
 }
 
+// Due implements ledger.Ledger: the ids of the executions due by until,
+// in due order, from the due index (a partial index of the rows with a due
+// time), in one statement; fn may write to the ledger meanwhile.
+func (d *DB) Due(ctx context.Context, until time.Time, fn func(id string) error) error {
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.exit()
+	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_executions WHERE due_ns <= $1 ORDER BY due_ns, id`, ledger.DueUnixNano(until))
+}
+
+// scanIDs calls fn for each id the query returns, stopping at fn's first
+// error, which it returns as it is. The rows are read before fn runs, so
+// fn may use the pool.
+func (d *DB) scanIDs(ctx context.Context, fn func(id string) error, sql string, args ...any) error {
+	rows, err := d.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("pgledger: query: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("pgledger: read: %w", err)
+		}
+		ids = append(ids, string(id))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgledger: read: %w", err)
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AwaitingApproval implements ledger.Ledger from the approval index (a
+// partial index of the executions awaiting approval).
+func (d *DB) AwaitingApproval(ctx context.Context, namespace string) (int, error) {
+	if err := d.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer d.exit()
+	var n int
+	var err error
+	if namespace == "" {
+		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions WHERE state = 'awaiting_approval'`).Scan(&n)
+	} else {
+		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions WHERE state = 'awaiting_approval' AND namespace = $1`,
+			[]byte(namespace)).Scan(&n)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pgledger: count executions awaiting approval: %w", err)
+	}
+	return n, nil
+}
+
 // scan calls fn for each (id, record) row of the query, stopping at fn's
 // first error, which it returns as it is.
 func (d *DB) scan(ctx context.Context, fn func(ledger.Record) error, sql string, args ...any) error {
@@ -207,6 +271,13 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error)
 	}
 	if f.Namespace != "" {
 		add("namespace = ?", []byte(f.Namespace))
+	}
+	if len(f.Namespaces) > 0 {
+		nss := make([][]byte, len(f.Namespaces))
+		for i, ns := range f.Namespaces {
+			nss[i] = []byte(ns)
+		}
+		add("namespace = ANY(?::BYTEA[])", nss)
 	}
 	if f.SessionID != "" {
 		add("session_id = ?", []byte(f.SessionID))

@@ -17,11 +17,12 @@ import (
 // createSQL inserts a new execution, its first event and (if the session
 // has none) its session's classification. $11 and $12 name the owner's
 // lease, or are NULL; with a lease, the row is inserted only while the
-// lease is live. It returns 1 if it inserted the execution, else 0.
+// lease is live. $14 is its due time (NULL: never due). It returns 1 if it
+// inserted the execution, else 0.
 const createSQL = `WITH ins AS (
     INSERT INTO connhost_executions
-        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns, due_ns)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13, $14
     WHERE $11::TEXT IS NULL OR EXISTS (
         SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())
     ON CONFLICT (id) DO NOTHING
@@ -40,11 +41,12 @@ SELECT count(*) FROM ins`
 // the lease must be live, and the execution unowned, owned by that lease,
 // or open to it ($13: at rest, or the change is a cancel request); the
 // lease becomes its owner unless $14 (a cancel request, which leaves the
-// owner as it is). It returns 1 if it changed the row, else 0 (someone
-// else changed it first, or the lease check failed).
+// owner as it is). $15 is the new due time (NULL: never due). It returns 1
+// if it changed the row, else 0 (someone else changed it first, or the
+// lease check failed).
 const applySQL = `WITH upd AS (
     UPDATE connhost_executions
-    SET state = $2, attempt = $3, events = $4, terminal_ns = $5, record = $6,
+    SET state = $2, attempt = $3, events = $4, terminal_ns = $5, record = $6, due_ns = $15,
         owner_node = CASE WHEN $14::BOOL THEN owner_node ELSE COALESCE($11, owner_node) END,
         owner_epoch = CASE WHEN $14::BOOL THEN owner_epoch ELSE COALESCE($12, owner_epoch) END
     WHERE id = $1 AND events = $7 AND state = $8 AND attempt = $9
@@ -84,7 +86,7 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 	err = d.retry(ctx, func() error {
 		return d.pool.QueryRow(ctx, createSQL, []byte(rec.ID), []byte(rec.Namespace), []byte(rec.SessionID),
 			[]byte(rec.ToolCallID), []byte(rec.ArgsDigest), string(rec.State), rec.Attempt, v, e,
-			ledger.StartsLegacySession(rec), node, epoch, rec.CreatedAt.UnixNano()).Scan(&n)
+			ledger.StartsLegacySession(rec), node, epoch, rec.CreatedAt.UnixNano(), dueNs(rec)).Scan(&n)
 	})
 	if err != nil {
 		return ledger.Record{}, fmt.Errorf("pgledger: create execution[%s]: %w", rec.ID, err)
@@ -124,6 +126,17 @@ func (d *DB) encode(rec ledger.Record, ev ledger.Event) ([]byte, []byte, error) 
 		return nil, nil, err
 	}
 	return v, e, nil
+}
+
+// dueNs is the due_ns column of rec: its due time (ledger.DueAt), or
+// NULL.
+func dueNs(rec ledger.Record) *int64 {
+	t, ok := ledger.DueAt(rec)
+	if !ok {
+		return nil
+	}
+	ns := ledger.DueUnixNano(t)
+	return &ns
 }
 
 func leaseArgs(l *Lease) (node *string, epoch *int64) {
@@ -196,7 +209,7 @@ func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transi
 		var n int
 		err = d.retry(ctx, func() error {
 			return d.pool.QueryRow(ctx, applySQL, []byte(id), string(rec.State), rec.Attempt, int64(rec.Events), terminal, v,
-				int64(old.Events), string(old.State), old.Attempt, e, node, epoch, open, keep).Scan(&n)
+				int64(old.Events), string(old.State), old.Attempt, e, node, epoch, open, keep, dueNs(rec)).Scan(&n)
 		})
 		if err != nil {
 			d.forget(id)
