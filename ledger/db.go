@@ -46,6 +46,10 @@ type DB struct {
 	// record (see sessionMarker). Taken after an id's lock, never before
 	// one.
 	sessions [64]sync.Mutex
+	// intents serialise the guarded Creates of one intent (IntentKey):
+	// the look-up of earlier records and the commit of the new one. Taken
+	// before an id's lock, never after one.
+	intents [256]sync.Mutex
 
 	// fences counts the fence entries (f/) of each session, keyed by its
 	// fence prefix. Open loads it from the index and every commit that adds

@@ -654,6 +654,34 @@ func TestProtocol2Upgrade(t *testing.T) {
 	checkInvariants(t, db)
 }
 
+// A protocol-4 directory (records without the duplicate-intent fields,
+// no d/ index) opens as it is, and its marker is raised, so that a
+// protocol-4 release, whose decoder refuses the new fields, refuses the
+// directory at Open instead of failing on the first guarded record.
+func TestProtocol4Upgrade(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	_, err = db.Create(ctx, dispatchedRecord("old"), Event{Decision: "dispatch"})
+	require.NoError(t, err)
+	require.NoError(t, db.db.Set(protocolKey, []byte(`{"protocol":4}`), pebble.Sync))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, memOptions(fs, nil))
+	require.NoError(t, err)
+	defer db.Close()
+	v, closer, err := db.db.Get(protocolKey)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
+	require.NoError(t, closer.Close())
+	guarded := dispatchedRecord("new")
+	guarded.DuplicateWindow = time.Minute
+	_, err = db.Create(ctx, guarded, Event{Decision: "dispatch"})
+	require.NoError(t, err)
+	checkInvariants(t, db)
+}
+
 // OrderNewest lists the most recently created records first, and a
 // listing paged with After neither skips nor repeats a record, even while
 // records are created, change state and are pruned between its pages.

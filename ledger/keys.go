@@ -22,6 +22,9 @@ import (
 //	c/<unix nanos u64 BE, sign-flipped>/<id>
 //	                                    creation index: when a record was created (every record
 //	                                    that is not pruned; since protocol 4), for List by OrderNewest
+//	d/<intent key, 32 bytes><unix nanos u64 BE, sign-flipped>/<id>
+//	                                    duplicate-intent index: a guarded record (DuplicateWindow > 0)
+//	                                    by its IntentKey and creation time, until pruned (since protocol 5)
 //
 // <id> is a raw execution id where it is the whole rest of the key (r/, p/,
 // t/, c/), so r/ iterates in execution-id order for List. A part marked * is
@@ -40,6 +43,7 @@ const (
 	prefixSession = "s/"
 	prefixTerm    = "t/"
 	prefixCreated = "c/"
+	prefixIntent  = "d/"
 )
 
 var (
@@ -131,6 +135,32 @@ func createdKey(t time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64([]byte(prefixCreated), termNanos(t))
 	k = append(k, '/')
 	return append(k, id...)
+}
+
+// intentPrefix is the part of a d/ key that names an intent.
+func intentPrefix(key [32]byte) []byte {
+	return append([]byte(prefixIntent), key[:]...)
+}
+
+// intentKey is the duplicate-intent index's key of a guarded record.
+func intentKey(rec Record) []byte {
+	k := binary.BigEndian.AppendUint64(intentPrefix(IntentKey(rec)), termNanos(rec.CreatedAt))
+	k = append(k, '/')
+	return append(k, rec.ID...)
+}
+
+// intentKeyAfter is the smallest d/ key of intent key created at or after t.
+func intentKeyAfter(key [32]byte, t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(intentPrefix(key), termNanos(t))
+}
+
+// idFromIntentKey returns the id of a d/ key.
+func idFromIntentKey(k []byte) (string, bool) {
+	n := len(prefixIntent) + 32 + 8 + 1
+	if len(k) < n || !bytes.HasPrefix(k, []byte(prefixIntent)) || k[n-1] != '/' {
+		return "", false
+	}
+	return string(k[n:]), true
 }
 
 // idFromCreatedKey returns the id of a c/ key.

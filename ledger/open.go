@@ -458,20 +458,24 @@ func (d *DB) checkProtocol() error {
 	switch m.Protocol {
 	case ProtocolVersion:
 		return nil
-	case 1, 2, 3:
+	case 1, 2, 3, 4:
 		// Protocol 1 stored JSON values, protocol 2 records without the
 		// Uncertain field, and neither they nor protocol 3 kept the
-		// creation index; this release reads all three, and writes values
-		// that a release of any of them cannot. The index is built first
-		// (a crash meanwhile leaves the old marker, and the next Open
-		// builds it again); raising the marker then makes an older release
-		// refuse the whole directory at Open, instead of failing on one
-		// record after another or leaving new records out of the index.
-		n, err := d.buildCreationIndex()
-		if err != nil {
-			return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
+		// creation index; protocol 4 had no duplicate-intent fields and
+		// index (d/), which start empty. This release reads all four, and
+		// writes values that a release of any of them cannot. The creation
+		// index is built first where it is missing (a crash meanwhile
+		// leaves the old marker, and the next Open builds it again);
+		// raising the marker then makes an older release refuse the whole
+		// directory at Open, instead of failing on one record after
+		// another or leaving new records out of an index.
+		if m.Protocol < 4 {
+			n, err := d.buildCreationIndex()
+			if err != nil {
+				return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
+			}
+			d.opts.Logger.Info("ledger creation index built", "dir", d.opts.Dir, "records", n)
 		}
-		d.opts.Logger.Info("ledger creation index built", "dir", d.opts.Dir, "records", n)
 		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
 		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
 			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)

@@ -12,12 +12,14 @@ import (
 )
 
 // ProtocolVersion is the version of the ledger's on-disk protocol (key
-// layout, marker and value encodings) written by this release: 4 since the
-// creation index (c/) lists every record, 3 since records carry the
-// Uncertain field, 2 since values are binary (1 stored JSON). Open
-// upgrades a protocol-1, -2 or -3 directory, whose values it reads, and
-// refuses any other version with ErrProtocol.
-const ProtocolVersion = 4
+// layout, marker and value encodings) written by this release: 5 since
+// records carry the duplicate-intent fields (DuplicateWindow, DuplicateOf)
+// and guarded ones are indexed under d/, 4 since the creation index (c/)
+// lists every record, 3 since records carry the Uncertain field, 2 since
+// values are binary (1 stored JSON). Open upgrades a protocol-1 to -4
+// directory, whose values it reads, and refuses any other version with
+// ErrProtocol.
+const ProtocolVersion = 5
 
 // DefaultMaxRecordBytes is the default value of Options.MaxRecordBytes.
 const DefaultMaxRecordBytes = 4 << 20

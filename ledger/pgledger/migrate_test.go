@@ -220,14 +220,17 @@ func TestMigration2FillsCreated(t *testing.T) {
 		now = now.Add(time.Minute)
 	}
 	// Make it what version 1 wrote.
-	_, err = d.pool.Exec(ctx, `DROP INDEX connhost_executions_newest;
+	_, err = d.pool.Exec(ctx, `DROP TABLE connhost_intent_locks;
+DROP INDEX connhost_executions_intent;
+ALTER TABLE connhost_executions DROP COLUMN intent_key;
+DROP INDEX connhost_executions_newest;
 ALTER TABLE connhost_executions DROP COLUMN created_ns;
-DELETE FROM connhost_schema_migrations WHERE version = 2`, pgx.QueryExecModeSimpleProtocol)
+DELETE FROM connhost_schema_migrations WHERE version IN (2, 3)`, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
 
 	d = open(t, dsn)
-	require.Equal(t, []int{1, 2}, versions(t, d))
+	require.Equal(t, []int{1, 2, 3}, versions(t, d))
 	got, err := d.List(ctx, ledger.Filter{Order: ledger.OrderNewest})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
