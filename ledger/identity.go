@@ -72,6 +72,12 @@ func CountsAsRepeated(rec Record) bool {
 	return rec.State == StateSucceeded || !rec.State.Terminal()
 }
 
+// MaxRepeatCandidates bounds how many counting records of an intent a
+// guarded Create reads to find the one it repeats: the earliest that is
+// not itself a held or answered duplicate (DuplicateOf empty), else the
+// earliest of them.
+const MaxRepeatCandidates = 32
+
 func digest32(domain, a, b, c string) string {
 	// One stack buffer for the common sizes; longer ids spill to the heap.
 	var buf [256]byte

@@ -317,8 +317,9 @@ type Ledger interface {
 	// whose id is new is first checked against the records of the same
 	// intent (IntentKey): if one created at or after rec.CreatedAt minus
 	// the window is succeeded or not terminal (and not pruned), nothing is
-	// written and Create returns the earliest such record and
-	// ErrDuplicate. The check and the write are atomic with respect to
+	// written and Create returns such a record and ErrDuplicate: the
+	// earliest that is not itself a duplicate (DuplicateOf empty), else
+	// the earliest (of the first MaxRepeatCandidates). The check and the write are atomic with respect to
 	// every other Create of the same intent, on every node sharing the
 	// ledger: of concurrent guarded records of one intent, one is created
 	// and the others get ErrDuplicate with it. A record with DuplicateOf

@@ -94,15 +94,16 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	return rec, nil
 }
 
-// repeated returns the earliest record of rec's intent created within its
-// duplicate window before it (at or after rec.CreatedAt - window) that
-// counts as repeated (CountsAsRepeated). The caller holds the intent's
-// lock, so no record of the intent is created meanwhile.
+// repeated returns the record of rec's intent that rec repeats (see
+// Repeated) among those created within its duplicate window before it. The
+// caller holds the intent's lock, so no record of the intent is created
+// meanwhile.
 func (d *DB) repeated(rec Record) (Record, bool, error) {
 	ik := IntentKey(rec)
 	var (
 		out   Record
 		found bool
+		n     int
 	)
 	errFound := errors.New("found")
 	err := scanRange(d.db, intentKeyAfter(ik, rec.CreatedAt.Add(-rec.DuplicateWindow)), prefixEnd(intentPrefix(ik)), func(k, _ []byte) error {
@@ -119,8 +120,13 @@ func (d *DB) repeated(rec Record) (Record, bool, error) {
 				return err
 			}
 		}
-		if CountsAsRepeated(r) {
+		if !CountsAsRepeated(r) {
+			return nil
+		}
+		if !found || out.DuplicateOf != "" && r.DuplicateOf == "" {
 			out, found = r, true
+		}
+		if n++; out.DuplicateOf == "" || n >= MaxRepeatCandidates {
 			return errFound
 		}
 		return nil

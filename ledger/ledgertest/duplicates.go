@@ -146,8 +146,24 @@ func DuplicateIntent(t *testing.T, b Backend) {
 	_, err = create(guarded("g"))
 	require.NoError(t, err, "e and f were pruned")
 
-	Invariants(t, l, []string{"a", "b", "d", "e", "f", "g", "other-0", "other-1", "other-2", "other-3", "other-4", "other-5"},
-		[][2]string{{ledger.DefaultNamespace, "s1"}, {ledger.DefaultNamespace, "s2"}, {"tenant-b", "s1"}})
+	// Of records created at the same instant, the one named is the
+	// original, not a held duplicate that sorts first.
+	z := guarded("z1")
+	z.SessionID = "s3"
+	_, err = create(z)
+	require.NoError(t, err)
+	h1 := held(guarded("a1"), "z1", clock.Now())
+	h1.SessionID = "s3"
+	_, err = create(h1)
+	require.NoError(t, err)
+	next := guarded("a2")
+	next.SessionID = "s3"
+	got, err = create(next)
+	require.ErrorIs(t, err, ledger.ErrDuplicate)
+	require.Equal(t, "z1", got.ID)
+
+	Invariants(t, l, []string{"a", "a1", "b", "d", "e", "f", "g", "other-0", "other-1", "other-2", "other-3", "other-4", "other-5", "z1"},
+		[][2]string{{ledger.DefaultNamespace, "s1"}, {ledger.DefaultNamespace, "s2"}, {ledger.DefaultNamespace, "s3"}, {"tenant-b", "s1"}})
 	if b.Check != nil {
 		b.Check(t, l)
 	}

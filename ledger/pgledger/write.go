@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -146,13 +148,14 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 const (
 	lockIntentSQL = `INSERT INTO connhost_intent_locks (intent_key) VALUES ($1)
     ON CONFLICT (intent_key) DO UPDATE SET intent_key = EXCLUDED.intent_key`
-	// repeatedSQL: whether the id exists, and the record of the earliest
-	// execution of the intent created at or after $3 that succeeded or is
-	// not terminal (ledger.CountsAsRepeated), not pruned.
-	repeatedSQL = `SELECT EXISTS (SELECT 1 FROM connhost_executions WHERE id = $1),
-    (SELECT record FROM connhost_executions
-     WHERE intent_key = $2 AND created_ns >= $3 AND pruned_ns IS NULL AND (state = 'succeeded' OR terminal_ns IS NULL)
-     ORDER BY created_ns, id LIMIT 1)`
+	// existsSQL: whether the id exists.
+	existsSQL = `SELECT EXISTS (SELECT 1 FROM connhost_executions WHERE id = $1)`
+	// repeatedSQL: the records of the earliest executions of the intent
+	// created at or after $2 that succeeded or are not terminal
+	// (ledger.CountsAsRepeated), not pruned.
+	repeatedSQL = `SELECT record FROM connhost_executions
+    WHERE intent_key = $1 AND created_ns >= $2 AND pruned_ns IS NULL AND (state = 'succeeded' OR terminal_ns IS NULL)
+    ORDER BY created_ns, id LIMIT $3`
 	unlockIntentSQL = `DELETE FROM connhost_intent_locks WHERE intent_key = $1`
 )
 
@@ -179,13 +182,14 @@ func (d *DB) createGuarded(ctx context.Context, intent []byte, since int64, args
 		return 0, nil, err
 	}
 	var exists bool
-	if err = tx.QueryRow(ctx, repeatedSQL, args[0], intent, since).Scan(&exists, &earlier); err != nil {
+	if err = tx.QueryRow(ctx, existsSQL, args[0]).Scan(&exists); err != nil {
 		return 0, nil, err
 	}
-	if earlier != nil && !exists {
-		return 0, earlier, nil
+	if !exists {
+		if earlier, err = repeatedOf(ctx, tx, intent, since); err != nil || earlier != nil {
+			return 0, earlier, err
+		}
 	}
-	earlier = nil
 	if err = tx.QueryRow(ctx, createSQL, args...).Scan(&n); err != nil {
 		return 0, nil, err
 	}
@@ -193,6 +197,35 @@ func (d *DB) createGuarded(ctx context.Context, intent []byte, since int64, args
 		return 0, nil, err
 	}
 	return n, nil, tx.Commit(ctx)
+}
+
+// repeatedOf returns the record a guarded Create of intent repeats (see
+// ledger.Ledger.Create): the earliest counting one that is not itself a
+// duplicate, else the earliest; nil when none counts.
+func repeatedOf(ctx context.Context, tx pgx.Tx, intent []byte, since int64) ([]byte, error) {
+	rows, err := tx.Query(ctx, repeatedSQL, intent, since, ledger.MaxRepeatCandidates)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var first []byte
+	for rows.Next() {
+		var v []byte
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		var r ledger.Record
+		if err := r.UnmarshalBinary(v); err != nil {
+			return nil, err
+		}
+		if r.DuplicateOf == "" {
+			return v, nil
+		}
+		if first == nil {
+			first = v
+		}
+	}
+	return first, rows.Err()
 }
 
 // encode returns the record and event values, refusing a record larger
