@@ -268,7 +268,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		Status: string(res.Status), Identity: id.Kind, Namespace: id.Namespace, SessionID: id.SessionID,
 		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Attempt: res.Attempt, Receipt: res.Receipt,
 		Result: res.Result, Source: res.Source, Error: res.Error, Approval: res.Approval,
-		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded,
+		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded, DuplicateOf: res.DuplicateOf,
 	}
 	var text strings.Builder
 	isError := false
@@ -282,14 +282,23 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		if res.Recorded {
 			text.WriteString("; this is the recorded outcome of an earlier request, nothing was done again")
 		}
+		if res.DuplicateOf != "" {
+			fmt.Fprintf(&text, "; this call repeats execution %s (same arguments, same session), whose outcome this is: nothing was done again", res.DuplicateOf)
+		}
 		text.WriteString(".")
 		if len(res.Result) > 0 {
 			fmt.Fprintf(&text, " Result: %s", compact(res.Result))
 		}
 	case host.StatusAwaitingApproval:
 		ap := res.Approval
-		fmt.Fprintf(&text, "Waiting for a human to approve this call; nothing has been done yet. Approval %s, arguments digest %s, expires %s.",
-			ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		if res.DuplicateOf != "" {
+			fmt.Fprintf(&text, "Held for a human: this call has the same arguments as execution %s, made shortly before in this session, so it may repeat it; nothing has been done. "+
+				"A human must decide whether it runs (approval %s, arguments digest %s, expires %s). Do not issue this call again with other ids: that does not run it, it only asks the human again.",
+				res.DuplicateOf, ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(&text, "Waiting for a human to approve this call; nothing has been done yet. Approval %s, arguments digest %s, expires %s.",
+				ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 		fmt.Fprintf(&text, " Once it is approved, call the tool again with the same arguments and _meta {%q: %q, %q: %q} to run it.",
 			MetaSessionID, id.SessionID, MetaToolCallID, id.ToolCallID)
 	case host.StatusPending:
