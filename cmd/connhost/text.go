@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // wrapText wraps s at width columns, each line prefixed by indent.
 func wrapText(s string, width int, indent string) string {
@@ -41,4 +44,16 @@ func lastLines(s string) string {
 		lines = lines[len(lines)-3:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// shortDuration formats d as manifests write durations: 10m, 1h, 1m30s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
