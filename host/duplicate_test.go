@@ -256,3 +256,40 @@ func TestDuplicateHeldSurvivesACrash(t *testing.T) {
 	require.NotEmpty(t, again.DuplicateOf)
 	require.Equal(t, 1, h.prov.count())
 }
+
+// TestDuplicatesAcrossNodes: on a fleet, re-issues of one call reach
+// different nodes at once (a runtime behind a load balancer); the shared
+// ledger lets one run and holds the others, whichever node they reach.
+func TestDuplicatesAcrossNodes(t *testing.T) {
+	f := newFleet(t, "idempotent-retry", withDedup(), withApplyField("duplicate_window", "10m"))
+	nodes := []*host.Executor{f.start("node-a", nil), f.start("node-b", nil)}
+	const n = 8
+	results := make([]host.Result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			res, err := nodes[i%2].Execute(context.Background(), call("s1", fmt.Sprint("call_", i), `{"n":7}`))
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = res
+		})
+	}
+	close(start)
+	wg.Wait()
+	ran, held := 0, 0
+	for _, r := range results {
+		switch r.Status {
+		case host.StatusSucceeded:
+			ran++
+		case host.StatusAwaitingApproval:
+			require.NotEmpty(t, r.DuplicateOf)
+			held++
+		}
+	}
+	require.Equal(t, 1, ran)
+	require.Equal(t, n-1, held)
+	require.Equal(t, 1, f.h.prov.count())
+}
