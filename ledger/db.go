@@ -49,7 +49,7 @@ type DB struct {
 	// intents serialise the guarded Creates of one intent (IntentKey):
 	// the look-up of earlier records and the commit of the new one. Taken
 	// before an id's lock, never after one.
-	intents [256]sync.Mutex
+	intents [numLocks]sync.Mutex
 
 	// fences counts the fence entries (f/) of each session, keyed by its
 	// fence prefix. Open loads it from the index and every commit that adds
