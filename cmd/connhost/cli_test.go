@@ -275,6 +275,13 @@ func TestExecEndToEnd(t *testing.T) {
 		t.Fatalf("exec: %d %q %q", code, out, errOut)
 	}
 
+	// The name the tool definitions list is the same tool.
+	code, out, _ = exec("s1", "c1", "noop_echo", `{"msg":"hi"}`)
+	var again host.Result
+	if code != ExitOK || json.Unmarshal([]byte(out), &again) != nil || again.ExecutionID != res.ExecutionID || !again.Recorded {
+		t.Fatalf("exec by the listed name: %d %q", code, out)
+	}
+
 	code, out, _ = exec("s1", "c1", "noop.echo", `{"msg":"other"}`)
 	var p map[string]any
 	if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "intent_mismatch" || p["recorded_digest"] == "" {

@@ -127,9 +127,13 @@ format of the model API (always JSON; it needs no ledger):
   mcp        {"tools":[{"name","title","description","inputSchema","annotations","_meta"}]}
              (what connhost mcp and /mcp list)
 
-OpenAI and Anthropic tool names must match ^[a-zA-Z0-9_-]{1,64}$, so for
-them "connector.operation" is written "connector__operation"; the HTTP API
-and exec accept both forms. MCP names keep the dot.`,
+OpenAI and Anthropic accept tool names that match ^[a-zA-Z0-9_-]{1,64}$
+only, and runtimes hand MCP tools to them unchanged, so every format
+names a tool "connector_operation" (payments_create_payment). Two tools
+that would get one name, or a name over 64 characters, are an error. The
+ledger, the audit trail and every execution keep "connector.operation";
+POST /v1/executions, exec and tools/call accept either name (and the
+older "connector__operation").`,
 		Example: `  connhost tools --format openai > tools.json
   connhost tools --format mcp`,
 		Args: cobra.NoArgs,

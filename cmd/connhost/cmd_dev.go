@@ -138,6 +138,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				configFunc:    cfg,
 				allowUnpinned: true,
 				extraOrigins:  devOrigins(cfg),
+				mcp:           mcpOptions(file, true),
 				ready: func(api string) {
 					if a.g.json {
 						writeJSONLine(a.stdout, map[string]string{"api": api, "payments": paymentsURL, "email": emailURL})

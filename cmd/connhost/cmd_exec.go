@@ -13,6 +13,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/tooldefs"
 )
 
 func (a *app) execCommand() *cobra.Command {
@@ -49,6 +50,12 @@ says what is wrong, and for an unknown tool lists the tools there are.`,
 			call.Arguments = raw
 			var res host.Result
 			err = a.withExecutor(cmd.Context(), openOptions{}, func(ex *host.Executor) error {
+				// The name the tool definitions list works as well.
+				if names, err := tooldefs.NamesOf(ex.Manifests()); err == nil {
+					if tool, ok := names.Canonical(call.Tool); ok {
+						call.Tool = tool
+					}
+				}
 				var err error
 				if res, err = ex.Execute(cmd.Context(), call); err != nil {
 					if errors.Is(err, host.ErrUnknownTool) || errors.Is(err, host.ErrInvalidArguments) || errors.Is(err, host.ErrBadCall) {
@@ -72,7 +79,7 @@ says what is wrong, and for an unknown tool lists the tools there are.`,
 	f := c.Flags()
 	f.StringVar(&call.SessionID, "session", "", "session id (required)")
 	f.StringVar(&call.ToolCallID, "tool-call", "", "tool-call id, unique within the session (required)")
-	f.StringVar(&call.Tool, "tool", "", `tool as "connector.operation" (required)`)
+	f.StringVar(&call.Tool, "tool", "", `tool as "connector.operation", or as listed ("connector_operation") (required)`)
 	f.StringVar(&args, "args", "", "arguments: a JSON object, or @file (@- reads stdin) (required)")
 	f.BoolVar(&call.Resumed, "resumed", false, "the call is replayed from history that may predate this ledger")
 	f.StringVar(&call.Namespace, "namespace", "", `namespace (default "default")`)

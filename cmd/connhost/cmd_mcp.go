@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/internal/mcpserver"
@@ -23,7 +21,8 @@ client launches; connhost serve and dev serve the same tools over streamable
 HTTP at /mcp. The config file is the one serve reads ([server] data,
 manifests and modules apply; so do the connectors' values).
 
-Every operation of every manifest is a tool named "connector.operation".
+Every operation of every manifest is a tool named "connector_operation"
+(payments_create_payment; the dotted name works in calls too).
 connhost's guarantees are keyed on (session, tool-call id), and MCP's
 tools/call carries neither, so a runtime passes its ids in the request's
 _meta:
@@ -34,9 +33,16 @@ _meta:
   "io.connhost/resumed"       optional (boolean): replayed from older history
 
 Sending a call again with the same ids returns the recorded outcome
-instead of acting twice. Without them, the ids are made up for the request
-alone: the audit trail and the result say so, and a retry after a
-disconnect is a new call.
+instead of acting twice. Claude Code's own "claudecode/toolUseId" is
+understood as the tool-call id (in the default session of the principal,
+unless a session is given). clients/js in the repository has adapters for
+@openai/agents and LangChain/LangGraph that pass the ids. Without ids, the
+ids are made up for the request alone, and a retry after a disconnect is a
+new call: with a config, a side-effecting call without ids is refused
+(identity_required) unless [mcp] allow_per_request_identity = true;
+without one it runs, with a warning in the log and the result. A gated
+call without ids is held open until a reviewer decides, up to [mcp]
+approval_wait (default 10m).
 
 A gated call answers awaiting_approval. With [mcp] approver = "NAME" in the
 config, a client that supports elicitation instead shows the user the exact
@@ -52,15 +58,19 @@ In a desktop client's MCP configuration:
 		Example: `  connhost mcp --data ~/.connhost --manifests ./manifests --modules ./build --config connhost.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			approver := ""
+			var cfg *Config
 			if a.g.config != "" {
-				cfg, err := loadConfig(a.g.config, os.LookupEnv)
-				if err != nil {
+				var err error
+				if cfg, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
 					return err
 				}
 				a.applyServerConfig(cmd, cfg)
-				approver = cfg.MCP.Approver
 			}
+			// Without a config (a quick local try) calls without ids
+			// run, with a warning; a configured one refuses them unless
+			// it allows them.
+			mo := mcpOptions(cfg, cfg == nil)
+			approver := mo.Approver
 			ctx := cmd.Context()
 			logger := a.logger()
 			ex, err := a.open(ctx, openOptions{logger: logger})
@@ -76,15 +86,16 @@ In a desktop client's MCP configuration:
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()
 			go ex.Run(runCtx, time.Second)
-			srv, err := mcpserver.New(ex, mcpserver.Options{Approver: approver, Logger: logger})
+			mo.Logger = logger
+			srv, err := mcpserver.New(ex, mo)
 			if err != nil {
 				return err
 			}
 			if approver == "" {
 				logger.Warn("approvals in the client are off: gated calls answer awaiting_approval (set [mcp] approver in the config to ask the client's user)")
 			}
-			logger.Info("serving MCP on stdio", "data", a.g.data, "connectors", len(ex.Manifests()), "approver", approver)
-			err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
+			logger.Info("serving MCP on stdio", "data", a.g.data, "connectors", len(ex.Manifests()), "approver", approver, "calls_without_ids", string(mo.PerRequest))
+			err = srv.RunStdio(ctx, a.stdin, a.stdout)
 			if err != nil && ctx.Err() != nil {
 				return nil // SIGINT or SIGTERM
 			}
@@ -92,8 +103,3 @@ In a desktop client's MCP configuration:
 		},
 	}
 }
-
-// nopWriteCloser keeps the transport from closing the process's stdout.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

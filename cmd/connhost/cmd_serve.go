@@ -62,7 +62,10 @@ func (a *app) serveCommand() *cobra.Command {
 the HTTP API (see internal/httpapi/openapi.json; GET /openapi.json on the
 server) until SIGINT or SIGTERM, then drains requests and closes the ledger.
 MCP clients reach the same tools at /mcp (streamable HTTP; see connhost mcp
---help for the _meta ids a runtime passes).
+--help for the _meta ids a runtime passes). A side-effecting MCP call
+without them is refused (identity_required) unless [mcp]
+allow_per_request_identity = true; browser pages on other origins get 403
+unless [mcp] allow_origins lists them.
 
 It listens on loopback by default and refuses a non-loopback address unless
 a bearer token is configured. The config file (TOML) holds the server
@@ -137,7 +140,8 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
 			}
-			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg, leaseTTL: leaseTTL})
+			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals, config: cfg, leaseTTL: leaseTTL,
+				mcp: mcpOptions(cfg, false)})
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
@@ -179,6 +183,29 @@ type serveOptions struct {
 	// leaseTTL is the node's lease TTL on a shared ledger (0: the
 	// config's, else the default).
 	leaseTTL time.Duration
+	// mcp are the options of /mcp's server (see mcpOptions); serveAPI
+	// sets the logger and the body cap.
+	mcp mcpserver.Options
+}
+
+// mcpOptions are the MCP server's options from the config's [mcp] table
+// (cfg may be nil). A side-effecting call without a stable identity is
+// refused unless the config allows it, or unless lenient (dev, connhost
+// mcp without a config), where it runs with a warning.
+func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
+	o := mcpserver.Options{PerRequest: mcpserver.PerRequestRefuse}
+	if lenient {
+		o.PerRequest = mcpserver.PerRequestWarn
+	}
+	if cfg != nil {
+		o.Approver = cfg.MCP.Approver
+		o.ApprovalWait = cfg.MCP.ApprovalWait
+		o.TrustedOrigins = cfg.MCP.AllowOrigins
+		if cfg.MCP.AllowPerRequest {
+			o.PerRequest = mcpserver.PerRequestAllow
+		}
+	}
+	return o
 }
 
 // serveAPI opens the executor and serves the API until ctx is done.
@@ -230,7 +257,13 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	mcpSrv, err := mcpserver.New(ex, mcpserver.Options{Logger: logger, MaxBodyBytes: apiOpts.MaxBodyBytes})
+	mo := so.mcp
+	mo.Approver = "" // over HTTP the principal approves
+	mo.Logger, mo.MaxBodyBytes = logger, apiOpts.MaxBodyBytes
+	if mo.PerRequest == "" {
+		mo.PerRequest = mcpserver.PerRequestRefuse
+	}
+	mcpSrv, err := mcpserver.New(ex, mo)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -40,6 +41,9 @@ import (
 //
 //	[mcp]
 //	approver = "rita"            # connhost mcp (stdio): approvals in the client's dialog, recorded as rita
+//	allow_per_request_identity = false  # run side-effecting calls that carry no ids (default: refuse them)
+//	approval_wait = "10m"        # hold a gated call without ids open this long for a reviewer
+//	allow_origins = ["http://localhost:6274"]  # browser origins besides the server's own that may use /mcp
 //
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
@@ -123,8 +127,27 @@ type ServerConfig struct {
 // default), stdio never approves: a gated call answers awaiting_approval.
 // Over HTTP (/mcp) the authenticated principal decides instead, and only
 // with role approver; approver is not used there.
+//
+// allow_per_request_identity lets a side-effecting tools/call that
+// carries no stable identity (no _meta ids: see connhost mcp --help) run
+// with an identity of its request only, every such result saying that a
+// retry would not be recognised. The default value is false: serve, and
+// connhost mcp with a config, refuse such calls with identity_required
+// (dev and connhost mcp without a config run them with a warning).
+//
+// approval_wait is how long a gated call without a stable identity is
+// held open for a reviewer's decision before it answers
+// awaiting_approval. The default value is 10 minutes
+// (mcpserver.DefaultApprovalWait).
+//
+// allow_origins lists browser origins ("scheme://host:port") besides the
+// server's own whose pages may use /mcp; other cross-origin requests get
+// 403. The default value is none.
 type MCPConfig struct {
-	Approver string
+	Approver        string
+	AllowPerRequest bool
+	ApprovalWait    time.Duration
+	AllowOrigins    []string
 }
 
 // PrincipalConfig is one [[principals]] entry.
@@ -424,8 +447,34 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					case slices.Contains(reservedNames, c.MCP.Approver):
 						bad(key, "mcp approver %q is reserved for servers without credentials", c.MCP.Approver)
 					}
+				case "allow_per_request_identity":
+					b, ok := v.(bool)
+					if !ok {
+						bad(key, "%s must be true or false", key)
+					}
+					c.MCP.AllowPerRequest = b
+				case "approval_wait":
+					d, err := time.ParseDuration(str(key, v))
+					if err != nil || d <= 0 {
+						bad(key, "approval_wait must be a positive duration such as \"10m\"")
+					}
+					c.MCP.ApprovalWait = d
+				case "allow_origins":
+					list, ok := v.([]any)
+					if !ok {
+						bad(key, "%s must be a list of browser origins such as \"https://app.example.com\"", key)
+						continue
+					}
+					for i, e := range list {
+						o, _ := e.(string)
+						if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil || o == "" {
+							bad(key, "%s[%d] %v: want a browser origin, \"scheme://host\" or \"scheme://host:port\", as the Origin header sends it", key, i, e)
+							continue
+						}
+						c.MCP.AllowOrigins = append(c.MCP.AllowOrigins, o)
+					}
 				default:
-					bad(key, "unknown key %s in [mcp] (known: approver)", k)
+					bad(key, "unknown key %s in [mcp] (known: approver, allow_per_request_identity, approval_wait, allow_origins)", k)
 				}
 			}
 		default:

@@ -15,8 +15,9 @@ import (
 )
 
 // execute serves POST /v1/executions. The body is a host.ToolCall, whose
-// tool may also be given in the model-facing form "connector__operation"
-// (see package tooldefs).
+// tool may also be given by the name the tool definitions list
+// ("connector_operation", or the older "connector__operation"; see
+// package tooldefs).
 func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 	var req host.ToolCall
 	if !a.decode(w, r, &req, false) {
@@ -42,7 +43,7 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	// A name that is neither form goes to the executor as given, which
 	// refuses it with the list of the tools there are.
-	if tool, err := tooldefs.ToolName(req.Tool); err == nil {
+	if tool, ok := a.names.Canonical(req.Tool); ok {
 		req.Tool = tool
 	}
 	res, err := a.ex.Execute(r.Context(), req)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/strictjson"
+	"github.com/connhost/connhost/internal/tooldefs"
 )
 
 // OpenAPI is the OpenAPI 3.1 document of the API, served at
@@ -149,6 +150,8 @@ type api struct {
 	opts     Options
 	creds    []credential
 	metricsH http.Handler
+	// names resolves the tool names a call may use (tooldefs.NamesOf).
+	names *tooldefs.Names
 }
 
 // New returns the HTTP handler of the API over ex, or the problems of
@@ -160,7 +163,11 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	a := &api{ex: ex, opts: opts}
+	names, err := tooldefs.NamesOf(ex.Manifests())
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	a := &api{ex: ex, opts: opts, names: names}
 	for _, p := range opts.Principals {
 		p.Roles = slices.Clone(p.Roles)
 		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})

@@ -3,9 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -33,10 +30,15 @@ func TestExecuteStatuses(t *testing.T) {
 		t.Fatalf("replay: %+v", again)
 	}
 
-	// The model-facing name maps back to connector.operation.
-	keyed := c.post("/v1/executions", execReq("s1", "c2", "noop__keyed", `{}`)).result(t)
-	if keyed.Status != host.StatusSucceeded || keyed.Receipt == "" {
+	// The listed name maps back to connector.operation, and so does the
+	// "__" form the OpenAI and Anthropic definitions used before.
+	keyed := c.post("/v1/executions", execReq("s1", "c2", "noop_keyed", `{}`)).result(t)
+	if keyed.Status != host.StatusSucceeded || keyed.Receipt == "" || keyed.Tool != "noop.keyed" {
 		t.Fatalf("keyed: %+v", keyed)
+	}
+	old := c.post("/v1/executions", execReq("s1", "c2", "noop__keyed", `{}`)).result(t)
+	if old.ExecutionID != keyed.ExecutionID || !old.Recorded {
+		t.Fatalf("keyed by the old name: %+v", old)
 	}
 
 	gated := c.post("/v1/executions", execReq("s1", "c3", "gated.echo", `{"msg":"pay"}`)).result(t)
@@ -399,56 +401,29 @@ func TestTools(t *testing.T) {
 		} `json:"function"`
 	}
 	c.get("/v1/tools").decode(t, &openai)
-	if len(openai) != 4 || openai[0].Function.Name != "gated__echo" || openai[0].Type != "function" || len(openai[0].Function.Parameters) == 0 {
+	if len(openai) != 4 || openai[0].Function.Name != "gated_echo" || openai[0].Type != "function" || len(openai[0].Function.Parameters) == 0 {
 		t.Fatalf("openai: %+v", openai)
 	}
 	var anth []map[string]any
 	c.get("/v1/tools?format=anthropic").decode(t, &anth)
-	if len(anth) != 4 || anth[2]["name"] != "noop__keyed" || anth[2]["input_schema"] == nil {
+	if len(anth) != 4 || anth[2]["name"] != "noop_keyed" || anth[2]["input_schema"] == nil {
 		t.Fatalf("anthropic: %+v", anth)
 	}
 	var mcp struct {
 		Tools []map[string]any `json:"tools"`
 	}
 	c.get("/v1/tools?format=mcp").decode(t, &mcp)
-	if len(mcp.Tools) != 4 || mcp.Tools[1]["name"] != "noop.echo" || mcp.Tools[1]["inputSchema"] == nil {
+	if len(mcp.Tools) != 4 || mcp.Tools[1]["name"] != "noop_echo" || mcp.Tools[1]["inputSchema"] == nil {
 		t.Fatalf("mcp: %+v", mcp)
 	}
 }
 
-// TestToolsInternalErrorIsGeneric: a failure to build the definitions is
-// the server's; its cause (here the connector name, which cannot be mapped
-// for OpenAI) goes to the log, not into the problem's detail. A bad format
-// is the client's and keeps its specific detail.
-func TestToolsInternalErrorIsGeneric(t *testing.T) {
-	m, err := manifests.Parse("bad.toml", []byte(`
-[connector]
-name = "bad__name"
-version = "0.1.0"
-abi = 1
-module = "noop.wasm"
-
-[[operation]]
-name = "echo"
-description = "Echo."
-effect = "external"
-recovery = "manual"
-input_schema = '{"type": "object"}'
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := newTestExecutor(t, m)
-	var logs testenv.LogBuffer
-	c := client{t: t, base: env.serve(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}).URL}
-	p := c.get("/v1/tools").problem(t, CodeInternal)
-	if strings.Contains(p.Detail, "bad__name") || p.Detail != ProblemOf(errors.New("x"), host.Result{}).Detail {
-		t.Errorf("internal detail leaked or not the generic one: %q", p.Detail)
-	}
-	if !strings.Contains(logs.String(), "bad__name") {
-		t.Errorf("cause not logged: %s", logs.String())
-	}
-	p = c.get("/v1/tools?format=gemini").problem(t, CodeBadRequest)
+// TestToolsBadFormat: a bad format is the client's and keeps its
+// specific detail.
+func TestToolsBadFormat(t *testing.T) {
+	env := newTestExecutor(t)
+	c := client{t: t, base: env.serve(t, Options{}).URL}
+	p := c.get("/v1/tools?format=gemini").problem(t, CodeBadRequest)
 	if !strings.Contains(p.Detail, "gemini") {
 		t.Errorf("bad format detail: %q", p.Detail)
 	}

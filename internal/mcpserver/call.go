@@ -3,9 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,92 +12,28 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/ledger"
 )
-
-// identity is a call's resolved identity.
-type identity struct {
-	Namespace  string   `json:"ns,omitempty"`
-	SessionID  string   `json:"s"`
-	ToolCallID string   `json:"t"`
-	Resumed    bool     `json:"r,omitempty"`
-	Kind       Identity `json:"k"`
-}
-
-// errMeta reports a malformed identity in _meta.
-var errMeta = errors.New("mcpserver: bad _meta identity")
-
-// identityOf resolves a call's identity: from _meta when the client passed
-// it, else from the signed request state of a multi-round-trip retry,
-// else made up for this request alone.
-func (s *Server) identityOf(req *mcp.CallToolRequest, st *requestState) (identity, error) {
-	meta := req.Params.Meta
-	str := func(key string) (string, bool, error) {
-		v, ok := meta[key]
-		if !ok || v == nil {
-			return "", false, nil
-		}
-		sv, isStr := v.(string)
-		if !isStr {
-			return "", false, fmt.Errorf("%w: _meta %q must be a string, got %s", errMeta, key, jsonType(v))
-		}
-		return sv, true, nil
-	}
-	sess, hasSess, err1 := str(MetaSessionID)
-	call, hasCall, err2 := str(MetaToolCallID)
-	ns, _, err3 := str(MetaNamespace)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return identity{}, err
-	}
-	resumed := false
-	if v, ok := meta[MetaResumed]; ok && v != nil {
-		b, isBool := v.(bool)
-		if !isBool {
-			return identity{}, fmt.Errorf("%w: _meta %q must be a boolean, got %s", errMeta, MetaResumed, jsonType(v))
-		}
-		resumed = b
-	}
-	switch {
-	case hasSess != hasCall:
-		return identity{}, fmt.Errorf("%w: pass _meta %q and %q together: with only one, a retry could not be recognised", errMeta, MetaSessionID, MetaToolCallID)
-	case hasSess:
-		return identity{Namespace: ns, SessionID: sess, ToolCallID: call, Resumed: resumed, Kind: IdentityClient}, nil
-	case resumed:
-		return identity{}, fmt.Errorf("%w: _meta %q needs %q and %q: a call made up for one request cannot be resumed", errMeta, MetaResumed, MetaSessionID, MetaToolCallID)
-	case st != nil:
-		return st.ID, nil
-	}
-	conn := req.Session.ID()
-	if conn == "" {
-		conn = s.conn
-	}
-	return identity{Namespace: ns, SessionID: "mcp:" + conn, ToolCallID: "mcp-req:" + rand.Text(), Kind: IdentityPerRequest}, nil
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case bool:
-		return "a boolean"
-	case float64, json.Number:
-		return "a number"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
-// perRequestNote is recorded in the audit trail of a call whose identity
-// was made up for its request.
-const perRequestNote = "mcp: the client passed no " + MetaSessionID + "/" + MetaToolCallID +
-	" in _meta; identity derived for this request only (a client retry after a disconnect is a new call)"
 
 // callTool is the tools/call handler of every tool.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	st := s.verifyState(req.Params.RequestState)
-	id, err := s.identityOf(req, st)
+	who := s.callerOf(req)
+	id, err := s.identityOf(req, st, who)
 	if err != nil {
 		return refused(identity{}, httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())), nil
+	}
+	tool := s.tools[req.Params.Name] // the SDK dispatched on a listed name
+	if id.Kind == IdentityPerRequest && tool.effects {
+		switch s.opts.PerRequest {
+		case PerRequestRefuse:
+			return refused(id, identityRequired(tool.name)), nil
+		case PerRequestWarn:
+			s.warned.Do(func() {
+				s.opts.Logger.WarnContext(ctx, "mcpserver: a side-effecting tools/call came without a stable identity; it runs with an identity of its request only, so a retry after a crash or disconnect would act again. Pass the ids as "+RecipeRef+" shows, or refuse such calls (serve does unless [mcp] allow_per_request_identity = true)",
+					"tool", tool.name, "missing", MetaSessionID+", "+MetaToolCallID)
+			})
+		}
 	}
 	args := req.Params.Arguments
 	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
@@ -107,12 +41,8 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 	call := host.ToolCall{
 		Namespace: id.Namespace, SessionID: id.SessionID, ToolCallID: id.ToolCallID,
-		Tool: req.Params.Name, Arguments: args, Resumed: id.Resumed,
+		Tool: tool.canon, Arguments: args, Resumed: id.Resumed, Note: id.note(s.opts.PerRequest),
 	}
-	if id.Kind == IdentityPerRequest {
-		call.Note = perRequestNote
-	}
-	who := s.callerOf(req)
 	progress := s.progressFunc(ctx, req)
 	xctx := host.WithWaitNotify(ctx, func(r host.Result) { progress(r) })
 	var deadline time.Time
@@ -121,6 +51,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 	note := ""     // what the model should know beyond the status
 	asked := false // the client was asked for approval in this request
+	held := false  // this request was held for a reviewer's decision
 	for {
 		res, err := s.ex.Execute(xctx, call)
 		if clientCancelled(ctx) {
@@ -141,22 +72,36 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		}
 		switch res.Status {
 		case host.StatusAwaitingApproval:
-			if asked || who.approver == "" || !elicits(req) {
-				return s.answer(id, res, note), nil
-			}
-			asked = true
-			out, decided, why := s.askApproval(ctx, req, who, id, call, res, st)
-			if out != nil {
-				return out, nil // an input request (multi round trip)
-			}
-			if clientCancelled(ctx) {
-				return s.cancel(ctx, who, id, res, nil), nil
-			}
-			if !decided {
+			if !asked && who.approver != "" && elicits(req) {
+				asked = true
+				out, decided, why := s.askApproval(ctx, req, who, id, call, res, st)
+				if out != nil {
+					return out, nil // an input request (multi round trip)
+				}
+				if clientCancelled(ctx) {
+					return s.cancel(ctx, who, id, res, nil), nil
+				}
+				if decided {
+					continue // drive the call from its new state
+				}
 				note = why
-				return s.answer(id, res, note), nil
 			}
-			continue // decided: drive the call from its new state
+			if id.Kind == IdentityPerRequest && !held && s.opts.ApprovalWait > 0 {
+				// No retry could find this approval again: wait for
+				// the reviewer here.
+				held = true
+				decided, err := s.holdForDecision(ctx, req, res)
+				if clientCancelled(ctx) {
+					return s.cancel(ctx, who, id, res, nil), nil
+				}
+				if err != nil {
+					return nil, err // the connection is gone
+				}
+				if decided {
+					continue
+				}
+			}
+			return s.answer(id, res, note), nil
 		case host.StatusPending:
 			if deadline.IsZero() || res.NextAttemptAt.IsZero() || res.NextAttemptAt.After(deadline) {
 				return s.answer(id, res, note), nil
@@ -175,6 +120,62 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			continue
 		}
 		return s.answer(id, res, note), nil
+	}
+}
+
+// decisionPoll is how often a held call looks at its approval.
+const decisionPoll = 250 * time.Millisecond
+
+// holdProgressEvery is how often a held call sends the client progress.
+const holdProgressEvery = 5 * time.Second
+
+// holdForDecision waits, up to Options.ApprovalWait and the approval's
+// expiry, until the gated execution res is no longer awaiting approval
+// (a reviewer approved or rejected it, or it expired), sending the client
+// a progress notification now and then if it gave a progress token (a
+// client that resets its request timeout on progress keeps waiting). It
+// reports whether the execution left awaiting_approval; err is the
+// connection's end.
+func (s *Server) holdForDecision(ctx context.Context, req *mcp.CallToolRequest, res host.Result) (bool, error) {
+	ap := res.Approval
+	start := time.Now()
+	until := start.Add(s.opts.ApprovalWait)
+	if !ap.ExpiresAt.IsZero() && ap.ExpiresAt.Add(time.Second).Before(until) {
+		until = ap.ExpiresAt.Add(time.Second) // the executor expires it by then
+	}
+	token := req.Params.GetProgressToken()
+	var lastProgress time.Time
+	tick := time.NewTicker(decisionPoll)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		if token != nil && time.Since(lastProgress) >= holdProgressEvery {
+			lastProgress = time.Now()
+			msg := fmt.Sprintf("waiting for a human to approve (approval %s); waiting up to %s more", ap.ID, time.Until(until).Round(time.Second))
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token, Progress: time.Since(start).Seconds(), Message: msg,
+			}); err != nil {
+				s.opts.Logger.DebugContext(ctx, "mcpserver: progress notification", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-tick.C:
+		}
+		rec, _, err := s.ex.Get(ctx, res.ExecutionID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			s.opts.Logger.WarnContext(ctx, "mcpserver: read a held call's execution", "execution_id", res.ExecutionID, "err", err)
+			continue
+		}
+		if rec.State != ledger.StateAwaitingApproval {
+			return true, nil
+		}
+		if time.Now().After(until) {
+			return false, nil
+		}
 	}
 }
 
@@ -250,7 +251,7 @@ func firstLine(s string) string {
 // refused is the isError result of a call the executor (or this server)
 // refused: nothing was dispatched for it.
 func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
-	r := Result{Status: "refused", Code: p.Code, Identity: id.Kind, Namespace: id.Namespace, SessionID: id.SessionID,
+	r := Result{Status: "refused", Code: p.Code, Identity: id.Kind, IdentitySource: id.Source, Namespace: id.Namespace, SessionID: id.SessionID,
 		ToolCallID: id.ToolCallID, ExecutionID: p.ExecutionID, Problem: p}
 	text := fmt.Sprintf("Refused (%s): %s", p.Code, p.Detail)
 	switch p.Code {
@@ -258,6 +259,8 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 		text += " This tool-call id was already used with other arguments; nothing was done. Use a new tool-call id for a new call."
 	case httpapi.CodeSessionFenced:
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
+	case CodeIdentityRequired:
+		text += " Do not issue this call again: it will be refused the same way. Tell the user the tool is not set up to run from here."
 	}
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
@@ -265,7 +268,7 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 // answer is the result of a call the executor answered with a status.
 func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallToolResult {
 	r := Result{
-		Status: string(res.Status), Identity: id.Kind, Namespace: id.Namespace, SessionID: id.SessionID,
+		Status: string(res.Status), Identity: id.Kind, IdentitySource: id.Source, Namespace: id.Namespace, SessionID: id.SessionID,
 		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Attempt: res.Attempt, Receipt: res.Receipt,
 		Result: res.Result, Source: res.Source, Error: res.Error, Approval: res.Approval,
 		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded, DuplicateOf: res.DuplicateOf,
@@ -293,21 +296,23 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		ap := res.Approval
 		if res.DuplicateOf != "" {
 			fmt.Fprintf(&text, "Held for a human: this call has the same arguments as execution %s, made shortly before in this session, so it may repeat it; nothing has been done. "+
-				"A human must decide whether it runs (approval %s, arguments digest %s, expires %s). Do not issue this call again with other ids: that does not run it, it only asks the human again.",
+				"A human must decide whether it runs (approval %s, arguments digest %s, expires %s).",
 				res.DuplicateOf, ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
 		} else {
-			fmt.Fprintf(&text, "Waiting for a human to approve this call; nothing has been done yet. Approval %s, arguments digest %s, expires %s.",
+			fmt.Fprintf(&text, "A human must approve this call before it runs; nothing has been done yet (approval %s, arguments digest %s, expires %s).",
 				ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
 		}
-		fmt.Fprintf(&text, " Once it is approved, call the tool again with the same arguments and _meta {%q: %q, %q: %q} to run it.",
-			MetaSessionID, id.SessionID, MetaToolCallID, id.ToolCallID)
+		if id.Kind == IdentityPerRequest {
+			text.WriteString(" No one has decided yet. Do not issue this call again: a new call would ask for a second approval. Tell the user it waits for approval " + ap.ID + ".")
+		} else {
+			text.WriteString(" Do not issue this call again with other ids or other arguments: that would ask for a second approval. Tell the user it waits for approval; once it is approved, the runtime's retry of this same call runs it, once.")
+		}
 	case host.StatusPending:
 		fmt.Fprintf(&text, "Not finished yet (attempt %d", res.Attempt)
 		if !res.NextAttemptAt.IsZero() {
 			fmt.Fprintf(&text, ", next attempt at %s", res.NextAttemptAt.UTC().Format(time.RFC3339))
 		}
-		fmt.Fprintf(&text, "). Call the tool again with the same arguments and _meta {%q: %q, %q: %q} for the outcome; it will not run twice.",
-			MetaSessionID, id.SessionID, MetaToolCallID, id.ToolCallID)
+		text.WriteString("). Do not issue this call again with other ids: the runtime's retry of this same call returns its outcome, and it will not run twice.")
 	case host.StatusRecoveryRequired:
 		isError = true
 		r.Code = httpapi.CodeRecoveryRequired
@@ -324,9 +329,11 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 	if note != "" {
 		fmt.Fprintf(&text, " (%s)", note)
 	}
-	if id.Kind == IdentityPerRequest {
-		fmt.Fprintf(&text, " Note: this call had no %s/%s in _meta, so its identity holds for this request only: a retry after a disconnect will not be deduplicated unless it passes _meta {%q: %q, %q: %q}.",
-			MetaSessionID, MetaToolCallID, MetaSessionID, id.SessionID, MetaToolCallID, id.ToolCallID)
+	if id.Kind == IdentityPerRequest && s.tools[res.Tool].effects {
+		text.WriteString(" Warning: this runtime passed no identity for the call, so connhost cannot recognise a retry of it: if you did not see the outcome of a call, do not issue it again; ask the user to check first.")
+		if s.opts.PerRequest == PerRequestAllow {
+			text.WriteString(" (This deployment allows calls without identity.)")
+		}
 	}
 	return &mcp.CallToolResult{IsError: isError, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}
 }

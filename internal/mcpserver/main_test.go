@@ -185,6 +185,9 @@ type fixture struct {
 	cmd *exec.Cmd
 	// log is the server's log (the last process's stderr over stdio).
 	log *logWriter
+	// mcpConfig is added to the [mcp] table of connhost mcp's config
+	// (stdio).
+	mcpConfig string
 }
 
 // fixtureOpts tunes newFixture.
@@ -333,8 +336,11 @@ func (f *fixture) stdioArgs(approver bool) []string {
 	t.Helper()
 	cfg := fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
 		sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
+	if approver || f.mcpConfig != "" {
+		cfg += "\n[mcp]\n" + f.mcpConfig
+	}
 	if approver {
-		cfg += "\n[mcp]\napprover = \"rita\"\n"
+		cfg += "approver = \"rita\"\n"
 	}
 	path := filepath.Join(f.data, "connhost.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -486,4 +492,11 @@ func (p *effectProvider) total() int {
 		n += c
 	}
 	return n
+}
+
+// String returns what the server logged so far.
+func (w *logWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

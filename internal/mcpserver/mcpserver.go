@@ -5,9 +5,16 @@
 //
 // Every tool call keeps the executor's promises. Its identity (namespace,
 // session, tool-call id) comes from the request's _meta (see MetaSessionID
-// and MetaToolCallID), never from the arguments; a call without it gets an
-// identity of its own request only, the audit trail says so, and so does
-// the result. Statuses are answers, not protocol errors: awaiting_approval
+// and MetaToolCallID, and the runtimes' own keys in RuntimeKeys), never
+// from the arguments, and the audit trail says which keys it came from. A
+// call without it gets an identity of its own request only: a
+// side-effecting one is refused (PerRequestRefuse, what serve does unless
+// configured otherwise) or runs with a warning in the log and the result
+// (PerRequestWarn, PerRequestAllow); a gated one is then held open until a
+// reviewer decides (Options.ApprovalWait), since no retry could find its
+// approval again. Tools are listed by their model names
+// ("payments_create_payment", see package tooldefs); a call by the dotted
+// name still works. Statuses are answers, not protocol errors: awaiting_approval
 // is an ordinary result that tells the model a human has to decide;
 // intent mismatch, a fenced session and recovery_required are results with
 // isError set and the stable problem code of the HTTP API. Protocol errors
@@ -27,8 +34,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -67,12 +77,39 @@ const (
 	// IdentityClient: the runtime passed MetaSessionID and
 	// MetaToolCallID. A retry with the same ids is the same call.
 	IdentityClient Identity = "client"
+	// IdentityRuntime: the tool-call id came from a runtime's own _meta
+	// key (RuntimeKeys), the session from MetaSessionID or, without it,
+	// the principal's DefaultSession. A retry with the same id is the
+	// same call.
+	IdentityRuntime Identity = "runtime"
 	// IdentityPerRequest: the request had no ids, so connhost made them
 	// up for this request alone ("mcp:<connection>", "mcp-req:<random>").
-	// A retry after a disconnect is a new call and is not deduplicated,
-	// unless it passes the ids this result names in _meta.
+	// A retry after a disconnect is a new call and is not deduplicated.
 	IdentityPerRequest Identity = "per_request"
 )
+
+// PerRequestPolicy says what happens to a side-effecting call (an
+// operation whose effect is not read) that arrives without a stable
+// identity.
+type PerRequestPolicy string
+
+const (
+	// PerRequestWarn runs it with an identity of its request only; the
+	// first such call is logged as a warning, and every such result says
+	// that a retry would not be recognised. What dev and connhost mcp
+	// without a config do.
+	PerRequestWarn PerRequestPolicy = "warn"
+	// PerRequestAllow runs it as PerRequestWarn does, without the log
+	// warning: the deployment chose it. Every such result still says so.
+	PerRequestAllow PerRequestPolicy = "allow"
+	// PerRequestRefuse refuses it (isError, code identity_required),
+	// naming what the integrator must pass; nothing is recorded. What
+	// serve does unless its config allows per-request identity.
+	PerRequestRefuse PerRequestPolicy = "refuse"
+)
+
+// DefaultApprovalWait is the default Options.ApprovalWait.
+const DefaultApprovalWait = 10 * time.Minute
 
 // DefaultMaxWait is the default Options.MaxWait.
 const DefaultMaxWait = 30 * time.Second
@@ -118,6 +155,25 @@ type Options struct {
 	// DefaultMaxDialogBytes (8 KiB) and DefaultMaxDialogLines (80).
 	MaxDialogBytes int
 	MaxDialogLines int
+	// PerRequest is what happens to a side-effecting call without a
+	// stable identity. The default value ("") is PerRequestWarn.
+	PerRequest PerRequestPolicy
+	// ApprovalWait bounds how long a gated call with per-request identity
+	// is held open while its approval is pending: the call finishes when
+	// a reviewer decides, and answers awaiting_approval only after this
+	// long (a retry could not find the approval again). The client is
+	// sent progress meanwhile, if it asked for it. Calls with a stable
+	// identity answer awaiting_approval at once: the runtime's retry with
+	// the same ids finds the decision. The default value is
+	// DefaultApprovalWait; a negative value never holds.
+	ApprovalWait time.Duration
+	// TrustedOrigins are the origins ("scheme://host[:port]") besides the
+	// server's own from which a browser may reach /mcp; a request with
+	// any other Origin (or a cross-site Sec-Fetch-Site) is refused with
+	// 403, as the MCP specification requires. Clients that are not
+	// browsers send no Origin and are not affected. The default value is
+	// none.
+	TrustedOrigins []string
 	// SessionTimeout closes an HTTP session after this long without a
 	// request. The default value is 30 minutes.
 	SessionTimeout time.Duration
@@ -139,6 +195,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = DefaultMaxWait
+	}
+	if o.PerRequest == "" {
+		o.PerRequest = PerRequestWarn
+	}
+	if o.ApprovalWait == 0 {
+		o.ApprovalWait = DefaultApprovalWait
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 30 * time.Minute
@@ -173,6 +235,16 @@ func (o *Options) Validate() error {
 	if o.SessionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: session timeout %v is negative", ErrInvalidOptions, o.SessionTimeout))
 	}
+	switch o.PerRequest {
+	case "", PerRequestWarn, PerRequestAllow, PerRequestRefuse:
+	default:
+		errs = append(errs, fmt.Errorf("%w: per-request policy %q (want warn, allow or refuse)", ErrInvalidOptions, o.PerRequest))
+	}
+	for _, origin := range o.TrustedOrigins {
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("%w: trusted origin %q: %v", ErrInvalidOptions, origin, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -187,6 +259,19 @@ type Server struct {
 	// conn names this server's connections without an MCP session id
 	// (stdio) in derived session ids.
 	conn string
+	// tools maps every name a call may use (model name, dotted name, the
+	// older "__" form) to its tool.
+	tools map[string]toolInfo
+	// warned is set once the per-request warning has been logged.
+	warned sync.Once
+}
+
+// toolInfo is what a tools/call needs to know of its tool.
+type toolInfo struct {
+	// name is the listed (model) name; canon the "connector.operation".
+	name, canon string
+	// effects: the operation's effect is not read.
+	effects bool
 }
 
 // New returns an MCP server offering the tools of ex's manifests.
@@ -199,7 +284,18 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	s := &Server{ex: ex, opts: opts, conn: rand.Text()[:12]}
+	s := &Server{ex: ex, opts: opts, conn: rand.Text()[:12], tools: map[string]toolInfo{}}
+	for _, t := range tools {
+		canon, _ := t.Meta[tooldefs.MetaTool].(string)
+		info := toolInfo{name: t.Name, canon: canon, effects: !t.Annotations.ReadOnlyHint}
+		s.tools[t.Name] = info
+		s.tools[canon] = info
+		if c, op, ok := strings.Cut(canon, "."); ok {
+			if _, taken := s.tools[c+"__"+op]; !taken {
+				s.tools[c+"__"+op] = info
+			}
+		}
+	}
 	_, _ = rand.Read(s.key[:])
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "connhost", Title: "connhost", Version: opts.Version}, &mcp.ServerOptions{
 		Logger: opts.Logger,
@@ -218,16 +314,42 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 			Meta: t.Meta,
 		}, s.callTool)
 	}
+	s.srv.AddReceivingMiddleware(s.aliases)
 	return s, nil
+}
+
+// aliases lets a tools/call name its tool by the dotted name (or the
+// older "__" form): the SDK dispatches on the listed name, so the call is
+// renamed to it before.
+func (s *Server) aliases(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ct, ok := req.(*mcp.CallToolRequest); ok && ct.Params != nil {
+			if t, ok := s.tools[ct.Params.Name]; ok {
+				ct.Params.Name = t.name
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // MCP returns the SDK server, for transports this package does not wrap.
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
-// Run serves one connection over t (for `connhost mcp`, the process's
-// stdin and stdout) until the client disconnects or ctx is done.
+// Run serves one connection over t until the client disconnects or ctx
+// is done. RunStdio is Run for a stream transport with the wire checks.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return s.srv.Run(ctx, t)
+}
+
+// RunStdio serves one connection over newline-delimited JSON on in and
+// out (for `connhost mcp`, the process's stdin and stdout) until the
+// client closes in or ctx is done. A tools/call that does not parse
+// strictly (a key named twice, invalid UTF-8, an unpaired surrogate) is
+// answered with a JSON-RPC error before the SDK decodes it. out is not
+// closed.
+func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &lockedWriter{w: out}
+	return s.srv.Run(ctx, &mcp.IOTransport{Reader: newStrictStdio(in, w), Writer: w})
 }
 
 // principalKey is the TokenInfo.Extra key of the HTTP principal.
@@ -259,8 +381,21 @@ func (s *Server) HTTPHandler() http.Handler {
 		p.Token = ""
 		return &auth.TokenInfo{UserID: p.Name, Extra: map[string]any{principalKey: p}}, nil
 	}
-	withInfo := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	withInfo := strictHTTP(s.opts.MaxBodyBytes, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
+	cop := http.NewCrossOriginProtection()
+	for _, o := range s.opts.TrustedOrigins {
+		_ = cop.AddTrustedOrigin(o) // validated in New
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// CrossOriginProtection lets safe methods through; /mcp's GET
+		// opens the server's event stream, so every method is checked
+		// as a POST would be.
+		probe := *r
+		probe.Method = http.MethodPost
+		if err := cop.Check(&probe); err != nil {
+			http.Error(w, fmt.Sprintf("mcp: cross-origin request refused (Origin %q): %v", r.Header.Get("Origin"), err), http.StatusForbidden)
+			return
+		}
 		if r.Header.Get("Authorization") == "" {
 			// A server without credentials (dev): every request acts as
 			// the anonymous principal, which the SDK's middleware cannot
@@ -303,13 +438,15 @@ type Result struct {
 	// (intent_mismatch, session_fenced, recovery_required,
 	// invalid_arguments, bad_request, …): the codes of the HTTP API.
 	Code httpapi.Code `json:"code,omitempty"`
-	// Identity says whether the ids came from the client or were made up
-	// for this request (see Identity).
-	Identity    Identity `json:"identity"`
-	Namespace   string   `json:"namespace,omitempty"`
-	SessionID   string   `json:"session_id"`
-	ToolCallID  string   `json:"tool_call_id"`
-	ExecutionID string   `json:"execution_id,omitempty"`
+	// Identity says whether the ids came from the client, from a
+	// runtime's own key, or were made up for this request (see Identity);
+	// IdentitySource names the _meta keys (as the audit trail does).
+	Identity       Identity `json:"identity"`
+	IdentitySource string   `json:"identity_source,omitempty"`
+	Namespace      string   `json:"namespace,omitempty"`
+	SessionID      string   `json:"session_id"`
+	ToolCallID     string   `json:"tool_call_id"`
+	ExecutionID    string   `json:"execution_id,omitempty"`
 	// Attempt, Receipt, Result, Source, Error, Approval, NextAttemptAt and
 	// Recorded are host.Result's.
 	Attempt       int                `json:"attempt,omitempty"`

@@ -5,14 +5,17 @@
 //
 // # Tool names
 //
-// connhost names a tool "connector.operation". OpenAI and Anthropic require
-// tool names matching ^[a-zA-Z0-9_-]{1,64}$, which has no ".", so for those
-// formats the name is mapped with [ModelName]: "." becomes "__"
-// ("payments.create_payment" → "payments__create_payment"). [ToolName]
-// maps back. The mapping is reversible for every manifest Build accepts:
-// Build refuses a connector whose name contains "__" (the split would be
-// ambiguous) and a mapped name longer than 64 characters. MCP allows "."
-// in tool names, so MCP definitions keep "connector.operation".
+// Inside connhost (the ledger, the audit trail, host.ToolCall.Tool) a tool
+// is "connector.operation". Model APIs are stricter: OpenAI and Anthropic
+// require tool names matching ^[a-zA-Z0-9_-]{1,64}$, and a runtime that
+// hands MCP tools to such a model passes their names through. So every
+// format, MCP included, names a tool [ModelName]: connector and operation
+// joined by "_" ("payments.create_payment" → "payments_create_payment").
+// Two tools that would get one name ("a_b" + "c" and "a" + "b_c"), or a
+// name longer than 64 characters, make [Tools] fail: the manifests do not
+// load. [NamesOf] resolves every name a caller may use: the model name, the
+// dotted name, and the "connector__operation" form these formats used
+// before, so calls by the old names keep working.
 package tooldefs
 
 import (
@@ -46,17 +49,23 @@ const (
 // Formats lists the supported formats.
 var Formats = []Format{FormatOpenAI, FormatAnthropic, FormatMCP}
 
-// Separator replaces "." in model-facing tool names.
-const Separator = "__"
+// Separator joins connector and operation in model-facing tool names.
+const Separator = "_"
+
+// oldSeparator joined them in the OpenAI and Anthropic formats before
+// every format used Separator; NamesOf still resolves that form.
+const oldSeparator = "__"
 
 // ErrFormat reports an unsupported format; ErrName a tool name that cannot
-// be mapped to or from a model-facing name.
+// be mapped to a model-facing name, or two tools mapped to one name.
 var (
 	ErrFormat = errors.New("tooldefs: unknown format (want openai, anthropic or mcp)")
 	ErrName   = errors.New("tooldefs: tool name cannot be mapped")
 )
 
-var modelNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// ModelNameRE is what OpenAI, Anthropic and MCP clients bound to them
+// accept as a tool name.
+var ModelNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // ParseFormat parses a format name; "" means openai.
 func ParseFormat(s string) (Format, error) {
@@ -70,43 +79,96 @@ func ParseFormat(s string) (Format, error) {
 	return f, nil
 }
 
-// ModelName maps "connector.operation" to the name OpenAI and Anthropic
-// accept ("connector__operation"). It fails (ErrName) when the connector
-// name contains "__" or the result does not match ^[a-zA-Z0-9_-]{1,64}$.
+// ModelName maps "connector.operation" to the name every format uses
+// ("connector_operation"). It fails (ErrName) when tool is not
+// "connector.operation" or the result does not match ModelNameRE.
 func ModelName(tool string) (string, error) {
 	c, op, ok := strings.Cut(tool, ".")
 	if !ok || c == "" || op == "" || strings.Contains(op, ".") {
 		return "", fmt.Errorf("%w: %q is not \"connector.operation\"", ErrName, tool)
 	}
-	if strings.Contains(c, Separator) {
-		return "", fmt.Errorf("%w: connector %q contains %q", ErrName, c, Separator)
-	}
 	n := c + Separator + op
-	if !modelNameRE.MatchString(n) {
-		return "", fmt.Errorf("%w: %q does not match %s", ErrName, n, modelNameRE)
+	if !ModelNameRE.MatchString(n) {
+		return "", fmt.Errorf("%w: %q (from %q) does not match %s", ErrName, n, tool, ModelNameRE)
 	}
 	return n, nil
 }
 
-// ToolName is the inverse of ModelName: it maps "connector__operation" back
-// to "connector.operation", splitting at the first "__". A name that
-// already contains "." is returned unchanged, so runtimes may pass either
-// form.
-func ToolName(name string) (string, error) {
-	if strings.Contains(name, ".") {
-		return name, nil
+// Names resolves the names callers use for the tools of a set of
+// manifests to "connector.operation". It is safe for concurrent use.
+type Names struct {
+	canon map[string]string
+}
+
+// NamesOf builds the resolver of ms's tools. It fails (ErrName, every
+// problem at once, with the manifests' files) where a tool cannot be
+// named or two tools would share a model name.
+func NamesOf(ms []*manifests.Manifest) (*Names, error) {
+	type owner struct{ tool, path string }
+	primary := map[string]owner{}
+	var errs []error
+	for _, m := range ms {
+		for _, op := range m.Operations {
+			tool := m.Connector.Name + "." + op.Name
+			n, err := ModelName(tool)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where(m), err))
+				continue
+			}
+			if prev, dup := primary[n]; dup {
+				errs = append(errs, fmt.Errorf("%w: %s (%s) and %s (%s) would both be the tool %q; rename a connector or an operation",
+					ErrName, prev.tool, prev.path, tool, where(m), n))
+				continue
+			}
+			primary[n] = owner{tool, where(m)}
+		}
 	}
-	c, op, ok := strings.Cut(name, Separator)
-	if !ok || c == "" || op == "" {
-		return "", fmt.Errorf("%w: %q is neither \"connector.operation\" nor \"connector__operation\"", ErrName, name)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
-	return c + "." + op, nil
+	canon := make(map[string]string, 3*len(primary))
+	for n, o := range primary {
+		canon[n] = o.tool
+		canon[o.tool] = o.tool // the dotted name: unique, since names hold no "."
+	}
+	// The old "connector__operation" form, where it names one tool and
+	// no model name is spelled so.
+	seen := map[string]int{}
+	for _, o := range primary {
+		c, op, _ := strings.Cut(o.tool, ".")
+		seen[c+oldSeparator+op]++
+	}
+	for _, o := range primary {
+		c, op, _ := strings.Cut(o.tool, ".")
+		old := c + oldSeparator + op
+		if _, taken := canon[old]; !taken && seen[old] == 1 {
+			canon[old] = o.tool
+		}
+	}
+	return &Names{canon: canon}, nil
+}
+
+func where(m *manifests.Manifest) string {
+	if m.Path != "" {
+		return m.Path
+	}
+	return "connector " + m.Connector.Name
+}
+
+// Canonical returns the "connector.operation" of a tool called name: its
+// model name ("payments_create_payment"), its dotted name, or the older
+// "payments__create_payment". ok is false for a name no tool has.
+func (n *Names) Canonical(name string) (tool string, ok bool) {
+	tool, ok = n.canon[name]
+	return tool, ok
 }
 
 // Tool is one tool in a format-neutral form.
 type Tool struct {
 	// Name is "connector.operation".
 	Name string
+	// ModelName is the name every format lists ("connector_operation").
+	ModelName string
 	// Description is the operation's description from the manifest.
 	Description string
 	// Parameters is the operation's JSON Schema (compact JSON).
@@ -117,30 +179,25 @@ type Tool struct {
 	Effect           string
 }
 
-// Tools lists the tools of the manifests, sorted by name. It reports every
-// operation whose name cannot be mapped for OpenAI and Anthropic.
+// Tools lists the tools of the manifests, sorted by name. It fails as
+// NamesOf does: where an operation cannot be named, or two would share a
+// name.
 func Tools(ms []*manifests.Manifest) ([]Tool, error) {
-	var (
-		out  []Tool
-		errs []error
-	)
+	if _, err := NamesOf(ms); err != nil {
+		return nil, err
+	}
+	var out []Tool
 	for _, m := range ms {
 		for _, op := range m.Operations {
 			name := m.Connector.Name + "." + op.Name
-			if _, err := ModelName(name); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+			n, _ := ModelName(name)
 			out = append(out, Tool{
-				Name: name, Description: op.Description, Parameters: op.SchemaJSON(),
+				Name: name, ModelName: n, Description: op.Description, Parameters: op.SchemaJSON(),
 				RequiresApproval: op.RequiresApproval, Effect: string(op.Effect),
 			})
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.ModelName, b.ModelName) })
 	return out, nil
 }
 
@@ -164,7 +221,7 @@ type anthropicTool struct {
 // MCPTool is one tool of an MCP tools/list result, as connhost's MCP
 // server lists it.
 type MCPTool struct {
-	// Name is "connector.operation" (MCP allows "." in tool names).
+	// Name is the model name ("connector_operation"); see ModelName.
 	Name string `json:"name"`
 	// Title is a display name for people: "Payments: create payment",
 	// with " (needs approval)" for an operation that requires approval.
@@ -201,6 +258,9 @@ const (
 	MetaEffect           = "io.connhost/effect"
 	MetaRecovery         = "io.connhost/recovery"
 	MetaRequiresApproval = "io.connhost/requires_approval"
+	// MetaTool is the tool's "connector.operation", as the ledger, the
+	// audit trail and host.Result.Tool name it.
+	MetaTool = "io.connhost/tool"
 )
 
 type mcpList struct {
@@ -208,7 +268,8 @@ type mcpList struct {
 }
 
 // MCPTools lists the tools of the manifests as connhost's MCP server
-// lists them, sorted by name.
+// lists them, sorted by name. Each tool's _meta names its dotted form
+// (MetaTool).
 func MCPTools(ms []*manifests.Manifest) ([]MCPTool, error) {
 	tools, err := Tools(ms)
 	if err != nil {
@@ -227,12 +288,12 @@ func MCPTools(ms []*manifests.Manifest) ([]MCPTool, error) {
 		op := ops[t.Name]
 		conn, _, _ := strings.Cut(t.Name, ".")
 		read := op.Effect == manifests.EffectRead
-		meta := map[string]any{MetaEffect: string(op.Effect), MetaRequiresApproval: op.RequiresApproval}
+		meta := map[string]any{MetaEffect: string(op.Effect), MetaRequiresApproval: op.RequiresApproval, MetaTool: t.Name}
 		if op.Recovery != "" {
 			meta[MetaRecovery] = string(op.Recovery)
 		}
 		out = append(out, MCPTool{
-			Name: t.Name, Title: Title(conn, op), Description: t.Description, InputSchema: t.Parameters,
+			Name: t.ModelName, Title: Title(conn, op), Description: t.Description, InputSchema: t.Parameters,
 			Annotations: MCPAnnotations{ReadOnlyHint: read, DestructiveHint: !read, IdempotentHint: read, OpenWorldHint: openWorld[conn]},
 			Meta:        meta,
 		})
@@ -269,15 +330,13 @@ func Build(ms []*manifests.Manifest, f Format) (any, error) {
 	case FormatOpenAI:
 		out := make([]openAITool, 0, len(tools))
 		for _, t := range tools {
-			n, _ := ModelName(t.Name)
-			out = append(out, openAITool{Type: "function", Function: openAIFunction{Name: n, Description: t.Description, Parameters: t.Parameters}})
+			out = append(out, openAITool{Type: "function", Function: openAIFunction{Name: t.ModelName, Description: t.Description, Parameters: t.Parameters}})
 		}
 		return out, nil
 	case FormatAnthropic:
 		out := make([]anthropicTool, 0, len(tools))
 		for _, t := range tools {
-			n, _ := ModelName(t.Name)
-			out = append(out, anthropicTool{Name: n, Description: t.Description, InputSchema: t.Parameters})
+			out = append(out, anthropicTool{Name: t.ModelName, Description: t.Description, InputSchema: t.Parameters})
 		}
 		return out, nil
 	case FormatMCP:

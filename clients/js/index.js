@@ -1,0 +1,91 @@
+// The identity connhost keys its promises on, as MCP _meta keys, and the
+// checks every adapter applies before a call leaves the runtime.
+//
+// connhost deduplicates a tool call by (session, tool-call id): the same
+// ids again return the recorded outcome instead of acting twice. MCP's
+// tools/call carries neither, so a runtime passes them in the request's
+// _meta. The adapters in ./openai-agents.js and ./langchain.js do that with
+// the ids their runtime already has.
+
+/** _meta key of the call's session (a conversation, a thread, a run). */
+export const META_SESSION_ID = 'io.connhost/session_id';
+/** _meta key of the model's tool-call id, stable across the runtime's retries. */
+export const META_TOOL_CALL_ID = 'io.connhost/tool_call_id';
+/** _meta key of the call's namespace (optional). */
+export const META_NAMESPACE = 'io.connhost/namespace';
+/** _meta key marking a call replayed from a saved run (optional). */
+export const META_RESUMED = 'io.connhost/resumed';
+
+/** The longest id connhost accepts, in UTF-8 bytes. */
+export const MAX_ID_BYTES = 256;
+
+/**
+ * identityMeta returns the _meta object of one tools/call, after the
+ * checks connhost applies (a non-empty string of valid UTF-16 without
+ * control characters, at most MAX_ID_BYTES in UTF-8), so that a bad id
+ * fails in the runtime with its name instead of as a refused call.
+ *
+ * @param {{sessionId: string, toolCallId: string, namespace?: string, resumed?: boolean}} ids
+ * @returns {Record<string, string|boolean>}
+ */
+export function identityMeta({ sessionId, toolCallId, namespace, resumed }) {
+  const meta = {
+    [META_SESSION_ID]: checkId('session id', sessionId),
+    [META_TOOL_CALL_ID]: checkId('tool-call id', toolCallId),
+  };
+  if (namespace !== undefined) meta[META_NAMESPACE] = checkId('namespace', namespace);
+  if (resumed) meta[META_RESUMED] = true;
+  return meta;
+}
+
+function checkId(what, v) {
+  if (typeof v !== 'string' || v === '') {
+    throw new TypeError(`connhost: the ${what} must be a non-empty string, got ${v === '' ? 'an empty string' : typeof v}`);
+  }
+  if (!v.isWellFormed()) {
+    throw new TypeError(`connhost: the ${what} ${JSON.stringify(v)} holds an unpaired surrogate`);
+  }
+  // Unicode category Cc: C0, DEL, C1 (connhost refuses them).
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(v)) {
+    throw new TypeError(`connhost: the ${what} ${JSON.stringify(v)} holds a control character`);
+  }
+  const n = Buffer.byteLength(v, 'utf8');
+  if (n > MAX_ID_BYTES) {
+    throw new TypeError(`connhost: the ${what} is ${n} bytes long; at most ${MAX_ID_BYTES} are allowed`);
+  }
+  return v;
+}
+
+/**
+ * resultText is what the model reads of a tools/call result: its text
+ * content (connhost always sends one text), or the structured content as
+ * JSON when a result has no text.
+ *
+ * @param {{content?: Array<{type: string, text?: string}>, structuredContent?: unknown}} result
+ * @returns {string}
+ */
+export function resultText(result) {
+  const texts = (result?.content ?? []).filter((c) => c?.type === 'text').map((c) => c.text);
+  if (texts.length > 0) return texts.join('\n');
+  return JSON.stringify(result?.structuredContent ?? result ?? null);
+}
+
+/**
+ * unknownOutcome is the text for the model when the call's answer never
+ * arrived (connhost unreachable, the connection dropped): the call may or
+ * may not have run, and only the same call again (the same ids, which the
+ * runtime re-sends when it resumes) can find out. A runtime's default
+ * ("Please try again", "Please fix your mistakes") would make the model
+ * issue a new call under a new id.
+ *
+ * @param {string} tool
+ * @param {unknown} error
+ * @returns {string}
+ */
+export function unknownOutcome(tool, error) {
+  const why = error instanceof Error ? error.message : String(error);
+  return `The outcome of ${tool} is unknown: its answer did not arrive (${why.split('\n')[0]}). ` +
+    'It may or may not have been done. Do not issue this call again: tell the user, who can check it; ' +
+    'when this run is resumed, the same call returns its recorded outcome.';
+}
