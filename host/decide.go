@@ -79,6 +79,11 @@ const (
 	DecisionExpired       DecisionCode = "expired"
 	DecisionCancelled     DecisionCode = "cancelled"
 	DecisionCancelAsked   DecisionCode = "cancel_requested"
+	// The duplicate-intent guard (the manifest's duplicate_window): a new
+	// call repeating a recent one of the same session, held for a
+	// reviewer, or answered with the earlier call's outcome.
+	DecisionDuplicateHeld     DecisionCode = "duplicate_held"
+	DecisionDuplicateAnswered DecisionCode = "duplicate_answered"
 
 	// The provider is still working on an earlier request with the key.
 	DecisionInFlight          DecisionCode = "in_flight_wait"

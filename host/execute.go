@@ -28,6 +28,14 @@ import (
 //   - a new call flagged Resumed in a session the ledger does not know
 //     becomes recovery_required: "no record" does not prove "never ran"
 //     (a read simply runs: it has nothing to duplicate);
+//   - a new call of an operation with a duplicate window
+//     (manifests.Operation.DuplicateWindow) whose arguments repeat a call
+//     of the same session created within the window that succeeded or is
+//     still in flight is not dispatched: it is recorded as
+//     awaiting_approval with Result.DuplicateOf naming the earlier
+//     execution (a human decides; approving it runs it as any approved
+//     call), or, where the operation declares on_duplicate = "answer" and
+//     the earlier call succeeded, as succeeded with the earlier outcome;
 //   - a new call of an operation that requires approval is recorded as
 //     awaiting_approval (unless the caller's scope holds its limit of
 //     them, see Scope);
@@ -117,6 +125,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		Resumed:        call.Resumed, MaxAttempts: op.op.MaxAttempts,
 		CreatedAt: now, UpdatedAt: now,
 	}
+	if op.op.Effect == manifests.EffectExternal {
+		rec.DuplicateWindow = op.op.DuplicateWindow
+	}
 	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
 	// before_intent means "a new call, nothing recorded yet": a call sent
@@ -136,6 +147,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		}
 		if !known {
 			rec.State = ledger.StateRecoveryRequired
+			rec.DuplicateWindow = 0 // nothing is dispatched: nothing to guard
 			ev.Decision = string(DecisionResumedWithoutRecord)
 			ev.Reason = "call resumed from history that predates this ledger: no record does not prove it never ran"
 			created, err := e.create(ctx, rec, ev)
@@ -168,6 +180,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		ev.Decision = string(DecisionIntent)
 		ev.Evidence = "approval " + rec.Approval.ID + " requested"
 		created, err := e.create(ctx, rec, ev)
+		if errors.Is(err, ledger.ErrDuplicate) {
+			return e.duplicate(ctx, call, op, digest, rec, ev, created)
+		}
 		if err != nil {
 			return e.createFailed(ctx, call, op, digest, created, err)
 		}
@@ -181,12 +196,53 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	rec.Deadline = now.Add(op.m.Limits.Timeout)
 	ev.Decision = string(DecisionDispatch)
 	created, err := e.create(ctx, rec, ev)
+	if errors.Is(err, ledger.ErrDuplicate) {
+		return e.duplicate(ctx, call, op, digest, rec, ev, created)
+	}
 	if err != nil {
 		return e.createFailed(ctx, call, op, digest, created, err)
 	}
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
 	return e.attempt(ctx, ctx, op, created)
+}
+
+// duplicate records the new call rec, which the ledger found repeats the
+// recent execution earlier (ledger.ErrDuplicate), without dispatching it:
+// answered with earlier's outcome where the operation declares that safe
+// and earlier succeeded, else held for a reviewer as awaiting_approval.
+// Nothing of it ran: a crash before this write leaves no record, and the
+// call sent again meets the guard again.
+func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, digest string, rec ledger.Record, ev ledger.Event, earlier ledger.Record) (Result, error) {
+	now := e.now()
+	rec.DuplicateOf = earlier.ID
+	rec.Attempt, rec.Deadline, rec.Approval = 0, time.Time{}, nil
+	what := fmt.Sprintf("%s (%s, tool call %s, created %s)", earlier.ID, earlier.State, earlier.ToolCallID, earlier.CreatedAt.UTC().Format(time.RFC3339))
+	if op.op.OnDuplicate == manifests.DuplicateAnswer && earlier.State == ledger.StateSucceeded && earlier.Outcome != nil {
+		rec.State = ledger.StateSucceeded
+		rec.Outcome = &ledger.Outcome{Kind: abi.OutcomeOK.String(), Result: earlier.Outcome.Result, Receipt: earlier.Outcome.Receipt,
+			Source: ledger.OutcomeSourceDuplicate}
+		ev.Decision = string(DecisionDuplicateAnswered)
+		ev.Evidence = "same arguments as " + what + " within the duplicate window of " + fmtWindow(op.op.DuplicateWindow) +
+			": answered with its outcome (on_duplicate = \"answer\"), nothing dispatched"
+	} else {
+		rec.State = ledger.StateAwaitingApproval
+		rec.Approval = &ledger.Approval{
+			ID: ledger.ApprovalID(rec.ID), ArgsDigest: digest, PolicyVersion: op.policyV,
+			RequestedAt: now, ExpiresAt: now.Add(op.op.ApprovalTTL), Decision: ledger.ApprovalPending,
+		}
+		ev.Decision = string(DecisionDuplicateHeld)
+		ev.Evidence = "possible duplicate of " + what + ": same arguments within the duplicate window of " +
+			fmtWindow(op.op.DuplicateWindow) + "; approval " + rec.Approval.ID + " requested, a human decides"
+	}
+	created, err := e.create(ctx, rec, ev)
+	if err != nil {
+		return e.createFailed(ctx, call, op, digest, created, err)
+	}
+	e.opts.Logger.InfoContext(ctx, "duplicate-intent guard: a call repeats a recent one and was not dispatched",
+		"execution_id", created.ID, "duplicate_of", earlier.ID, "decision", ev.Decision, "tool", call.Tool)
+	crash.At(crash.AfterIntent)
+	return ResultOf(created), nil
 }
 
 // driveRecorded answers a call whose execution is already recorded: the

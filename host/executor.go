@@ -644,8 +644,9 @@ type Result struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Receipt string          `json:"receipt,omitempty"`
 	Error   string          `json:"error,omitempty"`
-	// Source says where a result came from: "connector", "reconciled" or
-	// "operator".
+	// Source says where a result came from: "connector", "reconciled",
+	// "operator" or "duplicate" (the outcome of the execution DuplicateOf
+	// names).
 	Source     string             `json:"source,omitempty"`
 	Approval   *ApprovalInfo      `json:"approval,omitempty"`
 	Resolution *ledger.Resolution `json:"resolution,omitempty"`
@@ -679,6 +680,12 @@ type Result struct {
 	// Resumed is set when the runtime flagged the call as resumed from
 	// older history.
 	Resumed bool `json:"resumed,omitempty"`
+	// DuplicateOf names the recent execution of the same session whose
+	// arguments this call repeats (the operation's duplicate-intent guard):
+	// the call was not dispatched but held for a reviewer (status
+	// awaiting_approval) or answered with that execution's outcome
+	// (succeeded, Source "duplicate").
+	DuplicateOf string `json:"duplicate_of,omitempty"`
 }
 
 // Err converts statuses a runtime must branch on into typed errors:
@@ -718,6 +725,7 @@ func ResultOf(rec ledger.Record) Result {
 		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
 		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
 		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed,
+		DuplicateOf: rec.DuplicateOf,
 	}
 	if o := rec.Outcome; o != nil {
 		r.Receipt = o.Receipt

@@ -451,7 +451,7 @@ func definite(err error) bool {
 	for _, s := range []error{ledger.ErrNotFound, ledger.ErrExists, ledger.ErrConflict, ledger.ErrTerminal,
 		ledger.ErrIllegalTransition, ledger.ErrAttemptsExhausted, ledger.ErrOutcomeRecorded, ledger.ErrPruned,
 		ledger.ErrClosed, ledger.ErrInvalid, ledger.ErrTooLarge, ledger.ErrCorrupt, ledger.ErrLeaseExpired,
-		ledger.ErrNotOwner, ErrLeaseLost} {
+		ledger.ErrNotOwner, ledger.ErrDuplicate, ErrLeaseLost} {
 		if errors.Is(err, s) {
 			return true
 		}

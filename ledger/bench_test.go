@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // benchParallelism returns the SetParallelism factor that runs about n
@@ -22,9 +23,21 @@ func benchParallelism(n int) int {
 // directory; sequential and with ~64 goroutines (compare with
 // internal/bench's BenchmarkRawSync and `connhost bench ledger`).
 func BenchmarkCreateApply(b *testing.B) {
+	benchCreateApply(b, 0)
+}
+
+// BenchmarkCreateApplyGuarded is BenchmarkCreateApply for an operation
+// with a duplicate-intent window (each call another intent, as most are):
+// Create also takes the intent's lock, scans the window of the d/ index
+// and writes its entry.
+func BenchmarkCreateApplyGuarded(b *testing.B) {
+	benchCreateApply(b, 10*time.Minute)
+}
+
+func benchCreateApply(b *testing.B, window time.Duration) {
 	ctx := context.Background()
 	run := func(b *testing.B, db *DB, i int64) {
-		if err := createApply(ctx, db, i); err != nil {
+		if err := createApply(ctx, db, i, window); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,9 +71,10 @@ func BenchmarkCreateApply(b *testing.B) {
 
 // createApply is the ledger side of one ungated execution: Create
 // (dispatched, ~600-byte record) and Apply (succeeded), two synced writes.
-func createApply(ctx context.Context, db *DB, i int64) error {
+func createApply(ctx context.Context, db *DB, i int64, window time.Duration) error {
 	id := ExecutionID(DefaultNamespace, "bench", strconv.FormatInt(i, 10))
 	r := dispatchedRecord(id)
+	r.DuplicateWindow, r.ArgsDigest = window, "digest-"+strconv.FormatInt(i, 10)
 	r.Args = make([]byte, 400)
 	for j := range r.Args {
 		r.Args[j] = 'a'

@@ -59,7 +59,9 @@ const (
 	tagRecResolution
 	tagRecCancelRequested
 	tagRecEvents
-	tagRecUncertain // since protocol 3
+	tagRecUncertain       // since protocol 3
+	tagRecDuplicateWindow // since protocol 5
+	tagRecDuplicateOf     // since protocol 5
 )
 
 // Approval field tags.
@@ -142,6 +144,13 @@ func (e *encoder) int(t int, v int) {
 	if v != 0 {
 		e.tag(t)
 		e.b = binary.AppendVarint(e.b, int64(v))
+	}
+}
+
+func (e *encoder) int64(t int, v int64) {
+	if v != 0 {
+		e.tag(t)
+		e.b = binary.AppendVarint(e.b, v)
 	}
 }
 
@@ -257,6 +266,8 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.bool(tagRecCancelRequested, r.CancelRequested)
 	e.uint(tagRecEvents, r.Events)
 	e.bool(tagRecUncertain, r.Uncertain)
+	e.int64(tagRecDuplicateWindow, int64(r.DuplicateWindow))
+	e.str(tagRecDuplicateOf, r.DuplicateOf)
 	return e.b, nil
 }
 
@@ -362,6 +373,14 @@ func (d *decoder) int() int {
 		return 0
 	}
 	return int(v)
+}
+
+func (d *decoder) int64() int64 {
+	v := d.varint()
+	if d.err == nil && v == 0 {
+		d.fail("field %d: zero written", d.last)
+	}
+	return v
 }
 
 func (d *decoder) uint() uint64 {
@@ -483,6 +502,10 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.Events = d.uint()
 		case tagRecUncertain:
 			r.Uncertain = true
+		case tagRecDuplicateWindow:
+			r.DuplicateWindow = time.Duration(d.int64())
+		case tagRecDuplicateOf:
+			r.DuplicateOf = d.str()
 		default:
 			d.unknown(t)
 		}

@@ -50,6 +50,10 @@ type DB struct {
 	// first record (see sessionMarker). Taken after an id's lock, never
 	// before one.
 	sessionLocks [64]sync.Mutex
+	// intents serialise the guarded Creates of one intent (IntentKey):
+	// the look-up of earlier records and the commit of the new one. Taken
+	// before an id's lock, never after one.
+	intents [numLocks]sync.Mutex
 
 	// fences counts the fence entries (f/) of each session, keyed by its
 	// fence prefix. Open loads it from the index and every commit that adds

@@ -654,10 +654,11 @@ func TestProtocol2Upgrade(t *testing.T) {
 	checkInvariants(t, db)
 }
 
-// A protocol-4 directory (approvals without a signature) opens, its
-// records read unchanged, and its marker is raised, so that a protocol-4
-// release, whose decoder refuses the signature field, refuses the
-// directory at Open instead of failing on the first signed approval.
+// A protocol-4 directory (approvals without a signature, records without
+// the duplicate-intent fields, no i/ index) opens, its records read
+// unchanged, and its marker is raised, so that a protocol-4 release, whose
+// decoder refuses the new fields, refuses the directory at Open instead of
+// failing on the first signed approval or guarded record.
 func TestProtocol4UpgradeReadsRecords(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewMem()
@@ -678,6 +679,10 @@ func TestProtocol4UpgradeReadsRecords(t *testing.T) {
 	reread, err := db.Get(ctx, "old")
 	require.NoError(t, err)
 	require.Equal(t, created, reread)
+	guarded := dispatchedRecord("new")
+	guarded.DuplicateWindow = time.Minute
+	_, err = db.Create(ctx, guarded, Event{Decision: "dispatch"})
+	require.NoError(t, err)
 	checkInvariants(t, db)
 }
 

@@ -46,6 +46,10 @@ var (
 	// ErrNoLedger: Open with CreateNever found neither a ledger nor its
 	// mark.
 	ErrNoLedger = errors.New("ledger: no ledger")
+	// ErrDuplicate: Create found a recent execution of the same intent
+	// for a guarded record (see Record.DuplicateWindow); it returns that
+	// execution's record.
+	ErrDuplicate = errors.New("ledger: duplicate of a recent execution")
 )
 
 // DamageKind says what Open found wrong with a ledger (see DamageError).

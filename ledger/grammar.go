@@ -21,6 +21,13 @@ import "fmt"
 //	awaiting_approval  attempt 0 (a gated call's intent)
 //	dispatched         attempt 1 (an ungated call: intent and dispatch are one record)
 //	recovery_required  attempt 0 or 1 (a resumed call found with no record)
+//	succeeded          attempt 0, only as a duplicate answered with an earlier
+//	                   execution's outcome (DuplicateOf set, Outcome source
+//	                   "duplicate" for attempt 0): nothing is dispatched
+//
+// A record created with DuplicateOf set (the duplicate-intent guard found
+// it repeats that execution) starts only in awaiting_approval or, so
+// answered, in succeeded.
 //
 // The rules CheckTransition applies, in order (the first that fails wins):
 //
@@ -229,6 +236,10 @@ const (
 // EffectRead is Record.Effect of an operation without side effects.
 const EffectRead = "read"
 
+// OutcomeSourceDuplicate is Outcome.Source of a duplicate answered with
+// an earlier execution's outcome (Record.DuplicateOf names it).
+const OutcomeSourceDuplicate = "duplicate"
+
 // CheckCreate validates a record Create is asked to start: ErrInvalid for a
 // value that can never be stored, ErrIllegalTransition for a state the
 // grammar does not start in. Backends call it through Start.
@@ -239,13 +250,30 @@ func CheckCreate(rec Record) error {
 	if rec.MaxAttempts < 1 {
 		return fmt.Errorf("%w: execution[%s] max_attempts %d, must be >= 1", ErrInvalid, rec.ID, rec.MaxAttempts)
 	}
-	if rec.Outcome != nil || rec.Resolution != nil {
+	if rec.DuplicateWindow < 0 {
+		return fmt.Errorf("%w: execution[%s] duplicate window %s is negative", ErrInvalid, rec.ID, rec.DuplicateWindow)
+	}
+	answered := rec.State == StateSucceeded && rec.DuplicateOf != ""
+	if answered {
+		if o := rec.Outcome; o == nil || o.Source != OutcomeSourceDuplicate || o.Attempt != 0 || rec.Attempt != 0 || rec.Resolution != nil {
+			return fmt.Errorf("execution[%s] created succeeded as a duplicate of %s needs attempt 0 and an outcome of source %q for attempt 0: %w",
+				rec.ID, rec.DuplicateOf, OutcomeSourceDuplicate, ErrIllegalTransition)
+		}
+	} else if rec.Outcome != nil || rec.Resolution != nil {
 		return fmt.Errorf("execution[%s] created with an outcome or resolution: %w", rec.ID, ErrIllegalTransition)
 	}
 	if rec.Uncertain {
 		return fmt.Errorf("execution[%s] created uncertain: %w", rec.ID, ErrIllegalTransition)
 	}
+	if rec.DuplicateOf != "" && rec.State != StateAwaitingApproval && rec.State != StateSucceeded {
+		return fmt.Errorf("execution[%s] created %s as a duplicate of %s: a duplicate is held for a reviewer (awaiting_approval) or answered (succeeded): %w",
+			rec.ID, rec.State, rec.DuplicateOf, ErrIllegalTransition)
+	}
 	switch rec.State {
+	case StateSucceeded:
+		if !answered {
+			return fmt.Errorf("execution[%s] cannot be created %q: %w", rec.ID, rec.State, ErrIllegalTransition)
+		}
 	case StateAwaitingApproval:
 		if rec.Attempt != 0 {
 			return fmt.Errorf("execution[%s] created awaiting_approval at attempt %d, must be 0: %w", rec.ID, rec.Attempt, ErrIllegalTransition)

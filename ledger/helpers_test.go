@@ -137,6 +137,9 @@ func checkInvariants(t testing.TB, db *DB) {
 		}
 		want[string(sessionKey(rec.Namespace, rec.SessionID))] = true
 		want[string(createdKey(rec.CreatedAt, id))] = true
+		if rec.DuplicateWindow > 0 {
+			want[string(intentKey(rec))] = true
+		}
 		for seq := uint64(1); seq <= rec.Events; seq++ {
 			ek := string(eventKey(id, seq))
 			want[ek] = true

@@ -45,6 +45,39 @@ func ExecutionIDOfApproval(id string) (executionID string, ok bool) {
 	return "ex_" + rest, true
 }
 
+// IntentKey is the key under which the duplicate-intent guard finds the
+// records of one intent: the sha256 of (namespace, session, connector,
+// operation, argument digest), each length-prefixed. Every backend indexes
+// guarded records by it (see Record.DuplicateWindow).
+func IntentKey(rec Record) [32]byte {
+	h := sha256.New()
+	var l [4]byte
+	for _, p := range [...]string{"connhost/intent/v1", rec.Namespace, rec.SessionID, rec.Connector, rec.Operation, rec.ArgsDigest} {
+		n := len(p)
+		l[0], l[1], l[2], l[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+		h.Write(l[:])
+		h.Write([]byte(p))
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// CountsAsRepeated reports whether rec, an earlier record of a guarded
+// intent, makes a new call of the intent a possible duplicate: it
+// succeeded, or it is still in flight (not terminal). A failed, rejected,
+// expired, abandoned or cancelled call did nothing, so repeating it is
+// what the runtime should do.
+func CountsAsRepeated(rec Record) bool {
+	return rec.State == StateSucceeded || !rec.State.Terminal()
+}
+
+// MaxRepeatCandidates bounds how many counting records of an intent a
+// guarded Create reads to find the one it repeats: the earliest that is
+// not itself a held or answered duplicate (DuplicateOf empty), else the
+// earliest of them.
+const MaxRepeatCandidates = 32
+
 func digest32(domain, a, b, c string) string {
 	// One stack buffer for the common sizes; longer ids spill to the heap.
 	var buf [256]byte

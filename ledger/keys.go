@@ -29,9 +29,12 @@ import (
 //	                                    (see DueAt; since protocol 5)
 //	a/<ns*><id*>                        approval index: present iff the record is awaiting_approval
 //	                                    (since protocol 5), counted per namespace in memory
+//	i/<intent key, 32 bytes><unix nanos u64 BE, sign-flipped>/<id>
+//	                                    duplicate-intent index: a guarded record (DuplicateWindow > 0)
+//	                                    by its IntentKey and creation time, until pruned (since protocol 5)
 //
 // <id> is a raw execution id where it is the whole rest of the key (r/, p/,
-// t/, c/, d/), so r/ iterates in execution-id order for List. A part marked * is
+// t/, c/, d/, i/), so r/ iterates in execution-id order for List. A part marked * is
 // escaped and terminated (0x00 → 0x00 0xff, then 0x00 0x01), so a separator
 // inside an id can never make two different tuples share a key or make one
 // prefix cover another tuple: ("a\x00b","c") and ("a","b\x00c") differ, and
@@ -49,6 +52,7 @@ const (
 	prefixCreated = "c/"
 	prefixDue     = "d/"
 	prefixAwait   = "a/"
+	prefixIntent  = "i/"
 )
 
 var (
@@ -185,6 +189,32 @@ func awaitNamespace(k []byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// intentPrefix is the part of a i/ key that names an intent.
+func intentPrefix(key [32]byte) []byte {
+	return append([]byte(prefixIntent), key[:]...)
+}
+
+// intentKey is the duplicate-intent index's key of a guarded record.
+func intentKey(rec Record) []byte {
+	k := binary.BigEndian.AppendUint64(intentPrefix(IntentKey(rec)), termNanos(rec.CreatedAt))
+	k = append(k, '/')
+	return append(k, rec.ID...)
+}
+
+// intentKeyAfter is the smallest i/ key of intent key created at or after t.
+func intentKeyAfter(key [32]byte, t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(intentPrefix(key), termNanos(t))
+}
+
+// idFromIntentKey returns the id of a i/ key.
+func idFromIntentKey(k []byte) (string, bool) {
+	n := len(prefixIntent) + 32 + 8 + 1
+	if len(k) < n || !bytes.HasPrefix(k, []byte(prefixIntent)) || k[n-1] != '/' {
+		return "", false
+	}
+	return string(k[n:]), true
 }
 
 // idFromCreatedKey returns the id of a c/ key.

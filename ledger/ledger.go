@@ -130,6 +130,18 @@ type Record struct {
 
 	// Events is the number of events in the audit trail.
 	Events uint64 `json:"events"`
+
+	// DuplicateWindow is the operation's duplicate-intent window when the
+	// record was created (0: not guarded). A guarded record is indexed by
+	// its intent (IntentKey) and creation time, and Create refuses a new
+	// guarded record whose intent repeats a recent one (ErrDuplicate).
+	DuplicateWindow time.Duration `json:"duplicate_window,omitempty"`
+	// DuplicateOf is the execution this one may repeat: set when the
+	// duplicate-intent guard held the call for a reviewer
+	// (awaiting_approval) or answered it with that execution's outcome
+	// (created succeeded, its Outcome from the earlier one, Source
+	// "duplicate").
+	DuplicateOf string `json:"duplicate_of,omitempty"`
 }
 
 // ApprovalDecision is the state of an approval request.
@@ -310,6 +322,19 @@ type Ledger interface {
 	// known under the current protocol, or legacy when that first record is
 	// a resumed call the ledger had no record of (see SessionKnown). If a record with rec.ID already exists, nothing is written
 	// and Create returns the existing record and ErrExists.
+	//
+	// A guarded record (rec.DuplicateWindow > 0, rec.DuplicateOf empty)
+	// whose id is new is first checked against the records of the same
+	// intent (IntentKey): if one created at or after rec.CreatedAt minus
+	// the window is succeeded or not terminal (and not pruned), nothing is
+	// written and Create returns such a record and ErrDuplicate: the
+	// earliest that is not itself a duplicate (DuplicateOf empty), else
+	// the earliest (of the first MaxRepeatCandidates). The check and the write are atomic with respect to
+	// every other Create of the same intent, on every node sharing the
+	// ledger: of concurrent guarded records of one intent, one is created
+	// and the others get ErrDuplicate with it. A record with DuplicateOf
+	// set (the caller's answer to ErrDuplicate) is not checked, and is
+	// indexed like the others.
 	Create(ctx context.Context, rec Record, ev Event) (Record, error)
 	// Get returns a record or ErrNotFound.
 	Get(ctx context.Context, id string) (Record, error)

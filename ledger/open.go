@@ -675,8 +675,9 @@ func (d *DB) checkProtocol() error {
 	case 1, 2, 3, 4:
 		// Protocol 1 stored JSON values, protocol 2 records without the
 		// Uncertain field, neither they nor protocol 3 kept the creation
-		// index, and none of them the due and approval indexes; this
-		// release reads all four, and writes values and indexes that a
+		// index, and none of them the due and approval indexes; protocol 4
+		// had no duplicate-intent fields and index (i/), which start empty.
+		// This release reads all four, and writes values and indexes that a
 		// release of any of them cannot. The indexes are built first (a
 		// crash meanwhile leaves the old marker, and the next Open builds
 		// them again); raising the marker then makes an older release

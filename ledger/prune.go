@@ -84,6 +84,9 @@ func (d *DB) pruneOne(b *pebble.Batch, termKey []byte, now time.Time) error {
 	_ = b.Delete(pendingKey(id), nil)
 	_ = b.Delete(fenceKey(rec.Namespace, rec.SessionID, id), nil)
 	_ = b.Delete(createdKey(rec.CreatedAt, id), nil)
+	if rec.DuplicateWindow > 0 {
+		_ = b.Delete(intentKey(rec), nil)
+	}
 	v, err := encodeTombstone(tombstone{
 		ID: id, Namespace: rec.Namespace, SessionID: rec.SessionID, ToolCallID: rec.ToolCallID,
 		ArgsDigest: rec.ArgsDigest, State: rec.State, TerminalAt: rec.UpdatedAt, PrunedAt: now,

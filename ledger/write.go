@@ -26,6 +26,15 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
+	guarded := rec.DuplicateWindow > 0 && rec.DuplicateOf == ""
+	if guarded {
+		// The intent's lock before the id's: the look-up below and the
+		// commit are one step for every guarded Create of the intent.
+		ik := IntentKey(rec)
+		mu := &d.intents[maphash.Bytes(d.seed, ik[:])%uint64(len(d.intents))]
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	defer d.lock(rec.ID).Unlock()
 
 	existing, err := getRecord(d.db, rec.ID)
@@ -36,6 +45,16 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ErrPruned)
 	case !errors.Is(err, ErrNotFound):
 		return Record{}, err
+	}
+	if guarded {
+		earlier, found, err := d.repeated(rec)
+		if err != nil {
+			return Record{}, err
+		}
+		if found {
+			return earlier, fmt.Errorf("execution[%s] repeats execution[%s] (%s, created %s): %w",
+				rec.ID, earlier.ID, earlier.State, earlier.CreatedAt.Format(time.RFC3339Nano), ErrDuplicate)
+		}
 	}
 
 	b := d.db.NewBatch()
@@ -73,6 +92,49 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	d.remember(rec)
 	d.noteSessionMarked(sk)
 	return rec, nil
+}
+
+// repeated returns the record of rec's intent that rec repeats (see
+// Repeated) among those created within its duplicate window before it. The
+// caller holds the intent's lock, so no record of the intent is created
+// meanwhile.
+func (d *DB) repeated(rec Record) (Record, bool, error) {
+	ik := IntentKey(rec)
+	var (
+		out   Record
+		found bool
+		n     int
+	)
+	errFound := errors.New("found")
+	err := scanRange(d.db, intentKeyAfter(ik, rec.CreatedAt.Add(-rec.DuplicateWindow)), prefixEnd(intentPrefix(ik)), func(k, _ []byte) error {
+		id, ok := idFromIntentKey(k)
+		if !ok {
+			return fmt.Errorf("%w: duplicate-intent key %q", ErrCorrupt, k)
+		}
+		r, ok := d.cached(id)
+		if !ok {
+			var err error
+			if r, err = getRecord(d.db, id); errors.Is(err, ErrPruned) || errors.Is(err, ErrNotFound) {
+				return nil // an entry Prune has not removed yet
+			} else if err != nil {
+				return err
+			}
+		}
+		if !CountsAsRepeated(r) {
+			return nil
+		}
+		if !found || out.DuplicateOf != "" && r.DuplicateOf == "" {
+			out, found = r, true
+		}
+		if n++; out.DuplicateOf == "" || n >= MaxRepeatCandidates {
+			return errFound
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return Record{}, false, err
+	}
+	return out, found, nil
 }
 
 // Apply implements Ledger; the grammar it enforces is documented in
@@ -163,6 +225,9 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 	_ = b.Set(eventKey(rec.ID, ev.Seq), e, nil)
 	if old == nil {
 		_ = b.Set(createdKey(rec.CreatedAt, rec.ID), nil, nil)
+		if rec.DuplicateWindow > 0 {
+			_ = b.Set(intentKey(rec), nil, nil)
+		}
 	}
 	switch {
 	case !rec.State.Terminal():

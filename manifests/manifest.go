@@ -201,6 +201,30 @@ type Operation struct {
 	OutcomeDurability Durability
 	// InputSchema is the JSON Schema text of the arguments.
 	InputSchema string
+	// Review names the arguments a reviewer decides on (operation key
+	// review): the approval view shows them first, in this order, and
+	// then every other argument. A path names a property of the input
+	// schema, nested object properties joined by "." ("shipping.city").
+	// The default value (none) shows every argument in path order.
+	Review []string
+	// Money lists the arguments that are money amounts in minor units,
+	// each with the argument naming its currency (operation key money,
+	// an array of { amount = "…", currency = "…" }). The approval view
+	// shows them in major units with the currency as well.
+	Money []Money
+	// DuplicateWindow turns on the duplicate-intent guard (operation key
+	// duplicate_window, external operations only): a new call whose
+	// canonical arguments equal those of a call of the same operation in
+	// the same session and namespace, created within the window before it
+	// and succeeded or still in flight, is not dispatched; OnDuplicate
+	// says what happens to it instead. A runtime that re-issues a call
+	// under a new tool-call id after a lost answer is the case it is for.
+	// The default value (0) guards nothing.
+	DuplicateWindow time.Duration
+	// OnDuplicate is what the guard does with a repeat: DuplicateHold
+	// (the default whenever DuplicateWindow is set) or DuplicateAnswer.
+	// "" when DuplicateWindow is 0.
+	OnDuplicate DuplicateAction
 	// Line is the line of the [[operation]] header in the manifest file.
 	Line int
 

@@ -689,6 +689,7 @@ func (p *parser) operation(m *Manifest, raw map[string]any, i int, tablePath str
 			op.schema = sch
 		}
 	}
+	p.reviewKeys(op, op.schema, get)
 	return op
 }
 
@@ -704,6 +705,7 @@ var knownKeys = map[string]bool{
 	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
 	"operation.input_schema": true, "operation.reconcile_settle": true, "operation.outcome_durability": true,
+	"operation.review": true, "operation.money": true, "operation.duplicate_window": true, "operation.on_duplicate": true,
 }
 
 // unknownKeys reports keys the manifest format does not define: top-level

@@ -283,3 +283,76 @@ func TestOutcomeDurability(t *testing.T) {
 		require.Equal(t, want, o.OutcomeDurability, name)
 	}
 }
+
+// TestShippedReviewAndDuplicateGuard: the shipped payments and email
+// operations a reviewer approves name what the reviewer decides on, and
+// the two whose repeats cost money or reach people carry the
+// duplicate-intent guard.
+func TestShippedReviewAndDuplicateGuard(t *testing.T) {
+	ms, err := LoadDir(".")
+	require.NoError(t, err)
+	ops := map[string]*Operation{}
+	for _, m := range ms {
+		for _, op := range m.Operations {
+			ops[m.Connector.Name+"."+op.Name] = op
+		}
+	}
+	pay := ops["payments.create_payment"]
+	require.Equal(t, []string{"amount", "currency", "payment_method", "customer_email"}, pay.Review)
+	require.Equal(t, []Money{{Amount: "amount", Currency: "currency"}}, pay.Money)
+	require.Equal(t, 10*time.Minute, pay.DuplicateWindow)
+	require.Equal(t, DuplicateHold, pay.OnDuplicate)
+	send := ops["email.send"]
+	require.Equal(t, []string{"to", "cc", "from", "subject"}, send.Review)
+	require.Equal(t, 10*time.Minute, send.DuplicateWindow)
+	require.Equal(t, DuplicateHold, send.OnDuplicate)
+	require.Equal(t, []Money{{Amount: "amount"}}, ops["payments.refund_payment"].Money)
+	for name, op := range ops {
+		if op.RequiresApproval {
+			require.NotEmpty(t, op.Review, "%s is approved by a reviewer: name what they decide on", name)
+		}
+		if op.Effect == EffectRead {
+			require.Zero(t, op.DuplicateWindow, name)
+			require.Empty(t, op.OnDuplicate, name)
+		}
+	}
+}
+
+func TestReviewKeysParse(t *testing.T) {
+	src := `[connector]
+name = "shop"
+version = "1.0.0"
+abi = 1
+module = "shop.wasm"
+
+[[operation]]
+name = "order"
+description = "Place an order."
+effect = "external"
+recovery = "manual"
+review = ["total.amount", "ship_to"]
+money = [{ amount = "total.amount", currency = "total.currency" }, { amount = "tip" }]
+duplicate_window = "90s"
+on_duplicate = "answer"
+input_schema = '''{"type": "object", "properties": {"ship_to": {"type": "string"}, "tip": {"type": ["integer", "null"]},
+  "total": {"$ref": "#/$defs/money"}}, "$defs": {"money": {"type": "object", "properties": {
+  "amount": {"type": "integer"}, "currency": {"type": "string"}}}}}'''
+`
+	m, err := Parse("shop.toml", []byte(src))
+	require.NoError(t, err)
+	op := m.Operations[0]
+	require.Equal(t, []string{"total.amount", "ship_to"}, op.Review)
+	require.Equal(t, []Money{{"total.amount", "total.currency"}, {"tip", ""}}, op.Money)
+	require.Equal(t, 90*time.Second, op.DuplicateWindow)
+	require.Equal(t, DuplicateAnswer, op.OnDuplicate)
+	require.Equal(t, 13, op.KeyLine("money"))
+	// None of them is part of what an approval vouches for.
+	bare, err := Parse("shop.toml", []byte(strings.NewReplacer(
+		`review = ["total.amount", "ship_to"]`+"\n", "",
+		`money = [{ amount = "total.amount", currency = "total.currency" }, { amount = "tip" }]`+"\n", "",
+		`duplicate_window = "90s"`+"\n", "", `on_duplicate = "answer"`+"\n", "").Replace(src)))
+	require.NoError(t, err)
+	require.Equal(t, bare.Operations[0].PolicyVersion(), op.PolicyVersion())
+	require.Zero(t, bare.Operations[0].DuplicateWindow)
+	require.Empty(t, bare.Operations[0].OnDuplicate)
+}

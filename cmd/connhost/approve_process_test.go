@@ -346,7 +346,14 @@ func TestDecisionsThroughDev(t *testing.T) {
 	}
 	var res host.Result
 	apiCall(t, si.URL, "", "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "gated.echo", "arguments": map[string]string{}}, &res)
-	code, out, errOut := runBin(t, bin, cliEnv(), append([]string{"--json", "approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita", "--reason", "fine"}, global...)...)
+	// Without --digest, approve shows the call, read through the server
+	// (GET /v1/approvals/{id}), and decides nothing.
+	code, out, errOut := runBin(t, bin, cliEnv(), append([]string{"approve", res.Approval.ID}, global...)...)
+	if code != ExitUsage || !strings.HasPrefix(out, "Tool: gated.echo\nArguments: none\n") ||
+		!strings.Contains(errOut, "connhost approve "+res.Approval.ID+" --digest "+res.Approval.ArgsDigest) {
+		t.Fatalf("approve without --digest through dev: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita", "--reason", "fine"}, global...)...)
 	if code != ExitOK {
 		t.Fatalf("approve through dev: exit %d %q %q", code, out, errOut)
 	}

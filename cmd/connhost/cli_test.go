@@ -611,3 +611,53 @@ func TestSandboxCommandState(t *testing.T) {
 		t.Fatalf("corrupt state: exit %d %q", code, errOut)
 	}
 }
+
+// TestApproveShowsTheCall: approve without --digest shows the call as a
+// reviewer must see it (every argument decoded, control and bidi
+// characters as escapes, never raw on the terminal), decides nothing and
+// exits 2 with the command that approves exactly that call; --json gives
+// the approval view of GET /v1/approvals/{id}. history and ls show the
+// arguments the same way.
+func TestApproveShowsTheCall(t *testing.T) {
+	a := testApp(t)
+	code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "gated.echo",
+		"--args", `{"msg":"pay \u202etxt.exe\u001b[2J"}`)
+	var res host.Result
+	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+		t.Fatalf("gated: %d %q %q", code, out, errOut)
+	}
+	ap := res.Approval
+	code, out, errOut = runCLI(t, a, "approve", ap.ID)
+	if code != ExitUsage {
+		t.Fatalf("approve without --digest: exit %d %q %q", code, out, errOut)
+	}
+	wantLine := `  msg = "pay \u202Etxt.exe\u001B[2J"` + "\n"
+	if !strings.HasPrefix(out, "Tool: gated.echo\nArguments:\n"+wantLine) || strings.ContainsAny(out, "\u202e\x1b") {
+		t.Fatalf("approve without --digest shows %q", out)
+	}
+	if !strings.Contains(errOut, "nothing was decided: to approve exactly the call shown above, run connhost approve "+ap.ID+" --digest "+ap.ArgsDigest) {
+		t.Fatalf("approve without --digest says %q", errOut)
+	}
+	code, out, _ = runCLI(t, a, "--json", "approve", ap.ID)
+	var view host.ApprovalView
+	if code != ExitUsage || json.Unmarshal([]byte(out), &view) != nil || view.ArgsDigest != ap.ArgsDigest || len(view.Fields) != 1 || !view.Fields[0].Escaped {
+		t.Fatalf("approve --json without --digest: %d %q", code, out)
+	}
+
+	code, out, _ = runCLI(t, a, "ls")
+	if code != ExitOK || !strings.Contains(out, "(1 awaiting approval: connhost approve <approval-id> without --digest shows each call whole)") {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, a, "history", res.ExecutionID)
+	if code != ExitOK || !strings.Contains(out, "arguments (1, every one as a reviewer is shown it):\nArguments:\n"+wantLine) || strings.ContainsAny(out, "\u202e\x1b") {
+		t.Fatalf("history: %d %q", code, out)
+	}
+
+	if code, out, _ = runCLI(t, a, "approve", ap.ID, "--by", "rita", "--digest", ap.ArgsDigest); code != ExitOK {
+		t.Fatalf("approve: %d %q", code, out)
+	}
+	code, _, errOut = runCLI(t, a, "approve", ap.ID)
+	if code != ExitUsage || !strings.Contains(errOut, "is approved") || !strings.Contains(errOut, "there is nothing to approve") {
+		t.Fatalf("approve an approved call without --digest: %d %q", code, errOut)
+	}
+}

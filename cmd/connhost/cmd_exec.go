@@ -128,6 +128,13 @@ func renderResult(w io.Writer, res host.Result) {
 		fmt.Fprint(w, " — recorded outcome, connector not called")
 	}
 	fmt.Fprintln(w)
+	if res.DuplicateOf != "" {
+		how := "held for a reviewer, not dispatched"
+		if res.Status == host.StatusSucceeded {
+			how = "answered with its outcome, not dispatched"
+		}
+		fprintf(w, "repeats    %s (same arguments in the same session): %s\n", res.DuplicateOf, how)
+	}
 	if res.Source != "" {
 		fprintf(w, "source     %s\n", res.Source)
 	}
@@ -147,7 +154,7 @@ func renderResult(w io.Writer, res host.Result) {
 		}
 		fprintf(w, "approval   %s %s%s, digest %s, expires %s\n", ap.ID, ap.Decision, by, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
 		if ap.Decision == "pending" {
-			fprintf(w, "           connhost approve %s --by NAME --digest %s\n", ap.ID, ap.ArgsDigest)
+			fprintf(w, "           connhost approve %s shows the call; --by NAME --digest %s approves it\n", ap.ID, ap.ArgsDigest)
 		}
 	}
 	if !res.NextAttemptAt.IsZero() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/argview"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 // timeFormat is how times are shown to people: UTC, second precision.
@@ -67,6 +70,9 @@ GET /v1/executions answers.`,
 			if len(recs) == f.Limit && len(recs) > 0 {
 				fprintf(a.stdout, "(more: --after %s)\n", recs[len(recs)-1].ID)
 			}
+			if n := awaiting(recs); n > 0 {
+				fmt.Fprintf(a.stdout, "(%d awaiting approval: connhost approve <approval-id> without --digest shows each call whole)\n", n)
+			}
 			return nil
 		},
 	}
@@ -95,6 +101,17 @@ func renderList(w io.Writer, recs []ledger.Record) {
 	_ = tw.Flush()
 }
 
+// awaiting counts the records awaiting approval.
+func awaiting(recs []ledger.Record) int {
+	n := 0
+	for _, r := range recs {
+		if r.State == ledger.StateAwaitingApproval {
+			n++
+		}
+	}
+	return n
+}
+
 func sessionName(ns, session string) string {
 	if ns == "" || ns == ledger.DefaultNamespace {
 		return session
@@ -114,16 +131,24 @@ the actor and the evidence it was based on.`,
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
-				rec ledger.Record
-				evs []ledger.Event
+				rec     ledger.Record
+				evs     []ledger.Event
+				earlier *ledger.Record
 			)
 			err := a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
 				var err error
 				if rec, err = led.Get(cmd.Context(), args[0]); err != nil {
 					return err
 				}
-				evs, err = led.Events(cmd.Context(), args[0])
-				return err
+				if evs, err = led.Events(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				if rec.DuplicateOf != "" {
+					if r, err := led.Get(cmd.Context(), rec.DuplicateOf); err == nil || errors.Is(err, ledger.ErrPruned) {
+						earlier = &r
+					}
+				}
+				return nil
 			})
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrNoLedger) {
 				return refusef(host.ErrNotFound, "no execution %q in %s", args[0], a.g.data)
@@ -135,15 +160,38 @@ the actor and the evidence it was based on.`,
 				writeJSON(a.stdout, httpapi.NewExecution(rec, evs))
 				return nil
 			}
-			renderHistory(a.stdout, rec, evs)
+			renderHistory(a.stdout, rec, evs, a.operationOf(rec), earlier)
 			return nil
 		},
 	}
 	return c
 }
 
-// renderHistory writes a record and its events as a readable timeline.
-func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
+// operationOf returns the manifest entry of rec's operation from
+// --manifests, for the review order and money of its arguments; nil when
+// the manifests cannot be read or do not declare it (the arguments are
+// then shown in path order).
+func (a *app) operationOf(rec ledger.Record) *manifests.Operation {
+	ms, err := manifests.LoadDir(a.g.manifests)
+	if err != nil {
+		return nil
+	}
+	for _, m := range ms {
+		if m.Connector.Name == rec.Connector {
+			if op, ok := m.Operation(rec.Operation); ok {
+				return op
+			}
+		}
+	}
+	return nil
+}
+
+// renderHistory writes a record and its events as a readable timeline,
+// its arguments as a reviewer is shown them (host.RenderArgs: decoded,
+// escaped, in op's review order; op may be nil), and, for a call the
+// duplicate-intent guard held or answered, the execution it repeats
+// (earlier, nil when unknown).
+func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event, op *manifests.Operation, earlier *ledger.Record) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	row("execution", "%s", r.ID)
@@ -154,8 +202,18 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
 		state += " (cancel requested)"
 	}
 	row("state", "%s, attempt %d of %d", state, r.Attempt, r.MaxAttempts)
-	row("args", "%s", compactJSON(r.Args))
 	row("args digest", "%s", r.ArgsDigest)
+	if r.DuplicateOf != "" {
+		s := r.DuplicateOf
+		if earlier != nil {
+			s += fmt.Sprintf(" (%s, tool call %s, created %s)", earlier.State, shownID(earlier.ToolCallID), earlier.CreatedAt.UTC().Format(timeFormat))
+		}
+		how := "held for a reviewer"
+		if r.State == ledger.StateSucceeded && r.Outcome != nil && r.Outcome.Source == ledger.OutcomeSourceDuplicate {
+			how = "answered with its outcome"
+		}
+		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(r.DuplicateWindow), how)
+	}
 	if r.Resumed {
 		row("resumed", "yes (replayed from older history)")
 	}
@@ -205,6 +263,20 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event) {
 	row("created", "%s", r.CreatedAt.UTC().Format(timeFormat))
 	row("updated", "%s", r.UpdatedAt.UTC().Format(timeFormat))
 	_ = tw.Flush()
+
+	if fields, _, err := host.RenderArgs(r.Args, op); err != nil {
+		q, _ := argview.Quote(string(r.Args))
+		fmt.Fprintf(w, "\narguments (not a JSON object the host accepts, shown as recorded): %s\n", q)
+	} else {
+		given := 0
+		for _, f := range fields {
+			if f.Type != "absent" {
+				given++
+			}
+		}
+		fprintf(w, "\narguments (%d, every one as a reviewer is shown it):\n", given)
+		_ = argview.Write(w, fields, "  ")
+	}
 
 	fprintf(w, "\n%d event(s):\n", len(evs))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -400,8 +472,12 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 	if !approve {
 		verb, Verb, exampleReason = "reject", "Reject", "the amount is wrong"
 	}
+	use := verb + " <approval-id> --digest D [--reason TEXT]"
+	if approve {
+		use = verb + " <approval-id> [--digest D] [--reason TEXT]"
+	}
 	c := &cobra.Command{
-		Use:   verb + " <approval-id> --digest D [--reason TEXT]",
+		Use:   use,
 		Short: Verb + " a call that awaits approval",
 		Example: fmt.Sprintf("  connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config docs/connhost.example.toml \\\n"+
 			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --reason \"%[2]s\"\n"+
@@ -409,6 +485,9 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --server http://127.0.0.1:8420", verb, exampleReason),
 		Args: exactArgs(1, "an approval id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if approve && digest == "" {
+				return a.showApproval(cmd.Context(), df, args[0])
+			}
 			body := httpapi.DecisionRequest{By: df.by, Digest: digest, Reason: reason}
 			res, err := a.decide(cmd.Context(), df, verb, request{path: "/v1/approvals/" + url.PathEscape(args[0]) + "/" + verb, body: body},
 				func(ex *host.Executor, by string) (host.Result, error) {
@@ -427,11 +506,15 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 	}
 	if approve {
 		c.Long = `approve approves the exact arguments a reviewer was shown: --digest must be
-the args digest of the approval request (connhost history shows it). The
-approval is bound to that digest and the operation's policy version, and is
-consumed by the first dispatch; the runtime re-drives the call (same session,
-tool-call id and arguments) to dispatch it. Through a server, approving needs
-an approver's token.
+the args digest of the approval request. Without --digest, approve shows
+the call and decides nothing (exit 2): every argument, decoded and whole,
+the fields the operation's manifest names for review first, money in its
+currency, and a warning when the call may repeat an earlier one; then the
+command that approves exactly that call. The approval is bound to the
+digest and the operation's policy version, and is consumed by the first
+dispatch; the runtime re-drives the call (same session, tool-call id and
+arguments) to dispatch it. Through a server, approving needs an approver's
+token.
 ` + decisionHelp
 	} else {
 		c.Long = `reject rejects an approval request; the execution becomes rejected and is
@@ -443,10 +526,43 @@ rejecting needs an approver's token.
 	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown")
 	f.StringVar(&reason, "reason", "", "why (audited)")
 	df.register(c, `reviewer name recorded when the ledger is opened directly (default "local:<OS user>"); through a server, your principal's name`)
-	if approve {
-		_ = c.MarkFlagRequired("digest")
-	}
 	return c
+}
+
+// showApproval prints the approval view of approvalID (host.ApprovalView,
+// what GET /v1/approvals/{id} answers) through the server that holds the
+// ledger, or from the ledger directly, and exits 2: approve decided
+// nothing without --digest.
+func (a *app) showApproval(ctx context.Context, df decisionFlags, approvalID string) error {
+	var view host.ApprovalView
+	_, err := a.decide(ctx, df, "approve", request{method: "GET", path: "/v1/approvals/" + url.PathEscape(approvalID), out: &view},
+		func(ex *host.Executor, _ string) (host.Result, error) {
+			var err error
+			view, err = ex.ApprovalView(ctx, approvalID)
+			return host.Result{}, err
+		})
+	if err != nil {
+		return err
+	}
+	if a.g.json {
+		writeJSON(a.stdout, view)
+		return &exitError{code: ExitUsage}
+	}
+	fmt.Fprint(a.stdout, view.Text)
+	if view.Status != host.StatusAwaitingApproval {
+		return &exitError{code: ExitUsage, err: usagef("approval %s is %s (execution %s is %s): there is nothing to approve", approvalID, view.Decision, view.ExecutionID, view.Status)}
+	}
+	return &exitError{code: ExitUsage, err: usagef("nothing was decided: to approve exactly the call shown above, run connhost approve %s --digest %s", approvalID, view.ArgsDigest)}
+}
+
+// shownID is an identifier as the CLI prints it: as it is, or quoted with
+// escapes when it holds characters that must not reach a terminal raw.
+func shownID(s string) string {
+	q, escaped := argview.Quote(s)
+	if escaped {
+		return q
+	}
+	return s
 }
 
 func (a *app) cancelCommand() *cobra.Command {

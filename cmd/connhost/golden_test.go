@@ -15,6 +15,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -154,8 +155,20 @@ func TestRenderGolden(t *testing.T) {
 	golden(t, "ls_empty", b.Bytes())
 
 	b.Reset()
-	renderHistory(&b, rec, evs)
+	renderHistory(&b, rec, evs, shippedOperation(t, "payments", "create_payment"), nil)
 	golden(t, "history", b.Bytes())
+
+	// A call the duplicate-intent guard held, with arguments that would
+	// rewrite an operator's terminal: shown as escapes.
+	held := rec
+	held.ID, held.ToolCallID, held.State, held.Attempt = "ex_zzzz", "call_2", ledger.StateAwaitingApproval, 0
+	held.Outcome, held.Resolution, held.DuplicateOf, held.DuplicateWindow = nil, nil, rec.ID, 10*time.Minute
+	held.Args = []byte(`{"amount":500,"currency":"usd","payment_method":"pm_card_visa","description":"\u001b[2J\u202einvoice"}`)
+	held.Approval = &ledger.Approval{ID: "ap_zzzz", ArgsDigest: strings.Repeat("d", 64), PolicyVersion: "0123456789abcdef",
+		RequestedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(61 * time.Minute), Decision: ledger.ApprovalPending}
+	b.Reset()
+	renderHistory(&b, held, evs[:1], shippedOperation(t, "payments", "create_payment"), &rec)
+	golden(t, "history_duplicate", b.Bytes())
 
 	b.Reset()
 	writeJSON(&b, httpapi.NewExecution(rec, evs))
@@ -193,4 +206,18 @@ func TestProblemGolden(t *testing.T) {
 			golden(t, "problem_"+name+"_json", b.Bytes())
 		})
 	}
+}
+
+// shippedOperation returns an operation of a shipped manifest.
+func shippedOperation(t *testing.T, connector, op string) *manifests.Operation {
+	t.Helper()
+	m, err := manifests.Load(filepath.Join("..", "..", "manifests", connector+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := m.Operation(op)
+	if !ok {
+		t.Fatalf("%s has no operation %s", connector, op)
+	}
+	return o
 }

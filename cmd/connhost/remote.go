@@ -63,10 +63,15 @@ principal of --config, whose token in the config signs it (nodes dispatch
 no unsigned approval), and a resolution or cancellation is recorded under
 --by only for a principal of --config, else as "db:<database role>".`
 
-// request is one decision sent to a server's API.
+// request is one decision sent to a server's API, or (method GET) one
+// read a decision needs.
 type request struct {
 	path string
 	body any
+	// method is the request's method; the default value is POST.
+	method string
+	// out, when set, receives the answer instead of a host.Result.
+	out any
 }
 
 // decide makes a decision through the server that holds the ledger, or
@@ -186,15 +191,24 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 			token = "" // a server without credentials
 		}
 	}
-	body, err := json.Marshal(req.body)
-	if err != nil {
-		return host.Result{}, err
+	method := req.method
+	if method == "" {
+		method = "POST"
 	}
-	hreq, err := http.NewRequestWithContext(ctx, "POST", si.URL+req.path, bytes.NewReader(body))
+	var body []byte
+	if req.body != nil {
+		var err error
+		if body, err = json.Marshal(req.body); err != nil {
+			return host.Result{}, err
+		}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, si.URL+req.path, bytes.NewReader(body))
 	if err != nil {
 		return host.Result{}, fmt.Errorf("request to %s: %w", si.URL, err)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -206,6 +220,12 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		return host.Result{}, fmt.Errorf("read the answer of %s: %w", si.URL, err)
+	}
+	if resp.StatusCode == http.StatusOK && req.out != nil {
+		if err := json.Unmarshal(b, req.out); err != nil {
+			return host.Result{}, fmt.Errorf("the answer of %s is not what %s answers: %w", si.URL, req.path, err)
+		}
+		return host.Result{}, nil
 	}
 	if resp.StatusCode == http.StatusOK {
 		var res host.Result

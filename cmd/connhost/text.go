@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -139,4 +140,16 @@ func termSafeLines(s string) string {
 		lines[i] = termSafe(l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// shortDuration formats d as manifests write durations: 10m, 1h, 1m30s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -34,7 +34,7 @@ func TestTextOutputEscapesControlCharacters(t *testing.T) {
 	res.Error = "failed" + evil
 	var b bytes.Buffer
 	renderList(&b, []ledger.Record{rec})
-	renderHistory(&b, rec, evs)
+	renderHistory(&b, rec, evs, nil, nil)
 	renderResult(&b, res)
 	renderProblem(&b, &httpapi.Problem{Code: httpapi.CodeSessionFenced, Detail: "fenced" + evil,
 		UncertainCalls: []host.UncertainCall{{ExecutionID: rec.ID, ToolCallID: rec.ToolCallID, Tool: "email.send"}}})

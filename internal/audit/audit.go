@@ -39,6 +39,7 @@
 //	missing-description                 warning   an operation's description is too short (< MinDescriptionLen) to guide the model
 //	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties) or undeclared properties (additionalProperties not false)
 //	unbounded-amount                    warning   a money or amount field (amount, price, total, fee, …) of the input schema without a minimum and a maximum
+//	unbounded-string                    warning   a string argument (nested ones included) without a maxLength, enum or const, in an operation a reviewer approves (requires_approval, or duplicate_window holding repeats): its calls can outgrow what an approval dialog shows whole
 //	approval-ttl-long                   warning   approval_ttl is longer than Options.MaxApprovalTTL (default 24h): an approval outlives the reviewer's context
 //	secret-like-token                   warning   a long high-entropy token in the manifest text, which may be a credential
 //	high-attempts                       info      an external operation may be dispatched more than HighAttempts times
@@ -125,6 +126,7 @@ const (
 	CodeMissingDescription             Code = "missing-description"
 	CodePermissiveSchema               Code = "permissive-schema"
 	CodeUnboundedAmount                Code = "unbounded-amount"
+	CodeUnboundedString                Code = "unbounded-string"
 	CodeApprovalTTLLong                Code = "approval-ttl-long"
 	CodeSecretLikeToken                Code = "secret-like-token"
 	CodeHighAttempts                   Code = "high-attempts"
@@ -165,6 +167,7 @@ var FindingCodes = []struct {
 	{CodeMissingDescription, SeverityWarning},
 	{CodePermissiveSchema, SeverityWarning},
 	{CodeUnboundedAmount, SeverityWarning},
+	{CodeUnboundedString, SeverityWarning},
 	{CodeApprovalTTLLong, SeverityWarning},
 	{CodeSecretLikeToken, SeverityWarning},
 	{CodeHighAttempts, SeverityInfo},
@@ -377,7 +380,15 @@ type OperationReport struct {
 	// milliseconds after the answer; recovery re-derives it if lost) or
 	// "sync".
 	OutcomeDurability string `json:"outcome_durability"`
-	PolicyVersion     string `json:"policy_version"`
+	// DuplicateWindow and OnDuplicate are the duplicate-intent guard
+	// (duplicate_window, on_duplicate: hold or answer); absent when the
+	// operation has none.
+	DuplicateWindow string `json:"duplicate_window,omitempty"`
+	OnDuplicate     string `json:"on_duplicate,omitempty"`
+	// Review lists the arguments the manifest names for review, shown
+	// first in the approval view.
+	Review        []string `json:"review,omitempty"`
+	PolicyVersion string   `json:"policy_version"`
 	// Exports is what the module implements for this operation; nil when
 	// the module's description is unknown.
 	Exports *Exports `json:"exports"`
@@ -758,6 +769,10 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 		or.ReconcileSettle = FormatDuration(op.ReconcileSettle)
 	}
 	or.OutcomeDurability = string(op.OutcomeDurability)
+	if op.DuplicateWindow > 0 {
+		or.DuplicateWindow, or.OnDuplicate = FormatDuration(op.DuplicateWindow), string(op.OnDuplicate)
+	}
+	or.Review = op.Review
 	external := op.Effect == manifests.EffectExternal
 	if desc != nil {
 		info, ok := desc.Operation(op.Name)
@@ -808,6 +823,7 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 			"description %q is too short to tell the model what the operation does (want at least %d characters)", d, MinDescriptionLen)
 	}
 	a.schema(op)
+	a.unboundedStrings(op)
 	if external && op.MaxAttempts > HighAttempts {
 		a.add(CodeHighAttempts, opKey(op, "max_attempts"),
 			"max_attempts %d: one call may reach the provider up to %d times", op.MaxAttempts, op.MaxAttempts)

@@ -49,6 +49,7 @@ var auditCases = map[string][]Code{
 	"permissive-schema":                  {CodePermissiveSchema, CodePermissiveSchema},
 	"permissive-schema-nested":           {CodePermissiveSchema, CodePermissiveSchema},
 	"unbounded-amount":                   {CodeUnboundedAmount, CodeUnboundedAmount},
+	"unbounded-string":                   {CodeUnboundedString, CodeUnboundedString, CodeManualWithoutApproval, CodeUnboundedString},
 	"approval-ttl-long":                  {CodeApprovalTTLLong},
 	"secret-like-token":                  {CodeSecretLikeToken},
 	"high-attempts":                      {CodeHighAttempts},
@@ -272,6 +273,8 @@ var diffCases = map[string][]Code{
 		CodeApprovalTTLRaised, CodeAttemptsRaised, CodeEffectDowngraded, CodeRecoveryLoosened,
 		CodeLimitRaised, CodeModuleDigestChanged, CodeModuleFileChanged, CodeDurabilitySync, CodePolicyVersionChanged, CodeSchemaChanged,
 	},
+	"duplicates":          {CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened},
+	"duplicates-reversed": {CodeDuplicateGuardTightened, CodeDuplicateGuardTightened, CodeDuplicateGuardTightened},
 	"effect": {
 		CodeDurabilityLazy,
 		CodeLimitLowered, CodeModuleDigestChanged, CodeModuleFileChanged,

@@ -330,3 +330,71 @@ func looseObject(s *jsonschema.Schema, top bool) string {
 // permissive says how a top-level object schema lets arguments through
 // unchecked, or "" if it does not (see looseObject).
 func permissive(s *jsonschema.Schema) string { return looseObject(derefSchema(s), true) }
+
+// reviewed reports whether a reviewer may have to approve calls of op: it
+// requires approval, or its duplicate-intent guard holds repeats for one.
+func reviewed(op *manifests.Operation) bool {
+	return op.RequiresApproval || op.DuplicateWindow > 0 && op.OnDuplicate == manifests.DuplicateHold
+}
+
+// unboundedStrings warns, for an operation a reviewer approves, on every
+// string argument of its schema (nested ones included) without a
+// maxLength, enum or const: a model can make such a call longer than any
+// approval dialog shows, and the host then asks nobody in the client's
+// dialog. Each finding is placed at the string's schema.
+func (a *auditor) unboundedStrings(op *manifests.Operation) {
+	root := op.Schema()
+	if root == nil || !reviewed(op) {
+		return
+	}
+	seen := map[*jsonschema.Schema]bool{}
+	var visit func(s *jsonschema.Schema)
+	visit = func(s *jsonschema.Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		if s.Types != nil && slices.Contains(s.Types.ToStrings(), "string") && s.MaxLength == nil && s.Enum == nil && s.Const == nil {
+			ptr := pointerOf(s)
+			pos := op.SchemaPos(ptr)
+			a.add(CodeUnboundedString, at{op: op, line: pos.Line, col: pos.Col},
+				"%s is a string without a maxLength, in an operation a reviewer approves: a model can make a call longer than an approval dialog shows whole (connhost then asks nobody in the MCP client's dialog); bound it with maxLength",
+				ptr)
+		}
+		keys := make([]string, 0, len(s.Properties))
+		for k := range s.Properties {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			visit(s.Properties[k])
+		}
+		for _, sub := range s.PatternProperties {
+			visit(sub)
+		}
+		if sub, ok := s.AdditionalProperties.(*jsonschema.Schema); ok {
+			visit(sub)
+		}
+		if sub, ok := s.Items.(*jsonschema.Schema); ok {
+			visit(sub)
+		}
+		if subs, ok := s.Items.([]*jsonschema.Schema); ok {
+			for _, sub := range subs {
+				visit(sub)
+			}
+		}
+		visit(s.Items2020)
+		for _, sub := range s.PrefixItems {
+			visit(sub)
+		}
+		for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf} {
+			for _, sub := range list {
+				visit(sub)
+			}
+		}
+		for _, sub := range []*jsonschema.Schema{s.Ref, s.Then, s.Else} {
+			visit(sub)
+		}
+	}
+	visit(root)
+}

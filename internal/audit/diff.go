@@ -44,6 +44,8 @@ const (
 	CodeSchemaLoosened           Code = "schema-loosened"
 	CodeSchemaChanged            Code = "schema-changed"
 	CodeDescriptionChanged       Code = "description-changed"
+	CodeDuplicateGuardLoosened   Code = "duplicate-guard-loosened"
+	CodeDuplicateGuardTightened  Code = "duplicate-guard-tightened"
 )
 
 // ChangeCodes lists every diff change code with its severity, in the order
@@ -65,6 +67,7 @@ var ChangeCodes = []struct {
 	{CodeDurabilityLazy, SeverityWarning},
 	{CodeHostAdded, SeverityWarning},
 	{CodeSchemaLoosened, SeverityWarning},
+	{CodeDuplicateGuardLoosened, SeverityWarning},
 	{CodeModuleDigestChanged, SeverityInfo},
 	{CodeEffectChanged, SeverityInfo},
 	{CodeModuleFileChanged, SeverityInfo},
@@ -83,6 +86,7 @@ var ChangeCodes = []struct {
 	{CodeLimitLowered, SeverityInfo},
 	{CodeSchemaChanged, SeverityInfo},
 	{CodeDescriptionChanged, SeverityInfo},
+	{CodeDuplicateGuardTightened, SeverityInfo},
 }
 
 // Change is one difference between two versions of a manifest.
@@ -242,6 +246,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	durability-lazy              warning   a succeeded outcome is no longer synced before the answer
 //	host-added                   warning   the connector may reach a new origin
 //	schema-loosened              warning   the input schema became permissive (see permissive-schema)
+//	duplicate-guard-loosened     warning   the duplicate-intent guard was removed or its window shortened, or repeats are now answered instead of held
 //	module-digest-changed        info      the module digest changed together with the version
 //	effect-changed               info      an operation's effect changed from read to external
 //	module-file-changed          info      the module file name changed
@@ -258,6 +263,7 @@ func recoveryRisk(p manifests.Policy) int {
 //	limit-raised, limit-lowered  info      a [limits] value changed
 //	schema-changed               info      the input schema text changed (ignoring formatting)
 //	description-changed          info      the description shown to the model changed
+//	duplicate-guard-tightened    info      the duplicate-intent guard was added or its window widened, or repeats are now held instead of answered
 func Diff(old, new *manifests.Manifest, oldFacts, newFacts ModuleFacts) DiffReport {
 	d := &differ{r: DiffReport{
 		Connector: new.Connector.Name, OldFile: old.Path, NewFile: new.Path,
@@ -461,6 +467,40 @@ func (d *differ) operation(o, n *manifests.Operation) {
 	}
 	if strings.TrimSpace(o.Description) != strings.TrimSpace(n.Description) {
 		d.add(SeverityInfo, CodeDescriptionChanged, name, "description", o.Description, n.Description, "description shown to the model changed")
+	}
+	d.duplicateGuard(name, o, n)
+}
+
+// duplicateGuard compares two versions of an operation's duplicate-intent
+// guard: fewer repeats stopped (no guard, a shorter window, answered
+// instead of held) is a risk increase.
+func (d *differ) duplicateGuard(name string, o, n *manifests.Operation) {
+	guard := func(op *manifests.Operation) string {
+		if op.DuplicateWindow == 0 {
+			return "none"
+		}
+		return FormatDuration(op.DuplicateWindow) + ", " + string(op.OnDuplicate)
+	}
+	og, ng := guard(o), guard(n)
+	if og == ng {
+		return
+	}
+	field := "duplicate_window"
+	if o.DuplicateWindow == n.DuplicateWindow {
+		field = "on_duplicate"
+	}
+	switch {
+	case n.DuplicateWindow == 0:
+		d.add(SeverityWarning, CodeDuplicateGuardLoosened, name, field, og, ng,
+			"risk increase: the duplicate-intent guard was removed: a call re-issued under a new tool-call id now runs again")
+	case o.DuplicateWindow > 0 && n.DuplicateWindow < o.DuplicateWindow:
+		d.add(SeverityWarning, CodeDuplicateGuardLoosened, name, field, og, ng,
+			"risk increase: repeats are now stopped within %s instead of %s", FormatDuration(n.DuplicateWindow), FormatDuration(o.DuplicateWindow))
+	case o.DuplicateWindow > 0 && o.OnDuplicate == manifests.DuplicateHold && n.OnDuplicate == manifests.DuplicateAnswer:
+		d.add(SeverityWarning, CodeDuplicateGuardLoosened, name, field, og, ng,
+			"risk increase: a repeat of a succeeded call is now answered with its outcome instead of held for a reviewer: a repeat meant as a second effect is never asked about")
+	default:
+		d.add(SeverityInfo, CodeDuplicateGuardTightened, name, field, og, ng, "the duplicate-intent guard now stops more repeats (%s, was %s)", ng, og)
 	}
 }
 

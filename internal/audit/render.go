@@ -146,6 +146,9 @@ func WriteText(w io.Writer, r Report) error {
 			fmt.Fprintf(tw, "    relies on\t%s\n", v.ReliesOn)
 			fmt.Fprintf(tw, "    approval\t%s\n", v.Approval)
 			fmt.Fprintf(tw, "    dispatches\tat most %d per call\n", v.MaxDispatches)
+			if v.Repeats != "" {
+				fmt.Fprintf(tw, "    repeats\t%s\n", v.Repeats)
+			}
 			tw.Flush()
 		}
 		ew.printf("\n")
@@ -382,9 +385,9 @@ var reportTmpl = template.Must(template.Must(template.New("report").Funcs(funcs)
 {{end}}</tbody>
 </table>
 <table class="verdicts">
-<thead><tr><th>Operation</th><th>After a crash the host</th><th>That relies on</th><th>Approval</th><th>Dispatches per call</th><th>Hosts reachable</th></tr></thead>
+<thead><tr><th>Operation</th><th>After a crash the host</th><th>That relies on</th><th>Approval</th><th>Dispatches per call</th><th>Hosts reachable</th><th>A repeat under a new id</th></tr></thead>
 <tbody>
-{{range .Operations}}<tr class="verdict" data-operation="{{.Name}}"><td><code>{{.Name}}</code></td><td class="after-crash">{{.Verdict.AfterCrash}}</td><td class="relies-on">{{.Verdict.ReliesOn}}</td><td class="approval">{{.Verdict.Approval}}</td><td class="max-dispatches">{{.Verdict.MaxDispatches}}</td><td class="hosts">{{range .Verdict.Hosts}}<code>{{.}}</code> {{else}}none{{end}}</td></tr>
+{{range .Operations}}<tr class="verdict" data-operation="{{.Name}}"><td><code>{{.Name}}</code></td><td class="after-crash">{{.Verdict.AfterCrash}}</td><td class="relies-on">{{.Verdict.ReliesOn}}</td><td class="approval">{{.Verdict.Approval}}</td><td class="max-dispatches">{{.Verdict.MaxDispatches}}</td><td class="hosts">{{range .Verdict.Hosts}}<code>{{.}}</code> {{else}}none{{end}}</td><td class="repeats">{{or .Verdict.Repeats "-"}}</td></tr>
 {{end}}</tbody>
 </table>
 </section>

@@ -30,12 +30,26 @@ type Verdict struct {
 	// Hosts are the origins the connector may reach (capabilities.http;
 	// a deployment may add its own with allow_http in connhost.toml).
 	Hosts []string `json:"hosts"`
+	// Repeats says what a call meets that repeats a recent one under a
+	// new tool-call id (the duplicate-intent guard, duplicate_window);
+	// external operations only.
+	Repeats string `json:"repeats,omitempty"`
 }
 
 func (a *auditor) verdict(op *manifests.Operation) Verdict {
 	v := Verdict{MaxDispatches: op.MaxAttempts, Hosts: orEmpty(a.m.Capabilities.HTTP), Approval: "none: the model's call runs as issued"}
 	if op.RequiresApproval {
 		v.Approval = fmt.Sprintf("a reviewer approves the exact arguments; the request expires after %s", FormatDuration(op.ApprovalTTL))
+	}
+	if op.Effect == manifests.EffectExternal {
+		switch {
+		case op.DuplicateWindow == 0:
+			v.Repeats = "not guarded: a call re-issued under a new tool-call id runs again (no duplicate_window)"
+		case op.OnDuplicate == manifests.DuplicateAnswer:
+			v.Repeats = fmt.Sprintf("a call with the same arguments as one in the same session within %s is not dispatched: answered with that call's outcome once it succeeded, held for a reviewer while it is in flight", FormatDuration(op.DuplicateWindow))
+		default:
+			v.Repeats = fmt.Sprintf("a call with the same arguments as one succeeded or in flight in the same session within %s is not dispatched: it is held for a reviewer as a possible duplicate", FormatDuration(op.DuplicateWindow))
+		}
 	}
 	hosts := strings.Join(hostNames(a.m.Capabilities.HTTP), ", ")
 	if hosts == "" {

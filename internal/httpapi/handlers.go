@@ -276,6 +276,17 @@ type DecisionRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// approvalView serves GET /v1/approvals/{id}: host.ApprovalView, what a
+// reviewer is shown (the console, the CLI through a server).
+func (a *api) approvalView(w http.ResponseWriter, r *http.Request) {
+	v, err := a.ex.ApprovalView(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err, host.Result{})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func (a *api) approve(w http.ResponseWriter, r *http.Request) { a.decide(w, r, true) }
 func (a *api) reject(w http.ResponseWriter, r *http.Request)  { a.decide(w, r, false) }
 

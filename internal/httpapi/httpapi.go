@@ -132,6 +132,7 @@ func routes() []route {
 		{method: "GET", path: "/v1/executions/{id}", handler: (*api).get, roles: anyRole},
 		{method: "POST", path: "/v1/executions/{id}/resolve", handler: (*api).resolve, roles: deciders, decision: true},
 		{method: "POST", path: "/v1/executions/{id}/cancel", handler: (*api).cancel, roles: cancellers},
+		{method: "GET", path: "/v1/approvals/{id}", handler: (*api).approvalView, roles: anyRole},
 		{method: "POST", path: "/v1/approvals/{id}/approve", handler: (*api).approve, roles: approverOnly, decision: true},
 		{method: "POST", path: "/v1/approvals/{id}/reject", handler: (*api).reject, roles: approverOnly, decision: true},
 		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll, roles: cancellers},

@@ -291,6 +291,8 @@ func TestOpenAPILive(t *testing.T) {
 
 	// Reads.
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions/" + ok.ExecutionID, token: rita}, 200, "")
+	lc.send(srv, exchange{method: "GET", path: "/v1/approvals/" + toExpire.Approval.ID, token: rita}, 200, "")
+	lc.send(srv, exchange{method: "GET", path: "/v1/approvals/" + gated.Approval.ID, token: agent}, 200, "")
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?limit=2", token: agent}, 200, "")
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?state=succeeded&session_id=s1&namespace=default&limit=1&after=" + ok.ExecutionID, token: olga}, 200, "")
 	lc.send(srv, exchange{method: "POST", path: "/v1/recover", token: olga}, 200, "")
@@ -323,6 +325,8 @@ func TestOpenAPILive(t *testing.T) {
 	lc.send(srv, exec("s1", "c1", "noop.echo", `{"msg":"other"}`), 409, CodeIntentMismatch)
 	lc.send(srv, exec("old4", "c2", "noop.echo", `{}`), 409, CodeSessionFenced)
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions/ex_nope", token: agent}, 404, CodeNotFound)
+	lc.send(srv, exchange{method: "GET", path: "/v1/approvals/ap_nope", token: rita}, 404, CodeNotFound)
+	lc.send(srv, exchange{method: "GET", path: "/v1/approvals/" + ok.ExecutionID, token: rita}, 404, CodeNotFound)
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?state=done", token: agent}, 400, CodeBadRequest)
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?after=ex_nope", token: agent}, 400, CodeBadRequest)
 	lc.send(srv, exchange{method: "GET", path: "/v1/tools?format=gemini", token: agent}, 400, CodeBadRequest)
@@ -370,6 +374,7 @@ func TestOpenAPILive(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions/" + ok.ExecutionID, token: agent}, 410, CodePruned)
+	lc.send(srv, exchange{method: "GET", path: "/v1/approvals/" + gated.Approval.ID, token: rita}, 410, CodePruned)
 	lc.send(srv, exec("s1", "c1", "noop.echo", `{"msg":"hi"}`), 410, CodePruned)
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?after=" + ok.ExecutionID, token: agent}, 410, CodePruned)
 

@@ -54,7 +54,10 @@ func elicits(req *mcp.CallToolRequest) bool {
 func (s *Server) askApproval(ctx context.Context, req *mcp.CallToolRequest, who caller, id identity, call host.ToolCall,
 	res host.Result, st *requestState) (out *mcp.CallToolResult, decided bool, why string) {
 	ap := res.Approval
-	params := s.approvalRequest(call, res, who)
+	params, why := s.approvalRequest(ctx, call, res, who)
+	if params == nil {
+		return nil, false, why
+	}
 	var answer *mcp.ElicitResult
 	if req.ProtocolVersion() >= mrtrVersion {
 		resp, ok := req.Params.InputResponses[approvalInput]
@@ -136,16 +139,32 @@ func cleanReason(r string) string {
 }
 
 // approvalRequest is the elicitation that shows the user the exact call:
-// operation, arguments, digest, expiry.
-func (s *Server) approvalRequest(call host.ToolCall, res host.Result, who caller) *mcp.ElicitParams {
+// the host's approval view (every argument, decoded, review fields first;
+// see host.ApprovalView), digest and expiry. It returns nil and why when
+// the call cannot be shown whole within the dialog's limits
+// (Options.MaxDialogBytes, MaxDialogLines): a dialog that shows part of a
+// call would have the user approve the rest unseen, so the call waits for
+// a reviewer out of band instead.
+func (s *Server) approvalRequest(ctx context.Context, call host.ToolCall, res host.Result, who caller) (*mcp.ElicitParams, string) {
 	ap := res.Approval
+	view, err := s.ex.ApprovalView(ctx, ap.ID)
+	if err != nil {
+		s.opts.Logger.WarnContext(ctx, "mcpserver: approval dialog not shown: no approval view", "approval_id", ap.ID, "err", err)
+		return nil, "the approval dialog could not be built (" + firstLine(host.Detail(err)) + "); a reviewer must approve or reject the call out of band"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "An agent asks to run %s. Approve this exact call?\n\n", call.Tool)
-	fmt.Fprintf(&b, "Arguments: %s\n", compact(call.Arguments))
-	fmt.Fprintf(&b, "Arguments digest (sha256): %s\n", ap.ArgsDigest)
-	fmt.Fprintf(&b, "Approval: %s, expires %s\n", ap.ID, ap.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "Session %s, tool call %s\n\n", call.SessionID, call.ToolCallID)
-	fmt.Fprintf(&b, "Accept approves it (recorded as %s), decline rejects it; dismissing leaves it for a reviewer.", who.approver)
+	fmt.Fprintf(&b, "An agent asks to run %s. Approve this exact call?\n\n", view.Tool)
+	b.WriteString(view.Text)
+	fmt.Fprintf(&b, "\nAccept approves it (recorded as %s), decline rejects it; dismissing leaves it for a reviewer.", who.approver)
+	msg := b.String()
+	if lines := strings.Count(msg, "\n") + 1; len(msg) > s.opts.MaxDialogBytes || lines > s.opts.MaxDialogLines {
+		s.opts.Logger.WarnContext(ctx, "mcpserver: approval dialog not shown: the call does not fit whole; it waits for a reviewer out of band",
+			"approval_id", ap.ID, "tool", view.Tool, "bytes", len(msg), "lines", lines,
+			"max_bytes", s.opts.MaxDialogBytes, "max_lines", s.opts.MaxDialogLines)
+		return nil, fmt.Sprintf("the call is too large to show whole in the client's approval dialog (%d bytes in %d lines; the dialog shows at most %d bytes in %d lines), "+
+			"so it was not shown there: a reviewer must approve or reject it out of band (connhost approve %s, or the HTTP API), where every argument is shown",
+			len(msg), lines, s.opts.MaxDialogBytes, s.opts.MaxDialogLines, ap.ID)
+	}
 	return &mcp.ElicitParams{
 		Mode:    "form",
 		Message: b.String(),
@@ -159,7 +178,7 @@ func (s *Server) approvalRequest(call host.ToolCall, res host.Result, who caller
 			},
 		},
 		Meta: mcp.Meta{MetaApprovalID: ap.ID, MetaArgsDigest: ap.ArgsDigest},
-	}
+	}, ""
 }
 
 // requestState is what a multi-round-trip approval carries from the

@@ -287,7 +287,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		Status: string(res.Status), Identity: id.Kind, IdentitySource: id.Source, Namespace: ns, SessionID: id.SessionID,
 		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Attempt: res.Attempt, Receipt: res.Receipt,
 		Result: res.Result, Source: res.Source, Error: res.Error, Approval: res.Approval,
-		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded,
+		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded, DuplicateOf: res.DuplicateOf,
 	}
 	var text strings.Builder
 	isError := false
@@ -301,14 +301,23 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		if res.Recorded {
 			text.WriteString("; this is the recorded outcome of an earlier request, nothing was done again")
 		}
+		if res.DuplicateOf != "" {
+			fmt.Fprintf(&text, "; this call repeats execution %s (same arguments, same session), whose outcome this is: nothing was done again", res.DuplicateOf)
+		}
 		text.WriteString(".")
 		if len(res.Result) > 0 {
 			fmt.Fprintf(&text, " Result: %s", compact(res.Result))
 		}
 	case host.StatusAwaitingApproval:
 		ap := res.Approval
-		fmt.Fprintf(&text, "A human must approve this call before it runs; nothing has been done yet (approval %s, arguments digest %s, expires %s).",
-			ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		if res.DuplicateOf != "" {
+			fmt.Fprintf(&text, "Held for a human: this call has the same arguments as execution %s, made shortly before in this session, so it may repeat it; nothing has been done. "+
+				"A human must decide whether it runs (approval %s, arguments digest %s, expires %s).",
+				res.DuplicateOf, ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(&text, "A human must approve this call before it runs; nothing has been done yet (approval %s, arguments digest %s, expires %s).",
+				ap.ID, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 		if id.Kind == IdentityPerRequest {
 			text.WriteString(" No one has decided yet. Do not issue this call again: a new call would ask for a second approval. Tell the user it waits for approval " + ap.ID + ".")
 		} else {

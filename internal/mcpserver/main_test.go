@@ -85,7 +85,8 @@ func runMain(m *testing.M) (int, error) {
 		}
 		srcs := []string{filepath.Join(root, "manifests", "payments.toml")}
 		if mod.name == "noop" {
-			srcs = []string{"testdata/manifests/noop.toml", "testdata/manifests/plain.toml", "testdata/manifests/gated.toml"}
+			srcs = []string{"testdata/manifests/noop.toml", "testdata/manifests/plain.toml", "testdata/manifests/gated.toml",
+				"testdata/manifests/mailish.toml"}
 		}
 		for _, src := range srcs {
 			data, err := os.ReadFile(src)

@@ -114,6 +114,14 @@ const DefaultApprovalWait = 10 * time.Minute
 // DefaultMaxWait is the default Options.MaxWait.
 const DefaultMaxWait = 30 * time.Second
 
+// The default limits of the approval dialog (Options.MaxDialogBytes and
+// MaxDialogLines): a call whose whole view does not fit is not shown in
+// the client's dialog at all, but left for a reviewer out of band.
+const (
+	DefaultMaxDialogBytes = 8 << 10
+	DefaultMaxDialogLines = 80
+)
+
 // DefaultStdioActor is the default Options.Actor.
 const DefaultStdioActor = "mcp:stdio"
 
@@ -138,6 +146,15 @@ type Options struct {
 	// pending. The client is sent progress meanwhile, if it asked for it.
 	// The default value is DefaultMaxWait; a negative value never waits.
 	MaxWait time.Duration
+	// MaxDialogBytes and MaxDialogLines bound the message of the approval
+	// dialog (elicitation), which shows the call whole: every argument,
+	// decoded, one per line (host.ApprovalView). A call whose message is
+	// longer is never shown in part: the client's user is not asked, and
+	// the call answers awaiting_approval for a reviewer out of band (the
+	// CLI, the HTTP API), saying so. The default values are
+	// DefaultMaxDialogBytes (8 KiB) and DefaultMaxDialogLines (80).
+	MaxDialogBytes int
+	MaxDialogLines int
 	// PerRequest is what happens to a side-effecting call without a
 	// stable identity. The default value ("") is PerRequestWarn.
 	PerRequest PerRequestPolicy
@@ -187,6 +204,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.MaxDialogBytes <= 0 {
+		o.MaxDialogBytes = DefaultMaxDialogBytes
+	}
+	if o.MaxDialogLines <= 0 {
+		o.MaxDialogLines = DefaultMaxDialogLines
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = httpapi.DefaultMaxBodyBytes
@@ -453,6 +476,9 @@ type Result struct {
 	Approval      *host.ApprovalInfo `json:"approval,omitempty"`
 	NextAttemptAt time.Time          `json:"next_attempt_at,omitzero"`
 	Recorded      bool               `json:"recorded,omitempty"`
+	// DuplicateOf is host.Result's: the earlier execution this call
+	// repeats, for a call the duplicate-intent guard held or answered.
+	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// Problem is the HTTP API's problem document of a refused call.
 	Problem *httpapi.Problem `json:"problem,omitempty"`
 }

@@ -366,7 +366,7 @@ func TestElicitationApproveAndReject(t *testing.T) {
 			require.Equal(t, 1, accept.count(), "asked once")
 			shown := accept.asked[0]
 			require.Contains(t, shown.Message, "gated.echo")
-			require.Contains(t, shown.Message, `{"msg":"ship it"}`)
+			require.Contains(t, shown.Message, "\n  msg = \"ship it\"\n")
 			require.Contains(t, shown.Message, out.Approval.ArgsDigest)
 			require.Contains(t, shown.Message, out.Approval.ExpiresAt.UTC().Format(time.RFC3339))
 			require.Equal(t, out.Approval.ID, shown.Meta[mcpserver.MetaApprovalID])

@@ -4,7 +4,7 @@
 // that must yield exactly one write, crashes between steps, and the
 // behaviours a caller relies on (ErrExists with the existing record,
 // tombstones, session classification, fences, List order and filters, the
-// due index and the count of approval requests).
+// due index, the count of approval requests, the duplicate-intent guard).
 //
 // A backend's test calls Run with a Backend that opens its ledgers on fresh
 // storage. Everything is observed through the ledger.Ledger interface only;
@@ -64,6 +64,9 @@ func Run(t *testing.T, b Backend) {
 		{"ReturnedRecordIsACopy", ReturnedRecordIsACopy},
 		{"PendingStopsAtError", PendingStopsAtError},
 		{"FailurePaths", FailurePaths},
+		{"DuplicateIntent", DuplicateIntent},
+		{"DuplicateRefusals", DuplicateRefusals},
+		{"ConcurrentDuplicates", ConcurrentDuplicates},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
 	}

@@ -225,7 +225,7 @@ func TestMigration2FillsCreated(t *testing.T) {
 		now = now.Add(time.Minute)
 	}
 	// Make it what version 1 wrote.
-	_, err = d.pool.Exec(ctx, undoMigration5+`DROP TABLE connhost_ledger, connhost_restores;
+	_, err = d.pool.Exec(ctx, undoMigration6+undoMigration5+`DROP TABLE connhost_ledger, connhost_restores;
 DROP INDEX connhost_executions_newest;
 ALTER TABLE connhost_executions DROP COLUMN created_ns;
 DELETE FROM connhost_schema_migrations WHERE version >= 2`, pgx.QueryExecModeSimpleProtocol)
@@ -244,7 +244,15 @@ DELETE FROM connhost_schema_migrations WHERE version >= 2`, pgx.QueryExecModeSim
 	require.Equal(t, []string{"c", "a", "b"}, []string{got[0].ID, got[1].ID, got[2].ID})
 }
 
-// undoMigration5 makes a database what version 4 wrote.
+// undoMigration6 makes a database what version 5 wrote.
+const undoMigration6 = `DROP TABLE connhost_intent_locks;
+DROP INDEX connhost_executions_intent;
+ALTER TABLE connhost_executions DROP COLUMN intent_key;
+DELETE FROM connhost_schema_migrations WHERE version = 6;
+`
+
+// undoMigration5 makes a database what version 4 wrote (after
+// undoMigration6).
 const undoMigration5 = `DROP INDEX connhost_executions_due;
 DROP INDEX connhost_executions_awaiting;
 ALTER TABLE connhost_executions DROP COLUMN due_ns;
@@ -278,12 +286,12 @@ func TestMigration5FillsDue(t *testing.T) {
 	_, err = d.Apply(ctx, "s", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
 		Outcome: &ledger.Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
 	require.NoError(t, err)
-	_, err = d.pool.Exec(ctx, undoMigration5, pgx.QueryExecModeSimpleProtocol)
+	_, err = d.pool.Exec(ctx, undoMigration6+undoMigration5, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
 
 	d = open(t, dsn)
-	require.Equal(t, []int{1, 2, 3, 4, 5}, versions(t, d))
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, versions(t, d))
 	var due []string
 	require.NoError(t, d.Due(ctx, now.Add(2*time.Hour), func(id string) error { due = append(due, id); return nil }))
 	require.Equal(t, []string{"d", "g"}, due)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -17,12 +19,15 @@ import (
 // createSQL inserts a new execution, its first event and (if the session
 // has none) its session's classification. $11 and $12 name the owner's
 // lease, or are NULL; with a lease, the row is inserted only while the
-// lease is live. $14 is its due time (NULL: never due). It returns 1 if it
-// inserted the execution, else 0.
+// lease is live. $14 is its due time (NULL: never due), $15 the intent key
+// of a guarded record (else NULL), $16 the time a record created terminal
+// (a duplicate answered with an earlier outcome) became so. It returns 1
+// if it inserted the execution, else 0.
 const createSQL = `WITH ins AS (
     INSERT INTO connhost_executions
-        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns, due_ns)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13, $14
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns,
+         due_ns, intent_key, terminal_ns)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13, $14, $15, $16
     WHERE $11::TEXT IS NULL OR EXISTS (
         SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())
     ON CONFLICT (id) DO NOTHING
@@ -82,14 +87,44 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 		return ledger.Record{}, err
 	}
 	node, epoch := leaseArgs(lease)
-	var n int
-	err = d.retry(ctx, func() error {
-		return d.pool.QueryRow(ctx, createSQL, []byte(rec.ID), []byte(rec.Namespace), []byte(rec.SessionID),
-			[]byte(rec.ToolCallID), []byte(rec.ArgsDigest), string(rec.State), rec.Attempt, v, e,
-			ledger.StartsLegacySession(rec), node, epoch, rec.CreatedAt.UnixNano(), dueNs(rec)).Scan(&n)
-	})
+	var intent []byte
+	if rec.DuplicateWindow > 0 {
+		k := ledger.IntentKey(rec)
+		intent = k[:]
+	}
+	var terminal *int64
+	if rec.State.Terminal() {
+		ns := rec.UpdatedAt.UnixNano()
+		terminal = &ns
+	}
+	args := []any{[]byte(rec.ID), []byte(rec.Namespace), []byte(rec.SessionID),
+		[]byte(rec.ToolCallID), []byte(rec.ArgsDigest), string(rec.State), rec.Attempt, v, e,
+		ledger.StartsLegacySession(rec), node, epoch, rec.CreatedAt.UnixNano(), dueNs(rec), intent, terminal}
+	var (
+		n       int
+		earlier []byte // the record of a recent execution of the intent
+	)
+	if rec.DuplicateWindow > 0 && rec.DuplicateOf == "" {
+		err = d.retry(ctx, func() error {
+			var err error
+			n, earlier, err = d.createGuarded(ctx, intent, rec.CreatedAt.Add(-rec.DuplicateWindow).UnixNano(), args)
+			return err
+		})
+	} else {
+		err = d.retry(ctx, func() error {
+			return d.pool.QueryRow(ctx, createSQL, args...).Scan(&n)
+		})
+	}
 	if err != nil {
 		return ledger.Record{}, fmt.Errorf("pgledger: create execution[%s]: %w", rec.ID, err)
+	}
+	if earlier != nil {
+		var r ledger.Record
+		if err := r.UnmarshalBinary(earlier); err != nil {
+			return ledger.Record{}, fmt.Errorf("pgledger: create execution[%s]: the earlier execution of its intent: %w", rec.ID, err)
+		}
+		return r, fmt.Errorf("execution[%s] repeats execution[%s] (%s, created %s): %w",
+			rec.ID, r.ID, r.State, r.CreatedAt.Format(time.RFC3339Nano), ledger.ErrDuplicate)
 	}
 	if n == 1 {
 		d.remember(rec)
@@ -109,6 +144,90 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 	default:
 		return ledger.Record{}, err
 	}
+}
+
+// Statements of a guarded Create (see createGuarded).
+const (
+	lockIntentSQL = `INSERT INTO connhost_intent_locks (intent_key) VALUES ($1)
+    ON CONFLICT (intent_key) DO UPDATE SET intent_key = EXCLUDED.intent_key`
+	// existsSQL: whether the id exists.
+	existsSQL = `SELECT EXISTS (SELECT 1 FROM connhost_executions WHERE id = $1)`
+	// repeatedSQL: the records of the earliest executions of the intent
+	// created at or after $2 that succeeded or are not terminal
+	// (ledger.CountsAsRepeated), not pruned.
+	repeatedSQL = `SELECT record FROM connhost_executions
+    WHERE intent_key = $1 AND created_ns >= $2 AND pruned_ns IS NULL AND (state = 'succeeded' OR terminal_ns IS NULL)
+    ORDER BY created_ns, id LIMIT $3`
+	unlockIntentSQL = `DELETE FROM connhost_intent_locks WHERE intent_key = $1`
+)
+
+// createGuarded is the Create of a guarded record (ledger.Record.
+// DuplicateWindow): in one transaction it takes the intent's lock row
+// (a concurrent guarded Create of the intent waits there until this one
+// has committed), looks for a recent execution of the intent, and inserts
+// the record (createSQL with args) only if there is none or the id exists
+// already (createSQL then inserts nothing, and Create answers ErrExists).
+// It returns createSQL's count, or the earlier execution's record. At
+// READ COMMITTED each statement reads what was committed before it
+// started, so the look-up after the wait sees the other Create's row.
+func (d *DB) createGuarded(ctx context.Context, intent []byte, since int64, args []any) (n int, earlier []byte, err error) {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() {
+		if err != nil || earlier != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if _, err = tx.Exec(ctx, lockIntentSQL, intent); err != nil {
+		return 0, nil, err
+	}
+	var exists bool
+	if err = tx.QueryRow(ctx, existsSQL, args[0]).Scan(&exists); err != nil {
+		return 0, nil, err
+	}
+	if !exists {
+		if earlier, err = repeatedOf(ctx, tx, intent, since); err != nil || earlier != nil {
+			return 0, earlier, err
+		}
+	}
+	if err = tx.QueryRow(ctx, createSQL, args...).Scan(&n); err != nil {
+		return 0, nil, err
+	}
+	if _, err = tx.Exec(ctx, unlockIntentSQL, intent); err != nil {
+		return 0, nil, err
+	}
+	return n, nil, tx.Commit(ctx)
+}
+
+// repeatedOf returns the record a guarded Create of intent repeats (see
+// ledger.Ledger.Create): the earliest counting one that is not itself a
+// duplicate, else the earliest; nil when none counts.
+func repeatedOf(ctx context.Context, tx pgx.Tx, intent []byte, since int64) ([]byte, error) {
+	rows, err := tx.Query(ctx, repeatedSQL, intent, since, ledger.MaxRepeatCandidates)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var first []byte
+	for rows.Next() {
+		var v []byte
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		var r ledger.Record
+		if err := r.UnmarshalBinary(v); err != nil {
+			return nil, err
+		}
+		if r.DuplicateOf == "" {
+			return v, nil
+		}
+		if first == nil {
+			first = v
+		}
+	}
+	return first, rows.Err()
 }
 
 // encode returns the record and event values, refusing a record larger
