@@ -60,10 +60,10 @@ func TestMistypedFlagSuggests(t *testing.T) {
 		args []string
 		want string // "" for no suggestion
 	}{
-		{[]string{"ls", "--stat", "recovery_required"}, "\n\nDid you mean this?\n\t--state\n"},
-		{[]string{"--jsn", "ls"}, "\n\nDid you mean this?\n\t--json\n"},
-		{[]string{"history", "ex_1", "--dat", "x"}, "\n\nDid you mean this?\n\t--data\n"},
-		{[]string{"exec", "--sesion", "s1"}, "\n\nDid you mean this?\n\t--session\n"},
+		{[]string{"ls", "--stat", "recovery_required"}, "\n\n  Did you mean this?\n      --state\n"},
+		{[]string{"--jsn", "ls"}, "\n\n  Did you mean this?\n      --json\n"},
+		{[]string{"history", "ex_1", "--dat", "x"}, "\n\n  Did you mean this?\n      --data\n"},
+		{[]string{"exec", "--sesion", "s1"}, "\n\n  Did you mean this?\n      --session\n"},
 		{[]string{"ls", "--colour"}, ""},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -172,7 +172,7 @@ func renderProblem(w io.Writer, p *httpapi.Problem) {
 	// A message may hold several lines (every problem of a config file):
 	// the lines after the first are indented, so none passes for a
 	// message of its own, and every other control character is escaped.
-	fmt.Fprintf(w, "connhost: %s\n", strings.ReplaceAll(termSafeLines(msg), "\n", "\n  "))
+	fmt.Fprintf(w, "connhost: %s\n", indentLines(termSafeLines(msg), "  "))
 	if p.Code == httpapi.CodeInternal || p.Code == httpapi.CodeBadRequest {
 		return
 	}

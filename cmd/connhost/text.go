@@ -133,11 +133,26 @@ func fprintf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, format, safeArgs(args)...)
 }
 
-// termSafeLines is termSafe for text of several lines: its newlines stay.
+// termSafeLines is termSafe for text of several lines, such as a refusal
+// that lists problems or suggestions: its newlines stay, the tabs that
+// indent a line become four spaces each, and the blank lines that end it
+// are dropped.
 func termSafeLines(s string) string {
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	for i, l := range lines {
-		lines[i] = termSafe(l)
+		rest := strings.TrimLeft(l, "\t")
+		lines[i] = strings.Repeat("    ", len(l)-len(rest)) + termSafe(rest)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// indentLines indents every line of s after the first that is not empty.
+func indentLines(s, indent string) string {
+	lines := strings.Split(s, "\n")
+	for i := 1; i < len(lines); i++ {
+		if lines[i] != "" {
+			lines[i] = indent + lines[i]
+		}
 	}
 	return strings.Join(lines, "\n")
 }

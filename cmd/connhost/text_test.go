@@ -74,6 +74,9 @@ func TestTermSafe(t *testing.T) {
 	if got := termSafeLines("line 1\x1b\nline 2"); got != "line 1\\x1b\nline 2" {
 		t.Errorf("termSafeLines: %q", got)
 	}
+	if got := termSafeLines("unknown flag\n\nDid you mean this?\n\t--state\tx\n"); got != "unknown flag\n\nDid you mean this?\n    --state\\tx" {
+		t.Errorf("termSafeLines of a suggestion: %q", got)
+	}
 }
 
 // FuzzTermSafe: whatever a connector, a provider or the ledger hands the
