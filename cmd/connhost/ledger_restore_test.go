@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -471,19 +472,51 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 		r.ledger = testenv.NewPostgresDatabase(t)
 		data := filepath.Join(r.dir, "dumped")
 		witness := data + ".witness"
-		dev, api := startDamagedDev(t, r.bin, r.devArgs(data))
-		res := postJSON(t, api+"/v1/executions", pay.body())
-		postJSON(t, api+"/v1/approvals/"+res.Approval.ID+"/approve", fmt.Sprintf(`{"digest":%q}`, res.Approval.ArgsDigest))
+		// On a shared ledger a gated call runs only on an approval signed
+		// with an approver's token: serve with rita's, not dev (whose
+		// dev-loopback cannot sign).
+		const runtimeTok, ritaTok = "tok-runtime-0123456789", "tok-rita-0123456789"
+		base, err := os.ReadFile(r.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := writeFile(t, r.dir, "serve.toml", "[server]\ntoken_env = \"T_RUNTIME\"\n\n[[principals]]\nname = \"rita\"\nroles = [\"approver\"]\ntoken_env = \"T_RITA\"\n\n"+string(base))
+		serve := func() (*server, string) {
+			s := startServer(t, r.bin, cliEnv("T_RUNTIME="+runtimeTok, "T_RITA="+ritaTok), "serving the HTTP API",
+				"--data", data, "--manifests", r.manifests, "--modules", r.modules, "--config", cfg, "--ledger", r.ledger,
+				"serve", "--listen", "127.0.0.1:0", "--node", "n1")
+			si, err := readServerInfo(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, si.URL
+		}
+		execute := func(api string) host.Result {
+			var res host.Result
+			apiCall(t, api, runtimeTok, "/v1/executions", map[string]any{"session_id": pay.session, "tool_call_id": pay.id, "tool": pay.tool, "arguments": map[string]int{"n": 1}}, &res)
+			return res
+		}
+		srv, api := serve()
+		res := execute(api)
+		if res.Approval == nil {
+			t.Fatalf("the gated call: %+v", res)
+		}
+		var approved host.Result
+		apiCall(t, api, ritaTok, "/v1/approvals/"+res.Approval.ID+"/approve", map[string]string{"digest": res.Approval.ArgsDigest}, &approved)
 		waitProbe(t, witness, res.ExecutionID, 2) // intent, approval
-		dev.Kill()
+		srv.Kill()
 		dump, err := testenv.DumpDSN(ctx, r.ledger)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, api = startDamagedDev(t, r.bin, r.devArgs(data))
-		id := runCall(t, api, pay).ExecutionID
+		srv, api = serve()
+		ran := execute(api)
+		if ran.Status != host.StatusSucceeded {
+			t.Fatalf("the approved call sent again: %+v", ran)
+		}
+		id := ran.ExecutionID
 		waitProbe(t, witness, id, 4) // dispatch, outcome
-		dev.Kill()
+		srv.Kill()
 		if err := testenv.RestoreDSN(ctx, r.ledger, dump); err != nil {
 			t.Fatal(err)
 		}
@@ -505,7 +538,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 		c := call{"dropped", "call_1", "effect.plain"}
 		data, id := ran(t, "dropped", c)
 		if err := testenv.ExecDSN(ctx, r.ledger, `DROP TABLE IF EXISTS connhost_executions, connhost_events, connhost_sessions, connhost_nodes,
-connhost_ledger, connhost_restores, connhost_schema_migrations`); err != nil {
+connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migrations`); err != nil {
 			t.Fatal(err)
 		}
 		r.refused(t, data, c, "holds no connhost ledger", "witness "+data+".witness")
