@@ -202,7 +202,7 @@ func TestWitnessDropTables(t *testing.T) {
 	_, err := n.open()
 	damaged(t, err, ledger.DamageMissing, "connhost_events", "are gone")
 
-	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_executions, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_schema_migrations`))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_executions, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migrations`))
 	_, err = n.open()
 	damaged(t, err, ledger.DamageMissing, "no connhost tables", "witness "+n.witness, "AcceptRestore")
 	require.Zero(t, tables(t, dsn), "no table was created")
