@@ -133,7 +133,7 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 		}
 	}
 	_, err = crashtest.Run(context.Background(), crashtest.Options{})
-	for _, want := range []string{"Options.Binary is required", "Options.Provider is required", "Options.ProviderURL is required"} {
+	for _, want := range []string{"Options.Binary is required", "Options.Provider or Options.ProbeConfig is required", "Options.ProviderURL is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}
