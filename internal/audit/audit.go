@@ -61,7 +61,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -504,11 +503,10 @@ func expand(paths []string, invalid *[]Finding) []string {
 			out = append(out, p)
 			continue
 		}
-		files, _ := filepath.Glob(filepath.Join(p, "*.toml"))
+		files, _ := manifests.Files(p)
 		if len(files) == 0 {
 			*invalid = append(*invalid, Finding{Severity: SeverityError, Code: CodeManifestInvalid, File: p, Message: "directory holds no *.toml manifest"})
 		}
-		slices.Sort(files)
 		out = append(out, files...)
 	}
 	return out
