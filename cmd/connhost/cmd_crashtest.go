@@ -104,8 +104,9 @@ crashtest never wires a connector to an unrelated emulator.
 The shipped operations have built-in sample arguments; give others with
 --args (for --operation, or for every operation without a sample). Progress
 (cells done/total) goes to stderr, also when it is not a terminal. "kills
-survived" counts processes: an after_reconcile_return cell kills two (after
-the connector returned, then after reconcile answered).`,
+survived" counts processes: an after_reconcile_return cell kills one after
+the connector returned and another after reconcile answered (a read, which
+has no reconcile, only the first, and is n/a).`,
 		Example: `  connhost crashtest --manifest manifests/payments.toml
   connhost crashtest --manifest manifests/email.toml --operation send --json
   connhost crashtest --manifest manifests/payments.toml --operation create_payment \
