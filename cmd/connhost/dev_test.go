@@ -181,7 +181,9 @@ func TestDevOrigins(t *testing.T) {
 // shipped connector it stands in for, unless its URL is given; another
 // connector alone starts none.
 func TestDevStartsEmulatorsForTheirConnectors(t *testing.T) {
-	conn := func(name string) *manifests.Manifest { return &manifests.Manifest{Connector: manifests.Connector{Name: name}} }
+	conn := func(name string) *manifests.Manifest {
+		return &manifests.Manifest{Connector: manifests.Connector{Name: name}}
+	}
 	for _, tc := range []struct {
 		name                  string
 		ms                    []*manifests.Manifest
