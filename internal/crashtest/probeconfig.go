@@ -176,12 +176,17 @@ type ProbeConfigError struct {
 	Problems []manifests.Problem
 }
 
-// Error prints one problem per line as "file:line: field: msg".
+// Error prints one problem per line as "file:line: field: msg" ("file:
+// field: msg" for what the file lacks).
 func (e *ProbeConfigError) Error() string {
 	var b strings.Builder
 	for i, p := range e.Problems {
 		if i > 0 {
 			b.WriteByte('\n')
+		}
+		if p.Line == 0 && p.Column == 0 {
+			b.WriteString(e.File + ": " + p.Field + ": " + p.Msg)
+			continue
 		}
 		b.WriteString(e.File + ":" + p.String())
 	}
