@@ -174,3 +174,22 @@ func FuzzParseProbeConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProviderAnswer: a provider's answer (untrusted bytes) looked up by a
+// config's JSON path, as the probe counts effects and fills setup values,
+// is a value or an error, never a panic.
+func FuzzProviderAnswer(f *testing.F) {
+	f.Add([]byte(`{"totalItems": 3, "items": []}`), "totalItems")
+	f.Add([]byte(`{"data": [{"id": "a"}, {"id": "b"}]}`), "data.1.id")
+	f.Add([]byte(`[1, 2, 3]`), "0")
+	f.Add([]byte(`{"a": {"b": null}}`), "a.b.c")
+	f.Add([]byte(`{"n": 1e400}`), "n")
+	f.Add([]byte(`not json`), "x")
+	f.Fuzz(func(t *testing.T, answer []byte, path string) {
+		v, err := decodeJSON(answer)
+		if err != nil {
+			return
+		}
+		_, _ = lookupJSON(v, path)
+	})
+}
