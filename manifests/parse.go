@@ -75,16 +75,32 @@ func Load(path string) (*Manifest, error) {
 	return Parse(path, data)
 }
 
-// LoadDir loads every "*.toml" file directly in dir, sorted by file name.
-// It reports the problems of every file at once (errors.Join of the
-// per-file errors) and returns no manifests if any file fails, or if two
-// files declare the same connector name (ErrDuplicateConnector).
-func LoadDir(dir string) ([]*Manifest, error) {
+// ProbeConfigSuffix ends the name of a crashtest probe config, which by
+// convention lives next to its manifest (manifests/<connector>.probe.toml)
+// and is no manifest: LoadDir skips it.
+const ProbeConfigSuffix = ".probe.toml"
+
+// Files returns the manifest files directly in dir: every "*.toml" but
+// probe configs (ProbeConfigSuffix), sorted by file name.
+func Files(dir string) ([]string, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if err != nil {
+		return nil, err
+	}
+	paths = slices.DeleteFunc(paths, func(p string) bool { return strings.HasSuffix(p, ProbeConfigSuffix) })
+	slices.Sort(paths)
+	return paths, nil
+}
+
+// LoadDir loads every manifest file directly in dir (see Files), sorted
+// by file name. It reports the problems of every file at once (errors.Join
+// of the per-file errors) and returns no manifests if any file fails, or
+// if two files declare the same connector name (ErrDuplicateConnector).
+func LoadDir(dir string) ([]*Manifest, error) {
+	paths, err := Files(dir)
 	if err != nil {
 		return nil, fmt.Errorf("manifests: load dir %s: %w", dir, err)
 	}
-	slices.Sort(paths)
 	var (
 		ms   []*Manifest
 		errs []error

@@ -8,8 +8,9 @@
 //
 //   - [DecodeObject] and [DecodeObjectStrict] call a function for each
 //     member of a JSON object, which reads the members it wants through
-//     [Value] (into strings, integers, booleans, string maps, nested
-//     objects and arrays). Lenient decoding skips members the function does
+//     [Value] (into strings, integers, floats, booleans, string maps,
+//     nested objects and arrays, or, for a field passed through unread, its
+//     raw JSON text). Lenient decoding skips members the function does
 //     not read, for provider responses; strict decoding refuses them, and
 //     refuses duplicate names and ambiguous text, for arguments.
 //   - [AppendObject] writes a JSON object member by member, byte for byte
@@ -20,7 +21,8 @@
 //
 // Every reader accepts exactly the JSON encoding/json accepts (differential
 // fuzz tests hold it to that), reads numbers into integers as
-// encoding/json does (no fraction, no exponent, no overflow), and treats
+// encoding/json does (no fraction, no exponent, no overflow) and into
+// floats as it does into a float64, and treats
 // null as encoding/json treats it for the destination. Member names are
 // matched exactly, where encoding/json would also match them
 // case-insensitively.

@@ -160,6 +160,58 @@ func ExampleAppendObject() {
 	// Output: {"payment_intent":"pi_123","amount":2000,"description":"order 42","tags":["a","\u003cb\u003e"]}
 }
 
+// A connector that passes fields through reads them raw and writes them
+// back, and reads a price as a float, without encoding/json.
+func ExampleValue_Raw() {
+	args := []byte(`{"record": {"name": "Ada", "tags": ["a", "b"], "score": 9.5}, "price": 12.75}`)
+	var record []byte
+	var price float64
+	err := DecodeObjectStrict(args, func(name string, v *Value) error {
+		switch name {
+		case "record":
+			return v.Raw(&record) // whatever it holds, checked and kept as written
+		case "price":
+			return v.Float64(&price)
+		}
+		return v.Skip()
+	})
+	body := AppendObject(nil, func(o *Object) {
+		o.Raw("data", record) // compacted as encoding/json writes a json.RawMessage
+		o.Float("price_with_tax", price*1.2)
+	})
+	fmt.Println(string(body), err)
+	err = DecodeObjectStrict([]byte(`{"record": {"name": "Ada", "name": "Eve"}}`), func(name string, v *Value) error { return v.Raw(&record) })
+	fmt.Println(err)
+	// Output:
+	// {"data":{"name":"Ada","tags":["a","b"],"score":9.5},"price_with_tax":15.299999999999999} <nil>
+	// codec: record.name: duplicate field
+}
+
+// TestFloat: numbers read as encoding/json reads them into a float64, and
+// written as it writes one.
+func TestFloat(t *testing.T) {
+	for _, tc := range []struct{ in, out string }{
+		{"1", "1"}, {"-0.5", "-0.5"}, {"1e21", "1e+21"}, {"1e-7", "1e-7"}, {"0.000001", "0.000001"}, {"123456789012345678901234567890", "1.2345678901234568e+29"},
+	} {
+		var f float64
+		if err := DecodeObject([]byte(`{"f":`+tc.in+`}`), func(_ string, v *Value) error { return v.Float64(&f) }); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		var w struct{ F float64 }
+		_ = json.Unmarshal([]byte(`{"F":`+tc.in+`}`), &w)
+		got := AppendObject(nil, func(o *Object) { o.Float("f", f) })
+		want, _ := json.Marshal(map[string]float64{"f": w.F})
+		if f != w.F || string(got) != string(want) || string(got) != `{"f":`+tc.out+`}` {
+			t.Errorf("%s: read %v (encoding/json %v), wrote %s (encoding/json %s)", tc.in, f, w.F, got, want)
+		}
+	}
+	var f float64
+	err := DecodeObject([]byte(`{"f":1e400}`), func(_ string, v *Value) error { return v.Float64(&f) })
+	if !errors.Is(err, ErrType) {
+		t.Errorf("1e400: %v, want ErrType", err)
+	}
+}
+
 // TestStringWordBoundaries: a byte that ends the plain run, at every
 // offset around the eight-byte steps, is seen as encoding/json sees it.
 func TestStringWordBoundaries(t *testing.T) {

@@ -316,6 +316,87 @@ func parseUint(digits []byte) (uint64, bool) {
 	return n, true
 }
 
+// Float64 reads a number, with or without fraction and exponent, into dst
+// as encoding/json reads it into a float64 (the nearest float64); a
+// number beyond float64's range is an ErrType error. null leaves dst
+// unchanged.
+func (v *Value) Float64(dst *float64) error {
+	k, err := v.start()
+	switch {
+	case err != nil:
+		return err
+	case k == KindNull:
+		return v.null()
+	case k != KindNumber:
+		return v.mismatch("a number", k)
+	}
+	end, _, err := scanNumber(v.d.b, v.pos)
+	if err != nil {
+		return err
+	}
+	v.end = end
+	lit := string(v.d.b[v.pos:end])
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		return &numberError{want: "a float64", lit: lit}
+	}
+	*dst = f
+	return nil
+}
+
+// OptFloat64 reads a number into a new *dst; null sets *dst to nil.
+func (v *Value) OptFloat64(dst **float64) error {
+	if v.Kind() == KindNull && v.end == 0 {
+		*dst = nil
+		return v.null()
+	}
+	var f float64
+	if err := v.Float64(&f); err != nil {
+		return err
+	}
+	*dst = &f
+	return nil
+}
+
+// Raw reads the value, whatever its type, as its JSON text into *dst
+// (reusing its storage; null reads as the text null), as encoding/json
+// reads a json.RawMessage: for a connector that passes fields through
+// without looking inside. The value is checked whole; under
+// DecodeObjectStrict also inside, as if every member were read: a name
+// twice in one of its objects and text encoding/json would alter are
+// errors, so the raw text means one thing to whoever reads it next.
+func (v *Value) Raw(dst *[]byte) error {
+	k, err := v.start()
+	if err != nil {
+		return err
+	}
+	if v.d.strict {
+		err = v.checkStrict(k)
+	} else {
+		err = v.Skip()
+	}
+	if err != nil {
+		return err
+	}
+	*dst = append((*dst)[:0], v.d.b[v.pos:v.end]...)
+	return nil
+}
+
+// checkStrict reads a value of kind k whole, the way strict decoding
+// reads what a MemberFunc reads.
+func (v *Value) checkStrict(k Kind) error {
+	switch k {
+	case KindObject:
+		return v.Object(func(_ string, m *Value) error { return m.checkStrict(m.Kind()) })
+	case KindArray:
+		return v.Array(func(e *Value) error { return e.checkStrict(e.Kind()) })
+	case KindString:
+		var s string
+		return v.String(&s)
+	}
+	return v.Skip()
+}
+
 // Bool reads true or false into dst. null leaves dst unchanged.
 func (v *Value) Bool(dst *bool) error {
 	k, err := v.start()

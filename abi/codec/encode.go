@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -66,6 +67,26 @@ func (o *Object) Uint(name string, v uint64) {
 func (o *Object) Bool(name string, v bool) {
 	o.name(name)
 	*o.b = strconv.AppendBool(*o.b, v)
+}
+
+// Float adds a number member, written as encoding/json writes a float64
+// (the shortest text that reads back as v: 1.5, 100, 1e+21, 1e-7). NaN
+// and ±Inf, which JSON cannot hold, panic: encoding/json refuses them
+// with an error, and an encoder that cannot write what it was given must
+// not write something else (in a connector the panic traps the call,
+// which the host treats as an uncertain outcome).
+func (o *Object) Float(name string, v float64) {
+	o.name(name)
+	*o.b = appendFloat(*o.b, v)
+}
+
+// Raw adds a member whose value is the JSON text v (a value read with
+// Value.Raw, say), compacted and HTML-escaped as encoding/json writes a
+// json.RawMessage; empty v is null. Text that is not one JSON value
+// panics, as Float's NaN does.
+func (o *Object) Raw(name string, v []byte) {
+	o.name(name)
+	*o.b = appendRaw(*o.b, v)
 }
 
 // Null adds a null member.
@@ -144,6 +165,18 @@ func (a *Array) String(v string) {
 func (a *Array) Int(v int64) {
 	a.next()
 	*a.b = strconv.AppendInt(*a.b, v, 10)
+}
+
+// Float adds a number element (see Object.Float).
+func (a *Array) Float(v float64) {
+	a.next()
+	*a.b = appendFloat(*a.b, v)
+}
+
+// Raw adds an element whose value is the JSON text v (see Object.Raw).
+func (a *Array) Raw(v []byte) {
+	a.next()
+	*a.b = appendRaw(*a.b, v)
 }
 
 // Object adds an object element whose members fn adds.
@@ -226,4 +259,60 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendFloat writes f as encoding/json writes a float64: the shortest
+// decimal that reads back as f, in exponent form below 1e-6 and from 1e21
+// on, with the exponent's leading zero dropped (1e-07 → 1e-7).
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		panic("codec: " + strconv.FormatFloat(f, 'g', -1, 64) + " has no JSON form")
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// appendRaw writes the JSON text v as encoding/json writes a
+// json.RawMessage: without the whitespace between tokens, '<', '>', '&',
+// U+2028 and U+2029 escaped, everything else verbatim; empty v is null.
+func appendRaw(b, v []byte) []byte {
+	if len(v) == 0 {
+		return append(b, "null"...)
+	}
+	if !Valid(v) {
+		panic("codec: Raw: the value is not JSON")
+	}
+	inString := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case inString && c == '\\':
+			b = append(b, c, v[i+1])
+			i++
+			continue
+		case c == '"':
+			inString = !inString
+		case !inString && space[c]:
+			continue
+		case c == '<' || c == '>' || c == '&':
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			continue
+		case c == 0xE2 && i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8:
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[v[i+2]&0xF])
+			i += 2
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
 }

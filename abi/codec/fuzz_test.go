@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/url"
 	"reflect"
 	"strings"
@@ -29,6 +30,9 @@ var seeds = []string{
 	`{"x":tru}`, `{"x":"\q"}`, "{\"x\":\"\x01\"}", `{"x":"\u12"}`, `{"Ł":1}`, `{"ſ":"long s"}`,
 	strings.Repeat("[", 10001) + strings.Repeat("]", 10001), strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
 	`{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
+	`{"f":1.5,"of":-2e-8}`, `{"f":1e400}`, `{"f":-0.0}`, `{"of":null,"f":null}`, `{"f":"1"}`, `{"f":123456789012345678901234567890}`,
+	`{"r":{"a":[1,"x",{"b":null}]}}`, `{"r":null}`, `{"r": [ 1 , 2 ] }`, `{"r":"\ud800"}`, `{"r":{"k":1,"k":2}}`, "{\"r\":\"\xff\"}",
+	`{"r":{"a":1,}}`, `{"r":"<&>"}`,
 }
 
 func addSeeds(f *testing.F) {
@@ -60,6 +64,9 @@ type sample struct {
 	M  map[string]string `json:"m"`
 	N  *inner            `json:"n"`
 	A  []inner           `json:"a"`
+	F  float64           `json:"f"`
+	OF *float64          `json:"of"`
+	R  json.RawMessage   `json:"r"`
 }
 
 type inner struct {
@@ -67,7 +74,7 @@ type inner struct {
 	I int64  `json:"i"`
 }
 
-var sampleNames = []string{"s", "os", "i", "oi", "u", "ou", "b", "ob", "l", "m", "n", "a"}
+var sampleNames = []string{"s", "os", "i", "oi", "u", "ou", "b", "ob", "l", "m", "n", "a", "f", "of", "r"}
 
 func (x *sample) member(name string, v *Value) error {
 	switch name {
@@ -91,6 +98,12 @@ func (x *sample) member(name string, v *Value) error {
 		return v.Strings(&x.L)
 	case "m":
 		return v.StringMap(&x.M)
+	case "f":
+		return v.Float64(&x.F)
+	case "of":
+		return v.OptFloat64(&x.OF)
+	case "r":
+		return v.Raw((*[]byte)(&x.R))
 	case "n":
 		if v.Kind() == KindNull {
 			x.N = nil
@@ -307,7 +320,10 @@ type result struct {
 	List []struct {
 		Email string `json:"Email"`
 	} `json:"list"`
-	Nothing any `json:"nothing"`
+	Nothing any             `json:"nothing"`
+	F       float64         `json:"f"`
+	Raw     json.RawMessage `json:"raw"`
+	Floats  []float64       `json:"floats"`
 }
 
 func (r *result) append(b []byte) []byte {
@@ -326,14 +342,45 @@ func (r *result) append(b []byte) []byte {
 			}
 		})
 		o.Null("nothing")
+		o.Float("f", r.F)
+		o.Raw("raw", r.Raw)
+		o.Array("floats", func(a *Array) {
+			for _, f := range r.Floats {
+				a.Float(f)
+			}
+		})
 	})
 }
 
 func FuzzAppendObject(f *testing.F) {
-	f.Add("pi_1", "a <b> & \"c\"\n\u2028", int64(-5), uint64(7), true, "k", "\xff\x01")
-	f.Add("", "", int64(0), uint64(0), false, "", "")
-	f.Fuzz(func(t *testing.T, s1, s2 string, n int64, u uint64, ok bool, k, v string) {
-		r := result{ID: s1, N: n, U: u, OK: ok, Tags: []string{s2, v}, Meta: map[string]string{k: v, s1: s2}}
+	f.Add("pi_1", "a <b> & \"c\"\n\u2028", int64(-5), uint64(7), true, "k", "\xff\x01", 1.5, " {\"a\" : [1, \"<\u2028>\", null]} ")
+	f.Add("", "", int64(0), uint64(0), false, "", "", 0.0, "")
+	f.Add("x", "y", int64(1), uint64(2), false, "k", "v", 1e21, `"\u00e9\n"`)
+	f.Add("x", "y", int64(1), uint64(2), false, "k", "v", 1e-7, `{"a":1,}`)
+	f.Add("x", "y", int64(1), uint64(2), false, "k", "v", math.Inf(1), `1`)
+	f.Add("x", "y", int64(1), uint64(2), false, "k", "v", 123456.789, "\"\xff\"")
+	f.Fuzz(func(t *testing.T, s1, s2 string, n int64, u uint64, ok bool, k, v string, fl float64, raw string) {
+		r := result{ID: s1, N: n, U: u, OK: ok, Tags: []string{s2, v}, Meta: map[string]string{k: v, s1: s2},
+			F: fl, Raw: json.RawMessage(raw), Floats: []float64{fl, -fl / 3}}
+		if raw == "" {
+			r.Raw = nil // null; encoding/json refuses an empty, non-nil RawMessage
+		}
+		if len(r.Raw) > 0 && !json.Valid(r.Raw) || math.IsNaN(fl) || math.IsInf(fl, 0) {
+			// encoding/json refuses to marshal it; the encoder panics
+			// rather than write something else.
+			if _, err := json.Marshal(r); err == nil {
+				t.Fatalf("encoding/json marshalled %q / %v", raw, fl)
+			}
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatalf("AppendObject wrote raw %q / float %v", raw, fl)
+					}
+				}()
+				r.append(nil)
+			}()
+			return
+		}
 		if ok {
 			r.Desc = &s2
 			r.Tags = nil

@@ -17,6 +17,43 @@
 // the manifest allows, config values the manifest declares, a structured
 // log, and a clock whose sleep ends at the call's deadline.
 //
+// # A call's identity
+//
+// A call has two identities, and only one belongs in the provider:
+//
+//   - [Call.Key] ("ck_…") is the idempotency key: the same on every attempt
+//     of one call (retries and recovery's re-dispatches), another for every
+//     other call, scoped to the connector and namespace. It is what the
+//     provider keeps, and what a lookup finds the call's effect by: an
+//     Idempotency-Key header, or a field with a unique index the connector
+//     fills with it. It is set in ExecuteWithKey and Reconcile handlers;
+//     under plain Execute it is empty.
+//   - [Call.ExecutionID] ("ex_…") names the execution to people: the API's
+//     answers, the audit trail, logs. It is not the key (a connector that
+//     tags its effect with one and looks it up by the other finds nothing,
+//     which crashtest catches as a duplicate).
+//
+// What the host calls, per the operation's recovery policy in the
+// manifest:
+//
+//   - idempotent-retry: ExecuteWithKey for every dispatch, sending Key to a
+//     provider that deduplicates by it; after a crash the host dispatches
+//     again with the same key.
+//   - reconcile: ExecuteWithKey for every dispatch, putting Key where the
+//     provider keeps it (it need not deduplicate: a unique field will do),
+//     and after a crash or an uncertain outcome Reconcile, with the same
+//     Key and the call's original arguments as the host recorded them. It
+//     answers Applied (with the result and receipt the call would have
+//     returned), NotApplied (authoritative: the provider says no attempt
+//     took effect), or Unknown. An operation with no key to look up — a
+//     delete by id, say — may register plain Execute and reconcile by what
+//     its arguments name.
+//   - manual: Execute, or ExecuteWithKey where the provider takes a key
+//     anyway; after a crash an operator decides, and nothing runs again.
+//
+// A read (effect "read") registers Execute; the host runs it again freely.
+// Each policy has a runnable example in this package's documentation.
+//
 // Handlers that decode their arguments with [ReadArgs] and provider
 // answers with package codec, and write results with codec.AppendObject,
 // avoid encoding/json's reflection, which dominates a call's cost in wasm.
@@ -40,10 +77,14 @@ import (
 type Handler func(c *Call, args []byte) abi.Outcome
 
 // Operation binds an operation name to its handlers. Execute or
-// ExecuteWithKey is required; Reconcile is optional. Registering
-// ExecuteWithKey tells the host the operation accepts an idempotency key and
-// hands it to its provider; registering Reconcile tells the host it can find
-// out whether an earlier call took effect.
+// ExecuteWithKey is required; Reconcile is optional. When ExecuteWithKey is
+// registered the host calls it for every dispatch, with the call's
+// idempotency key in Call.Key, and never Execute: register it whenever the
+// key must reach the provider, to be deduplicated by (idempotent-retry) or
+// kept where Reconcile finds it (reconcile). Registering Reconcile tells
+// the host the operation can find out whether an earlier attempt took
+// effect; it gets the same key and the original arguments. See "A call's
+// identity" in the package documentation.
 type Operation struct {
 	Name           string
 	Execute        Handler
@@ -107,9 +148,12 @@ type Host interface {
 type Call struct {
 	// Operation is the operation's name.
 	Operation string
-	// Key is the idempotency key for execute_with_key and reconcile; empty
-	// for plain execute. It is scoped to the namespace and connector and is
-	// stable across retries of the same execution.
+	// Key is the call's idempotency key ("ck_…") in ExecuteWithKey and
+	// Reconcile handlers, empty in Execute. It is the same on every attempt
+	// of one call — retries, recovery's re-dispatches, and its Reconcile —
+	// and another for every other call; it is scoped to the namespace and
+	// connector. This, not ExecutionID, is what the provider keeps and
+	// what a lookup finds the call by.
 	Key  string
 	host Host
 }
@@ -121,7 +165,11 @@ var (
 	ErrConfigNotSet      = errors.New("guest: config key has no value")
 )
 
-// ExecutionID returns the host's execution id for this call.
+// ExecutionID returns the host's execution id for this call ("ex_…"): the
+// id the API, the audit trail and the logs name it by, the same in every
+// handler of the call. It is not the idempotency key (see Key): tag the
+// provider's object with Key, and use ExecutionID to tell people which
+// call it was.
 func (c *Call) ExecutionID() string { return c.host.ExecutionID() }
 
 // Config returns a configuration value the manifest declares.

@@ -31,17 +31,17 @@ const (
 // runs in a data directory, manifest copy and config of its own), with
 // what to do instead.
 var crashtestUnused = []struct{ flag, why string }{
-	{"config", "every cell gets a connhost.toml of its own; give config values with --set KEY=VALUE"},
+	{"config", "every cell gets a connhost.toml of its own; give config values with --set KEY=VALUE, secrets with --set-env KEY=VAR"},
 	{"data", "every cell runs in a fresh data directory"},
 	{"manifests", "the connector's manifest is --manifest"},
 	{"init", "every cell starts a new ledger"},
 }
 
 func (a *app) crashtestCommand() *cobra.Command {
-	var manifest, operation, args, provider, providerURL, probeURL, urlKey, module string
-	var sets []string
+	var manifest, operation, args, provider, providerURL, probeURL, probeFile, urlKey, module, variant string
+	var sets, setEnvs, points []string
 	c := &cobra.Command{
-		Use:   "crashtest --manifest FILE (--provider-url URL [--probe-url URL] [--set KEY=VALUE]... [--module FILE] | --provider payments|email) [--operation X] [--args JSON]",
+		Use:   "crashtest --manifest FILE (--provider-url URL [--probe FILE | --probe-url URL] [--set KEY=VALUE]... [--set-env KEY=VAR]... [--module FILE] | --provider payments|email) [--operation X] [--point P]... [--variant gated|ungated] [--args JSON]",
 		Short: "Kill connhost at every crash point and check the provider saw no duplicate",
 		Long: `crashtest runs the fault-injection matrix for a connector: for each crash
 point it starts a real connhost process with CONNHOST_CRASH_AT set, lets it
@@ -59,16 +59,41 @@ pinned to that module in a temporary copy.
 The provider is the connector's own test provider, named with
 --provider-url: it is handed to the connector as base_url (--url-key names
 another config key) and allowed the way a deployment's allow_http does;
---set gives other config values. The provider answers the matrix's
-questions under --probe-url (default: the provider URL + /_crashtest):
+--set gives other config values, --set-env KEY=VAR one from the
+environment variable VAR (a token: it stays off the command line and out
+of every file).
+
+How the matrix observes the provider: with --probe FILE, a probe config
+(by convention manifests/<connector>.probe.toml) describes the provider's
+own API per operation, and crashtest puts a proxy in front of the
+provider, which the connector is handed instead:
+
+  [operation.create_item]
+  hold    = "POST /api/items"               the request the in-flight row holds
+  args    = '{"name": "crashtest {unique}"}'  sample arguments
+  receipt = "GET /api/items/{receipt}"      2xx: exists, 404: does not
+  effects = { count = "GET /api/items", json = "total" }
+            (or answers = "POST /api/items": 2xx answers the proxy saw;
+             removes = true for a delete; setup = {request, body} fills
+             {setup.PATH} in args; see host/crashtest.LoadProbeConfig)
+
+Without --probe, the provider answers the matrix's questions itself under
+--probe-url (default: the provider URL + /_crashtest):
 
   GET  /effects            {"effects": N}   effects applied so far (required)
   GET  /receipts/{r}       {"exists": bool} (optional: receipts checked)
   GET  /args/{operation}   sample arguments (optional: else --args)
   POST /hold {"operation"} hold its next request, received, not applied
   GET  /held               {"held": N}
-  POST /release            let held requests take effect
+  POST /release            let held requests take effect; optionally
+                           answers {"answers": [status]} once they were
                            (hold, held, release optional: the in-flight row)
+
+Before the first cell every operation runs once without a crash: when one
+does not succeed (a refused token, a wrong URL), crashtest stops with the
+connector's error instead of running every cell into it. --operation,
+--point (repeatable; the points of crashtest.Points and in_flight) and
+--variant re-run one cell.
 
 The shipped connectors may run against connhost's own emulators instead:
 --provider payments (the Stripe API subset) or email (Mailpit); a manifest
@@ -78,12 +103,19 @@ crashtest never wires a connector to an unrelated emulator.
 
 The shipped operations have built-in sample arguments; give others with
 --args (for --operation, or for every operation without a sample). Progress
-(cells done/total) goes to stderr, also when it is not a terminal.`,
+(cells done/total) goes to stderr, also when it is not a terminal. "kills
+survived" counts processes: an after_reconcile_return cell kills one after
+the connector returned and another after reconcile answered (a read, which
+has no reconcile, only the first, and is n/a).`,
 		Example: `  connhost crashtest --manifest manifests/payments.toml
   connhost crashtest --manifest manifests/email.toml --operation send --json
   connhost crashtest --manifest manifests/payments.toml --operation create_payment \
       --args '{"amount":100,"currency":"eur","payment_method":"pm_card_visa"}'
-  connhost crashtest --manifest manifests/webhook.toml --provider-url http://127.0.0.1:9090`,
+  connhost crashtest --manifest manifests/webhook.toml --provider-url http://127.0.0.1:9090 \
+      --probe manifests/webhook.probe.toml
+  connhost crashtest --manifest manifests/pocketbase.toml --provider-url http://127.0.0.1:8090 \
+      --probe manifests/pocketbase.probe.toml --set-env token=PB_TOKEN \
+      --operation create_item --point in_flight --variant ungated`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -94,10 +126,28 @@ The shipped operations have built-in sample arguments; give others with
 			}
 			fl := cmd.Flags()
 			switch {
-			case providerURL == "" && (fl.Changed("probe-url") || fl.Changed("set") || fl.Changed("url-key") || fl.Changed("module")):
-				return usagef("--probe-url, --set, --url-key and --module apply to a connector's own provider: give --provider-url")
+			case providerURL == "" && (fl.Changed("probe-url") || fl.Changed("probe") || fl.Changed("set") || fl.Changed("set-env") ||
+				fl.Changed("url-key") || fl.Changed("module")):
+				return usagef("--probe, --probe-url, --set, --set-env, --url-key and --module apply to a connector's own provider: give --provider-url")
 			case providerURL != "" && provider != "":
 				return usagef("--provider (a built-in emulator) and --provider-url (your provider) exclude each other")
+			case probeFile != "" && probeURL != "":
+				return usagef("--probe (a probe config, for a provider without a probe contract) and --probe-url (the provider's probe contract) exclude each other")
+			}
+			for _, p := range points {
+				if p != crashtest.PointInFlight && !slices.Contains(crashtest.Points(), p) {
+					return usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), crashtest.PointInFlight)
+				}
+			}
+			var variants []bool
+			switch variant {
+			case "":
+			case "gated":
+				variants = []bool{true}
+			case "ungated":
+				variants = []bool{false}
+			default:
+				return usagef("--variant %q: want gated (requires_approval on) or ungated", variant)
 			}
 			m, err := manifests.Load(manifest)
 			if err != nil {
@@ -127,8 +177,22 @@ The shipped operations have built-in sample arguments; give others with
 				}
 				values[k] = v
 			}
+			envs := map[string]string{}
+			for _, kv := range setEnvs {
+				k, v, ok := strings.Cut(kv, "=")
+				switch {
+				case !ok || k == "" || v == "":
+					return usagef("--set-env %q: want KEY=VAR (the config key, and the environment variable holding its value)", kv)
+				case values[k] != "" || k == urlKey:
+					return usagef("--set-env %s: the config key is given by --set or --url-key too", k)
+				}
+				if _, set := os.LookupEnv(v); !set {
+					return usagef("--set-env %s=%s: environment variable %s is not set", k, v, v)
+				}
+				envs[k] = v
+			}
 			if providerURL != "" {
-				for _, k := range append([]string{urlKey}, slices.Sorted(maps.Keys(values))...) {
+				for _, k := range append(append([]string{urlKey}, slices.Sorted(maps.Keys(values))...), slices.Sorted(maps.Keys(envs))...) {
 					if !slices.Contains(m.Capabilities.Config, k) {
 						return usagef("connector %s does not declare config key %q (capabilities.config: %s)",
 							m.Connector.Name, k, orDash(strings.Join(m.Capabilities.Config, ", ")))
@@ -165,14 +229,20 @@ The shipped operations have built-in sample arguments; give others with
 			}
 			progress, done := a.crashtestProgress()
 			defer done()
+			sel := cellSelection{operation: operation, points: points, variants: variants}
 			var rep crashtest.Report
 			if providerURL != "" {
-				if probeURL == "" {
-					probeURL = strings.TrimSuffix(providerURL, "/") + "/_crashtest"
+				own := ownProvider{url: providerURL, probeURL: probeURL, urlKey: urlKey, values: values, env: envs}
+				if probeFile != "" {
+					if own.probe, err = crashtest.LoadProbeConfig(probeFile, nil); err != nil {
+						return err
+					}
+				} else if own.probeURL == "" {
+					own.probeURL = strings.TrimSuffix(providerURL, "/") + "/_crashtest"
 				}
-				rep, err = a.runOwnProviderCrashtest(ctx, m, self, module, providerURL, probeURL, urlKey, values, operation, given, progress)
+				rep, err = a.runOwnProviderCrashtest(ctx, m, self, module, own, sel, given, progress)
 			} else {
-				rep, err = a.runCrashtest(ctx, m, self, provider, operation, given, progress)
+				rep, err = a.runCrashtest(ctx, m, self, provider, sel, given, progress)
 			}
 			done()
 			if err != nil {
@@ -199,8 +269,12 @@ The shipped operations have built-in sample arguments; give others with
 	f.StringVar(&provider, "provider", "", "a built-in emulator for the shipped connectors: payments or email (default: from the manifest's http allowlist)")
 	f.StringVar(&providerURL, "provider-url", "", "the connector's own test provider, handed to it as base_url")
 	f.StringVar(&probeURL, "probe-url", "", "where the provider answers the probe contract (default: --provider-url + /_crashtest)")
+	f.StringVar(&probeFile, "probe", "", "a probe config (manifests/<connector>.probe.toml) describing a provider without a probe contract")
 	f.StringVar(&urlKey, "url-key", "base_url", "the config key that takes --provider-url")
 	f.StringArrayVar(&sets, "set", nil, "another config value for the connector, KEY=VALUE (repeatable)")
+	f.StringArrayVar(&setEnvs, "set-env", nil, "a config value from the environment, KEY=VAR: the value of $VAR, written nowhere (repeatable)")
+	f.StringArrayVar(&points, "point", nil, "only this crash point, or in_flight (repeatable; default: every point)")
+	f.StringVar(&variant, "variant", "", "only gated (requires_approval on) or ungated calls (default: both)")
 	f.StringVar(&module, "module", "", "the connector's built module (default: its module in --modules, built from plugins/<connector> when missing)")
 	_ = c.MarkFlagRequired("manifest")
 	return c
@@ -273,41 +347,74 @@ func (p argsFallback) Args(ctx context.Context, op string) (json.RawMessage, err
 	return a, err
 }
 
+// cellSelection narrows the matrix to some cells (--operation, --point,
+// --variant); its zero value runs them all.
+type cellSelection struct {
+	operation string
+	points    []string
+	variants  []bool
+}
+
+// ownProvider is a connector's own test provider and how the matrix
+// observes it: a probe config, else the probe contract at probeURL.
+type ownProvider struct {
+	url, probeURL, urlKey string
+	probe                 *crashtest.ProbeConfig
+	values, env           map[string]string
+}
+
 // runOwnProviderCrashtest runs the matrix against the connector's own test
-// provider, through its probe endpoints.
-func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, module, providerURL, probeURL, urlKey string,
-	values map[string]string, operation string, given json.RawMessage, progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
-	probe := crashtest.NewProbe(probeURL)
+// provider, observed through a probe config or its probe endpoints.
+func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, module string, own ownProvider,
+	sel cellSelection, given json.RawMessage, progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
 	o := crashtest.Options{
 		Binary:       binary,
 		Manifest:     m.Path,
 		Module:       module,
-		ProviderURL:  providerURL,
-		URLKey:       urlKey,
-		Config:       values,
-		Provider:     argsFallback{Provider: probe},
-		ProviderName: providerURL,
+		ProviderURL:  own.url,
+		URLKey:       own.urlKey,
+		Config:       own.values,
+		ConfigEnv:    own.env,
+		ProviderName: own.url,
 		Progress:     progress,
+		Points:       sel.points,
+		Variants:     sel.variants,
 	}
-	if operation != "" {
-		o.Operations = []string{operation}
+	var probe crashtest.Provider
+	if own.probe != nil {
+		o.ProbeConfig = own.probe
+	} else {
+		probe = crashtest.NewProbe(own.probeURL)
+		o.Provider = argsFallback{Provider: probe}
+	}
+	if sel.operation != "" {
+		o.Operations = []string{sel.operation}
 		if given != nil {
-			o.Args = map[string]json.RawMessage{operation: given}
+			o.Args = map[string]json.RawMessage{sel.operation: given}
 		}
 	} else if given != nil {
-		o.Provider = argsFallback{Provider: probe, given: given}
+		if probe != nil {
+			o.Provider = argsFallback{Provider: probe, given: given}
+		} else {
+			// --args stands in for the operations the probe config gives
+			// no arguments.
+			o.Args = map[string]json.RawMessage{}
+			for _, op := range m.Operations {
+				if po := own.probe.Operations[op.Name]; po == nil || po.Args == "" {
+					o.Args[op.Name] = given
+				}
+			}
+		}
 	}
-	rep, err := crashtest.Run(ctx, o)
-	if err != nil {
-		return rep, fmt.Errorf("crashtest: %w", err)
-	}
-	return rep, nil
+	// Run's errors say "crashtest: …" themselves.
+	return crashtest.Run(ctx, o)
 }
 
 // runCrashtest starts the emulators, writes a connhost.toml pointing the
 // connector at its emulator and runs the matrix.
-func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, provider, operation string, given json.RawMessage,
+func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, provider string, sel cellSelection, given json.RawMessage,
 	progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
+	operation := sel.operation
 	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		return crashtest.Report{}, fmt.Errorf("crashtest: start provider emulators: %w", err)
@@ -345,9 +452,12 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 		Modules:      a.g.modules,
 		Config:       cfgPath,
 		Effects:      prov.Effects,
-		Exists:       prov.Exists,
+		CheckReceipt: prov.CheckReceipt,
 		Hold:         prov,
 		WorkDir:      work,
+		Points:       sel.points,
+		Variants:     sel.variants,
+		Preflight:    true,
 		Args: func(ctx context.Context, op string) (json.RawMessage, error) {
 			if given != nil && (operation == "" || op == operation) {
 				if sample, err := prov.Args(ctx, op); err == nil && operation == "" {

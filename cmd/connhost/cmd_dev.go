@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -107,16 +109,17 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 			if err := a.buildMissing(ctx, ms); err != nil {
 				return err
 			}
-			if paymentsURL == "" || emailURL == "" {
+			needPayments, needEmail := emulatorsFor(ms, paymentsURL, emailURL)
+			if needPayments || needEmail {
 				sb, err := a.startSandbox(ctx, "127.0.0.1:0", filepath.Join(a.g.data, "sandbox"), a.logger())
 				if err != nil {
 					return fmt.Errorf("start provider sandbox: %w", err)
 				}
 				defer sb.Close()
-				if paymentsURL == "" {
+				if needPayments {
 					paymentsURL = sb.PaymentsURL()
 				}
-				if emailURL == "" {
+				if needEmail {
 					emailURL = sb.EmailURL()
 				}
 			}
@@ -126,7 +129,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 					return err
 				}
 			}
-			first := ""
+			first, firstArgs := "", ""
 			if tools, err := tooldefs.Tools(ms); err == nil && len(tools) > 0 {
 				first = tools[0].Name
 				for _, t := range tools {
@@ -134,6 +137,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 						first = t.Name // the call the README walks through
 					}
 				}
+				firstArgs = exampleArgs(ms, first)
 			}
 			cfg := devConfig(paymentsURL, emailURL, file)
 			anon := httpapi.DevLoopback
@@ -147,10 +151,17 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				mcp:           mcpOptions(file, true),
 				ready: func(api string) {
 					if a.g.json {
-						writeJSONLine(a.stdout, map[string]string{"api": api, "payments": paymentsURL, "email": emailURL})
+						line := map[string]string{"api": api}
+						if paymentsURL != "" {
+							line["payments"] = paymentsURL
+						}
+						if emailURL != "" {
+							line["email"] = emailURL
+						}
+						writeJSONLine(a.stdout, line)
 						return
 					}
-					renderDevBanner(a.stdout, api, paymentsURL, emailURL, first)
+					renderDevBanner(a.stdout, api, paymentsURL, emailURL, first, firstArgs)
 				},
 			})
 		},
@@ -160,6 +171,17 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 	f.StringVar(&paymentsURL, "payments-url", "", "use this payments provider instead of the sandbox's")
 	f.StringVar(&emailURL, "email-url", "", "use this email provider instead of the sandbox's")
 	return c
+}
+
+// emulatorsFor says which emulators dev starts: they stand in for the
+// shipped connectors' providers only, so one starts when its connector
+// (payments, email) is loaded and no --payments-url or --email-url points
+// it elsewhere.
+func emulatorsFor(ms []*manifests.Manifest, paymentsURL, emailURL string) (payments, email bool) {
+	loaded := func(name string) bool {
+		return slices.ContainsFunc(ms, func(m *manifests.Manifest) bool { return m.Connector.Name == name })
+	}
+	return paymentsURL == "" && loaded("payments"), emailURL == "" && loaded("email")
 }
 
 // devOrigins is dev mode's addition to the http capability: the loopback
@@ -192,31 +214,132 @@ func devOrigins(cfg func(connector, key string) (string, bool)) func(m *manifest
 	}
 }
 
-// exampleArgs returns sample arguments for the shipped tools the banner
-// suggests, and {} for others.
-func exampleArgs(tool string) string {
+// exampleArgs returns sample arguments for the tool the banner suggests:
+// the shipped tools' own, else a minimal document built from the tool's
+// input schema (its required members, each the simplest value its schema
+// allows), and only when the schema accepts it; "" when none is found.
+func exampleArgs(ms []*manifests.Manifest, tool string) string {
 	switch tool {
 	case "payments.create_payment":
 		return `{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`
 	case "email.send":
 		return `{"to":["ada@example.com"],"subject":"hello","text":"sent once"}`
 	}
-	return "{}"
+	conn, opName, _ := strings.Cut(tool, ".")
+	for _, m := range ms {
+		if m.Connector.Name != conn {
+			continue
+		}
+		op, ok := m.Operation(opName)
+		if !ok {
+			return ""
+		}
+		var schema map[string]any
+		if json.Unmarshal(op.SchemaJSON(), &schema) != nil {
+			return ""
+		}
+		b, err := json.Marshal(sampleOf(schema, 0))
+		if err != nil || op.ValidateArgs(b) != nil {
+			return ""
+		}
+		return string(b)
+	}
+	return ""
 }
 
-// renderDevBanner prints what dev started and what to try.
-func renderDevBanner(w io.Writer, api, payments, email, tool string) {
+// sampleOf returns the simplest instance of a JSON schema that it plainly
+// allows: an enum's first value, a minimum, a string of minLength, an
+// object of its required properties. exampleArgs checks the result.
+func sampleOf(schema map[string]any, depth int) any {
+	if depth > 8 {
+		return nil
+	}
+	if enum, ok := schema["enum"].([]any); ok && len(enum) > 0 {
+		return enum[0]
+	}
+	if c, ok := schema["const"]; ok {
+		return c
+	}
+	typ, _ := schema["type"].(string)
+	if ts, ok := schema["type"].([]any); ok && len(ts) > 0 {
+		typ, _ = ts[0].(string)
+	}
+	num := func(def float64) float64 {
+		if v, ok := schema["minimum"].(float64); ok {
+			return v
+		}
+		if v, ok := schema["exclusiveMinimum"].(float64); ok {
+			return v + 1
+		}
+		return def
+	}
+	switch typ {
+	case "object":
+		out := map[string]any{}
+		props, _ := schema["properties"].(map[string]any)
+		req, _ := schema["required"].([]any)
+		for _, r := range req {
+			name, _ := r.(string)
+			sub, _ := props[name].(map[string]any)
+			out[name] = sampleOf(sub, depth+1)
+		}
+		return out
+	case "array":
+		out := []any{}
+		n, _ := schema["minItems"].(float64)
+		items, _ := schema["items"].(map[string]any)
+		for range int(n) {
+			out = append(out, sampleOf(items, depth+1))
+		}
+		return out
+	case "integer":
+		return int64(num(1))
+	case "number":
+		return num(1)
+	case "boolean":
+		return true
+	case "string":
+		if f, _ := schema["format"].(string); f == "email" {
+			return "ada@example.com"
+		}
+		s := "example"
+		if n, ok := schema["minLength"].(float64); ok && int(n) > len(s) {
+			s += strings.Repeat("x", int(n)-len(s))
+		}
+		if n, ok := schema["maxLength"].(float64); ok && int(n) < len(s) {
+			s = s[:int(n)]
+		}
+		return s
+	}
+	return nil
+}
+
+// renderDevBanner prints what dev started and what to try: args are the
+// suggested tool's sample arguments ("" when none is known).
+func renderDevBanner(w io.Writer, api, payments, email, tool, args string) {
 	fmt.Fprintf(w, "connhost dev is running\n\n")
 	fmt.Fprintf(w, "  API       %s   (OpenAPI: %s/openapi.json)\n", api, api)
-	fmt.Fprintf(w, "  payments  %s\n", payments)
-	fmt.Fprintf(w, "  email     %s\n\n", email)
+	if payments != "" {
+		fmt.Fprintf(w, "  payments  %s\n", payments)
+	}
+	if email != "" {
+		fmt.Fprintf(w, "  email     %s\n", email)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "No tokens: anyone on this machine can approve, reject and resolve calls\n")
 	fmt.Fprintf(w, "through this API; decisions are recorded as %q.\n\n", httpapi.DevLoopback.Name)
 	fmt.Fprintf(w, "Try:\n")
 	fmt.Fprintf(w, "  curl -s '%s/v1/tools?format=openai'\n", api)
 	if tool != "" {
+		shown := args
+		if shown == "" {
+			shown = "ARGS"
+		}
 		fmt.Fprintf(w, "  curl -s %s/v1/executions -H 'Content-Type: application/json' \\\n", api)
-		fmt.Fprintf(w, "    -d '{\"session_id\":\"s1\",\"tool_call_id\":\"call_1\",\"tool\":\"%s\",\"arguments\":%s}'\n", tool, exampleArgs(tool))
+		fmt.Fprintf(w, "    -d '{\"session_id\":\"s1\",\"tool_call_id\":\"call_1\",\"tool\":\"%s\",\"arguments\":%s}'\n", tool, shown)
+		if args == "" {
+			fmt.Fprintf(w, "    (ARGS: an object its input schema accepts; curl -s '%s/v1/tools?format=openai' shows it)\n", api)
+		}
 		fmt.Fprintf(w, "    (a gated call answers awaiting_approval: approve it with\n")
 		fmt.Fprintf(w, "     curl -s -X POST %s/v1/approvals/<approval.id>/approve -H 'Content-Type: application/json' \\\n", api)
 		fmt.Fprintf(w, "       -d '{\"digest\":\"<approval.args_digest>\"}'\n")

@@ -41,6 +41,10 @@ github.com/connhost/connhost):
   plugins/<name>/<name>_test.go   unit tests with guesttest against a
                                   stand-in provider, and the manifest check
   manifests/<name>.toml           the manifest, every policy choice commented
+  manifests/<name>.probe.toml     how connhost crashtest --probe observes the
+                                  provider through its own API (the request
+                                  to hold, how effects are counted, how a
+                                  receipt is looked up, sample arguments)
 
 The directory name is the connector's name: connhost build plugins/<name>
 --pin finds manifests/<name>.toml by it. new refuses to overwrite anything.`,
@@ -56,6 +60,7 @@ The directory name is the connector's name: connhost build plugins/<name>
 				{"main.go.tmpl", filepath.Join("plugins", name, "main.go")},
 				{"connector_test.go.tmpl", filepath.Join("plugins", name, name+"_test.go")},
 				{"manifest.toml.tmpl", filepath.Join("manifests", name+".toml")},
+				{"probe.toml.tmpl", filepath.Join("manifests", name+".probe.toml")},
 			}
 			written, err := writeScaffold(dir, name, files)
 			if err != nil {
@@ -77,8 +82,11 @@ next:
   2. go test ./plugins/%[1]s/
   3. connhost build plugins/%[1]s --pin
   4. connhost audit --strict manifests/%[1]s.toml
-  5. run a test provider and crash-test the policies against it:
-     connhost crashtest --manifest manifests/%[1]s.toml --provider-url http://127.0.0.1:PORT
+  5. run a test provider, fit manifests/%[1]s.probe.toml to its API (how
+     crashtest holds a request, counts effects, looks a receipt up) and
+     crash-test the policies against it:
+     connhost crashtest --manifest manifests/%[1]s.toml --probe manifests/%[1]s.probe.toml \
+       --provider-url http://127.0.0.1:PORT
 `, name)
 			return nil
 		},
@@ -119,8 +127,13 @@ func writeScaffold(dir, name string, files []scaffoldFile) ([]string, error) {
 		out = append(out, target)
 	}
 	// The manifest must be one the parser accepts.
-	if _, err := manifests.Parse(out[len(out)-1], rendered[len(rendered)-1]); err != nil {
-		return nil, fmt.Errorf("new: the scaffolded manifest does not parse: %w", err)
+	for i, f := range files {
+		if f.tmpl != "manifest.toml.tmpl" {
+			continue
+		}
+		if _, err := manifests.Parse(out[i], rendered[i]); err != nil {
+			return nil, fmt.Errorf("new: the scaffolded manifest does not parse: %w", err)
+		}
 	}
 	for i, target := range out {
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +32,23 @@ func TestCrashtestRefuses(t *testing.T) {
 		{"a connector's own provider is needed", []string{"crashtest", "--manifest", webhook},
 			"connector webhook reaches https://hooks.example.com:443, which no built-in emulator serves: run its test provider and name it with --provider-url URL"},
 		{"--config", []string{"--config", "connhost.toml", "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9"},
-			"crashtest does not use --config: every cell gets a connhost.toml of its own; give config values with --set KEY=VALUE"},
+			"crashtest does not use --config: every cell gets a connhost.toml of its own; give config values with --set KEY=VALUE, secrets with --set-env KEY=VAR"},
+		{"--set-env alone", []string{"crashtest", "--manifest", webhook, "--set-env", "base_url=X"}, "give --provider-url"},
+		{"--probe alone", []string{"crashtest", "--manifest", webhook, "--probe", "p.toml"}, "give --provider-url"},
+		{"--set-env without a variable", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--set-env", "base_url"},
+			`--set-env "base_url": want KEY=VAR`},
+		{"--set-env of an unset variable", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--set-env", "token=CONNHOST_TEST_UNSET_VARIABLE"},
+			"--set-env token=CONNHOST_TEST_UNSET_VARIABLE: environment variable CONNHOST_TEST_UNSET_VARIABLE is not set"},
+		{"--set-env of an undeclared key", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--set-env", "token=HOME"},
+			`connector webhook does not declare config key "token"`},
+		{"--set-env of the URL key", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--set-env", "base_url=HOME"},
+			"--set-env base_url: the config key is given by --set or --url-key too"},
+		{"--probe and --probe-url", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--probe", "p.toml", "--probe-url", "http://127.0.0.1:9/p"},
+			"exclude each other"},
+		{"an unknown point", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--point", "after_lunch"},
+			`--point "after_lunch": not a crash point (known: before_intent, after_intent, after_approval, after_dispatch_record, after_plugin_return, after_outcome_record, after_reconcile_return, after_answer, in_flight)`},
+		{"an unknown variant", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--variant", "both"},
+			`--variant "both": want gated`},
 		{"--data", []string{"--data", "d", "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9"}, "crashtest does not use --data"},
 		{"--probe-url alone", []string{"crashtest", "--manifest", webhook, "--probe-url", "http://127.0.0.1:9/p"}, "give --provider-url"},
 		{"--set alone", []string{"crashtest", "--manifest", webhook, "--set", "base_url=x"}, "give --provider-url"},
@@ -46,6 +64,29 @@ func TestCrashtestRefuses(t *testing.T) {
 				t.Fatalf("exit %d (want %d), stdout %q, stderr %q (want %q)", code, ExitUsage, out, errOut, tc.want)
 			}
 		})
+	}
+}
+
+// TestCrashtestProbeConfigErrors: a probe config that does not fit is
+// refused before anything runs, with its file and line; and an error of
+// the run itself says "crashtest:" once.
+func TestCrashtestProbeConfigErrors(t *testing.T) {
+	webhook := filepath.Join("..", "..", "host", "crashtest", "testdata", "webhook", "manifests", "webhook.toml")
+	module := filepath.Join("testdata", "help.golden") // any file: nothing runs
+	probe := writeFile(t, t.TempDir(), "webhook.probe.toml", "[operation.deliver]\nhold = \"POST /v1/deliveries\"\nargs = '{\"topic\": \"t\"}'\n\n[operation.charge]\nargs = '{}'\n")
+	code, out, errOut := runCLI(t, nil, "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--module", module, "--probe", probe)
+	for _, want := range []string{
+		probe + ":1: operation.deliver.effects: deliver is external (idempotent-retry): say how its effects are counted",
+		probe + ":5: operation.charge: connector webhook has no operation \"charge\"",
+		probe + ": operation.get_delivery: no sample arguments",
+	} {
+		if code == ExitOK || out != "" || !strings.Contains(errOut, want) {
+			t.Errorf("exit %d, stdout %q, stderr lacks %q:\n%s", code, out, want, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, nil, "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--module", module)
+	if code == ExitOK || !strings.Contains(errOut, "crashtest: the provider does not answer how many effects it holds") || strings.Contains(errOut, "crashtest: crashtest:") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
 
@@ -80,6 +121,7 @@ func TestCrashtestOwnProvider(t *testing.T) {
 	}
 	manifest := mustReadFile(t, filepath.Join(fixture, "manifests", "webhook.toml"))
 	reconciled := strings.Replace(manifest, `recovery = "idempotent-retry"`, "recovery = \"reconcile\"\nreconcile_settle = \"0s\"", 1)
+	probeConfig := filepath.Join(fixture, "manifests", "webhook.probe.toml")
 
 	for _, tc := range []struct {
 		name, pkg, manifest string
@@ -88,6 +130,11 @@ func TestCrashtestOwnProvider(t *testing.T) {
 		wantFailed          []string
 	}{
 		{"honest", "plugins/webhook", manifest, []string{"--operation", "deliver"}, ExitOK, nil},
+		// Observed through the receiver's own API, as its probe config
+		// says, not through /_crashtest: every operation, the read too.
+		{"honest, probe config", "plugins/webhook", manifest, []string{"--probe", probeConfig}, ExitOK, nil},
+		{"key ignored, probe config", "broken/keyignored", manifest, []string{"--probe", probeConfig, "--operation", "deliver",
+			"--point", "after_plugin_return", "--point", "in_flight"}, ExitFindings, []string{"after_plugin_return"}},
 		{"key ignored", "broken/keyignored", manifest, []string{"--operation", "deliver"}, ExitFindings, []string{"after_plugin_return"}},
 		{"reconcile always not applied", "broken/notapplied", reconciled, []string{"--operation", "deliver"}, ExitFindings,
 			[]string{"after_plugin_return", "after_reconcile_return"}},
@@ -149,6 +196,55 @@ func TestCrashtestOwnProvider(t *testing.T) {
 				t.Errorf("%d progress lines for %d cells:\n%s", len(lines), len(rep.Rows), stderr)
 			}
 		})
+	}
+}
+
+// TestCrashtestPreflight: a connector that cannot work at all (its
+// provider refuses it: 403) stops the run after one call without a crash,
+// naming the connector's error, instead of running every cell into it.
+func TestCrashtestPreflight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	root, err := wasmbuild.ModuleRoot("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture := filepath.Join(root, "host", "crashtest", "testdata", "webhook")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "connhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	mods := filepath.Join(dir, "build")
+	if _, err := wasmbuild.Build(ctx, filepath.Join(fixture, "plugins", "webhook"), filepath.Join(mods, "webhook.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	// A receiver that lists no deliveries and refuses every one.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "GET" {
+			_, _ = w.Write([]byte(`{"data": []}`))
+			return
+		}
+		http.Error(w, "forbidden:\n\tthe token\nis not valid", http.StatusForbidden)
+	}))
+	defer srv.Close()
+	p, err := proc.Run(ctx, proc.Cmd{
+		Path: bin,
+		Args: []string{"--modules", mods, "crashtest", "--manifest", filepath.Join(fixture, "manifests", "webhook.toml"),
+			"--probe", filepath.Join(fixture, "manifests", "webhook.probe.toml"), "--provider-url", srv.URL, "--operation", "deliver"},
+		DieWithParent: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := string(p.Stderr)
+	if p.Code == ExitOK || p.Code == ExitFindings || !strings.Contains(stderr, "preflight call did not succeed: webhook.deliver") ||
+		!strings.Contains(stderr, "status 403: forbidden: the token is not valid") || strings.Contains(stderr, "crashtest: [") {
+		t.Fatalf("%s\nstdout %s\nstderr %s", p, p.Stdout, stderr)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +36,9 @@ func TestDevServesAPI(t *testing.T) {
 	a := newApp(strings.NewReader(""), pw, io.Discard)
 	sb := &fakeSandbox{}
 	a.startSandbox = func(ctx context.Context, listen, stateDir string, _ *slog.Logger) (providerSandbox, error) {
-		if stateDir != filepath.Join(dirs.data, "sandbox") {
-			t.Errorf("sandbox state in %q, want under the data directory", stateDir)
-		}
+		// testdata/manifests holds noop and gated: neither uses the
+		// payment or e-mail emulator.
+		t.Error("dev started the provider emulators for connectors that do not use them")
 		return sb, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,8 +53,8 @@ func TestDevServesAPI(t *testing.T) {
 		t.Fatalf("startup line: %v (exit %d?)", err, <-done)
 	}
 	var urls map[string]string
-	if err := json.Unmarshal([]byte(line), &urls); err != nil || urls["payments"] != sb.PaymentsURL() || urls["email"] != sb.EmailURL() {
-		t.Fatalf("startup line %q: %v", line, err)
+	if err := json.Unmarshal([]byte(line), &urls); err != nil || urls["api"] == "" || len(urls) != 1 {
+		t.Fatalf("startup line %q: %v (want the API alone: no emulator was started)", line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	si, err := readServerInfo(dirs.data)
@@ -95,9 +94,6 @@ func TestDevServesAPI(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev did not stop")
-	}
-	if !sb.closed {
-		t.Error("sandbox not closed")
 	}
 	if _, err := readServerInfo(dirs.data); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("discovery file left behind: %v", err)
@@ -142,7 +138,7 @@ func TestLogAuthority(t *testing.T) {
 // that dev has no tokens.
 func TestDevBannerSaysAnyoneCanApprove(t *testing.T) {
 	var buf strings.Builder
-	renderDevBanner(&buf, "http://127.0.0.1:8420", "http://127.0.0.1:1", "http://127.0.0.1:2", "gated.echo")
+	renderDevBanner(&buf, "http://127.0.0.1:8420", "http://127.0.0.1:1", "http://127.0.0.1:2", "gated.echo", `{"msg":"x"}`)
 	for _, w := range []string{"anyone on this machine can approve, reject and resolve", `recorded as "dev-loopback"`, "connhost approve <approval.id>"} {
 		if !strings.Contains(buf.String(), w) {
 			t.Errorf("banner lacks %q:\n%s", w, buf.String())
@@ -178,5 +174,79 @@ func TestDevOrigins(t *testing.T) {
 	noBase := &manifests.Manifest{Connector: manifests.Connector{Name: "payments"}}
 	if got := devOrigins(devConfig("http://127.0.0.1:1", "", nil))(noBase); len(got) != 0 {
 		t.Errorf("manifest without base_url: %v", got)
+	}
+}
+
+// TestDevStartsEmulatorsForTheirConnectors: an emulator starts for the
+// shipped connector it stands in for, unless its URL is given; another
+// connector alone starts none.
+func TestDevStartsEmulatorsForTheirConnectors(t *testing.T) {
+	conn := func(name string) *manifests.Manifest {
+		return &manifests.Manifest{Connector: manifests.Connector{Name: name}}
+	}
+	for _, tc := range []struct {
+		name                  string
+		ms                    []*manifests.Manifest
+		paymentsURL, emailURL string
+		payments, email       bool
+	}{
+		{"another connector alone", []*manifests.Manifest{conn("hooks")}, "", "", false, false},
+		{"payments", []*manifests.Manifest{conn("hooks"), conn("payments")}, "", "", true, false},
+		{"both shipped", []*manifests.Manifest{conn("email"), conn("payments")}, "", "", true, true},
+		{"email elsewhere", []*manifests.Manifest{conn("email"), conn("payments")}, "", "http://127.0.0.1:8025", true, false},
+	} {
+		p, e := emulatorsFor(tc.ms, tc.paymentsURL, tc.emailURL)
+		if p != tc.payments || e != tc.email {
+			t.Errorf("%s: payments %t email %t, want %t %t", tc.name, p, e, tc.payments, tc.email)
+		}
+	}
+}
+
+// TestDevBannerArguments: the banner's call carries arguments the tool's
+// schema accepts — the scaffold's create_item included — never an {} it
+// refuses.
+func TestDevBannerArguments(t *testing.T) {
+	m, err := manifests.Parse("hooks.toml", []byte(`
+[connector]
+name = "hooks"
+version = "0.1.0"
+abi = 1
+module = "hooks.wasm"
+sha256 = ""
+[capabilities]
+http = ["https://api.example.com:443"]
+[[operation]]
+name = "create_item"
+description = "Create an item with a name and a quantity."
+effect = "external"
+recovery = "idempotent-retry"
+input_schema = """
+{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200},
+ "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}, "note": {"type": "string"}},
+ "required": ["name", "quantity"], "additionalProperties": false}
+"""
+[[operation]]
+name = "pick"
+description = "Pick a colour by its code."
+effect = "read"
+input_schema = """
+{"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-F]{6}$"}}, "required": ["code"], "additionalProperties": false}
+"""
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := []*manifests.Manifest{m}
+	if got := exampleArgs(ms, "hooks.create_item"); got != `{"name":"example","quantity":1}` {
+		t.Errorf("create_item: %s", got)
+	}
+	if got := exampleArgs(ms, "hooks.pick"); got != "" {
+		t.Errorf("pick: %q, want none (no sample satisfies its pattern)", got)
+	}
+	var buf strings.Builder
+	renderDevBanner(&buf, "http://127.0.0.1:8420", "", "", "hooks.pick", "")
+	if !strings.Contains(buf.String(), `"arguments":ARGS}`) || !strings.Contains(buf.String(), "ARGS: an object its input schema accepts") ||
+		strings.Contains(buf.String(), "payments") || strings.Contains(buf.String(), `"arguments":{}`) {
+		t.Errorf("banner:\n%s", buf.String())
 	}
 }

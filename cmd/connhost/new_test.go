@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/manifests"
 )
 
 // TestNewScaffold scaffolds a connector into a module of its own (the way
@@ -36,10 +38,26 @@ func TestNewScaffold(t *testing.T) {
 	if code != ExitOK || errOut != "" {
 		t.Fatalf("new: exit %d stderr %q", code, errOut)
 	}
-	for _, f := range []string{"plugins/widgets/main.go", "plugins/widgets/widgets_test.go", "manifests/widgets.toml"} {
+	for _, f := range []string{"plugins/widgets/main.go", "plugins/widgets/widgets_test.go", "manifests/widgets.toml", "manifests/widgets.probe.toml"} {
 		if !strings.Contains(out, filepath.Join(dir, f)) {
 			t.Errorf("output does not name %s:\n%s", f, out)
 		}
+	}
+	// The probe config fits the scaffolded manifest: every operation has
+	// sample arguments, the external one a hold, a count and a receipt.
+	m, err := manifests.Load(filepath.Join(dir, "manifests", "widgets.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := crashtest.LoadProbeConfig(filepath.Join(dir, "manifests", "widgets.probe.toml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.ForManifest(m, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if op := probe.Operations["create_item"]; op == nil || op.Hold == nil || op.Effects.Count == "" || op.Receipt == "" {
+		t.Errorf("the probe config does not observe create_item: %+v", op)
 	}
 	main, err := os.ReadFile(filepath.Join(dir, "plugins", "widgets", "main.go"))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,6 +38,19 @@ type Totals = engine.Totals
 // still processing it does (the in-flight row).
 type Holder = engine.Holder
 
+// HeldAnswerer is a Holder that tells what the provider answered the
+// released request: the in-flight row is then judged by the effects once
+// it was answered (see Probe's release), and an effect that appeared
+// while the request was held (a re-dispatch's, which the held request
+// then meets as a duplicate the provider refuses) is no failure by
+// itself. HeldAnswer returns ErrNoHeldAnswer when the provider did not
+// tell.
+type HeldAnswerer = engine.HeldAnswerer
+
+// ErrNoHeldAnswer is what HeldAnswerer.HeldAnswer returns when the
+// provider does not tell what it answered the held request.
+var ErrNoHeldAnswer = engine.ErrNoHeldAnswer
+
 // PointInFlight names the row in which the provider still processes the
 // killed attempt. It is not a crash point: the process is killed from
 // outside while the provider holds its request.
@@ -46,10 +60,61 @@ const PointInFlight = engine.PointInFlight
 // the provider cannot hold; the in-flight row is then n/a.
 var ErrCannotHold = engine.ErrCannotHold
 
-// Points returns the crash points, in the order of a call's life:
-// before_intent, after_intent, after_approval, after_dispatch_record,
-// after_plugin_return, after_outcome_record, after_reconcile_return.
+// Points returns the crash points, in the order of a call's life, which
+// is the order a cell of each runs in: before_intent, after_intent,
+// after_approval, after_dispatch_record, after_plugin_return,
+// after_outcome_record, after_reconcile_return, after_answer. (The
+// in-flight row, PointInFlight, is no crash point: the host is killed
+// from outside.)
 func Points() []string { return slices.Clone(crash.Points) }
+
+// ProbeConfig is a probe config: how the matrix observes a provider that
+// answers no probe contract of its own, through its own API and a proxy
+// in front of it (see LoadProbeConfig for the format).
+type ProbeConfig = engine.ProbeConfig
+
+// ProbeConfigError reports every problem of a probe config with its file
+// and line.
+type ProbeConfigError = engine.ProbeConfigError
+
+// LoadProbeConfig reads a probe config, by convention
+// manifests/<connector>.probe.toml; env looks up the environment
+// variables it names ({env.NAME}; nil: the process's environment).
+//
+// A probe config is TOML with a table per operation:
+//
+//	[probe]
+//	headers = { Authorization = "{env.PB_TOKEN}" }   # with the probe's own requests only
+//
+//	[operation.create_item]
+//	hold    = "POST /api/collections/items/records"     # the request the in-flight row holds
+//	args    = '{"name": "crashtest {unique}", "quantity": 1}'
+//	receipt = "GET /api/collections/items/records/{receipt}"
+//	effects = { count = "GET /api/collections/items/records?perPage=1", json = "totalItems" }
+//
+//	[operation.delete_item]
+//	hold    = "DELETE /api/collections/items/records/{id}"
+//	setup   = { request = "POST /api/collections/items/records", body = '{"name": "doomed {unique}", "quantity": 1}' }
+//	args    = '{"id": "{setup.id}"}'
+//	receipt = "GET /api/collections/items/records/{receipt}"
+//	effects = { count = "GET /api/collections/items/records?perPage=1", json = "totalItems", removes = true }
+//
+// hold is METHOD /path ({name} matches a segment, {name...} the rest);
+// effects counts with a GET answering JSON (json: the path of a number,
+// or of an array whose length counts) or with answers = "METHOD /path",
+// the 2xx answers the proxy saw, except those carrying unless_header
+// ("Idempotent-Replayed: true"); removes = true makes each object that
+// goes away one effect, the effect of a delete. receipt is a GET with
+// {receipt}: 2xx exists, 404 or 410 does not; a succeeded call must name
+// an object that exists (for removes, one that is gone), and a succeeded
+// call without a receipt fails its cell unless receipt = "none". setup is
+// a request before each cell whose JSON answer fills {setup.PATH} in
+// args. {unique} is new in each cell, {env.NAME} an environment
+// variable. Paths are relative to the provider URL. Every problem is
+// reported with its file and line.
+func LoadProbeConfig(path string, env func(string) (string, bool)) (*ProbeConfig, error) {
+	return engine.LoadProbeConfig(path, env)
+}
 
 // Options configures Run.
 type Options struct {
@@ -77,8 +142,28 @@ type Options struct {
 	// The default value is none.
 	Config map[string]string
 	// Provider answers the matrix's questions about the provider (see
-	// Probe). Required.
+	// Probe). Exactly one of Provider and ProbeConfig is required.
 	Provider Provider
+	// ProbeConfig observes a provider that answers no probe contract:
+	// the matrix serves a proxy in front of ProviderURL, hands the
+	// connector the proxy's URL (allowed the way ProviderURL would be),
+	// holds and counts requests there, and asks the provider's own API
+	// as the config says (see LoadProbeConfig).
+	ProbeConfig *ProbeConfig
+	// ConfigEnv holds config values taken from the environment: config
+	// key → the name of the variable holding its value (a test
+	// provider's token). The value is read by the connhost processes
+	// themselves (key_env in their connhost.toml), so it is written
+	// nowhere. Every key must be declared in the manifest's
+	// capabilities.config and every variable set. The default value is
+	// none.
+	ConfigEnv map[string]string
+	// NoPreflight skips the preflight: by default every operation runs
+	// once, without a crash, before the first cell, and Run stops with an
+	// error naming the connector's own error when one does not succeed
+	// (a refused credential fails every cell alike). The default value is
+	// false.
+	NoPreflight bool
 	// ProviderName names the provider in every Row. The default value is
 	// ProviderURL.
 	ProviderName string
@@ -121,8 +206,52 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	if _, err := o.Provider.Effects(ctx); err != nil {
-		return Report{}, fmt.Errorf("crashtest: the provider does not answer how many effects it holds: %w", err)
+	providerURL := o.ProviderURL
+	eo := engine.Options{
+		Binary: o.Binary, Operations: o.Operations, Points: o.Points, Variants: o.Variants, GatedReads: o.GatedReads,
+		ProcessTimeout: o.ProcessTimeout, OnCell: o.Progress, Preflight: !o.NoPreflight,
+	}
+	if o.ProbeConfig != nil {
+		probe, err := engine.StartProbe(o.ProbeConfig, o.ProviderURL)
+		if err != nil {
+			return Report{}, err
+		}
+		defer probe.Close()
+		providerURL = probe.URL()
+		eo.Effects, eo.CheckReceipt, eo.Hold = probe.Effects, probe.CheckReceipt, probe
+		eo.Args = func(ctx context.Context, op string) (json.RawMessage, error) {
+			if a, ok := o.Args[op]; ok {
+				return a, nil
+			}
+			return probe.Args(ctx, op)
+		}
+		for _, op := range m.Operations {
+			if len(o.Operations) > 0 && !slices.Contains(o.Operations, op.Name) {
+				continue
+			}
+			if _, err := eo.Effects(ctx, op.Name); err != nil {
+				return Report{}, fmt.Errorf("crashtest: %s: %w", o.ProbeConfig.Path, err)
+			}
+		}
+	} else {
+		if _, err := o.Provider.Effects(ctx); err != nil {
+			return Report{}, fmt.Errorf("crashtest: the provider does not answer how many effects it holds: %w", err)
+		}
+		p := o.Provider
+		eo.Effects = func(ctx context.Context, _ string) (int, error) { return p.Effects(ctx) }
+		eo.Args, eo.Hold = o.args, p
+		if _, err := p.Exists(ctx, "connhost-crashtest-probe"); !errors.Is(err, ErrUnsupported) {
+			eo.CheckReceipt = func(ctx context.Context, op, receipt string) (string, error) {
+				if receipt == "" {
+					return op + " succeeded without a receipt, and the provider answers receipts (GET {probe}/receipts/…): a succeeded call names what it made", nil
+				}
+				ok, err := p.Exists(ctx, receipt)
+				if err != nil || ok {
+					return "", err
+				}
+				return fmt.Sprintf("receipt %s names no object at the provider", receipt), nil
+			}
+		}
 	}
 	work := o.WorkDir
 	if work == "" {
@@ -140,27 +269,16 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	cfg := filepath.Join(work, "connhost.toml")
-	if err := writeConfig(cfg, m.Connector.Name, o.values(), origin(o.ProviderURL)); err != nil {
+	if err := writeConfig(cfg, m.Connector.Name, o.values(providerURL), o.ConfigEnv, origin(providerURL)); err != nil {
 		return Report{}, err
 	}
-	name := o.ProviderName
-	if name == "" {
-		name = o.ProviderURL
+	eo.ProviderName = o.ProviderName
+	if eo.ProviderName == "" {
+		eo.ProviderName = o.ProviderURL
 	}
-	eo := engine.Options{
-		Binary: o.Binary, Manifest: manifest, Modules: modules, Config: cfg,
-		Operations: o.Operations, Points: o.Points, Variants: o.Variants, GatedReads: o.GatedReads,
-		WorkDir: work, ProcessTimeout: o.ProcessTimeout, ProviderName: name,
-		Effects: o.Provider.Effects,
-		Args:    o.args,
-		Hold:    o.Provider,
-		OnCell:  o.Progress,
-	}
+	eo.Manifest, eo.Modules, eo.Config, eo.WorkDir = manifest, modules, cfg, work
 	if len(o.Points) > 0 && !slices.Contains(o.Points, PointInFlight) {
 		eo.Hold = nil
-	}
-	if _, err := o.Provider.Exists(ctx, "connhost-crashtest-probe"); !errors.Is(err, ErrUnsupported) {
-		eo.Exists = o.Provider.Exists
 	}
 	return engine.Run(ctx, eo)
 }
@@ -200,8 +318,11 @@ func (o *Options) validate() (*manifests.Manifest, error) {
 			errs = append(errs, fmt.Errorf("crashtest: Options.%s is required", name))
 		}
 	}
-	if o.Provider == nil {
-		errs = append(errs, errors.New("crashtest: Options.Provider is required (NewProbe serves the probe contract)"))
+	switch {
+	case o.Provider == nil && o.ProbeConfig == nil:
+		errs = append(errs, errors.New("crashtest: Options.Provider or Options.ProbeConfig is required (NewProbe asks a provider's probe contract; LoadProbeConfig describes a provider without one)"))
+	case o.Provider != nil && o.ProbeConfig != nil:
+		errs = append(errs, errors.New("crashtest: Options.Provider and Options.ProbeConfig exclude each other"))
 	}
 	if o.ProviderURL != "" && origin(o.ProviderURL) == "" {
 		errs = append(errs, fmt.Errorf("crashtest: Options.ProviderURL %q is not an absolute http or https URL", o.ProviderURL))
@@ -231,13 +352,29 @@ func (o *Options) validate() (*manifests.Manifest, error) {
 				errs = append(errs, fmt.Errorf("crashtest: Args for %q: connector %s has no such operation", op, m.Connector.Name))
 			}
 		}
+		for k, env := range o.ConfigEnv {
+			if !slices.Contains(m.Capabilities.Config, k) {
+				errs = append(errs, fmt.Errorf("crashtest: connector %s does not declare config key %q (capabilities.config: %v)", m.Connector.Name, k, m.Capabilities.Config))
+			}
+			if _, ok := o.Config[k]; ok || k == o.URLKey {
+				errs = append(errs, fmt.Errorf("crashtest: config key %q is given twice (ConfigEnv and Config, or the URL key)", k))
+			}
+			if _, ok := os.LookupEnv(env); !ok {
+				errs = append(errs, fmt.Errorf("crashtest: config key %q: environment variable %s is not set", k, env))
+			}
+		}
+		if o.ProbeConfig != nil {
+			if err := o.ProbeConfig.ForManifest(m, o.Operations, func(op string) bool { _, ok := o.Args[op]; return ok }); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return m, errors.Join(errs...)
 }
 
-func (o *Options) values() map[string]string {
-	v := map[string]string{o.URLKey: o.ProviderURL}
+func (o *Options) values(providerURL string) map[string]string {
+	v := map[string]string{o.URLKey: providerURL}
 	for k, val := range o.Config {
 		v[k] = val
 	}
@@ -271,17 +408,17 @@ func origin(raw string) string {
 }
 
 // writeConfig writes the connhost.toml every cell runs with: the
-// connector's config values and its test provider's origin in allow_http.
-func writeConfig(path, connector string, values map[string]string, allow string) error {
+// connector's config values, those it takes from the environment (as
+// key_env, read by each process), and its test provider's origin in
+// allow_http.
+func writeConfig(path, connector string, values, env map[string]string, allow string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[connectors.%s]\n", connector)
-	keys := make([]string, 0, len(values))
-	for k := range values {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
 		fmt.Fprintf(&b, "%s = %s\n", k, strconv.Quote(values[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		fmt.Fprintf(&b, "%s_env = %s\n", k, strconv.Quote(env[k]))
 	}
 	fmt.Fprintf(&b, "allow_http = [%s]\n", strconv.Quote(allow))
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

@@ -138,9 +138,46 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 		}
 	}
 	_, err = crashtest.Run(context.Background(), crashtest.Options{})
-	for _, want := range []string{"Options.Binary is required", "Options.Provider is required", "Options.ProviderURL is required"} {
+	for _, want := range []string{"Options.Binary is required", "Options.Provider or Options.ProbeConfig is required", "Options.ProviderURL is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}
+	}
+}
+
+// TestPointsAgreeWithTheDocs: Points is what the matrix runs, and the
+// lists of crash points people read — README's "Crash it yourself",
+// docs/design.md's table — name the same points in the same order.
+func TestPointsAgreeWithTheDocs(t *testing.T) {
+	want := crashtest.Points()
+	if len(want) != 8 || want[len(want)-1] != "after_answer" {
+		t.Fatalf("Points() = %v", want)
+	}
+	readme := string(mustRead(t, filepath.Join("..", "..", "README.md")))
+	_, list, ok := strings.Cut(readme, "`CONNHOST_CRASH_AT` says (every point:")
+	list, _, _ = strings.Cut(list, ")")
+	var got []string
+	for _, f := range strings.Split(list, ",") {
+		got = append(got, strings.Trim(strings.TrimSpace(f), "`"))
+	}
+	if !ok || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("README lists %v, Points() %v", got, want)
+	}
+	design := string(mustRead(t, filepath.Join("..", "..", "docs", "design.md")))
+	_, table, _ := strings.Cut(design, "| point | durable state after the kill | expected |")
+	got = nil
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "| ") {
+			if len(got) > 0 {
+				break
+			}
+			continue
+		}
+		if p := strings.TrimSpace(strings.Split(line, "|")[1]); p != crashtest.PointInFlight && !strings.HasPrefix(p, "---") {
+			got = append(got, p)
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("docs/design.md lists %v, Points() %v", got, want)
 	}
 }

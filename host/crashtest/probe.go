@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type Provider interface {
 type Probe struct {
 	base   string
 	client *http.Client
+
+	mu      sync.Mutex
+	answers []int // what the provider answered the released requests, when it said
+	told    bool  // the last release said
 }
 
 // NewProbe returns a Probe for the probe URL base (for connhost crashtest,
@@ -78,6 +83,11 @@ func (p *Probe) do(ctx context.Context, method, path string, body, out any) erro
 		return fmt.Errorf("crashtest: probe %s %s%s: %s: %s", method, p.base, path, resp.Status, bytes.TrimSpace(b))
 	case out == nil:
 		return nil
+	case len(bytes.TrimSpace(b)) == 0:
+		if raw, ok := out.(*json.RawMessage); ok {
+			*raw = nil
+			return nil
+		}
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("crashtest: probe %s %s%s: unreadable answer %q: %w", method, p.base, path, b, err)
@@ -99,7 +109,14 @@ func (p *Probe) Effects(ctx context.Context) (int, error) {
 	return *out.Effects, nil
 }
 
-// Exists implements Provider: GET {probe}/receipts/{receipt}.
+// Exists implements Provider: GET {probe}/receipts/{receipt}. The matrix
+// asks it about the receipt of every succeeded call of an external
+// operation and fails the cell when the answer is false; a succeeded call
+// without a receipt fails its cell too, once the provider answers
+// receipts at all. (A delete's receipt names an object that is gone: a
+// provider with deletes answers receipts by what a succeeded call of the
+// operation leaves, or describes them in a probe config instead, whose
+// removes says so.)
 func (p *Probe) Exists(ctx context.Context, receipt string) (bool, error) {
 	var out struct {
 		Exists *bool `json:"exists"`
@@ -153,5 +170,33 @@ func (p *Probe) WaitHeld(ctx context.Context) error {
 	}
 }
 
-// Release implements Holder: POST {probe}/release.
-func (p *Probe) Release(ctx context.Context) error { return p.do(ctx, "POST", "/release", nil, nil) }
+// Release implements Holder: POST {probe}/release. A provider that
+// answers {"answers": [status…]} once the held requests were answered
+// tells HeldAnswer what they were.
+func (p *Probe) Release(ctx context.Context) error {
+	var out struct {
+		Answers *[]int `json:"answers"`
+	}
+	var raw json.RawMessage
+	if err := p.do(ctx, "POST", "/release", nil, &raw); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers, p.told = nil, false
+	if len(raw) > 0 && json.Unmarshal(raw, &out) == nil && out.Answers != nil {
+		p.answers, p.told = *out.Answers, true
+	}
+	return nil
+}
+
+// HeldAnswer implements HeldAnswerer: what the provider answered the
+// released request, as its release said, or ErrNoHeldAnswer.
+func (p *Probe) HeldAnswer(context.Context) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.told || len(p.answers) == 0 {
+		return 0, ErrNoHeldAnswer
+	}
+	return p.answers[len(p.answers)-1], nil
+}

@@ -43,6 +43,7 @@
 //	approval-ttl-long                   warning   approval_ttl is longer than Options.MaxApprovalTTL (default 24h): an approval outlives the reviewer's context
 //	secret-like-token                   warning   a long high-entropy token in the manifest text, which may be a credential
 //	high-attempts                       info      an external operation may be dispatched more than HighAttempts times
+//	http-empty                          info      a connector with an external operation allowlists no origin (capabilities.http empty): it reaches only what a deployment adds with allow_http, so the audit cannot name its provider
 //	approval-ttl-ignored                info      approval_ttl differs from the default on an operation that requires no approval
 //	module-not-checked                  info      no module facts were available (FactsFunc nil): module checks were skipped
 //	waiver-stale                        info      a waiver was given for another version of the manifest (another digest): it no longer applies
@@ -62,7 +63,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -130,6 +130,7 @@ const (
 	CodeApprovalTTLLong                Code = "approval-ttl-long"
 	CodeSecretLikeToken                Code = "secret-like-token"
 	CodeHighAttempts                   Code = "high-attempts"
+	CodeHTTPEmpty                      Code = "http-empty"
 	CodeApprovalTTLIgnored             Code = "approval-ttl-ignored"
 	CodeModuleNotChecked               Code = "module-not-checked"
 	CodeWaiverStale                    Code = "waiver-stale"
@@ -171,6 +172,7 @@ var FindingCodes = []struct {
 	{CodeApprovalTTLLong, SeverityWarning},
 	{CodeSecretLikeToken, SeverityWarning},
 	{CodeHighAttempts, SeverityInfo},
+	{CodeHTTPEmpty, SeverityInfo},
 	{CodeApprovalTTLIgnored, SeverityInfo},
 	{CodeModuleNotChecked, SeverityInfo},
 	{CodeWaiverStale, SeverityInfo},
@@ -515,11 +517,10 @@ func expand(paths []string, invalid *[]Finding) []string {
 			out = append(out, p)
 			continue
 		}
-		files, _ := filepath.Glob(filepath.Join(p, "*.toml"))
+		files, _ := manifests.Files(p)
 		if len(files) == 0 {
 			*invalid = append(*invalid, Finding{Severity: SeverityError, Code: CodeManifestInvalid, File: p, Message: "directory holds no *.toml manifest"})
 		}
-		slices.Sort(files)
 		out = append(out, files...)
 	}
 	return out
@@ -730,6 +731,11 @@ func (a *auditor) module() ModuleReport {
 // machine's cloud credentials; one that may reach private or loopback
 // addresses may reach services that trust the network.
 func (a *auditor) hosts() {
+	external := slices.ContainsFunc(a.m.Operations, func(op *manifests.Operation) bool { return op.Effect == manifests.EffectExternal })
+	if len(a.m.Capabilities.HTTP) == 0 && external {
+		a.add(CodeHTTPEmpty, at{line: a.m.Line("capabilities.http")},
+			"capabilities.http is empty: the connector reaches only the origins a deployment adds with allow_http in connhost.toml, so this audit cannot name or judge the provider its external operations change; name the provider's public origin if it has one")
+	}
 	for _, o := range a.m.Capabilities.HTTP {
 		u, err := url.Parse(o)
 		if err != nil {

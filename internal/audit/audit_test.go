@@ -53,6 +53,7 @@ var auditCases = map[string][]Code{
 	"approval-ttl-long":                  {CodeApprovalTTLLong},
 	"secret-like-token":                  {CodeSecretLikeToken},
 	"high-attempts":                      {CodeHighAttempts},
+	"http-empty":                         {CodeHTTPEmpty},
 	"approval-ttl-ignored":               {CodeApprovalTTLIgnored},
 	"module-not-checked":                 {CodeModuleNotChecked},
 	"waived":                             {CodeLoopbackHost},

@@ -438,10 +438,10 @@ func (d *differ) operation(o, n *manifests.Operation) {
 		os, ns := FormatDuration(o.ReconcileSettle), FormatDuration(n.ReconcileSettle)
 		if n.ReconcileSettle < o.ReconcileSettle {
 			d.add(SeverityWarning, CodeSettleLowered, name, "reconcile_settle", os, ns,
-				"reconcile's not_applied is now trusted %s after an attempt's deadline instead of %s: a request still in flight may be sent again", ns, os)
+				"reconcile's not_applied is now trusted %s after the attempt was dispatched instead of %s: a request still in flight may be sent again", ns, os)
 		} else {
 			d.add(SeverityInfo, CodeSettleRaised, name, "reconcile_settle", os, ns,
-				"the host now waits %s after an attempt's deadline before trusting not_applied, instead of %s", ns, os)
+				"the host now waits %s after the attempt was dispatched before trusting not_applied, instead of %s", ns, os)
 		}
 	}
 	if o.OutcomeDurability != n.OutcomeDurability {

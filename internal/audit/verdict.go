@@ -53,7 +53,7 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 	}
 	hosts := strings.Join(hostNames(a.m.Capabilities.HTTP), ", ")
 	if hosts == "" {
-		hosts = "no provider"
+		hosts = "the provider a deployment allows (allow_http: capabilities.http is empty)"
 	}
 	switch {
 	case op.Effect == manifests.EffectRead && op.Recovery == "":
@@ -67,7 +67,7 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 		v.ReliesOn = a.idempotencyPromise(hosts)
 	case op.Recovery == manifests.PolicyReconcile:
 		v.AfterCrash = "asks the connector's reconcile whether the call took effect: applied → succeeded, not applied → re-dispatch, unknown → recovery_required"
-		v.ReliesOn = fmt.Sprintf("the connector's reconcile finding the call's effect by its key at %s, and not_applied being true %s after the attempt was dispatched (reconcile_settle)",
+		v.ReliesOn = fmt.Sprintf("the connector's reconcile finding out at %s whether the call took effect (by its key, or by what it leaves behind: a record made or gone), and not_applied being true %s after the attempt was dispatched (reconcile_settle)",
 			hosts, FormatDuration(op.ReconcileSettle))
 	}
 	return v

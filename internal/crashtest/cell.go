@@ -41,6 +41,9 @@ type cell struct {
 	kills  int
 	// runID tells this run's calls from another run's (see Run).
 	runID string
+	// heldAnswered: in the in-flight row, the provider told what it
+	// answered the released request (Row.HeldAnswer).
+	heldAnswered bool
 }
 
 // result is the subset of host.Result (exec --json) the judge reads.
@@ -77,49 +80,76 @@ type history struct {
 // final statuses: the call will not move without an operator or a runtime.
 var finalStatuses = []string{"succeeded", "failed", "rejected", "expired", "abandoned", "cancelled", "recovery_required"}
 
+// prepare makes the cell's directories, its manifest copy and (with
+// Options.Ledger) its shared ledger.
+func (c *cell) prepare(ctx context.Context) error {
+	c.manifests = filepath.Join(c.dir, "manifests")
+	c.data = filepath.Join(c.dir, "data")
+	if err := os.MkdirAll(c.manifests, 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.data, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(c.cache, filepath.Join(c.data, "cache")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {
+		return err
+	}
+	c.config = c.o.Config
+	if c.o.Ledger != nil {
+		var err error
+		if c.dsn, err = c.o.Ledger(ctx); err != nil {
+			return fmt.Errorf("a shared ledger for the cell: %w", err)
+		}
+		if c.config, err = c.approverConfig(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// callArgs is the exec command line of the cell's call. The session
+// names the run as well as the cell: the idempotency key is derived from
+// it, and a provider that outlives one run must not take the next run's
+// calls for retries of this one.
+func (c *cell) callArgs(args json.RawMessage) []string {
+	return []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
+		"--tool", c.connector + "." + c.spec.op.Name, "--args", string(args)}
+}
+
+// preflight runs the cell's call without a crash and returns its final
+// answer.
+func (c *cell) preflight(ctx context.Context) (result, error) {
+	if err := c.prepare(ctx); err != nil {
+		return result{}, err
+	}
+	args, err := c.o.Args(ctx, c.spec.op.Name)
+	if err != nil {
+		return result{}, fmt.Errorf("sample arguments: %w", err)
+	}
+	return c.driveToFinal(ctx, c.callArgs(args))
+}
+
 func (c *cell) run(ctx context.Context) (Row, error) {
 	op := c.spec.op
 	row := Row{Point: c.spec.point, Operation: op.Name, Policy: string(op.Recovery), Effect: string(op.Effect), Gated: c.spec.gated}
 	if op.Effect == manifests.EffectRead {
 		row.Policy = ""
 	}
-	c.manifests = filepath.Join(c.dir, "manifests")
-	c.data = filepath.Join(c.dir, "data")
-	if err := os.MkdirAll(c.manifests, 0o755); err != nil {
+	if err := c.prepare(ctx); err != nil {
 		return row, err
-	}
-	if err := os.MkdirAll(c.data, 0o755); err != nil {
-		return row, err
-	}
-	if err := os.Symlink(c.cache, filepath.Join(c.data, "cache")); err != nil {
-		return row, err
-	}
-	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {
-		return row, err
-	}
-	c.config = c.o.Config
-	if c.o.Ledger != nil {
-		var err error
-		if c.dsn, err = c.o.Ledger(ctx); err != nil {
-			return row, fmt.Errorf("a shared ledger for the cell: %w", err)
-		}
-		if c.config, err = c.approverConfig(); err != nil {
-			return row, err
-		}
 	}
 	args, err := c.o.Args(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("sample arguments: %w", err)
 	}
-	before, err := c.o.Effects(ctx)
+	before, err := c.o.Effects(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("count effects before: %w", err)
 	}
-	// The session names the run as well as the cell: the idempotency key
-	// is derived from it, and a provider that outlives one run must not
-	// take the next run's calls for retries of this one.
-	call := []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
-		"--tool", c.connector + "." + op.Name, "--args", string(args)}
+	call := c.callArgs(args)
 
 	row.Reached = true
 	var inFlight []string // what the call answered while the provider held it
@@ -130,7 +160,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 			return row, err
 		}
 	case c.spec.point == PointInFlight:
-		if inFlight, err = c.killWhileHeld(ctx, call, before); errors.Is(err, errNotHeld) {
+		if inFlight, err = c.killWhileHeld(ctx, call, before, &row); errors.Is(err, errNotHeld) {
 			// The provider cannot hold this request (an emulator without
 			// the endpoint's hold point): n/a, still judged for
 			// duplicates and lost calls.
@@ -175,7 +205,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 			return row, fmt.Errorf("history %s: exit %d: %s %s", res.ExecutionID, p.Code, clip(string(p.Stdout)), clip(string(p.Stderr)))
 		}
 	}
-	after, err := c.o.Effects(ctx)
+	after, err := c.o.Effects(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("count effects after: %w", err)
 	}
@@ -202,7 +232,7 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 			told.Status, told.Receipt, res.Status, res.Receipt))
 	}
 	if c.spec.point == PointInFlight && row.Reached {
-		problems = append(problems, judgeInFlight(row, inFlight)...)
+		problems = append(problems, judgeInFlight(row, inFlight, c.heldAnswered)...)
 	}
 	row.Pass = len(problems) == 0
 	row.Problem = strings.Join(problems, "; ")
@@ -270,7 +300,7 @@ func (c *cell) killAfterAnswer(ctx context.Context, call []string) (*result, err
 // host's whole retry budget while the request stays held. Then the request
 // is released and lands. It returns the statuses answered while it was
 // held.
-func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]string, error) {
+func (c *cell) killWhileHeld(ctx context.Context, call []string, before int, row *Row) ([]string, error) {
 	if c.spec.gated {
 		// Approve first, without a hold: the row is about the dispatch.
 		res, err := c.exec(ctx, "", call)
@@ -315,7 +345,7 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 			break
 		}
 	}
-	if n, err := c.o.Effects(ctx); err != nil {
+	if n, err := c.o.Effects(ctx, c.spec.op.Name); err != nil {
 		return nil, err
 	} else if n != before {
 		seen = append(seen, fmt.Sprintf("effects:%d", n-before))
@@ -324,10 +354,23 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 		return nil, fmt.Errorf("release the provider's hold: %w", err)
 	}
 	// The held request lands now (the provider completes it without its
-	// client).
+	// client). A provider that tells when it answered it says when the
+	// count is final; else the count is awaited.
+	if ha, ok := c.o.Hold.(HeldAnswerer); ok {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := ha.HeldAnswer(actx)
+		switch {
+		case err == nil:
+			row.HeldAnswer, c.heldAnswered = st, true
+			return seen, nil
+		case !errors.Is(err, ErrNoHeldAnswer):
+			return nil, fmt.Errorf("the provider's answer to the released request: %w", err)
+		}
+	}
 	landed := time.Now().Add(30 * time.Second)
 	for {
-		n, err := c.o.Effects(ctx)
+		n, err := c.o.Effects(ctx, c.spec.op.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -343,16 +386,26 @@ func (c *cell) killWhileHeld(ctx context.Context, call []string, before int) ([]
 var errNotHeld = errors.New("the provider did not hold the request")
 
 // judgeInFlight checks the in-flight row: while the provider held the
-// request nothing may claim the call failed or show an effect, and after
-// it landed there is exactly one.
-func judgeInFlight(row Row, seen []string) []string {
+// request nothing may claim the call failed, and once the held request
+// was answered there is exactly one effect.
+//
+// An effect that appears while the request is held came from a
+// re-dispatch (the held request has not reached the provider). That is
+// the safe design of a provider that refuses a duplicate atomically (a
+// unique field, a key it deduplicates by): the held request then meets
+// the re-dispatch's effect and is refused, or replayed. It is judged by
+// the count once the provider answered the held request (answers: the
+// holder tells when that was), which holds the second effect of a
+// provider that does not refuse it. A holder that cannot tell leaves no
+// final count to judge by, so there the early effect itself fails.
+func judgeInFlight(row Row, seen []string, answers bool) []string {
 	var problems []string
 	for _, st := range seen {
 		switch {
 		case st == "failed":
 			problems = append(problems, "answered failed while the provider was still processing the call")
-		case strings.HasPrefix(st, "effects:"):
-			problems = append(problems, "the held request took effect before it was released ("+st+")")
+		case strings.HasPrefix(st, "effects:") && !answers:
+			problems = append(problems, "an effect appeared while the request was held ("+st+"), and the provider cannot say when the held request was answered: there is no final count to judge it by")
 		}
 	}
 	if row.Final == "failed" {
@@ -360,6 +413,9 @@ func judgeInFlight(row Row, seen []string) []string {
 	}
 	if row.Effects != 1 && !row.Duplicate {
 		problems = append(problems, fmt.Sprintf("%d effects after the held request was released, want 1", row.Effects))
+	}
+	if row.Duplicate && row.HeldAnswer/100 == 2 {
+		problems = append(problems, fmt.Sprintf("the held request, released after the call was re-driven, was answered %d and took effect again: nothing at the provider refuses the duplicate", row.HeldAnswer))
 	}
 	return problems
 }
@@ -399,13 +455,13 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 	if external && res.Status == "succeeded" && row.Effects != 1 {
 		bad("succeeded with %d effects (want 1)", row.Effects)
 	}
-	if res.Status == "succeeded" && external && res.Receipt != "" && c.o.Exists != nil {
-		ok, err := c.o.Exists(ctx, res.Receipt)
+	if res.Status == "succeeded" && external && c.o.CheckReceipt != nil {
+		problem, err := c.o.CheckReceipt(ctx, op.Name, res.Receipt)
 		switch {
 		case err != nil:
-			bad("checking receipt %s: %v", res.Receipt, err)
-		case !ok:
-			bad("receipt %s names no object at the provider", res.Receipt)
+			bad("checking receipt %q: %v", res.Receipt, err)
+		case problem != "":
+			bad("%s", problem)
 		}
 	}
 	if !external || c.spec.point == PointInFlight {

@@ -53,12 +53,24 @@ type Options struct {
 	// per cell, before the effect count is taken, so it may create the
 	// provider objects the arguments name. Required.
 	Args func(ctx context.Context, operation string) (json.RawMessage, error)
-	// Effects counts the effects at the provider (PaymentIntents +
-	// Refunds + Messages). Required.
-	Effects func(ctx context.Context) (int, error)
-	// Exists reports whether the provider holds the object a receipt
-	// names. The default value skips the check.
-	Exists func(ctx context.Context, receipt string) (bool, error)
+	// Effects counts the effects of an operation at the provider so far
+	// (for the shipped connectors: PaymentIntents + Refunds + Messages,
+	// whatever the operation). Only its increase over a cell counts, so a
+	// count of what a delete removes may run downwards from any start
+	// (see ProbeConfig). Required.
+	Effects func(ctx context.Context, operation string) (int, error)
+	// CheckReceipt checks the receipt of a succeeded external call
+	// against the provider, the empty receipt included: it returns "" when
+	// the receipt is what the call's effect left behind, else what is
+	// wrong with it; an error means the provider could not be asked. The
+	// default value skips the check.
+	CheckReceipt func(ctx context.Context, operation, receipt string) (problem string, err error)
+	// Preflight runs every operation once, without a crash and ungated,
+	// before the first cell, and stops the run with an error wrapping
+	// ErrPreflight when a call does not succeed: a connector that cannot
+	// work at all (a refused credential, a wrong URL) fails every cell
+	// the same way, slowly. The default value is false.
+	Preflight bool
 	// Points are the crash points. The default value is crash.Points.
 	Points []string
 	// Variants are the approval variants of external operations: true
@@ -111,9 +123,19 @@ type Options struct {
 // is killed from outside while its request is held.
 const PointInFlight = "in_flight"
 
-// ErrCannotHold is what Holder.Arm returns for an operation whose request
-// the provider cannot hold; the in-flight row is then n/a.
-var ErrCannotHold = errors.New("crashtest: the provider cannot hold this operation's request")
+// Errors of Run and of the providers it asks.
+var (
+	// ErrCannotHold is what Holder.Arm returns for an operation whose
+	// request the provider cannot hold; the in-flight row is then n/a.
+	ErrCannotHold = errors.New("crashtest: the provider cannot hold this operation's request")
+	// ErrPreflight: with Options.Preflight, an operation's call did not
+	// succeed without any crash, so no cell could tell anything.
+	ErrPreflight = errors.New("crashtest: preflight call did not succeed")
+	// ErrNoHeldAnswer is what HeldAnswerer.HeldAnswer returns when the
+	// provider does not tell what it answered the released request; the
+	// row is then judged as with a Holder that cannot tell.
+	ErrNoHeldAnswer = errors.New("crashtest: the provider does not tell what it answered the held request")
+)
 
 // Holder makes a provider hold a request it has received, as a provider
 // still processing it does.
@@ -126,6 +148,20 @@ type Holder interface {
 	// Release lets held requests go on and take effect, whether or not
 	// their client is still there.
 	Release(ctx context.Context) error
+}
+
+// HeldAnswerer is a Holder that can tell what the provider answered the
+// released request. With it the in-flight row is judged by the effects
+// after the held request was answered, so an effect that appears while
+// the request is held (the re-dispatch's, which the held request then
+// meets as a duplicate the provider refuses) is no failure by itself;
+// without it the row cannot tell that effect from the held request's own,
+// and fails it.
+type HeldAnswerer interface {
+	Holder
+	// HeldAnswer waits, after Release, until the provider has answered the
+	// released request and returns that answer's HTTP status.
+	HeldAnswer(ctx context.Context) (status int, err error)
 }
 
 // Row is the outcome of one cell.
@@ -161,16 +197,26 @@ type Row struct {
 	// Lost marks a call that ended neither terminal nor
 	// recovery_required.
 	Lost bool `json:"lost,omitempty"`
+	// HeldAnswer is, in the in-flight row of a provider that tells
+	// (HeldAnswerer), the HTTP status the provider answered the held
+	// request once it was released.
+	HeldAnswer int `json:"held_answer,omitempty"`
 }
 
 // Totals sums a report.
 type Totals struct {
-	Cells      int `json:"cells"`
-	NA         int `json:"not_applicable"`
-	Kills      int `json:"kills_survived"`
-	Failed     int `json:"failed"`
-	Duplicates int `json:"duplicates_beyond_policy"`
-	Lost       int `json:"executions_lost"`
+	Cells int `json:"cells"`
+	NA    int `json:"not_applicable"`
+	// Kills counts the processes killed (by their crash point, or from
+	// outside in the in-flight row) whose call was then driven to its end:
+	// one per reached cell, two in an after_reconcile_return cell, which
+	// kills once after the connector returned and once after reconcile.
+	Kills int `json:"kills_survived"`
+	// KilledCells counts the cells in which a process was killed.
+	KilledCells int `json:"killed_cells"`
+	Failed      int `json:"failed"`
+	Duplicates  int `json:"duplicates_beyond_policy"`
+	Lost        int `json:"executions_lost"`
 }
 
 // Report is the matrix of one connector.
@@ -218,6 +264,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		if !row.Pass && row.ConnectorError != "" {
 			problem += "; the connector said: " + row.ConnectorError
 		}
+		// A connector's error may span lines (a provider's error page):
+		// the table keeps one row per cell.
+		problem = oneLine(problem)
 		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", row.Point, r.Connector, row.Operation, policy,
 			gated, row.Decision, row.Effects, row.Final, res, orDash(row.Provider), problem)
 	}
@@ -225,9 +274,18 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	t := r.Totals
-	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d, failed %d, duplicates beyond policy %d, executions lost %d\n",
-		t.Cells, t.NA, t.Kills, t.Failed, t.Duplicates, t.Lost)
+	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d in %d cells, failed %d, duplicates beyond policy %d, executions lost %d\n",
+		t.Cells, t.NA, t.Kills, t.KilledCells, t.Failed, t.Duplicates, t.Lost)
 	return err
+}
+
+// oneLine folds s onto one line: line breaks and tabs (which would break
+// the table's rows and columns) become single spaces.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n\t") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // cellSpec is one cell to run.
@@ -307,6 +365,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
 	runID := hex.EncodeToString(rb[:])
+	if o.Preflight {
+		if err := preflight(ctx, &o, m, src, ops, cache, runID); err != nil {
+			return rep, err
+		}
+	}
 	n := 0
 	for _, op := range ops {
 		for _, gated := range variants {
@@ -350,6 +413,37 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	return rep, nil
 }
 
+// preflight runs each operation once, ungated and without a crash, and
+// fails with ErrPreflight, naming the connector's error, when one does
+// not succeed.
+func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byte, ops []*manifests.Operation, cache, runID string) error {
+	for _, op := range ops {
+		text, err := variant(src, op.Name, false)
+		if err != nil {
+			return err
+		}
+		c := &cell{o: o, runID: runID, spec: cellSpec{point: "preflight", op: op}, connector: m.Connector.Name,
+			dir: filepath.Join(o.WorkDir, "preflight-"+op.Name), cache: cache, manifest: text}
+		res, err := c.preflight(ctx)
+		if err != nil {
+			return fmt.Errorf("crashtest: preflight %s.%s: %w", m.Connector.Name, op.Name, err)
+		}
+		if res.Status == "succeeded" {
+			continue
+		}
+		why := res.Error
+		if res.Code != "" {
+			why = res.Code + ": " + res.Detail
+		}
+		if why == "" {
+			why = "no error reported"
+		}
+		return fmt.Errorf("%w: %s.%s with the sample arguments, before any crash, ended %s: %s; every cell would run into the same: fix the connector, its config or the arguments first",
+			ErrPreflight, m.Connector.Name, op.Name, orDash(res.Status), oneLine(why))
+	}
+	return nil
+}
+
 // countCells is the number of cells Run runs for ops: the loop of Run,
 // counted.
 func countCells(o Options, ops []*manifests.Operation, points []string, variants []bool) int {
@@ -373,6 +467,9 @@ func (rep *Report) add(row Row) {
 	t := &rep.Totals
 	t.Cells++
 	t.Kills += row.Kills
+	if row.Kills > 0 {
+		t.KilledCells++
+	}
 	if !row.Reached {
 		t.NA++
 	}

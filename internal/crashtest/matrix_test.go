@@ -103,16 +103,16 @@ func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 			t.Fatal(err)
 		}
 		rep, err := crashtest.Run(ctx, crashtest.Options{
-			Binary:   env.binary,
-			Manifest: env.manifest[conn.name],
-			Modules:  env.modules,
-			Config:   cfgPath,
-			Args:     prov.Args,
-			Effects:  prov.Effects,
-			Exists:   prov.Exists,
-			Hold:     prov,
-			WorkDir:  t.TempDir(),
-			Ledger:   ledger,
+			Binary:       env.binary,
+			Manifest:     env.manifest[conn.name],
+			Modules:      env.modules,
+			Config:       cfgPath,
+			Args:         prov.Args,
+			Effects:      prov.Effects,
+			CheckReceipt: prov.CheckReceipt,
+			Hold:         prov,
+			WorkDir:      t.TempDir(),
+			Ledger:       ledger,
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", conn.name, err)
@@ -178,7 +178,7 @@ func TestCrashMatrixLosingUnsyncedWrites(t *testing.T) {
 		}
 		rep, err := crashtest.Run(ctx, crashtest.Options{
 			Binary: env.binary, Manifest: env.manifest[conn.name], Modules: env.modules, Config: cfgPath,
-			Args: prov.Args, Effects: prov.Effects, Exists: prov.Exists,
+			Args: prov.Args, Effects: prov.Effects, CheckReceipt: prov.CheckReceipt,
 			Operations:   conn.ops,
 			Points:       []string{crash.AfterPluginReturn, crash.AfterOutcomeRecord, crash.AfterAnswer},
 			LoseUnsynced: true,

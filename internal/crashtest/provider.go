@@ -82,8 +82,9 @@ func NewProvider(paymentsURL, emailURL string) *Provider {
 	return &Provider{client: sandbox.NewClient(paymentsURL, emailURL)}
 }
 
-// Effects counts PaymentIntents + Refunds + Messages.
-func (p *Provider) Effects(ctx context.Context) (int, error) {
+// Effects counts PaymentIntents + Refunds + Messages, whatever the
+// operation.
+func (p *Provider) Effects(ctx context.Context, _ string) (int, error) {
 	n := 0
 	if p.client.PaymentsURL != "" {
 		pis, err := p.client.CountPaymentIntents(ctx)
@@ -104,6 +105,20 @@ func (p *Provider) Effects(ctx context.Context) (int, error) {
 		n += ms
 	}
 	return n, nil
+}
+
+// CheckReceipt implements Options.CheckReceipt: every external operation
+// of the shipped connectors names the object its effect made (or, for
+// release_message, the message it relayed), which must exist.
+func (p *Provider) CheckReceipt(ctx context.Context, operation, receipt string) (string, error) {
+	if receipt == "" {
+		return fmt.Sprintf("%s succeeded without a receipt", operation), nil
+	}
+	ok, err := p.Exists(ctx, receipt)
+	if err != nil || ok {
+		return "", err
+	}
+	return fmt.Sprintf("receipt %s names no object at the provider", receipt), nil
 }
 
 // Exists reports whether the object a receipt names exists: a

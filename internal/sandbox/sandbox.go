@@ -135,8 +135,11 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	}
 	sb := &Sandbox{
 		payments: stripe.New(stripe.Options{Now: opts.Now, SearchLag: opts.SearchLag, IdempotencyRetention: opts.IdempotencyRetention, Logger: opts.Logger}),
-		email:    mailpit.New(mailpit.Options{Now: opts.Now, Logger: opts.Logger, IgnoreDuplicateIDs: opts.EmailIgnoreDuplicateIDs}),
-		done:     make(chan struct{}),
+		// The e-mail emulator relays released messages to itself, as the
+		// tests' real Mailpit does: release_message works against dev and
+		// sandbox, and its effect is a message that can be counted.
+		email: mailpit.New(mailpit.Options{Now: opts.Now, Logger: opts.Logger, IgnoreDuplicateIDs: opts.EmailIgnoreDuplicateIDs, RelayToSelf: true}),
+		done:  make(chan struct{}),
 	}
 	if opts.StateDir != "" {
 		// The providers' state holds customers' data: its owner's alone.

@@ -264,3 +264,30 @@ func TestCloseReleasesHeld(t *testing.T) {
 		t.Fatalf("held request after Close: %d", st)
 	}
 }
+
+// TestSandboxReleases: the sandbox's e-mail emulator has a relay (to
+// itself), so the email connector's release_message works against
+// connhost sandbox and dev: the released copy is a new message.
+func TestSandboxReleases(t *testing.T) {
+	sb := start(t, sandbox.Options{Listen: "127.0.0.1:0"})
+	resp, err := http.Post(sb.EmailURL()+"/api/v1/send", "application/json",
+		strings.NewReader(`{"From":{"Email":"a@example.com"},"To":[{"Email":"b@example.com"}],"Subject":"s","Text":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent mailpit.SendResponse
+	_ = json.NewDecoder(resp.Body).Decode(&sent)
+	resp.Body.Close()
+	resp, err = http.Post(sb.EmailURL()+"/api/v1/message/"+sent.ID+"/release", "application/json", strings.NewReader(`{"To":["ext@example.com"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("release: %s", resp.Status)
+	}
+	c := sandbox.NewClient(sb.PaymentsURL(), sb.EmailURL())
+	if n, err := c.CountMessages(t.Context()); err != nil || n != 2 {
+		t.Fatalf("%d messages, %v: want the original and the released copy", n, err)
+	}
+}

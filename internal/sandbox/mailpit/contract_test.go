@@ -3,13 +3,18 @@ package mailpit_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connhost/connhost/internal/sandbox/mailpit"
 	"github.com/connhost/connhost/internal/testing/testenv"
@@ -453,4 +458,153 @@ func TestContractIgnoreDuplicateIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mailpitRelayingToSelf starts a real Mailpit whose SMTP relay is its own
+// SMTP server, so that a released message comes back as a new message.
+func mailpitRelayingToSelf(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	relay := filepath.Join(t.TempDir(), "relay.yml")
+	if err := os.WriteFile(relay, fmt.Appendf(nil, "host: 127.0.0.1\nport: %d\n", port), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return testenv.Mailpit(t, "--smtp", fmt.Sprintf("127.0.0.1:%d", port), "--smtp-relay-config", relay)
+}
+
+// TestContractRelease: POST /api/v1/message/{ID}/release as Mailpit
+// answers it, with an SMTP relay (its own SMTP server: the released copy
+// is stored again) and without one (every release fails with an SMTP
+// error, after the same checks of the message, the body and the
+// addresses).
+func TestContractRelease(t *testing.T) {
+	relaying := httptest.NewServer(mailpit.New(mailpit.Options{RelayToSelf: true}))
+	t.Cleanup(relaying.Close)
+	plain := httptest.NewServer(mailpit.New(mailpit.Options{}))
+	t.Cleanup(plain.Close)
+	failures := []struct {
+		name       string
+		path       string
+		body       string
+		wantStatus int
+		wantBody   string
+	}{
+		{"unknown message", "/api/v1/message/doesnotexist/release", `{"To":["c@example.com"]}`, 404, "404 page not found"},
+		{"not JSON", "/api/v1/message/{id}/release", `xx`, 400, "invalid character 'x' looking for beginning of value"},
+		{"To not a list", "/api/v1/message/{id}/release", `{"To":"c@example.com"}`, 400, "json: cannot unmarshal string into Go struct field .To of type []string"},
+		{"no recipients", "/api/v1/message/{id}/release", `{"To":[]}`, 400, "No valid addresses found"},
+		{"no To at all", "/api/v1/message/{id}/release", `{}`, 400, "No valid addresses found"},
+		{"invalid address", "/api/v1/message/{id}/release", `{"To":["c@example.com","not an address"]}`, 400, "Invalid email address: not an address"},
+	}
+	for name, tc := range map[string]struct {
+		base  string
+		relay bool
+	}{
+		"emulator relaying": {relaying.URL, true},
+		"mailpit relaying":  {mailpitRelayingToSelf(t), true},
+		"emulator":          {plain.URL, false},
+		"mailpit":           {testenv.Mailpit(t), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := api{t: t, base: tc.base}
+			r := mail("Quarterly", "<orig@connhost.test>", "connhost")
+			r.Bcc = []string{"hidden@example.com"}
+			id := a.send(r)
+			for _, f := range failures {
+				st, b := a.rawPost(strings.Replace(f.path, "{id}", id, 1), f.body)
+				if st != f.wantStatus || !strings.Contains(string(b), f.wantBody) {
+					t.Errorf("%s: %d %q, want %d containing %q", f.name, st, b, f.wantStatus, f.wantBody)
+				}
+			}
+			if n := a.list().Total; n != 1 {
+				t.Fatalf("a refused release stored something: %d messages", n)
+			}
+			st, b := a.rawPost("/api/v1/message/"+id+"/release", `{"To":["ext@example.com","user@example.com"]}`)
+			if !tc.relay {
+				if st != 400 || !strings.HasPrefix(string(b), "SMTP error: ") {
+					t.Fatalf("release without a relay: %d %q, want 400 SMTP error", st, b)
+				}
+				if n := a.list().Total; n != 1 {
+					t.Fatalf("%d messages after a failed release", n)
+				}
+				return
+			}
+			if st != 200 || string(b) != "ok" {
+				t.Fatalf("release: %d %q", st, b)
+			}
+			var l mailpit.MessagesSummary
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				// The relay delivers over SMTP: the copy arrives a moment later.
+				if l = a.list(); l.Total == 2 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if l.Total != 2 {
+				t.Fatalf("%d messages after the release, want the original and its relayed copy", l.Total)
+			}
+			cp := a.message(l.Messages[0].ID)
+			if cp.ID == id || cp.MessageID == "orig@connhost.test" || !strings.HasSuffix(cp.MessageID, "@mailpit") {
+				t.Errorf("copy ID %q MessageID %q: want a new ID and a generated Message-ID", cp.ID, cp.MessageID)
+			}
+			if cp.Subject != "Quarterly" || cp.Text != "body of Quarterly\r\n" || cp.From == nil || cp.From.Address != "agent@connhost.test" {
+				t.Errorf("copy subject %q text %q from %+v", cp.Subject, cp.Text, cp.From)
+			}
+			if len(cp.To) != 1 || cp.To[0].Address != "user@example.com" {
+				t.Errorf("copy To %+v: want the original's", cp.To)
+			}
+			var bcc []string
+			for _, a := range cp.Bcc {
+				bcc = append(bcc, a.Address)
+			}
+			if !slices.Equal(bcc, []string{"ext@example.com"}) {
+				t.Errorf("copy Bcc %q: want the release's recipients no header names (and not the original's Bcc)", bcc)
+			}
+			if !slices.Equal(cp.Tags, []string{"connhost"}) {
+				t.Errorf("copy tags %q", cp.Tags)
+			}
+			if got := a.message(id); got.MessageID != "orig@connhost.test" {
+				t.Errorf("the original changed: %+v", got)
+			}
+			// A text and HTML message: the text's lines end in CRLF.
+			r2 := mail("both", "")
+			r2.Text, r2.HTML = "line 1\nline 2", "<p>html</p>"
+			both := a.send(r2)
+			if st, b := a.rawPost("/api/v1/message/"+both+"/release", `{"To":["ext@example.com"]}`); st != 200 {
+				t.Fatalf("release: %d %s", st, b)
+			}
+			for deadline := time.Now().Add(10 * time.Second); a.list().Total < 4 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if cp := a.message("latest"); cp.Subject != "both" || cp.Text != "line 1\r\nline 2" || cp.HTML != "<p>html</p>" {
+				t.Errorf("copy of a text and HTML message: subject %q text %q html %q", cp.Subject, cp.Text, cp.HTML)
+			}
+			// "latest" names the newest message, the copy.
+			if st, b := a.rawPost("/api/v1/message/latest/release", `{"To":["x@example.com"]}`); st != 200 {
+				t.Errorf("release latest: %d %s", st, b)
+			}
+			// A display name is no SMTP recipient: the relay refuses it.
+			if st, b := a.rawPost("/api/v1/message/"+id+"/release", `{"To":["X <x@example.com>"]}`); st != 400 || !strings.HasPrefix(string(b), "SMTP error: ") {
+				t.Errorf("release to a named address: %d %q", st, b)
+			}
+		})
+	}
+}
+
+func (a api) rawPost(path, body string) (int, []byte) {
+	a.t.Helper()
+	resp, err := http.Post(a.base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		a.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }

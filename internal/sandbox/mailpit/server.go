@@ -1,6 +1,6 @@
 // Package mailpit is an emulator of the subset of Mailpit's HTTP
 // API v1 (https://mailpit.axllent.org/docs/api-v1/) the email connector
-// uses: send, list, search, get and delete-all. Its behaviour follows
+// uses: send, list, search, get, release and delete. Its behaviour follows
 // Mailpit v1.33.1's source and is checked against a real Mailpit by the
 // contract tests in this package:
 //
@@ -13,7 +13,14 @@
 //   - search "message-id:X" is a case-insensitive substring match, so the
 //     caller must compare the returned MessageID exactly; "tag:X" matches a
 //     tag name exactly (case-insensitively); other words match the
-//     addresses, subject and body as substrings.
+//     addresses, subject and body as substrings;
+//   - release relays a stored message through the SMTP relay Mailpit is
+//     configured with (--smtp-relay-config) and keeps no record of it.
+//     Without a relay it fails, 400 "SMTP error: …", as Mailpit does; with
+//     Options.RelayToSelf the relay is the emulator's own mailbox, the way
+//     connhost's tests run the real Mailpit (its relay pointed at its own
+//     SMTP server): the released copy comes back as a new message with a
+//     new ID and Message-ID, the recipients not in its To or Cc as Bcc.
 //
 // A test-only control API under /_sandbox/ injects faults and reports
 // statistics. A Server keeps its messages in memory, and with Persist also
@@ -32,6 +39,7 @@ import (
 	"net/http"
 	"net/mail"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +60,11 @@ type Options struct {
 	// dropped and answered 200 with an empty ID. The default value is
 	// false, Mailpit's default.
 	IgnoreDuplicateIDs bool
+	// RelayToSelf gives release an SMTP relay that delivers to this
+	// emulator (a released message is stored again, as a new message),
+	// like a Mailpit whose --smtp-relay-config names its own SMTP server.
+	// The default value false is Mailpit without a relay: release fails.
+	RelayToSelf bool
 	// Logger receives one line per request. The default value discards.
 	Logger *slog.Logger
 }
@@ -84,8 +97,10 @@ type Stats struct {
 	// DuplicatesIgnored counts sends dropped by IgnoreDuplicateIDs.
 	DuplicatesIgnored int `json:"duplicates_ignored"`
 	SendRejected      int `json:"send_rejected"`
-	Deleted           int `json:"deleted"`
-	FaultsInjected    int `json:"faults_injected"`
+	// Released counts messages relayed by release.
+	Released       int `json:"released"`
+	Deleted        int `json:"deleted"`
+	FaultsInjected int `json:"faults_injected"`
 }
 
 type message struct {
@@ -129,6 +144,7 @@ func New(opts Options) *Server {
 	s.api.HandleFunc("DELETE /api/v1/messages", s.deleteMessages)
 	s.api.HandleFunc("GET /api/v1/search", s.search)
 	s.api.HandleFunc("GET /api/v1/message/{id}", s.get)
+	s.api.HandleFunc("POST /api/v1/message/{id}/release", s.release)
 	s.api.HandleFunc("GET /api/v1/info", s.info)
 	s.api.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.api.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -686,6 +702,117 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	msg := m.Message
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, msg)
+}
+
+// noRelay is what Mailpit v1.33.1 answers a release when no SMTP relay is
+// configured: it dials the empty relay address.
+const noRelay = "SMTP error: error connecting to :0: dial tcp :0: connect: connection refused"
+
+// release serves POST /api/v1/message/{id}/release {"To": [addresses]}
+// ("latest" is the newest message), checking in Mailpit's order: the
+// message, the body, each address, that there is one. With RelayToSelf
+// the relayed copy is stored as a new message; Mailpit keeps no other
+// record of a release.
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	var orig *message
+	if id == "latest" && len(s.messages) > 0 {
+		orig = s.messages[len(s.messages)-1]
+	} else {
+		orig = s.byID[id]
+	}
+	s.mu.Unlock()
+	if orig == nil {
+		notFound(w)
+		return
+	}
+	var data struct{ To []string }
+	if err := json.NewDecoder(r.Body).Decode(&data); err != nil {
+		httpError(w, err.Error())
+		return
+	}
+	for _, to := range data.To {
+		if _, err := mail.ParseAddress(to); err != nil {
+			httpError(w, "Invalid email address: "+to)
+			return
+		}
+	}
+	if len(data.To) == 0 {
+		httpError(w, "No valid addresses found")
+		return
+	}
+	if !s.opts.RelayToSelf {
+		httpError(w, noRelay)
+		return
+	}
+	for _, to := range data.To {
+		// The addresses go to the relay as SMTP recipients verbatim:
+		// Mailpit's own SMTP server refuses "Name <addr>" there, and the
+		// message is then sent nowhere.
+		if a, _ := mail.ParseAddress(to); a.Address != to {
+			httpError(w, `SMTP error: error response to DATA command: 503 "5.5.1 Bad sequence of commands (MAIL & RCPT required before DATA)"`)
+			return
+		}
+	}
+	if s.faults.Checkpoint(r.Context()) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "sandbox exec_error fault")
+		return
+	}
+	s.mu.Lock()
+	cp := orig.relayed(data.To)
+	tags := slices.Clone(orig.Tags)
+	s.stats.Released++
+	s.mu.Unlock()
+	s.store(cp, tags, nil)
+	if !s.saved(w) {
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, "ok")
+}
+
+// relayed is the copy of m a relay to this mailbox delivers to rcpts: the
+// headers travel (To, Cc, Subject, From, Reply-To; Bcc is removed), the
+// envelope recipients that no header names become its Bcc, and it gets a
+// new ID and Message-ID when stored. s.mu must be held.
+func (m *message) relayed(rcpts []string) *message {
+	cp := &message{}
+	cp.From = &Address{Name: m.From.Name, Address: m.From.Address}
+	cp.To, cp.Cc, cp.ReplyTo = cloneAddrs(m.To), cloneAddrs(m.Cc), cloneAddrs(m.ReplyTo)
+	cp.Bcc = []*Address{}
+	named := map[string]bool{}
+	for _, a := range append(slices.Clone(m.To), m.Cc...) {
+		named[strings.ToLower(a.Address)] = true
+	}
+	for _, r := range rcpts {
+		if !named[strings.ToLower(r)] {
+			cp.Bcc = append(cp.Bcc, &Address{Address: r})
+			named[strings.ToLower(r)] = true
+		}
+	}
+	// Through SMTP the text's line ends become CRLF, and a message of text
+	// alone ends with one (its single part's body is terminated).
+	cp.Subject, cp.HTML = m.Subject, m.HTML
+	cp.Text = strings.ReplaceAll(strings.ReplaceAll(m.Text, "\r\n", "\n"), "\n", "\r\n")
+	if m.HTML == "" && cp.Text != "" {
+		cp.Text += "\r\n"
+	}
+	cp.ReturnPath = m.From.Address
+	cp.ListUnsubscribe = m.ListUnsubscribe
+	cp.ListUnsubscribe.Links = slices.Clone(m.ListUnsubscribe.Links)
+	cp.Attachments, cp.Inline = slices.Clone(m.Attachments), slices.Clone(m.Inline)
+	return cp
+}
+
+func cloneAddrs(as []*Address) []*Address {
+	out := make([]*Address, 0, len(as))
+	for _, a := range as {
+		out = append(out, &Address{Name: a.Name, Address: a.Address})
+	}
+	return out
 }
 
 // deleteMessages serves DELETE /api/v1/messages: {"IDs": […]} deletes

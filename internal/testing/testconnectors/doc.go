@@ -21,4 +21,8 @@
 //     attempt; connhost crashtest must catch it.
 //   - brokenreconcile: its reconcile always answers not_applied; connhost
 //     crashtest must catch it.
+//   - pocketbase: a connector for PocketBase's records API, a real
+//     provider without idempotency keys: it makes a record once by a
+//     unique field and reconciles by it; connhost crashtest proves it
+//     against a real PocketBase through its probe config.
 package testconnectors

@@ -117,18 +117,21 @@ func isExecutable(p string) bool {
 
 // toolsDir finds tools/mailpit by walking up from the working directory
 // (go test runs in the package directory).
-func toolsDir() (string, error) {
+func toolsDir() (string, error) { return toolDir("mailpit") }
+
+// toolDir finds tools/<name>, the module pinning a tool's version.
+func toolDir(name string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "tools", "mailpit")
+		p := filepath.Join(d, "tools", name)
 		if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
 			return p, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("tools/mailpit/go.mod not found above %s", wd)
+			return "", fmt.Errorf("tools/%s/go.mod not found above %s", name, wd)
 		}
 	}
 }

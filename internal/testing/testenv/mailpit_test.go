@@ -50,3 +50,35 @@ func TestMailpitStarts(t *testing.T) {
 		t.Fatalf("fresh Mailpit has %d messages", info.Messages)
 	}
 }
+
+// The version testenv builds must be the one tools/pocketbase pins.
+func TestPocketBaseVersionMatchesToolsModule(t *testing.T) {
+	dir, err := toolDir("pocketbase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "github.com/pocketbase/pocketbase " + PocketBaseVersion; !strings.Contains(string(b), want) {
+		t.Fatalf("tools/pocketbase/go.mod does not require %q; update PocketBaseVersion or the pin", want)
+	}
+	if !strings.Contains(string(b), "tool github.com/pocketbase/pocketbase/examples/base") {
+		t.Fatal("tools/pocketbase/go.mod lost its tool directive")
+	}
+}
+
+// PocketBase starts with a superuser who may make collections, and a
+// unique index refuses a second record with the same value.
+func TestPocketBaseStarts(t *testing.T) {
+	pb := StartPocketBase(t)
+	pb.CreateCollection(t, "items", []map[string]any{{"name": "ref", "type": "text"}}, []string{"CREATE UNIQUE INDEX idx_items_ref ON items (ref)"})
+	if err := pocketBaseDo(pb.URL, pb.Token, "POST", "/api/collections/items/records", map[string]string{"ref": "a"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := pocketBaseDo(pb.URL, pb.Token, "POST", "/api/collections/items/records", map[string]string{"ref": "a"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "validation_not_unique") {
+		t.Fatalf("second record with the same ref: %v", err)
+	}
+}

@@ -15,9 +15,12 @@ import (
 )
 
 // TestCrashMatrix crash-tests the webhook connector against its own test
-// provider with connhost's public crash-test package: the honest module
-// keeps both policies it may declare, and each deliberately broken module
-// is caught at the cell that reveals it.
+// provider with connhost's public crash-test package, observed both ways:
+// through the receiver's own API as manifests/webhook.probe.toml says
+// (the probe config: nothing but the connector is written for it), and
+// through the probe contract it serves under /_crashtest. The honest
+// module keeps both policies it may declare, and each deliberately broken
+// module is caught at the cell that reveals it.
 func TestCrashMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns connhost processes")
@@ -46,18 +49,29 @@ func TestCrashMatrix(t *testing.T) {
 	// The cells that reveal a broken promise: the provider applied the
 	// call, and the host was killed before it recorded the outcome (and,
 	// for reconcile, again after reconcile answered).
-	revealing := []string{"after_plugin_return", "after_reconcile_return"}
+	revealing := []string{"after_plugin_return", "after_reconcile_return", "in_flight"}
+	probeConfig, err := crashtest.LoadProbeConfig(filepath.Join("manifests", "webhook.probe.toml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, pkg, policy string
-		points            []string
+		// probed: observed through the probe config, not /_crashtest.
+		probed bool
+		points []string
 		// wantFailed are the points of the cells that must fail.
 		wantFailed []string
 	}{
-		{name: "honest, idempotent-retry", pkg: "./plugins/webhook", policy: "idempotent-retry"},
-		{name: "honest, reconcile", pkg: "./plugins/webhook", policy: "reconcile", points: revealing},
-		{name: "key ignored", pkg: "./broken/keyignored", policy: "idempotent-retry", points: revealing[:1],
+		{name: "honest, idempotent-retry", pkg: "./plugins/webhook", policy: "idempotent-retry", probed: true},
+		{name: "honest, idempotent-retry, /_crashtest", pkg: "./plugins/webhook", policy: "idempotent-retry"},
+		{name: "honest, reconcile", pkg: "./plugins/webhook", policy: "reconcile", probed: true, points: revealing},
+		{name: "key ignored", pkg: "./broken/keyignored", policy: "idempotent-retry", probed: true, points: revealing[:1],
 			wantFailed: []string{"after_plugin_return"}},
-		{name: "reconcile always not applied", pkg: "./broken/notapplied", policy: "reconcile", points: revealing,
+		{name: "key ignored, /_crashtest", pkg: "./broken/keyignored", policy: "idempotent-retry", points: revealing[:1],
+			wantFailed: []string{"after_plugin_return"}},
+		{name: "reconcile always not applied", pkg: "./broken/notapplied", policy: "reconcile", probed: true, points: revealing[:2],
+			wantFailed: []string{"after_plugin_return", "after_reconcile_return"}},
+		{name: "reconcile always not applied, /_crashtest", pkg: "./broken/notapplied", policy: "reconcile", points: revealing[:2],
 			wantFailed: []string{"after_plugin_return", "after_reconcile_return"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,9 +86,13 @@ func TestCrashMatrix(t *testing.T) {
 				Manifest:    variants[tc.policy],
 				Module:      module,
 				ProviderURL: srv.URL,
-				Provider:    crashtest.NewProbe(srv.URL + "/_crashtest"),
 				Points:      tc.points,
 				WorkDir:     t.TempDir(),
+			}
+			if tc.probed {
+				o.ProbeConfig = probeConfig
+			} else {
+				o.Provider = crashtest.NewProbe(srv.URL + "/_crashtest")
 			}
 			if tc.points != nil {
 				o.Operations, o.Variants = []string{"deliver"}, []bool{false}

@@ -3,7 +3,7 @@
 // them by Idempotency-Key and lets a delivery be looked up by its key.
 //
 //	POST /v1/deliveries                    {"topic", "payload"}; Idempotency-Key
-//	GET  /v1/deliveries?idempotency_key=K  {"data": [delivery...]}
+//	GET  /v1/deliveries?idempotency_key=K  {"data": [delivery...]} (without K: every delivery)
 //	GET  /v1/deliveries/{id}               delivery
 //
 // Idempotency: a POST whose key was seen with the same body gets the first
@@ -11,10 +11,13 @@
 // another body it is refused (422); while the first request with that key
 // is still being processed, 409. Keys are kept as long as the server runs.
 //
-// It also implements connhost crashtest's probe contract under /_crashtest
-// (see the package documentation of github.com/connhost/connhost/host/crashtest):
-// effect count, receipt look-up, sample arguments, and holding a request
-// the way a provider still processing it does.
+// connhost crashtest observes it through that API alone, as
+// manifests/webhook.probe.toml describes. It also implements crashtest's
+// probe contract under /_crashtest (see the package documentation of
+// github.com/connhost/connhost/host/crashtest), the other way to answer
+// the matrix: effect count, receipt look-up, sample arguments, and
+// holding a request the way a provider still processing it does (inside
+// the provider, its key claimed), reporting on release what it answered.
 package provider
 
 import (
@@ -25,6 +28,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Delivery is one stored delivery.
@@ -44,6 +48,7 @@ type Server struct {
 	hold       bool          // hold the next POST
 	held       int           // requests held now
 	release    chan struct{} // closed by /_crashtest/release
+	answered   chan int      // the status the held request was answered, once applied
 }
 
 type keyed struct {
@@ -73,7 +78,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		list := []Delivery{}
 		for _, d := range s.deliveries {
-			if key != "" && d.Key == key {
+			if key == "" || d.Key == key {
 				list = append(list, d)
 			}
 		}
@@ -140,7 +145,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.hold = false
 		s.held++
 	}
-	release := s.release
+	release, answered := s.release, s.answered
 	s.mu.Unlock()
 
 	if hold {
@@ -162,6 +167,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		delete(s.inFlight, key)
 	}
 	s.mu.Unlock()
+	if hold {
+		answered <- http.StatusOK
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(answer)
 }
@@ -199,6 +207,7 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request, what string) {
 		s.mu.Lock()
 		s.hold = true
 		s.release = make(chan struct{})
+		s.answered = make(chan int, 1)
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	case r.Method == "GET" && what == "held":
@@ -207,15 +216,27 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request, what string) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]int{"held": n})
 	case r.Method == "POST" && what == "release":
+		// Let the held request go on, and answer once it was answered,
+		// with what it was answered: the matrix judges the effects then.
 		s.mu.Lock()
+		held := !s.hold && s.held > 0
 		s.hold = false
 		select {
 		case <-s.release:
 		default:
 			close(s.release)
 		}
+		answered := s.answered
 		s.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
+		answers := []int{}
+		if held {
+			select {
+			case st := <-answered:
+				answers = append(answers, st)
+			case <-time.After(10 * time.Second):
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string][]int{"answers": answers})
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not part of the probe contract"})
 	}

@@ -52,6 +52,14 @@ func TestIdempotency(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) != 1 || list.Data[0].Key != "k1" {
 		t.Fatalf("lookup by key: %v %+v", err, list)
 	}
+	// Without a key: every delivery (what the probe config counts).
+	resp, err = http.Get(srv.URL + "/v1/deliveries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) != 3 {
+		t.Fatalf("every delivery: %v %d", err, len(list.Data))
+	}
 }
 
 // TestHold: a held request is received but not applied until released; a
@@ -93,8 +101,14 @@ func TestHold(t *testing.T) {
 	if n := len(s.Deliveries()); n != 0 {
 		t.Fatalf("%d deliveries before the release", n)
 	}
-	if resp, err := http.Post(srv.URL+"/_crashtest/release", "", nil); err != nil || resp.StatusCode != 204 {
+	// The release answers once the held request was answered, saying how.
+	resp, err := http.Post(srv.URL+"/_crashtest/release", "", nil)
+	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("release: %v %v", err, resp)
+	}
+	var rel struct{ Answers []int }
+	if err := json.NewDecoder(resp.Body).Decode(&rel); err != nil || len(rel.Answers) != 1 || rel.Answers[0] != 200 {
+		t.Fatalf("release answered %+v %v, want the held request's 200", rel, err)
 	}
 	if code := <-done; code != 200 {
 		t.Fatalf("held request answered %d", code)

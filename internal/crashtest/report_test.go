@@ -1,0 +1,39 @@
+package crashtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestWriteTableOneRowPerCell: a connector error that spans lines (a
+// provider's error page) or holds tabs keeps one row per cell, the columns
+// aligned; the totals say in how many cells the kills were.
+func TestWriteTableOneRowPerCell(t *testing.T) {
+	var rep Report
+	rep.Connector = "hooks"
+	rep.add(Row{Point: "after_plugin_return", Operation: "deliver", Policy: "reconcile", Reached: true, Kills: 1, Decision: "reconciled_applied",
+		Effects: 2, Final: "succeeded", Problem: "2 effects at the provider for one call", ConnectorError: "status 502:\n<html>\n\t<b>Bad gateway</b>\r\n</html>"})
+	rep.add(Row{Point: "after_reconcile_return", Operation: "deliver", Policy: "reconcile", Reached: true, Kills: 2, Decision: "reconciled_applied",
+		Effects: 1, Final: "succeeded", Pass: true})
+	rep.add(Row{Point: "after_reconcile_return", Operation: "get", Reached: false, Kills: 1, Decision: "recover_reread", Final: "succeeded", Pass: true})
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want a header, 3 rows and the totals:\n%s", len(lines), b.String())
+	}
+	col := strings.Index(lines[0], "RESULT")
+	for _, l := range lines[1:4] {
+		if len(l) < col || !strings.Contains("pass FAIL n/a", strings.Fields(l[col:])[0]) {
+			t.Errorf("row not aligned under RESULT:\n%s", b.String())
+		}
+	}
+	if !strings.Contains(lines[1], "the connector said: status 502: <html> <b>Bad gateway</b> </html>") {
+		t.Errorf("connector error not folded onto its row: %q", lines[1])
+	}
+	if want := "cells 3 (n/a 1), kills survived 4 in 3 cells, failed 1, duplicates beyond policy 0, executions lost 0"; lines[4] != want {
+		t.Errorf("totals %q, want %q", lines[4], want)
+	}
+}
