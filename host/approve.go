@@ -84,7 +84,7 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 	case ok:
 		a.Signature = signApproval(key, rec, a)
 		t.Event.Evidence += "; signed with " + d.By + "'s key " + keyID(key)
-	case e.node != nil:
+	case e.shared:
 		return ResultOf(rec), refuse(ErrBadCall, "decision on the shared ledger: %q is no approver principal of this process's configuration, so the decision cannot be signed, and nodes dispatch only approvals signed with an approver's token; decide through a node's API with your token",
 			d.By)
 	}
