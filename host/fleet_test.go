@@ -60,9 +60,16 @@ func (f *fleet) start(name string, obs host.Observer) *host.Executor {
 // startWith is start with the approval keys keys.
 func (f *fleet) startWith(name string, obs host.Observer, keys map[string][]byte) *host.Executor {
 	f.t.Helper()
+	return f.startOn(name, obs, keys, func(db *pgledger.DB) ledger.Fleet { return db })
+}
+
+// startOn is startWith on the fleet ledger wrap makes of the node's own.
+func (f *fleet) startOn(name string, obs host.Observer, keys map[string][]byte, wrap func(*pgledger.DB) ledger.Fleet) *host.Executor {
+	f.t.Helper()
 	ctx := context.Background()
-	led, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
+	db, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(f.t, err)
+	led := wrap(db)
 	o := f.h.options()
 	o.Ledger, o.Node, o.LeaseTTL, o.Observer = led, name, time.Hour, obs
 	o.ApprovalKeys = keys
@@ -360,6 +367,65 @@ func TestFleetApprovalAcrossNodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, evs[1].Evidence, "signed with rita's key")
 	require.Contains(t, evs[2].Evidence, "signature verified")
+}
+
+// decidedFirst is a node's fleet ledger on which another node decides an
+// approval between the node's read of it and its own decision's write.
+type decidedFirst struct {
+	*pgledger.DB
+	mu    sync.Mutex
+	other func() // run once, before the next decision's write
+}
+
+func (d *decidedFirst) ApplyOwned(ctx context.Context, l ledger.Lease, id string, t ledger.Transition) (ledger.Record, error) {
+	d.mu.Lock()
+	other := d.other
+	if t.From == ledger.StateAwaitingApproval {
+		d.other = nil
+	}
+	d.mu.Unlock()
+	if other != nil && t.From == ledger.StateAwaitingApproval {
+		other()
+	}
+	return d.DB.ApplyOwned(ctx, l, id, t)
+}
+
+// TestFleetApprovalDecidedThroughTwoNodes: a reviewer's decision through
+// node a, while another decision through node b lands first, is answered
+// as a decision on a call that is no longer awaiting approval
+// (ErrNotAwaitingApproval, HTTP 409), not as an internal error, and
+// changes nothing.
+func TestFleetApprovalDecidedThroughTwoNodes(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	b := f.start("b", nil)
+	race := &decidedFirst{}
+	a := f.startOn("a", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, func(db *pgledger.DB) ledger.Fleet {
+		race.DB = db
+		return race
+	})
+	for _, approve := range []bool{true, false} {
+		cl := call("s1", fmt.Sprint("c-", approve), `{"n":1}`)
+		res, err := a.Execute(ctx, cl)
+		require.NoError(t, err)
+		require.Equal(t, host.StatusAwaitingApproval, res.Status)
+		d := host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest}
+		race.mu.Lock()
+		race.other = func() {
+			_, err := b.Approve(ctx, res.Approval.ID, d)
+			require.NoError(t, err)
+		}
+		race.mu.Unlock()
+		decide := a.Approve
+		if !approve {
+			decide = a.Reject
+		}
+		got, err := decide(ctx, res.Approval.ID, d)
+		require.ErrorIs(t, err, host.ErrNotAwaitingApproval)
+		require.Equal(t, host.StatusPending, got.Status, "the first decision stands")
+		require.Equal(t, ledger.StateApproved, got.State)
+		require.Equal(t, []string{"intent>awaiting_approval#0@executor@a#1", "approved>approved#0@rita"}, trail(t, a, res.ExecutionID))
+	}
 }
 
 // TestFleetRestartTakesOverAtOnce: a node that restarts under the same id
