@@ -70,7 +70,9 @@ type Fleet interface {
 	// ClaimExpired makes l, which must be live, the owner of the pending
 	// executions of every lease that is gone, each execution going to
 	// exactly one claimer, and returns them with the lease each was taken
-	// from.
+	// from. A recovery_required execution is not claimed: it waits for
+	// an operator, whom any node may serve, so claiming it would only move
+	// it from node to node at every lease loss.
 	ClaimExpired(ctx context.Context, l Lease) ([]Claim, error)
 	// CreateOwned is Create by the holder of l, which becomes the owner.
 	CreateOwned(ctx context.Context, l Lease, rec Record, ev Event) (Record, error)
@@ -80,8 +82,8 @@ type Fleet interface {
 	// Owner returns the lease that owns an execution (zero if none) and
 	// whether that lease is live now. Unknown ids are ErrNotFound.
 	Owner(ctx context.Context, id string) (owner Lease, live bool, err error)
-	// PendingOwned is Pending restricted to the executions l owns and
-	// those no lease owns.
+	// PendingOwned is Pending restricted to the executions l owns, those
+	// no lease owns and the recovery_required ones of gone leases.
 	PendingOwned(ctx context.Context, l Lease, fn func(Record) error) error
 	// DueOwned is Due restricted to the executions l owns and those no
 	// lease owns.

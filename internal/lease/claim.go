@@ -15,7 +15,8 @@ type takeover struct {
 
 // Claim makes this node, which must hold a live lease, the owner of the
 // pending executions of every lease that is gone (each goes to one
-// claimer) and returns how many it took. The first decision on each
+// claimer; a recovery_required one, at rest until an operator decides,
+// needs no claim) and returns how many it took. The first decision on each
 // carries a takeover note.
 func (n *Ledger) Claim(ctx context.Context) (int, error) {
 	h, err := n.lease(true)

@@ -112,7 +112,7 @@ const claimSQL = `WITH me AS (
     SELECT x.id, x.owner_node, x.owner_epoch
     FROM connhost_executions x
     LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
-    WHERE x.terminal_ns IS NULL AND x.owner_node IS NOT NULL
+    WHERE x.terminal_ns IS NULL AND x.owner_node IS NOT NULL AND x.state <> 'recovery_required'
       AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())
 )
 UPDATE connhost_executions x SET owner_node = $1, owner_epoch = $2
@@ -123,6 +123,8 @@ RETURNING x.id, x.record, c.owner_node, c.owner_epoch`
 
 // ClaimExpired makes l, which must be live, the owner of the pending
 // executions of every node whose lease is gone (expired or superseded),
+// but those recovery_required (they wait for an operator, whom any node
+// serves; PendingOwned lists them to every node),
 // atomically per execution: of two nodes claiming at once, each execution
 // goes to exactly one. It returns the claimed records with the lease each
 // was taken from; the caller applies the recovery decision table to them
@@ -239,14 +241,18 @@ WHERE x.id = $1`, []byte(id)).Scan(&n, &e, &expires, &live)
 }
 
 // PendingOwned implements ledger.Fleet: Pending restricted to the
-// executions l owns and those no node owns, in id order, in one statement.
+// executions l owns, those no node owns and the recovery_required ones of
+// gone leases (ClaimExpired leaves them), in id order, in one statement.
 func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) error) error {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
 	defer d.exit()
-	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions
-WHERE terminal_ns IS NULL AND (owner_node IS NULL OR (owner_node = $1 AND owner_epoch = $2)) ORDER BY id`, l.Node, l.Epoch)
+	return d.scan(ctx, fn, `SELECT x.id, x.record FROM connhost_executions x
+LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
+WHERE x.terminal_ns IS NULL AND (x.owner_node IS NULL OR (x.owner_node = $1 AND x.owner_epoch = $2)
+  OR (x.state = 'recovery_required' AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())))
+ORDER BY x.id`, l.Node, l.Epoch)
 }
 
 // DueOwned implements ledger.Fleet: Due restricted to the executions l
