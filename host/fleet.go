@@ -36,6 +36,11 @@ const DefaultLeaseTTL = lease.DefaultTTL
 // id), so it dispatches nothing until it has registered again.
 var ErrLeaseLost = lease.ErrLost
 
+// ErrNodeInUse: another live process runs under this node's id on the
+// shared ledger, and this one, the newer of the two, gave way for good
+// (see Executor.Fatal). It matches ErrLeaseLost too.
+var ErrNodeInUse = lease.ErrNodeInUse
+
 // elsewherePoll is how often a live call re-reads an execution whose
 // attempt another live node is running.
 const elsewherePoll = 200 * time.Millisecond
@@ -68,6 +73,8 @@ type store interface {
 	// Claim takes over the pending executions of the nodes that are gone
 	// and returns how many.
 	Claim(ctx context.Context) (int, error)
+	// Fatal is closed once the node can never take work again.
+	Fatal() <-chan struct{}
 }
 
 // solo is the store of a ledger only this process writes: it is always
@@ -83,6 +90,7 @@ func (solo) Health() error                      { return nil }
 func (solo) Lease() (ledger.Lease, bool, bool)  { return ledger.Lease{}, false, false }
 func (solo) Claim(context.Context) (int, error) { return 0, nil }
 func (solo) Close() error                       { return nil }
+func (solo) Fatal() <-chan struct{}             { return nil }
 func (solo) Bind(ctx context.Context) (context.Context, func() bool, error) {
 	return ctx, func() bool { return false }, nil
 }
@@ -104,3 +112,9 @@ func (e *Executor) Health() error { return e.led.Health() }
 // it is live (renewed within the lease TTL); ok is false on a single-node
 // ledger.
 func (e *Executor) NodeLease() (l ledger.Lease, live bool, ok bool) { return e.led.Lease() }
+
+// Fatal is closed when the executor can never take work again: on a fleet
+// ledger, when another live process runs under its node id and this one,
+// the newer, gave way to it (Health then fails with ErrNodeInUse). A
+// server exits then. On a single-node ledger it is never closed.
+func (e *Executor) Fatal() <-chan struct{} { return e.led.Fatal() }

@@ -428,6 +428,83 @@ func TestFleetApprovalDecidedThroughTwoNodes(t *testing.T) {
 	}
 }
 
+// TestFleetLedgerOutageIsUnavailable: while the shared ledger's database
+// is down, in the first lease TTL (the node's lease is still live by its
+// own count), a call and a reviewer's decision fail with
+// ledger.ErrUnavailable (503 unavailable over HTTP), not an internal
+// error, and nothing is dispatched; once the database is back, the same
+// call runs once.
+func TestFleetLedgerOutageIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	pg, err := testenv.StartPostgres(testenv.PostgresOptions{})
+	if err != nil {
+		testenv.PostgresSkipOrFail(t, err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	f := newFleet(t, "idempotent-retry", withDedup())
+	f.dsn, err = pg.CreateDatabase(ctx)
+	require.NoError(t, err)
+	a := f.start("a", nil)
+	require.NoError(t, pg.Crash())
+
+	_, err = a.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.ErrorIs(t, err, ledger.ErrUnavailable)
+	_, err = a.Approve(ctx, ledger.ApprovalID(ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c0")), host.Decision{By: "rita", ArgsDigest: "x"})
+	require.ErrorIs(t, err, ledger.ErrUnavailable)
+	require.NoError(t, a.Health(), "the lease is live by the node's own count: the outage is within its TTL")
+	require.Equal(t, 0, f.h.prov.count())
+
+	require.NoError(t, pg.Start())
+	res, err := a.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 1, f.h.prov.count())
+}
+
+// TestFleetSameNodeIDTwice: a second live process started under a node
+// id another live process holds supersedes it once (it cannot tell it from
+// a crashed former incarnation), the older takes the id back at its next
+// renewal, and the newer then gives way for good: it fails Health with
+// ErrNodeInUse, closes Fatal (a server exits) and registers no more, so the
+// two do not supersede each other forever. The older keeps serving.
+func TestFleetSameNodeIDTwice(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "idempotent-retry", withDedup())
+	older := f.start("a", nil)
+	newer := f.start("a", nil)
+	require.NoError(t, newer.Health())
+	require.NoError(t, host.RenewNow(older), "the older registers again: the id was taken from it before its lease was due")
+	require.NoError(t, older.Health())
+
+	err := host.RenewNow(newer)
+	require.ErrorIs(t, err, host.ErrNodeInUse)
+	require.ErrorIs(t, newer.Health(), host.ErrNodeInUse)
+	require.ErrorIs(t, newer.Health(), host.ErrLeaseLost, "the API answers it as a lost lease: 503")
+	select {
+	case <-newer.Fatal():
+	default:
+		t.Fatal("Fatal is not closed")
+	}
+	require.ErrorIs(t, host.RenewNow(newer), host.ErrNodeInUse, "it does not register again")
+	_, err = newer.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.ErrorIs(t, err, host.ErrNodeInUse)
+
+	l, live, _ := older.NodeLease()
+	require.True(t, live)
+	require.NoError(t, host.RenewNow(older))
+	l2, live, _ := older.NodeLease()
+	require.True(t, live)
+	require.Equal(t, l.Epoch, l2.Epoch, "nobody superseded the older again")
+	res, err := older.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	select {
+	case <-older.Fatal():
+		t.Fatal("the older gave way")
+	default:
+	}
+}
+
 // TestFleetRestartTakesOverAtOnce: a node that restarts under the same id
 // gets a new epoch, which supersedes the old one at once: the restarted
 // node recovers its former incarnation's calls without waiting for the

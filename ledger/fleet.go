@@ -16,6 +16,14 @@ var (
 	// ErrNotOwner: the execution has an attempt in flight that another
 	// node's lease owns. Nothing was written.
 	ErrNotOwner = errors.New("ledger: execution owned by another node")
+	// ErrLeaseSuperseded comes with ErrLeaseExpired from RenewLease when
+	// the lease ended because a newer epoch of its node was registered
+	// (a restart of the node, or another process under its id).
+	ErrLeaseSuperseded = errors.New("ledger: lease superseded")
+	// ErrUnavailable: the shared ledger's database could not be reached
+	// (it is down, restarting or cut off). Whether a write in progress
+	// landed is unknown; what the ledger holds decides once it is back.
+	ErrUnavailable = errors.New("ledger: unavailable")
 )
 
 // Lease is a node's right to run executions on a Fleet ledger: the node's
@@ -26,6 +34,11 @@ type Lease struct {
 	Epoch int64
 	// Expires is the expiry the ledger recorded, by its own clock.
 	Expires time.Time
+	// Superseded, on a lease RegisterNode returned, reports that the
+	// registration ended a live lease of the same node: that of a former
+	// incarnation that did not release it (it crashed), or that of
+	// another process running under the same node id.
+	Superseded bool
 }
 
 func (l Lease) String() string { return fmt.Sprintf("node %s epoch %d", l.Node, l.Epoch) }
@@ -58,7 +71,8 @@ type Claim struct {
 type Fleet interface {
 	Ledger
 	// RegisterNode starts a new lease for node, valid for ttl: a new
-	// epoch, which fences out every earlier epoch of the node at once.
+	// epoch, which fences out every earlier epoch of the node at once
+	// (Lease.Superseded says whether the node's lease was live).
 	RegisterNode(ctx context.Context, node string, ttl time.Duration) (Lease, error)
 	// RenewLease extends a live lease to ttl from now, or fails with
 	// ErrLeaseExpired if it expired or was superseded.

@@ -51,6 +51,12 @@ const DefaultTTL = 15 * time.Second
 // it dispatches nothing until it has registered again.
 var ErrLost = errors.New("lease: node lease lost")
 
+// ErrNodeInUse: another live process runs under this node's id, and this
+// process, the newer of the two, gave way for good (it matches ErrLost
+// too). Two processes under one id would supersede each other's lease
+// forever.
+var ErrNodeInUse = errors.New("lease: node id in use by another live process")
+
 // Observer receives the fleet events of a node. Its methods are called
 // synchronously and must not block.
 type Observer interface {
@@ -102,6 +108,10 @@ type heldLease struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	timer  *time.Timer
+	// tookLive: the registration ended the node's live lease (Superseded),
+	// at registered (monotonic).
+	tookLive   bool
+	registered time.Time
 }
 
 // Ledger is a fleet ledger bound to one node's lease (see the package
@@ -116,7 +126,12 @@ type Ledger struct {
 
 	mu      sync.Mutex
 	cur     *heldLease // nil while the node holds no lease
+	last    *heldLease // the lease lost last
 	lostWhy string     // why the last lease was lost
+	// gaveWay is ErrNodeInUse once this process gave way to another
+	// live process under its node id; fatal is closed then.
+	gaveWay error
+	fatal   chan struct{}
 
 	// takeovers remembers, per claimed execution, the lease it was taken
 	// from and its version at the claim, until this node records a
@@ -148,7 +163,7 @@ func Open(ctx context.Context, f ledger.Fleet, opts Options) (*Ledger, error) {
 		opts.Logger = slog.Default()
 	}
 	l := &Ledger{fleet: f, id: opts.Node, ttl: opts.TTL, obs: opts.Observer, log: opts.Logger,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), fatal: make(chan struct{})}
 	if err := l.register(ctx); err != nil {
 		return nil, err
 	}
@@ -163,7 +178,7 @@ func (n *Ledger) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lease: register node %s: %w", n.id, err)
 	}
-	h := &heldLease{l: l, validUntil: sent.Add(n.ttl)}
+	h := &heldLease{l: l, validUntil: sent.Add(n.ttl), tookLive: l.Superseded, registered: sent}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	n.mu.Lock()
 	n.cur = h
@@ -183,7 +198,7 @@ func (n *Ledger) lose(h *heldLease, why string) {
 		n.mu.Unlock()
 		return
 	}
-	n.cur = nil
+	n.cur, n.last = nil, h
 	n.lostWhy = why
 	n.mu.Unlock()
 	h.timer.Stop()
@@ -199,6 +214,8 @@ func (n *Ledger) lease(live bool) (*heldLease, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
+	case n.gaveWay != nil:
+		return nil, n.gaveWay
 	case n.cur == nil:
 		why := n.lostWhy
 		if why == "" {
@@ -287,15 +304,28 @@ func (n *Ledger) RenewNow() error {
 	ctx, cancel := context.WithTimeout(context.Background(), max(n.ttl/3, time.Second))
 	defer cancel()
 	n.mu.Lock()
-	h := n.cur
+	h, last, gaveWay := n.cur, n.last, n.gaveWay
 	n.mu.Unlock()
-	if h == nil {
+	switch {
+	case gaveWay != nil:
+		return gaveWay
+	case h == nil && n.young(last):
+		// Lost (a refused write, perhaps) soon after this process took a
+		// live lease of its id: find out whether that lease's holder
+		// took the id back before taking it again.
+		if _, err := n.fleet.RenewLease(ctx, last.l, n.ttl); errors.Is(err, ledger.ErrLeaseSuperseded) {
+			return n.giveWay(last)
+		}
+		return n.register(ctx)
+	case h == nil:
 		return n.register(ctx)
 	}
 	sent := time.Now()
 	l, err := n.fleet.RenewLease(ctx, h.l, n.ttl)
 	n.obs.LeaseRenewal(err == nil)
 	switch {
+	case errors.Is(err, ledger.ErrLeaseSuperseded) && n.young(h):
+		return n.giveWay(h)
 	case errors.Is(err, ledger.ErrLeaseExpired):
 		why := "the shared ledger says the lease expired"
 		if sent.Before(h.validUntil) {
@@ -318,6 +348,40 @@ func (n *Ledger) RenewNow() error {
 	n.mu.Unlock()
 	return nil
 }
+
+// young reports whether h is a lease whose registration ended a live
+// lease of the node id (Superseded) less than a TTL ago. If such a lease
+// is superseded in turn, the holder of the lease it ended took the id
+// back: that was no crashed former incarnation, which does not come back,
+// but a second live process under the same id, which does at its next
+// renewal.
+func (n *Ledger) young(h *heldLease) bool {
+	return h != nil && h.tookLive && time.Since(h.registered) < n.ttl
+}
+
+// giveWay ends h for good, the older process under the node id keeping
+// it, and returns why (ErrNodeInUse).
+func (n *Ledger) giveWay(h *heldLease) error {
+	n.mu.Lock()
+	first := n.gaveWay == nil
+	if first {
+		n.gaveWay = fmt.Errorf("%w: %w: node id %s: this process registered it while another process held it, and that process took it back: "+
+			"it is no crashed former incarnation but a second live process under the same id; this one, the newer, stops (give each node its own id)",
+			ErrLost, ErrNodeInUse, n.id)
+	}
+	err := n.gaveWay
+	n.mu.Unlock()
+	if first {
+		n.lose(h, err.Error())
+		n.log.Error("another live process runs under this node id: this process gives way and takes no more work", "node", n.id, "error", err)
+		close(n.fatal)
+	}
+	return err
+}
+
+// Fatal is closed when the node gave way for good to another live process
+// under its id (Health then fails with ErrNodeInUse): a server exits then.
+func (n *Ledger) Fatal() <-chan struct{} { return n.fatal }
 
 // Freeze stops the renewals and waits for them, without releasing the
 // lease: to the fleet, the node looks like a process that stopped

@@ -41,6 +41,7 @@ func TestLeases(t *testing.T) {
 	a1, err := db.RegisterNode(ctx, "a", ttl)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, a1.Epoch)
+	require.False(t, a1.Superseded, "a new node ends no lease")
 	require.WithinDuration(t, time.Now().Add(ttl), a1.Expires, 5*time.Minute)
 	a1, err = db.RenewLease(ctx, a1, 2*ttl)
 	require.NoError(t, err)
@@ -60,6 +61,7 @@ func TestLeases(t *testing.T) {
 	a2, err := db.RegisterNode(ctx, "a", ttl)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, a2.Epoch)
+	require.True(t, a2.Superseded, "the former epoch was live")
 	_, err = db.RenewLease(ctx, a1, ttl)
 	require.ErrorIs(t, err, pgledger.ErrLeaseExpired)
 	_, err = db.ApplyOwned(ctx, a1, "x", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
