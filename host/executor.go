@@ -42,7 +42,9 @@ type Options struct {
 	// Node is this executor's node id on a fleet ledger: unique in the
 	// fleet, and the same across restarts of the same node (a restart
 	// then takes over its former incarnation's calls at once instead of
-	// after LeaseTTL). Required with a ledger.Fleet, ignored otherwise.
+	// after LeaseTTL). A second live process started under an id another
+	// one holds gives way to it (ErrNodeInUse, Executor.Fatal). Required
+	// with a ledger.Fleet, ignored otherwise.
 	Node string
 	// LeaseTTL is how long the node's lease on a fleet ledger lasts
 	// without renewal (it is renewed every LeaseTTL/3): after a crash,
