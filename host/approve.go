@@ -84,14 +84,23 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 	case ok:
 		a.Signature = signApproval(key, rec, a)
 		t.Event.Evidence += "; signed with " + d.By + "'s key " + keyID(key)
-	case e.node != nil:
+	case e.shared:
 		return ResultOf(rec), refuse(ErrBadCall, "decision on the shared ledger: %q is no approver principal of this process's configuration, so the decision cannot be signed, and nodes dispatch only approvals signed with an approver's token; decide through a node's API with your token",
 			d.By)
 	}
-	rec, err = e.apply(ctx, rec, t)
+	next, err := e.apply(ctx, rec, t)
+	if errors.Is(err, ledger.ErrConflict) {
+		// Another node of a fleet wrote the execution since it was read
+		// here: a decision through it, most likely.
+		if now, gerr := e.led.Get(ctx, id); gerr == nil && now.State != ledger.StateAwaitingApproval && now.Approval != nil {
+			return ResultOf(now), refuse(ErrNotAwaitingApproval, "approval %s was decided meanwhile: it is %s by %s, not pending (execution %s is %s)",
+				approvalID, now.Approval.Decision, now.Approval.By, id, now.State)
+		}
+	}
 	if err != nil {
 		return Result{}, err
 	}
+	rec = next
 	if approve {
 		crash.At(crash.AfterApproval)
 	}

@@ -260,33 +260,13 @@ func (e *Executor) driveRecorded(ctx context.Context, call ToolCall, op *operati
 }
 
 // create records a new execution and reports it to the observer. On
-// failure it returns what Create returned, for createFailed. On a fleet
-// ledger the node's lease owns it; a dispatch needs a live one.
+// failure it returns what Create returned, for createFailed.
 func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	if e.node == nil {
-		created, err := e.led.Create(ctx, rec, ev)
-		if err == nil {
-			e.opts.Observer.Transition(created.State, ev.Decision)
-		}
-		return created, err
+	created, err := e.led.Create(ctx, rec, ev)
+	if err == nil {
+		e.opts.Observer.Transition(created.State, ev.Decision)
 	}
-	h, err := e.node.lease(rec.State == ledger.StateDispatched)
-	if err != nil {
-		return ledger.Record{}, err
-	}
-	ev.Actor = actorOf(ev.Actor, h.l)
-	created, err := e.node.fleet.CreateOwned(ctx, h.l, rec, ev)
-	if err != nil && !definite(err) {
-		// The connection may have failed after the commit.
-		if got, ok := e.landed(ctx, rec.ID, 0, ev, rec.State); ok {
-			created, err = got, nil
-		}
-	}
-	if err != nil {
-		return created, e.node.refused(h, err)
-	}
-	e.opts.Observer.Transition(created.State, ev.Decision)
-	return created, nil
+	return created, err
 }
 
 // createFailed handles a Create that found the execution recorded (the
@@ -311,9 +291,8 @@ func fencedError(ns, session string, recs []ledger.Record) *FencedError {
 	return fe
 }
 
-// apply performs one ledger transition and reports it to the observer.
-// On a fleet ledger it is fenced by the node's lease (a dispatch needs a
-// live one), and the executor's own events name the lease.
+// apply performs one ledger transition from rec and reports it to the
+// observer.
 func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transition) (ledger.Record, error) {
 	t.From, t.FromAttempt = rec.State, rec.Attempt
 	if t.Attempt == 0 {
@@ -322,73 +301,14 @@ func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transi
 	if t.Event.Actor == "" {
 		t.Event.Actor = "executor"
 	}
-	var (
-		out  ledger.Record
-		err  error
-		took bool
-	)
 	start := time.Now()
-	if e.node == nil {
-		out, err = e.led.Apply(ctx, rec.ID, t)
-	} else {
-		out, took, err = e.applyOwned(ctx, rec, t)
-	}
+	out, err := e.led.ApplyFrom(ctx, rec, t)
 	e.opts.Observer.LedgerWrite(time.Since(start))
 	if err != nil {
 		return rec, fmt.Errorf("host: execution[%s] %s→%s: %w", rec.ID, t.From, t.To, err)
 	}
 	e.opts.Observer.Transition(out.State, t.Event.Decision)
-	if took {
-		e.node.obs.TookOver(t.Event.Decision)
-	}
 	return out, nil
-}
-
-// applyOwned is apply on a fleet ledger. took reports that the write was
-// the first decision on an execution this node claimed.
-func (e *Executor) applyOwned(ctx context.Context, rec ledger.Record, t ledger.Transition) (out ledger.Record, took bool, err error) {
-	dispatch := t.To == ledger.StateDispatched && t.Attempt > t.FromAttempt
-	h, err := e.node.lease(dispatch)
-	if err != nil {
-		return rec, false, err
-	}
-	own := t.Event.Actor == "executor" || t.Event.Actor == "recovery"
-	recovering := t.Event.Actor == "recovery" && rec.State == ledger.StateDispatched
-	t.Event.Actor = actorOf(t.Event.Actor, h.l)
-	var tk takeover
-	if own {
-		tk, took = e.node.takeoverOf(rec)
-	}
-	if !took && recovering {
-		// A claim this node made but whose answer it never saw (the
-		// claim is one statement; its result can be lost with the
-		// connection) still shows in the trail: the attempt's dispatch
-		// names the lease it ran under.
-		tk, took = e.dispatchedUnder(ctx, rec, h.l)
-	}
-	if took {
-		note := fmt.Sprintf("taken over from %s (lease gone) by %s", tk.from, h.l)
-		if t.Event.Reason == "" {
-			t.Event.Reason = note
-		} else {
-			t.Event.Reason += "; " + note
-		}
-	}
-	out, err = e.node.fleet.ApplyOwned(ctx, h.l, rec.ID, t)
-	if err != nil && !definite(err) {
-		// The connection may have failed after the commit: the write may
-		// have landed. Decide on what the ledger holds.
-		if got, ok := e.landed(ctx, rec.ID, rec.Events, t.Event, t.To); ok {
-			out, err = got, nil
-		}
-	}
-	if err != nil {
-		return rec, false, e.node.refused(h, err)
-	}
-	if took {
-		e.node.tookOver(rec.ID)
-	}
-	return out, took, nil
 }
 
 // observed is what one connector call (an attempt or a reconcile) told
@@ -428,8 +348,8 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 	// waited is the end of the last inline wait: its timer fired, so the
 	// time is at least that, whatever the clock (Options.Now) says.
 	var waited time.Time
-	// On a fleet ledger: the inline wait for another node's attempt so
-	// far, and the writes another node's change refused.
+	// The inline wait for another node's attempt so far, and the writes
+	// another node's change refused (on a fleet ledger).
 	var elsewhereWaited time.Duration
 	raced := 0
 	for {
@@ -442,11 +362,11 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			}
 		}
 		var elsewhere *ledger.Lease
-		if e.node != nil && rec.State == ledger.StateDispatched && obs.ev == evNone {
+		if rec.State == ledger.StateDispatched && obs.ev == evNone {
 			// "No outcome" means "unknown" only for this node's own
 			// attempt: another live node may be running it right now.
 			var err error
-			if rec, elsewhere, err = e.ownAttempt(ctx, rec); err != nil {
+			if rec, elsewhere, err = e.led.Elsewhere(ctx, rec); err != nil {
 				return Result{}, err
 			}
 		}
@@ -514,11 +434,9 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return res, nil
 			}
 			obs, waited = observed{}, act.Until
-			if e.node != nil {
-				// Other nodes may have moved it meanwhile.
-				if rec, err = e.led.Get(ctx, rec.ID); err != nil {
-					return Result{}, err
-				}
+			// Other nodes of a fleet may have moved it meanwhile.
+			if rec, err = e.led.Get(ctx, rec.ID); err != nil {
+				return Result{}, err
 			}
 
 		case stepDispatch:
@@ -540,12 +458,9 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: reconcile without a loaded operation", rec.ID)
 			}
-			if e.node != nil {
-				if _, err := e.node.lease(true); err != nil {
-					return Result{}, err
-				}
+			if obs, err = e.reconcileCall(ctx, op, rec, why); err != nil {
+				return Result{}, err
 			}
-			obs = e.reconcileCall(ctx, op, rec, why)
 
 		case stepRecord:
 			next, err := e.apply(ctx, rec, e.recordTransition(rec, op, act, obs, why))
@@ -569,16 +484,18 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 // change refused its write.
 const maxRaces = 8
 
-// raced handles a write of advance that failed with err. On a fleet
-// ledger another node may have changed the execution first (a conflict,
-// or it dispatched it): advance then decides again on the record as it is
-// now, keeping what this process observed only if the record is still at
-// the same step. Any other error, or too many races, ends advance.
+// raced handles a write of advance that failed with err. Another node of
+// a fleet may have changed the execution first (a conflict, or it
+// dispatched it): advance then decides again on the record as it is now,
+// keeping what this process observed only if the record is still at the
+// same step. Any other error, or too many races, ends advance. (On a
+// single-node ledger nothing else writes an execution whose flight the
+// executor holds, so these errors do not occur there.)
 func (e *Executor) raced(ctx context.Context, rec ledger.Record, obs observed, err error, n *int) (ledger.Record, observed, error) {
 	// ErrTerminal: another node ended the execution first (this node's
 	// write came late, e.g. after a pause); the loop then answers what
 	// the ledger holds.
-	if e.node == nil || !(errors.Is(err, ledger.ErrConflict) || errors.Is(err, ledger.ErrNotOwner) || errors.Is(err, ledger.ErrTerminal)) {
+	if !errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrNotOwner) && !errors.Is(err, ledger.ErrTerminal) {
 		return rec, obs, err
 	}
 	if *n++; *n > maxRaces {
@@ -597,7 +514,7 @@ func (e *Executor) raced(ctx context.Context, rec ledger.Record, obs observed, e
 		// node that claimed it): what was observed may be written only
 		// once this node owns it.
 		var elsewhere *ledger.Lease
-		if now, elsewhere, gerr = e.ownAttempt(ctx, now); gerr != nil {
+		if now, elsewhere, gerr = e.led.Elsewhere(ctx, now); gerr != nil {
 			return rec, obs, errors.Join(err, gerr)
 		}
 		if elsewhere != nil || now.State != rec.State || now.Attempt != rec.Attempt {
@@ -833,19 +750,15 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}
-	if e.node != nil {
-		// Only under a lease this process knows to be live, and no longer
-		// than it holds it: once another node may take the call over, a
-		// request still on its way here would race the takeover's.
-		h, err := e.node.lease(true)
-		if err != nil {
-			host := ledger.Outcome{Kind: abi.OutcomeRetryable.String(), Error: "not called: " + err.Error(), Source: "host"}
-			return observed{ev: evRetryable, out: host, detail: host.Error}
-		}
-		var stop func() bool
-		ctx, stop = leaseBound(ctx, h)
-		defer stop()
+	// On a fleet ledger, only under a lease this process knows to be live,
+	// and no longer than it holds it: once another node may take the call
+	// over, a request still on its way here would race the takeover's.
+	ctx, done, err := e.led.Bind(ctx)
+	if err != nil {
+		host := ledger.Outcome{Kind: abi.OutcomeRetryable.String(), Error: "not called: " + err.Error(), Source: "host"}
+		return observed{ev: evRetryable, out: host, detail: host.Error}
 	}
+	defer done()
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
 	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
@@ -885,38 +798,32 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 }
 
 // reconcileCall asks the connector whether the uncertain attempt took
-// effect. why is the uncertainty that led here.
-func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) observed {
+// effect. why is the uncertainty that led here. It fails, asking nothing,
+// when the node may not call connectors now (Bind).
+func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.Record, why string) (observed, error) {
 	req := wasmrt.CallRequest{Export: abi.ExportReconcile, Operation: op.op.Name, Key: rec.IdempotencyKey, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
-	var lost func() bool // whether the node lost the lease it asked under
-	if e.node != nil {
-		h, err := e.node.lease(true)
-		if err != nil {
-			return observed{} // advance checks the lease before asking
-		}
-		var stop func() bool
-		ctx, stop = leaseBound(ctx, h)
-		defer stop()
-		lost = func() bool { return h.ctx.Err() != nil }
+	ctx, done, err := e.led.Bind(ctx)
+	if err != nil {
+		return observed{}, err
 	}
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
 	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
 	crash.At(crash.AfterReconcileReturn)
-	if err != nil && lost != nil && lost() {
+	if lost := done(); err != nil && lost {
 		// Cut short by the lease's loss: reconcile said nothing.
-		return observed{}
+		return observed{}, nil
 	}
 	if err != nil {
-		return observed{ev: evReconcileError, detail: why + "; reconcile failed: " + err.Error()}
+		return observed{ev: evReconcileError, detail: why + "; reconcile failed: " + err.Error()}, nil
 	}
 	o := ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "reconciled"}
 	switch out.Kind {
 	case abi.OutcomeApplied:
-		return observed{ev: evApplied, out: o, detail: out.Receipt}
+		return observed{ev: evApplied, out: o, detail: out.Receipt}, nil
 	case abi.OutcomeNotApplied:
-		return observed{ev: evNotApplied, out: o, detail: out.Error}
+		return observed{ev: evNotApplied, out: o, detail: out.Error}, nil
 	default:
-		return observed{ev: evUnknown, out: o, detail: why + "; reconcile: " + out.Error}
+		return observed{ev: evUnknown, out: o, detail: why + "; reconcile: " + out.Error}, nil
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/lease"
 	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -41,7 +42,9 @@ type Options struct {
 	// Node is this executor's node id on a fleet ledger: unique in the
 	// fleet, and the same across restarts of the same node (a restart
 	// then takes over its former incarnation's calls at once instead of
-	// after LeaseTTL). Required with a ledger.Fleet, ignored otherwise.
+	// after LeaseTTL). A second live process started under an id another
+	// one holds gives way to it (ErrNodeInUse, Executor.Fatal). Required
+	// with a ledger.Fleet, ignored otherwise.
 	Node string
 	// LeaseTTL is how long the node's lease on a fleet ledger lasts
 	// without renewal (it is renewed every LeaseTTL/3): after a crash,
@@ -324,12 +327,15 @@ func (o *operation) tool() string { return o.m.Connector.Name + "." + o.op.Name 
 // An Executor is safe for concurrent use. Close releases the ledger it
 // opened, the runtime and every connector instance.
 type Executor struct {
-	opts       Options
-	led        ledger.Ledger
+	opts Options
+	// base is the ledger given or opened; led is what the executor reads
+	// and writes through: on a fleet ledger, bound to the node's lease.
+	base       ledger.Ledger
+	led        store
 	ownsLedger bool
-	// node is the executor's membership in a fleet; nil on a
-	// single-node ledger.
-	node      *node
+	// shared: base is a ledger.Fleet, which others than this process
+	// write, so approvals are signed and verified (signature.go).
+	shared    bool
 	rt        *wasmrt.Runtime
 	conns     map[string]*loaded
 	flights   flights
@@ -354,14 +360,14 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 		return nil, err
 	}
-	e := &Executor{opts: opts, led: opts.Ledger, ownsLedger: opts.Ledger != nil && opts.CloseLedger, conns: map[string]*loaded{}, closed: make(chan struct{})}
+	e := &Executor{opts: opts, base: opts.Ledger, ownsLedger: opts.Ledger != nil && opts.CloseLedger, conns: map[string]*loaded{}, closed: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = e.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if e.led == nil {
+	if e.base == nil {
 		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
@@ -371,20 +377,17 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.led, e.ownsLedger = db, true
+		e.base, e.ownsLedger = db, true
 	}
-	if fleet, ok := e.led.(ledger.Fleet); ok {
+	if fleet, ok := e.base.(ledger.Fleet); ok {
 		fo, _ := opts.Observer.(FleetObserver)
-		if fo == nil {
-			fo = nopFleetObserver{}
-		}
-		e.node = &node{fleet: fleet, id: opts.Node, ttl: opts.LeaseTTL, obs: fo, log: opts.Logger,
-			stop: make(chan struct{}), done: make(chan struct{})}
-		if err := e.node.register(ctx); err != nil {
-			e.node = nil
+		l, err := lease.Open(ctx, fleet, lease.Options{Node: opts.Node, TTL: opts.LeaseTTL, Observer: fo, Logger: opts.Logger})
+		if err != nil {
 			return nil, err
 		}
-		go e.node.renew()
+		e.led, e.shared = l, true
+	} else {
+		e.led = solo{e.base}
 	}
 	ro := opts.Runtime
 	ro.CacheDir = opts.CacheDir
@@ -469,18 +472,18 @@ func (e *Executor) Close(ctx context.Context) error {
 		if e.rt != nil {
 			errs = append(errs, e.rt.Close(ctx))
 		}
-		if e.node != nil {
-			errs = append(errs, e.node.close(ctx))
+		if e.led != nil {
+			errs = append(errs, e.led.Close()) // a fleet node's lease
 		}
-		if e.ownsLedger && e.led != nil {
-			errs = append(errs, e.led.Close())
+		if e.ownsLedger && e.base != nil {
+			errs = append(errs, e.base.Close())
 		}
 	})
 	return errors.Join(errs...)
 }
 
 // Ledger returns the executor's ledger (for history and listings).
-func (e *Executor) Ledger() ledger.Ledger { return e.led }
+func (e *Executor) Ledger() ledger.Ledger { return e.base }
 
 // PoolStats returns a snapshot of a loaded connector's instance pool, for
 // metrics.

@@ -60,9 +60,16 @@ func (f *fleet) start(name string, obs host.Observer) *host.Executor {
 // startWith is start with the approval keys keys.
 func (f *fleet) startWith(name string, obs host.Observer, keys map[string][]byte) *host.Executor {
 	f.t.Helper()
+	return f.startOn(name, obs, keys, func(db *pgledger.DB) ledger.Fleet { return db })
+}
+
+// startOn is startWith on the fleet ledger wrap makes of the node's own.
+func (f *fleet) startOn(name string, obs host.Observer, keys map[string][]byte, wrap func(*pgledger.DB) ledger.Fleet) *host.Executor {
+	f.t.Helper()
 	ctx := context.Background()
-	led, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
+	db, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(f.t, err)
+	led := wrap(db)
 	o := f.h.options()
 	o.Ledger, o.Node, o.LeaseTTL, o.Observer = led, name, time.Hour, obs
 	o.ApprovalKeys = keys
@@ -360,6 +367,142 @@ func TestFleetApprovalAcrossNodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, evs[1].Evidence, "signed with rita's key")
 	require.Contains(t, evs[2].Evidence, "signature verified")
+}
+
+// decidedFirst is a node's fleet ledger on which another node decides an
+// approval between the node's read of it and its own decision's write.
+type decidedFirst struct {
+	*pgledger.DB
+	mu    sync.Mutex
+	other func() // run once, before the next decision's write
+}
+
+func (d *decidedFirst) ApplyOwned(ctx context.Context, l ledger.Lease, id string, t ledger.Transition) (ledger.Record, error) {
+	d.mu.Lock()
+	other := d.other
+	if t.From == ledger.StateAwaitingApproval {
+		d.other = nil
+	}
+	d.mu.Unlock()
+	if other != nil && t.From == ledger.StateAwaitingApproval {
+		other()
+	}
+	return d.DB.ApplyOwned(ctx, l, id, t)
+}
+
+// TestFleetApprovalDecidedThroughTwoNodes: a reviewer's decision through
+// node a, while another decision through node b lands first, is answered
+// as a decision on a call that is no longer awaiting approval
+// (ErrNotAwaitingApproval, HTTP 409), not as an internal error, and
+// changes nothing.
+func TestFleetApprovalDecidedThroughTwoNodes(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	b := f.start("b", nil)
+	race := &decidedFirst{}
+	a := f.startOn("a", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, func(db *pgledger.DB) ledger.Fleet {
+		race.DB = db
+		return race
+	})
+	for _, approve := range []bool{true, false} {
+		cl := call("s1", fmt.Sprint("c-", approve), `{"n":1}`)
+		res, err := a.Execute(ctx, cl)
+		require.NoError(t, err)
+		require.Equal(t, host.StatusAwaitingApproval, res.Status)
+		d := host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest}
+		race.mu.Lock()
+		race.other = func() {
+			_, err := b.Approve(ctx, res.Approval.ID, d)
+			require.NoError(t, err)
+		}
+		race.mu.Unlock()
+		decide := a.Approve
+		if !approve {
+			decide = a.Reject
+		}
+		got, err := decide(ctx, res.Approval.ID, d)
+		require.ErrorIs(t, err, host.ErrNotAwaitingApproval)
+		require.Equal(t, host.StatusPending, got.Status, "the first decision stands")
+		require.Equal(t, ledger.StateApproved, got.State)
+		require.Equal(t, []string{"intent>awaiting_approval#0@executor@a#1", "approved>approved#0@rita"}, trail(t, a, res.ExecutionID))
+	}
+}
+
+// TestFleetLedgerOutageIsUnavailable: while the shared ledger's database
+// is down, in the first lease TTL (the node's lease is still live by its
+// own count), a call and a reviewer's decision fail with
+// ledger.ErrUnavailable (503 unavailable over HTTP), not an internal
+// error, and nothing is dispatched; once the database is back, the same
+// call runs once.
+func TestFleetLedgerOutageIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	pg, err := testenv.StartPostgres(testenv.PostgresOptions{})
+	if err != nil {
+		testenv.PostgresSkipOrFail(t, err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	f := newFleet(t, "idempotent-retry", withDedup())
+	f.dsn, err = pg.CreateDatabase(ctx)
+	require.NoError(t, err)
+	a := f.start("a", nil)
+	require.NoError(t, pg.Crash())
+
+	_, err = a.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.ErrorIs(t, err, ledger.ErrUnavailable)
+	_, err = a.Approve(ctx, ledger.ApprovalID(ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c0")), host.Decision{By: "rita", ArgsDigest: "x"})
+	require.ErrorIs(t, err, ledger.ErrUnavailable)
+	require.NoError(t, a.Health(), "the lease is live by the node's own count: the outage is within its TTL")
+	require.Equal(t, 0, f.h.prov.count())
+
+	require.NoError(t, pg.Start())
+	res, err := a.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 1, f.h.prov.count())
+}
+
+// TestFleetSameNodeIDTwice: a second live process started under a node
+// id another live process holds supersedes it once (it cannot tell it from
+// a crashed former incarnation), the older takes the id back at its next
+// renewal, and the newer then gives way for good: it fails Health with
+// ErrNodeInUse, closes Fatal (a server exits) and registers no more, so the
+// two do not supersede each other forever. The older keeps serving.
+func TestFleetSameNodeIDTwice(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "idempotent-retry", withDedup())
+	older := f.start("a", nil)
+	newer := f.start("a", nil)
+	require.NoError(t, newer.Health())
+	require.NoError(t, host.RenewNow(older), "the older registers again: the id was taken from it before its lease was due")
+	require.NoError(t, older.Health())
+
+	err := host.RenewNow(newer)
+	require.ErrorIs(t, err, host.ErrNodeInUse)
+	require.ErrorIs(t, newer.Health(), host.ErrNodeInUse)
+	require.ErrorIs(t, newer.Health(), host.ErrLeaseLost, "the API answers it as a lost lease: 503")
+	select {
+	case <-newer.Fatal():
+	default:
+		t.Fatal("Fatal is not closed")
+	}
+	require.ErrorIs(t, host.RenewNow(newer), host.ErrNodeInUse, "it does not register again")
+	_, err = newer.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.ErrorIs(t, err, host.ErrNodeInUse)
+
+	l, live, _ := older.NodeLease()
+	require.True(t, live)
+	require.NoError(t, host.RenewNow(older))
+	l2, live, _ := older.NodeLease()
+	require.True(t, live)
+	require.Equal(t, l.Epoch, l2.Epoch, "nobody superseded the older again")
+	res, err := older.Execute(ctx, call("s1", "c1", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	select {
+	case <-older.Fatal():
+		t.Fatal("the older gave way")
+	default:
+	}
 }
 
 // TestFleetRestartTakesOverAtOnce: a node that restarts under the same id

@@ -70,37 +70,20 @@ func (e *Executor) pass(ctx context.Context, progress func(int), reread, due boo
 	}
 	addID := func(id string) error { return add(ledger.Record{ID: id}) }
 	until := e.now()
-	if e.node == nil {
-		var err error
-		if due {
-			err = e.led.Due(ctx, until, addID)
-		} else {
-			err = e.led.Pending(ctx, add)
-		}
-		if err != nil {
-			return rep, fmt.Errorf("host: read pending executions: %w", err)
-		}
+	// On a fleet ledger: the executions of gone leases first; then this
+	// node's own and nobody's, never another live node's.
+	claimed, err := e.led.Claim(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Claimed = claimed
+	if due {
+		err = e.led.Due(ctx, until, addID)
 	} else {
-		// This node's own pending executions (those of its former
-		// epochs and of other gone leases claimed first), and nobody's;
-		// never those of another live node.
-		h, err := e.node.lease(true)
-		if err != nil {
-			return rep, err
-		}
-		claims, err := e.claim(ctx, h)
-		if err != nil {
-			return rep, err
-		}
-		rep.Claimed = len(claims)
-		if due {
-			err = e.node.fleet.DueOwned(ctx, h.l, until, addID)
-		} else {
-			err = e.node.fleet.PendingOwned(ctx, h.l, add)
-		}
-		if err != nil {
-			return rep, fmt.Errorf("host: read pending executions: %w", err)
-		}
+		err = e.led.Pending(ctx, add)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("host: read pending executions: %w", err)
 	}
 	reread = reread || due
 	for i, r := range pending {

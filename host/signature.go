@@ -125,5 +125,5 @@ func parseSignature(s string) (kid string, mac []byte, ok bool) {
 // approval: its operation requires approval (as loaded now, not as the
 // record says) and the ledger is shared.
 func (e *Executor) gatedOnShared(op *operation) bool {
-	return e.node != nil && op != nil && op.op.RequiresApproval
+	return e.shared && op != nil && op.op.RequiresApproval
 }

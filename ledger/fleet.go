@@ -16,6 +16,14 @@ var (
 	// ErrNotOwner: the execution has an attempt in flight that another
 	// node's lease owns. Nothing was written.
 	ErrNotOwner = errors.New("ledger: execution owned by another node")
+	// ErrLeaseSuperseded comes with ErrLeaseExpired from RenewLease when
+	// the lease ended because a newer epoch of its node was registered
+	// (a restart of the node, or another process under its id).
+	ErrLeaseSuperseded = errors.New("ledger: lease superseded")
+	// ErrUnavailable: the shared ledger's database could not be reached
+	// (it is down, restarting or cut off). Whether a write in progress
+	// landed is unknown; what the ledger holds decides once it is back.
+	ErrUnavailable = errors.New("ledger: unavailable")
 )
 
 // Lease is a node's right to run executions on a Fleet ledger: the node's
@@ -26,6 +34,11 @@ type Lease struct {
 	Epoch int64
 	// Expires is the expiry the ledger recorded, by its own clock.
 	Expires time.Time
+	// Superseded, on a lease RegisterNode returned, reports that the
+	// registration ended a live lease of the same node: that of a former
+	// incarnation that did not release it (it crashed), or that of
+	// another process running under the same node id.
+	Superseded bool
 }
 
 func (l Lease) String() string { return fmt.Sprintf("node %s epoch %d", l.Node, l.Epoch) }
@@ -58,7 +71,8 @@ type Claim struct {
 type Fleet interface {
 	Ledger
 	// RegisterNode starts a new lease for node, valid for ttl: a new
-	// epoch, which fences out every earlier epoch of the node at once.
+	// epoch, which fences out every earlier epoch of the node at once
+	// (Lease.Superseded says whether the node's lease was live).
 	RegisterNode(ctx context.Context, node string, ttl time.Duration) (Lease, error)
 	// RenewLease extends a live lease to ttl from now, or fails with
 	// ErrLeaseExpired if it expired or was superseded.
@@ -70,7 +84,9 @@ type Fleet interface {
 	// ClaimExpired makes l, which must be live, the owner of the pending
 	// executions of every lease that is gone, each execution going to
 	// exactly one claimer, and returns them with the lease each was taken
-	// from.
+	// from. A recovery_required execution is not claimed: it waits for
+	// an operator, whom any node may serve, so claiming it would only move
+	// it from node to node at every lease loss.
 	ClaimExpired(ctx context.Context, l Lease) ([]Claim, error)
 	// CreateOwned is Create by the holder of l, which becomes the owner.
 	CreateOwned(ctx context.Context, l Lease, rec Record, ev Event) (Record, error)
@@ -80,8 +96,8 @@ type Fleet interface {
 	// Owner returns the lease that owns an execution (zero if none) and
 	// whether that lease is live now. Unknown ids are ErrNotFound.
 	Owner(ctx context.Context, id string) (owner Lease, live bool, err error)
-	// PendingOwned is Pending restricted to the executions l owns and
-	// those no lease owns.
+	// PendingOwned is Pending restricted to the executions l owns, those
+	// no lease owns and the recovery_required ones of gone leases.
 	PendingOwned(ctx context.Context, l Lease, fn func(Record) error) error
 	// DueOwned is Due restricted to the executions l owns and those no
 	// lease owns.

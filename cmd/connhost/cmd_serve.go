@@ -326,18 +326,23 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var fatal error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	case <-ex.Fatal():
+		// Another live process serves under this node id: it keeps it.
+		fatal = fmt.Errorf("serve: %w", ex.Health())
+		logger.Error("stopping", "err", fatal)
 	}
 	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		return errors.Join(fatal, fmt.Errorf("shutdown: %w", err))
 	}
-	return nil
+	return fatal
 }
 
 // logAuthority logs who may decide what through the API, in the terms an

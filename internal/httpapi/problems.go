@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -226,6 +227,8 @@ func ProblemOf(err error, res host.Result) *Problem {
 		return NewProblem(CodeUnavailable, "the executor is closed")
 	case errors.Is(err, host.ErrLeaseLost):
 		return NewProblem(CodeUnavailable, "this node holds no live lease on the shared ledger and takes no new work; send the call to another node")
+	case errors.Is(err, ledger.ErrUnavailable):
+		return NewProblem(CodeUnavailable, "the shared ledger cannot be reached; send the call again later (it is answered from what the ledger holds)")
 	default:
 		return NewProblem(CodeInternal, "internal error; see the server log")
 	}

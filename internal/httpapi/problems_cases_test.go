@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/ledger"
 )
 
 type problemOfCase struct {
@@ -33,6 +34,7 @@ func problemOfCases() []problemOfCase {
 		{wrap(host.ErrPruned), host.Result{}, CodePruned},
 		{host.ErrClosed, host.Result{}, CodeUnavailable},
 		{wrap(host.ErrLeaseLost), host.Result{}, CodeUnavailable},
+		{wrap(ledger.ErrUnavailable), host.Result{}, CodeUnavailable},
 		{wrap(host.ErrNamespaceForbidden), host.Result{}, CodeNamespaceForbidden},
 		{&host.RateLimitedError{Principal: "a", PerSecond: 1, RetryAfter: time.Second}, host.Result{}, CodeRateLimited},
 		{wrap(host.ErrPendingApprovalsLimit), host.Result{}, CodePendingApprovalsLimit},

@@ -41,6 +41,7 @@ func TestLeases(t *testing.T) {
 	a1, err := db.RegisterNode(ctx, "a", ttl)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, a1.Epoch)
+	require.False(t, a1.Superseded, "a new node ends no lease")
 	require.WithinDuration(t, time.Now().Add(ttl), a1.Expires, 5*time.Minute)
 	a1, err = db.RenewLease(ctx, a1, 2*ttl)
 	require.NoError(t, err)
@@ -60,6 +61,7 @@ func TestLeases(t *testing.T) {
 	a2, err := db.RegisterNode(ctx, "a", ttl)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, a2.Epoch)
+	require.True(t, a2.Superseded, "the former epoch was live")
 	_, err = db.RenewLease(ctx, a1, ttl)
 	require.ErrorIs(t, err, pgledger.ErrLeaseExpired)
 	_, err = db.ApplyOwned(ctx, a1, "x", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
@@ -373,4 +375,48 @@ func TestPendingOwned(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"free"}, list(a2), "a new epoch owns nothing until it claims")
 	require.Equal(t, []string{"free"}, due(a2))
+}
+
+// TestRecoveryRequiredIsNotClaimed: an execution parked recovery_required
+// waits for an operator, whom any node serves; it is not claimed from a
+// gone lease (it was claimed again at every lease loss, from node to node),
+// and every node's PendingOwned lists it, so each node's recovery report
+// still shows it.
+func TestRecoveryRequiredIsNotClaimed(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	db := openDB(t, dsn, nil)
+	a, err := db.RegisterNode(ctx, "a", ttl)
+	require.NoError(t, err)
+	for _, id := range []string{"inflight", "parked"} {
+		_, err := db.CreateOwned(ctx, a, ledgertest.Dispatched(id), ledger.Event{})
+		require.NoError(t, err)
+	}
+	_, err = db.ApplyOwned(ctx, a, "parked", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1,
+		To: ledger.StateRecoveryRequired, Attempt: 1, Uncertain: true})
+	require.NoError(t, err)
+	expire(t, dsn, "a")
+
+	b, err := db.RegisterNode(ctx, "b", ttl)
+	require.NoError(t, err)
+	claims, err := db.ClaimExpired(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, []string{"inflight"}, ids(claims))
+	requireOwner(t, db, "parked", a)
+	var got []string
+	require.NoError(t, db.PendingOwned(ctx, b, func(r ledger.Record) error { got = append(got, r.ID); return nil }))
+	require.Equal(t, []string{"inflight", "parked"}, got)
+
+	expire(t, dsn, "b")
+	c, err := db.RegisterNode(ctx, "c", ttl)
+	require.NoError(t, err)
+	claims, err = db.ClaimExpired(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, []string{"inflight"}, ids(claims), "only the call in flight moves again")
+
+	// An operator's decision through any live node takes it.
+	_, err = db.ApplyOwned(ctx, c, "parked", ledger.Transition{From: ledger.StateRecoveryRequired, FromAttempt: 1,
+		To: ledger.StateAbandoned, Attempt: 1, Resolution: &ledger.Resolution{By: "rita", Reason: "checked by hand"}})
+	require.NoError(t, err)
+	requireOwner(t, db, "parked", c)
 }

@@ -34,22 +34,25 @@ type Lease = ledger.Lease
 
 // RegisterNode starts a new lease for node, valid for ttl: epoch 1 for a
 // new node, else one more than its last epoch, whatever state that lease
-// is in. Every write fenced by an earlier epoch of the node is refused
-// from then on.
-func (d *DB) RegisterNode(ctx context.Context, node string, ttl time.Duration) (Lease, error) {
+// is in (Superseded says whether it was live). Every write fenced by an
+// earlier epoch of the node is refused from then on.
+func (d *DB) RegisterNode(ctx context.Context, node string, ttl time.Duration) (_ Lease, err error) {
 	if err := d.enter(ctx); err != nil {
 		return Lease{}, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	if node == "" || ttl <= 0 {
 		return Lease{}, fmt.Errorf("%w: RegisterNode needs a node id and a ttl > 0 (got %q, %s)", ledger.ErrInvalid, node, ttl)
 	}
 	l := Lease{Node: node}
-	err := d.retry(ctx, func() error {
-		return d.pool.QueryRow(ctx, `INSERT INTO connhost_nodes (node_id, epoch, expires_at)
+	err = d.retry(ctx, func() error {
+		return d.pool.QueryRow(ctx, `WITH prev AS (
+    SELECT expires_at > clock_timestamp() AS live FROM connhost_nodes WHERE node_id = $1
+)
+INSERT INTO connhost_nodes (node_id, epoch, expires_at)
 VALUES ($1, 1, clock_timestamp() + $2 * INTERVAL '1 microsecond')
 ON CONFLICT (node_id) DO UPDATE SET epoch = connhost_nodes.epoch + 1, expires_at = excluded.expires_at
-RETURNING epoch, expires_at`, node, ttl.Microseconds()).Scan(&l.Epoch, &l.Expires)
+RETURNING epoch, expires_at, COALESCE((SELECT live FROM prev), false)`, node, ttl.Microseconds()).Scan(&l.Epoch, &l.Expires, &l.Superseded)
 	})
 	if err != nil {
 		return Lease{}, fmt.Errorf("pgledger: register node %s: %w", node, err)
@@ -59,22 +62,27 @@ RETURNING epoch, expires_at`, node, ttl.Microseconds()).Scan(&l.Epoch, &l.Expire
 
 // RenewLease extends a live lease to ttl from now. A lease that expired
 // or was superseded by a newer epoch cannot be renewed (another node may
-// have claimed its executions already): ErrLeaseExpired, and the node
-// must stop dispatching and register again.
-func (d *DB) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+// have claimed its executions already): ErrLeaseExpired (with
+// ledger.ErrLeaseSuperseded when a newer epoch exists), and the node must
+// stop dispatching and register again.
+func (d *DB) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (_ Lease, err error) {
 	if err := d.enter(ctx); err != nil {
 		return Lease{}, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	if ttl <= 0 {
 		return Lease{}, fmt.Errorf("%w: RenewLease ttl %s, must be > 0", ledger.ErrInvalid, ttl)
 	}
-	err := d.retry(ctx, func() error {
+	err = d.retry(ctx, func() error {
 		return d.pool.QueryRow(ctx, `UPDATE connhost_nodes SET expires_at = clock_timestamp() + $3 * INTERVAL '1 microsecond'
 WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp()
 RETURNING expires_at`, l.Node, l.Epoch, ttl.Microseconds()).Scan(&l.Expires)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
+		var cur int64
+		if err := d.pool.QueryRow(ctx, `SELECT epoch FROM connhost_nodes WHERE node_id = $1`, l.Node).Scan(&cur); err == nil && cur > l.Epoch {
+			return Lease{}, fmt.Errorf("renew %s: %w (%w by epoch %d)", l, ErrLeaseExpired, ledger.ErrLeaseSuperseded, cur)
+		}
 		return Lease{}, fmt.Errorf("renew %s: %w", l, ErrLeaseExpired)
 	}
 	if err != nil {
@@ -85,12 +93,12 @@ RETURNING expires_at`, l.Node, l.Epoch, ttl.Microseconds()).Scan(&l.Expires)
 
 // ReleaseLease ends l now, so that live nodes may claim its executions
 // at once (a node shutting down). A lease already gone is left as it is.
-func (d *DB) ReleaseLease(ctx context.Context, l Lease) error {
+func (d *DB) ReleaseLease(ctx context.Context, l Lease) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
-	defer d.exit()
-	err := d.retry(ctx, func() error {
+	defer d.leave(&err)
+	err = d.retry(ctx, func() error {
 		_, err := d.pool.Exec(ctx, `UPDATE connhost_nodes SET expires_at = clock_timestamp()
 WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp()`, l.Node, l.Epoch)
 		return err
@@ -112,7 +120,7 @@ const claimSQL = `WITH me AS (
     SELECT x.id, x.owner_node, x.owner_epoch
     FROM connhost_executions x
     LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
-    WHERE x.terminal_ns IS NULL AND x.owner_node IS NOT NULL
+    WHERE x.terminal_ns IS NULL AND x.owner_node IS NOT NULL AND x.state <> 'recovery_required'
       AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())
 )
 UPDATE connhost_executions x SET owner_node = $1, owner_epoch = $2
@@ -123,18 +131,20 @@ RETURNING x.id, x.record, c.owner_node, c.owner_epoch`
 
 // ClaimExpired makes l, which must be live, the owner of the pending
 // executions of every node whose lease is gone (expired or superseded),
+// but those recovery_required (they wait for an operator, whom any node
+// serves; PendingOwned lists them to every node),
 // atomically per execution: of two nodes claiming at once, each execution
 // goes to exactly one. It returns the claimed records with the lease each
 // was taken from; the caller applies the recovery decision table to them
 // (with ApplyOwned). A lease that is not live claims nothing and gets
 // ErrLeaseExpired.
-func (d *DB) ClaimExpired(ctx context.Context, l Lease) ([]ledger.Claim, error) {
+func (d *DB) ClaimExpired(ctx context.Context, l Lease) (_ []ledger.Claim, err error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	var claims []ledger.Claim
-	err := d.retry(ctx, func() error {
+	err = d.retry(ctx, func() error {
 		claims = claims[:0]
 		rows, err := d.pool.Query(ctx, claimSQL, l.Node, l.Epoch)
 		if err != nil {
@@ -209,7 +219,7 @@ func (d *DB) Owner(ctx context.Context, id string) (owner Lease, live bool, err 
 	if err := d.enter(ctx); err != nil {
 		return Lease{}, false, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	return d.owner(ctx, id)
 }
 
@@ -239,23 +249,27 @@ WHERE x.id = $1`, []byte(id)).Scan(&n, &e, &expires, &live)
 }
 
 // PendingOwned implements ledger.Fleet: Pending restricted to the
-// executions l owns and those no node owns, in id order, in one statement.
-func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) error) error {
+// executions l owns, those no node owns and the recovery_required ones of
+// gone leases (ClaimExpired leaves them), in id order, in one statement.
+func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
-	defer d.exit()
-	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions
-WHERE terminal_ns IS NULL AND (owner_node IS NULL OR (owner_node = $1 AND owner_epoch = $2)) ORDER BY id`, l.Node, l.Epoch)
+	defer d.leave(&err)
+	return d.scan(ctx, fn, `SELECT x.id, x.record FROM connhost_executions x
+LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
+WHERE x.terminal_ns IS NULL AND (x.owner_node IS NULL OR (x.owner_node = $1 AND x.owner_epoch = $2)
+  OR (x.state = 'recovery_required' AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())))
+ORDER BY x.id`, l.Node, l.Epoch)
 }
 
 // DueOwned implements ledger.Fleet: Due restricted to the executions l
 // owns and those no node owns, in due order, in one statement.
-func (d *DB) DueOwned(ctx context.Context, l Lease, until time.Time, fn func(id string) error) error {
+func (d *DB) DueOwned(ctx context.Context, l Lease, until time.Time, fn func(id string) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_executions
 WHERE due_ns <= $1 AND (owner_node IS NULL OR (owner_node = $2 AND owner_epoch = $3)) ORDER BY due_ns, id`, ledger.DueUnixNano(until), l.Node, l.Epoch)
 }

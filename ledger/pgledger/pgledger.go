@@ -342,6 +342,15 @@ func (d *DB) enter(ctx context.Context) error {
 
 func (d *DB) exit() { d.closeMu.RUnlock() }
 
+// leave is exit for an operation returning *err: a failure to reach the
+// database is marked ledger.ErrUnavailable.
+func (d *DB) leave(err *error) {
+	d.exit()
+	if *err != nil && unreachable(*err) && !errors.Is(*err, ledger.ErrUnavailable) {
+		*err = fmt.Errorf("%w: %w", ledger.ErrUnavailable, *err)
+	}
+}
+
 const (
 	cacheShards    = 256
 	shardCacheSize = 32

@@ -18,11 +18,11 @@ FROM connhost_executions WHERE id = $1`
 
 // Get implements ledger.Ledger. For a pruned id it returns ErrPruned with
 // the partial record its tombstone keeps (ledger.Pruned).
-func (d *DB) Get(ctx context.Context, id string) (ledger.Record, error) {
+func (d *DB) Get(ctx context.Context, id string) (_ ledger.Record, err error) {
 	if err := d.enter(ctx); err != nil {
 		return ledger.Record{}, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	return d.get(ctx, id)
 }
 
@@ -65,11 +65,11 @@ func decode(id string, v []byte) (ledger.Record, error) {
 // Events implements ledger.Ledger: the execution's events in order, read
 // in one statement with the execution's row. A pruned id is ErrPruned, an
 // unknown one ErrNotFound.
-func (d *DB) Events(ctx context.Context, id string) ([]ledger.Event, error) {
+func (d *DB) Events(ctx context.Context, id string) (_ []ledger.Event, err error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	rows, err := d.pool.Query(ctx, `SELECT x.pruned_ns, e.event FROM connhost_executions x
 LEFT JOIN connhost_events e ON e.execution_id = x.id WHERE x.id = $1 ORDER BY e.seq`, []byte(id))
 	if err != nil {
@@ -110,22 +110,22 @@ LEFT JOIN connhost_events e ON e.execution_id = x.id WHERE x.id = $1 ORDER BY e.
 // partial index of the executions that are not terminal), in id order, in
 // one statement, so the records are one consistent snapshot; fn may write
 // to the ledger meanwhile (on other connections).
-func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) error {
+func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL ORDER BY id`)
 }
 
 // Due implements ledger.Ledger: the ids of the executions due by until,
 // in due order, from the due index (a partial index of the rows with a due
 // time), in one statement; fn may write to the ledger meanwhile.
-func (d *DB) Due(ctx context.Context, until time.Time, fn func(id string) error) error {
+func (d *DB) Due(ctx context.Context, until time.Time, fn func(id string) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_executions WHERE due_ns <= $1 ORDER BY due_ns, id`, ledger.DueUnixNano(until))
 }
 
@@ -163,13 +163,12 @@ func (d *DB) scanIDs(ctx context.Context, fn func(id string) error, sql string, 
 
 // AwaitingApproval implements ledger.Ledger from the approval index (a
 // partial index of the executions awaiting approval).
-func (d *DB) AwaitingApproval(ctx context.Context, namespace string) (int, error) {
+func (d *DB) AwaitingApproval(ctx context.Context, namespace string) (_ int, err error) {
 	if err := d.enter(ctx); err != nil {
 		return 0, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	var n int
-	var err error
 	if namespace == "" {
 		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions WHERE state = 'awaiting_approval'`).Scan(&n)
 	} else {
@@ -211,13 +210,13 @@ func (d *DB) scan(ctx context.Context, fn func(ledger.Record) error, sql string,
 
 // Fenced implements ledger.Ledger: the session's recovery_required
 // executions in id order, from the fence index.
-func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) ([]ledger.Record, error) {
+func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) (_ []ledger.Record, err error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	var recs []ledger.Record
-	err := d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil },
+	err = d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil },
 		`SELECT id, record FROM connhost_executions
 WHERE namespace = $1 AND session_id = $2 AND state = 'recovery_required' ORDER BY id`,
 		[]byte(namespace), []byte(sessionID))
@@ -225,13 +224,13 @@ WHERE namespace = $1 AND session_id = $2 AND state = 'recovery_required' ORDER B
 }
 
 // SessionKnown implements ledger.Ledger.
-func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (bool, error) {
+func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (_ bool, err error) {
 	if err := d.enter(ctx); err != nil {
 		return false, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	var legacy bool
-	err := d.pool.QueryRow(ctx, `SELECT legacy FROM connhost_sessions WHERE namespace = $1 AND session_id = $2`,
+	err = d.pool.QueryRow(ctx, `SELECT legacy FROM connhost_sessions WHERE namespace = $1 AND session_id = $2`,
 		[]byte(namespace), []byte(sessionID)).Scan(&legacy)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -245,14 +244,14 @@ func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (boo
 // List implements ledger.Ledger: records without pruned ones, filtered by
 // the database, in id order after f.After, or (ledger.OrderNewest) by
 // created_ns and id descending after the record f.After names.
-func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err error) {
 	if f.Order != ledger.OrderID && f.Order != ledger.OrderNewest {
 		return nil, fmt.Errorf("pgledger: list order %d: %w", f.Order, ledger.ErrInvalid)
 	}
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = ledger.DefaultListLimit
@@ -305,6 +304,6 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error)
 	args = append(args, limit)
 	sql := fmt.Sprintf("SELECT id, record FROM connhost_executions WHERE %s ORDER BY %s LIMIT $%d", strings.Join(where, " AND "), order, len(args))
 	var recs []ledger.Record
-	err := d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, sql, args...)
+	err = d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, sql, args...)
 	return recs, err
 }

@@ -3,8 +3,11 @@ package pgledger
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,4 +53,21 @@ func retryable(err error, extra []string) bool {
 		return false
 	}
 	return slices.Contains(retryCodes, pgErr.Code) || slices.Contains(extra, pgErr.Code)
+}
+
+// unreachable reports whether err says the database could not be reached
+// or went away (a refused or broken connection, a server shutting down or
+// starting, a timeout on the network): nothing the ledger can decide on,
+// for as long as the outage lasts.
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-57P03: the server is
+		// shutting down, crashed or is not accepting connections yet.
+		return strings.HasPrefix(pgErr.Code, "08") || slices.Contains([]string{"57P01", "57P02", "57P03"}, pgErr.Code)
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }

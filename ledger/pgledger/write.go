@@ -73,12 +73,12 @@ func (d *DB) Create(ctx context.Context, rec ledger.Record, ev ledger.Event) (le
 	return d.create(ctx, nil, rec, ev)
 }
 
-func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev ledger.Event) (_ ledger.Record, err error) {
 	if err := d.enter(ctx); err != nil {
 		return ledger.Record{}, err
 	}
-	defer d.exit()
-	rec, ev, err := ledger.Start(rec, ev, d.opts.Now())
+	defer d.leave(&err)
+	rec, ev, err = ledger.Start(rec, ev, d.opts.Now())
 	if err != nil {
 		return ledger.Record{}, err
 	}
@@ -284,11 +284,11 @@ func (d *DB) Apply(ctx context.Context, id string, t ledger.Transition) (ledger.
 // writer changed it between its read and its compare-and-set.
 const maxCASRounds = 100
 
-func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transition) (ledger.Record, error) {
+func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transition) (_ ledger.Record, err error) {
 	if err := d.enter(ctx); err != nil {
 		return ledger.Record{}, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	old, cached := d.cached(id)
 	if !cached {
 		var err error
@@ -377,11 +377,11 @@ FROM victims v WHERE x.id = v.id`
 // its tombstone and deletes its events; a crash between transactions
 // leaves a prefix of the work done and the rest for the next Prune. Get,
 // Apply and Events then answer ErrPruned, and Create on the id is refused.
-func (d *DB) Prune(ctx context.Context, olderThan time.Time) (int, error) {
+func (d *DB) Prune(ctx context.Context, olderThan time.Time) (_ int, err error) {
 	if err := d.enter(ctx); err != nil {
 		return 0, err
 	}
-	defer d.exit()
+	defer d.leave(&err)
 	pruned := 0
 	now := d.opts.Now().UnixNano()
 	for {

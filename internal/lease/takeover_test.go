@@ -1,4 +1,4 @@
-package host
+package lease
 
 import (
 	"log/slog"
@@ -14,7 +14,7 @@ import (
 // then taken on the claimed version must still carry the takeover note.
 // Only a write since the claim retires it.
 func TestTakeoverNoteSurvivesAStaleWrite(t *testing.T) {
-	n := &node{obs: nopFleetObserver{}, log: slog.New(slog.DiscardHandler)}
+	n := &Ledger{obs: nopObserver{}, log: slog.New(slog.DiscardHandler)}
 	from := ledger.Lease{Node: "n3", Epoch: 1}
 	n.noteClaims([]ledger.Claim{{Record: ledger.Record{ID: "ex", Events: 3}, From: from}})
 
