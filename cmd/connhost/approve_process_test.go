@@ -71,6 +71,8 @@ type server struct {
 	*proc.Process
 	log  *bytes.Buffer // its stderr, complete once it has ended
 	logs chan string   // its log lines while it runs
+	// startup are its log lines up to the ready one.
+	startup []string
 }
 
 // startServer starts bin with args and env and returns once the log line
@@ -104,6 +106,7 @@ func startServer(t *testing.T, bin string, env []string, ready string, args ...s
 	for line := range s.logs {
 		seen = append(seen, line)
 		if strings.Contains(line, ready) {
+			s.startup = seen
 			return s
 		}
 	}

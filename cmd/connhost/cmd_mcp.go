@@ -10,6 +10,7 @@ import (
 
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/internal/waiting"
 )
 
 func (a *app) mcpCommand() *cobra.Command {
@@ -75,7 +76,8 @@ In a desktop client's MCP configuration:
 			approver := mo.Approver
 			ctx := cmd.Context()
 			logger := a.logger()
-			ex, err := a.open(ctx, openOptions{logger: logger})
+			ann := waiting.NewAnnouncer(logger)
+			ex, err := a.open(ctx, openOptions{logger: logger, observer: ann.Observer(nil)})
 			if err != nil {
 				return lockedError(ctx, a.g.data, err)
 			}
@@ -93,6 +95,7 @@ In a desktop client's MCP configuration:
 			// Retries come due and approvals expire while the client waits.
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()
+			ann.Start(runCtx, ex.Ledger())
 			go ex.Run(runCtx, time.Second)
 			mo.Logger = logger
 			srv, err := mcpserver.New(ex, mo)

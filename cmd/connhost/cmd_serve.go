@@ -18,6 +18,7 @@ import (
 
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/internal/waiting"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -246,7 +247,10 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	reg := prometheus.NewRegistry()
 	apiOpts.Registry = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
+	// What waits for a human is logged as it starts to wait, woken by
+	// the executor's transitions.
+	ann := waiting.NewAnnouncer(logger)
+	o := openOptions{observer: ann.Observer(httpapi.NewObserver(reg)), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
 		prewarm: true, server: true, leaseTTL: so.leaseTTL}
 	if o.config == nil && so.config != nil {
 		o.config = so.config.lookup
@@ -277,6 +281,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	} else {
 		logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
 	}
+	ann.Start(ctx, ex.Ledger())
 	// Retries come due and approvals expire while no runtime is asking.
 	go ex.Run(ctx, time.Second)
 

@@ -80,6 +80,9 @@ type Options struct {
 	// pool collector on it. Pass the registry given to [NewObserver] so the
 	// executor's metrics appear too. The default value is a new registry.
 	Registry *prometheus.Registry
+	// Now is the clock of the ages /metrics reports (how long the oldest
+	// call has waited). The default value is time.Now.
+	Now func() time.Time
 }
 
 // EnsureDefaults fills zero fields with their default values.
@@ -96,6 +99,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -177,7 +183,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), id: TokenID(p.Token), scope: p.scope()})
 	}
 	a.anon = credential{p: *opts.Anonymous, scope: opts.Anonymous.scope()}
-	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex)} {
+	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex), newWaitingCollector(ex, opts.Now)} {
 		if err := opts.Registry.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetricsWaiting: /metrics reports what waits for a human now, read
+// from the ledger: a call awaiting approval, one in recovery_required and
+// the session it fences, and how long the oldest has waited; the values
+// fall when a reviewer and an operator have acted. A second handler on a
+// fresh registry (a restarted server's) reports the same values, since
+// nothing is counted from the transitions it saw.
+func TestMetricsWaiting(t *testing.T) {
+	env := newTestExecutor(t)
+	opts := devOptions()
+	opts.Now = env.clock.Now
+	c := client{t: t, base: env.serve(t, opts).URL}
+	metrics := func(c client) string {
+		t.Helper()
+		r := c.get("/metrics")
+		if r.status != 200 {
+			t.Fatalf("metrics: %d %s", r.status, r.body)
+		}
+		return string(r.body)
+	}
+	expect := func(body string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(body, w+"\n") {
+				t.Errorf("metrics lack %q", w)
+			}
+		}
+	}
+	expect(metrics(c),
+		MetricWaiting+`{state="awaiting_approval"} 0`, MetricWaiting+`{state="recovery_required"} 0`,
+		MetricWaitingOldest+`{state="awaiting_approval"} 0`, MetricFenced+` 0`)
+
+	gated := c.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{}`)).result(t)
+	env.clock.Advance(30 * time.Second)
+	resumed := execReq("s-old", "c1", "noop.echo", `{}`)
+	resumed["resumed"] = true
+	rr := c.post("/v1/executions", resumed).result(t)
+	env.clock.Advance(60 * time.Second)
+	want := []string{
+		MetricWaiting + `{state="awaiting_approval"} 1`, MetricWaiting + `{state="recovery_required"} 1`,
+		MetricWaitingOldest + `{state="awaiting_approval"} 90`, MetricWaitingOldest + `{state="recovery_required"} 60`,
+		MetricFenced + ` 1`,
+	}
+	expect(metrics(c), want...)
+
+	fresh := opts
+	fresh.Registry = nil
+	expect(metrics(client{t: t, base: env.serve(t, fresh).URL}), want...)
+
+	c.post("/v1/approvals/"+gated.Approval.ID+"/approve", DecisionRequest{Digest: gated.Approval.ArgsDigest}).result(t)
+	c.post("/v1/executions/"+rr.ExecutionID+"/resolve", map[string]any{"applied": false, "reason": "no trace at the provider"}).result(t)
+	expect(metrics(c),
+		MetricWaiting+`{state="awaiting_approval"} 0`, MetricWaiting+`{state="recovery_required"} 0`,
+		MetricWaitingOldest+`{state="recovery_required"} 0`, MetricFenced+` 0`)
+}
