@@ -189,7 +189,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		switch {
 		case errors.As(err, &fe):
 			code = ExitRecoveryRequired
-		case errors.Is(err, ledger.ErrCorrupt):
+		case errors.Is(err, ledger.ErrCorrupt), errors.Is(err, ledger.ErrNoLedger):
 			code = ExitLedgerDamaged
 		}
 	}
@@ -249,7 +249,7 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 		return httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())
 	case errors.As(err, &de):
 		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, "ledger: "+de.What+"; "+de.Remedy("pass --init", "run connhost ledger accept-restore"))
-	case errors.Is(err, ledger.ErrCorrupt):
+	case errors.Is(err, ledger.ErrCorrupt), errors.Is(err, ledger.ErrNoLedger):
 		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, err.Error())
 	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
 		errors.Is(err, host.ErrIntentMismatch), errors.Is(err, host.ErrSessionFenced), errors.Is(err, host.ErrNotFound),
@@ -556,9 +556,14 @@ func explainMissingModule(err error, ms []*manifests.Manifest) error {
 // connector config and shows the ledger as recorded; it never creates a
 // ledger (a mistyped --data must not leave an empty one behind), and a
 // --data directory that does not exist is a usage error, not an empty
-// listing. A missing ledger in an existing directory is ledger.ErrNoLedger.
+// listing. A missing ledger in an existing directory is an error wrapping
+// ledger.ErrNoLedger (exit 6).
 func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) error {
 	led, err := a.openLedger(ctx)
+	if errors.Is(err, ledger.ErrNoLedger) {
+		// Never an empty answer: that would read as "nothing waits".
+		return refusef(ledger.ErrNoLedger, "there is no ledger in %s: nothing was ever recorded there (serve, dev and exec create one; is --data the right directory?)", a.g.data)
+	}
 	if err != nil {
 		return lockedError(ctx, a.g.data, err)
 	}
