@@ -526,6 +526,13 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 			if approve && digest == "" {
 				return a.showApproval(cmd.Context(), df, args[0])
 			}
+			if digest != "" {
+				full, err := a.expandDigest(cmd.Context(), df, args[0], digest)
+				if err != nil {
+					return err
+				}
+				digest = full
+			}
 			body := httpapi.DecisionRequest{By: df.by, Digest: digest, Reason: reason}
 			res, err := a.decide(cmd.Context(), df, verb, request{path: "/v1/approvals/" + url.PathEscape(args[0]) + "/" + verb, body: body},
 				func(ex *host.Executor, by string) (host.Result, error) {
@@ -561,7 +568,7 @@ rejecting needs an approver's token.
 ` + decisionHelp
 	}
 	f := c.Flags()
-	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown")
+	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown (the whole digest, or at least its first 12 hex characters)")
 	f.StringVar(&reason, "reason", "", "why (audited)")
 	df.register(c, `reviewer name recorded when the ledger is opened directly (default "local:<OS user>"); through a server, your principal's name`)
 	return c
@@ -592,6 +599,44 @@ func (a *app) showApproval(ctx context.Context, df decisionFlags, approvalID str
 	}
 	return &exitError{code: ExitUsage, err: usagef("nothing was decided: to approve exactly the call shown above, run connhost approve %s --digest %s", approvalID, view.ArgsDigest)}
 }
+
+// minDigestPrefix is the shortest --digest accepted in place of the
+// whole args digest: 12 hex characters, 48 bits.
+const minDigestPrefix = 12
+
+// expandDigest returns the whole args digest of approvalID's recorded
+// arguments for digest, which is it or its first minDigestPrefix hex
+// characters or more (as the README and logs show it shortened). A
+// prefix is read against the approval's own recorded digest, so it names
+// one set of arguments or none; one that is not its start is refused
+// with the whole recorded digest.
+func (a *app) expandDigest(ctx context.Context, df decisionFlags, approvalID, digest string) (string, error) {
+	d := strings.ToLower(strings.TrimSuffix(digest, "…"))
+	if len(d) == sha256HexLen {
+		return d, nil
+	}
+	if len(d) < minDigestPrefix || len(d) > sha256HexLen || strings.Trim(d, "0123456789abcdef") != "" {
+		return "", usagef("--digest %q: give the args digest whole (64 hex characters) or at least its first %d", digest, minDigestPrefix)
+	}
+	var view host.ApprovalView
+	_, err := a.decide(ctx, df, "approve", request{method: "GET", path: "/v1/approvals/" + url.PathEscape(approvalID), out: &view},
+		func(ex *host.Executor, _ string) (host.Result, error) {
+			var err error
+			view, err = ex.ApprovalView(ctx, approvalID)
+			return host.Result{}, err
+		})
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(view.ArgsDigest, d) {
+		return "", refusef(host.ErrApprovalDigest, "approval %s: the digest %s you gave is not the start of the recorded arguments' digest %s; approve what was recorded (connhost approve %s shows it), or nothing",
+			approvalID, d, view.ArgsDigest, approvalID)
+	}
+	return view.ArgsDigest, nil
+}
+
+// sha256HexLen is the length of a hex sha256 digest.
+const sha256HexLen = 64
 
 // shownID is an identifier as the CLI prints it: as it is, or quoted with
 // escapes when it holds characters that must not reach a terminal raw.
