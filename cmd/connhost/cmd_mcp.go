@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/internal/waiting"
@@ -97,7 +98,7 @@ In a desktop client's MCP configuration:
 			defer stop()
 			ann.Start(runCtx, ex.Ledger())
 			go ex.Run(runCtx, time.Second)
-			mo.Logger = logger
+			mo.Logger, mo.Version = logger, buildinfo.Read().Short()
 			srv, err := mcpserver.New(ex, mo)
 			if err != nil {
 				return err

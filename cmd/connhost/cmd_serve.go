@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/internal/waiting"
@@ -239,7 +240,7 @@ func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
 // serveAPI opens the executor and serves the API until ctx is done.
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
-	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger}
+	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger, Build: buildinfo.Read()}
 	apiOpts.EnsureDefaults()
 	if err := apiOpts.Validate(); err != nil {
 		return err
@@ -291,7 +292,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	mo := so.mcp
 	mo.Approver = "" // over HTTP the principal approves
-	mo.Logger, mo.MaxBodyBytes = logger, apiOpts.MaxBodyBytes
+	mo.Logger, mo.MaxBodyBytes, mo.Version = logger, apiOpts.MaxBodyBytes, apiOpts.Build.Short()
 	if mo.PerRequest == "" {
 		mo.PerRequest = mcpserver.PerRequestRefuse
 	}
@@ -395,12 +396,18 @@ func principalNames(ps []httpapi.Principal) []string {
 	return names
 }
 
-// logger logs to stderr: JSON with --json, text otherwise.
+// logger logs to stderr: JSON with --json, text otherwise, from
+// --log-level up.
 func (a *app) logger() *slog.Logger {
-	if a.g.json {
-		return slog.New(slog.NewJSONHandler(a.stderr, nil))
+	lvl, err := parseLogLevel(a.g.logLevel)
+	if err != nil {
+		lvl = slog.LevelInfo // refused before any command runs
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, nil))
+	o := &slog.HandlerOptions{Level: lvl}
+	if a.g.json {
+		return slog.New(slog.NewJSONHandler(a.stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, o))
 }
 
 // loadManifests loads every manifest in --manifests.

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
@@ -90,6 +91,8 @@ type globals struct {
 	node   string
 	// witness is the ledger's witness file (--witness).
 	witness string
+	// logLevel is --log-level: the least severe records servers log.
+	logLevel string
 }
 
 // app is one invocation of the CLI: its streams, flags and the hooks that
@@ -316,6 +319,12 @@ follow from another's.`,
 		CompletionOptions: cobra.CompletionOptions{
 			DisableDefaultCmd: true,
 		},
+		Version: buildinfo.Read().Short(),
+	}
+	root.SetVersionTemplate(buildinfo.Read().Text())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		_, err := parseLogLevel(a.g.logLevel)
+		return err
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (ledger and compilation cache)")
@@ -323,6 +332,7 @@ follow from another's.`,
 	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
 	pf.BoolVar(&a.g.json, "json", false, "print machine-readable JSON")
+	pf.StringVar(&a.g.logLevel, "log-level", "info", "the least severe log records written by serve, dev and mcp: debug, info, warn or error")
 	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in place of a missing or damaged one, in --data or on --ledger (the remains and the witness are set aside, not deleted; refused where the ledger is healthy)")
 	pf.StringVar(&a.g.ledger, "ledger", "", "shared ledger on PostgreSQL, postgres://user@host/db (default $"+EnvLedger+" or [server] ledger; without one, the Pebble ledger in --data; a password goes in PGPASSWORD, not here)")
 	pf.StringVar(&a.g.node, "node", "", "this process's node id on a shared ledger (default [server] node, else the host name for serve and dev, <host>-cli-<pid> otherwise)")
@@ -333,7 +343,7 @@ follow from another's.`,
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.mcpCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
 		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(), a.ledgerCommand(),
-		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
+		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp}, a.versionCommand(),
 	)
 	root.SetFlagErrorFunc(suggestFlags)
 	wrapRunE(root)

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/strictjson"
 	"github.com/connhost/connhost/internal/tooldefs"
 )
@@ -80,6 +81,10 @@ type Options struct {
 	// pool collector on it. Pass the registry given to [NewObserver] so the
 	// executor's metrics appear too. The default value is a new registry.
 	Registry *prometheus.Registry
+	// Build identifies the server's build: /metrics reports it as
+	// connhost_build_info and GET /openapi.json as info.x-connhost-version
+	// (Build.Short()). The default value (zero) reports neither.
+	Build buildinfo.Info
 	// Now is the clock of the ages /metrics reports (how long the oldest
 	// call has waited). The default value is time.Now.
 	Now func() time.Time
@@ -160,6 +165,8 @@ type api struct {
 	// anon is the credential of every request when creds is empty.
 	anon     credential
 	metricsH http.Handler
+	// openapiDoc is OpenAPI with the build's version (withVersion).
+	openapiDoc []byte
 	// names resolves the tool names a call may use (tooldefs.NamesOf).
 	names *tooldefs.Names
 }
@@ -191,6 +198,15 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 			}
 		}
 	}
+	if opts.Build.Version != "" {
+		if err := opts.Registry.Register(newBuildInfoCollector(opts.Build)); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				opts.Logger.Warn("httpapi: register collector", "err", err)
+			}
+		}
+	}
+	a.openapiDoc = withVersion(OpenAPI, opts.Build)
 	a.metricsH = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{opts.Logger}})
 
 	mux := http.NewServeMux()

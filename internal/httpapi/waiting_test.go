@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connhost/connhost/internal/buildinfo"
 )
 
 // TestMetricsWaiting: /metrics reports what waits for a human now, read
@@ -59,4 +61,24 @@ func TestMetricsWaiting(t *testing.T) {
 	expect(metrics(c),
 		MetricWaiting+`{state="awaiting_approval"} 0`, MetricWaiting+`{state="recovery_required"} 0`,
 		MetricWaitingOldest+`{state="recovery_required"} 0`, MetricFenced+` 0`)
+}
+
+// TestBuildInfo: a server given its build reports it as
+// connhost_build_info and as the OpenAPI document's
+// info.x-connhost-version, beside the API's own info.version.
+func TestBuildInfo(t *testing.T) {
+	env := newTestExecutor(t)
+	b := buildinfo.Info{Version: "v1.2.3", Commit: "0123456789abcdef", GoVersion: "go1.26.0", WazeroVersion: "v1.12.0", ABIVersion: 1}
+	c := client{t: t, base: env.serve(t, Options{Build: b}).URL}
+	want := MetricBuildInfo + `{abi_version="1",commit="0123456789abcdef",go_version="go1.26.0",version="v1.2.3",wazero_version="v1.12.0"} 1`
+	if body := string(c.get("/metrics").body); !strings.Contains(body, want+"\n") {
+		t.Errorf("metrics lack %q", want)
+	}
+	var doc struct {
+		Info map[string]any `json:"info"`
+	}
+	c.get("/openapi.json").decode(t, &doc)
+	if doc.Info["x-connhost-version"] != "v1.2.3+0123456789ab" || doc.Info["version"] != "1.1.0" {
+		t.Errorf("openapi info: %v", doc.Info)
+	}
 }
