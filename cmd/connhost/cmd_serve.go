@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/internal/buildinfo"
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/internal/waiting"
@@ -56,6 +57,7 @@ func isLoopbackListen(addr string) bool {
 
 func (a *app) serveCommand() *cobra.Command {
 	var listen string
+	var testHooks bool
 	var leaseTTL time.Duration
 	c := &cobra.Command{
 		Use:   "serve --config connhost.toml [--listen 127.0.0.1:8420]",
@@ -151,6 +153,11 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
   connhost serve --config docs/connhost.example.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if set := testHooksSet(); len(set) > 0 && !testHooks {
+				return usagef("refusing to start: %s set in the environment: these test hooks kill the process at a crash point or lose the ledger's unsynced writes; unset them, or pass --allow-test-hooks if this is a crash test", strings.Join(set, " and "))
+			} else if len(set) > 0 {
+				a.logger().Warn("test hooks armed (--allow-test-hooks): this server may kill itself at a crash point or lose unsynced ledger writes", "set", set)
+			}
 			if a.g.config == "" {
 				return usagef("serve needs --config FILE")
 			}
@@ -174,8 +181,23 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+" or "+crash.LoseUnsyncedEnv+" set (crash tests only)")
 	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a shared ledger: other nodes take over this node's calls this long after it dies; it stops taking work if it cannot renew its lease within it (default [server] lease_ttl, else 15s)")
 	return c
+}
+
+// testHooksSet names the crash-test hooks set in the environment:
+// CONNHOST_CRASH_AT kills the process at a crash point, and
+// CONNHOST_LOSE_UNSYNCED=1 keeps the ledger's unsynced writes from
+// surviving it. A production server must run with neither.
+func testHooksSet() []string {
+	var set []string
+	for _, v := range []string{crash.EnvVar, crash.LoseUnsyncedEnv} {
+		if os.Getenv(v) != "" {
+			set = append(set, v)
+		}
+	}
+	return set
 }
 
 // applyServerConfig takes data, manifests and modules from the config file

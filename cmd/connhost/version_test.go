@@ -105,3 +105,23 @@ func TestMCPServerVersion(t *testing.T) {
 		t.Errorf("serverInfo.version %q, want %q", resp.Result.ServerInfo.Version, want)
 	}
 }
+
+// TestServeRefusesTestHooks: production serve does not start with a
+// crash-test hook in its environment unless --allow-test-hooks says it is
+// a crash test.
+func TestServeRefusesTestHooks(t *testing.T) {
+	for _, kv := range [][2]string{{"CONNHOST_CRASH_AT", "after_plugin_return"}, {"CONNHOST_LOSE_UNSYNCED", "1"}} {
+		t.Run(kv[0], func(t *testing.T) {
+			t.Setenv(kv[0], kv[1])
+			code, _, errOut := runCLI(t, nil, "serve")
+			if code != ExitUsage || !strings.Contains(errOut, "refusing to start: "+kv[0]+" set") {
+				t.Fatalf("exit %d %q", code, errOut)
+			}
+			// Past the check, serve asks for what it still lacks.
+			code, _, errOut = runCLI(t, nil, "serve", "--allow-test-hooks")
+			if code != ExitUsage || !strings.Contains(errOut, "serve needs --config FILE") || !strings.Contains(errOut, "test hooks armed") {
+				t.Fatalf("--allow-test-hooks: exit %d %q", code, errOut)
+			}
+		})
+	}
+}
