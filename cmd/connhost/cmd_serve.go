@@ -83,7 +83,7 @@ logged:
 
   [[principals]]                      # repeatable: one per reviewer
   name = "rita"                       # recorded as the reviewer
-  roles = ["approver"]                # runtime, approver, operator
+  roles = ["approver"]                # runtime, approver, operator, metrics (/metrics only)
   token_env = "CONNHOST_TOKEN_RITA"
 
   [connectors.payments]

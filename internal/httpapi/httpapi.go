@@ -126,10 +126,12 @@ type route struct {
 	decision bool
 }
 
-// Who may call what. Reading is open to every role; the runtime's
-// credential can never decide an approval or resolve a call.
+// Who may call what. Reading is open to every role but metrics, which
+// reads /metrics only; the runtime's credential can never decide an
+// approval or resolve a call.
 var (
-	anyRole      = Roles
+	anyRole      = []Role{RoleRuntime, RoleApprover, RoleOperator}
+	scrapers     = []Role{RoleRuntime, RoleApprover, RoleOperator, RoleMetrics}
 	runtimeOnly  = []Role{RoleRuntime}
 	approverOnly = []Role{RoleApprover}
 	deciders     = []Role{RoleApprover, RoleOperator}
@@ -150,7 +152,7 @@ func routes() []route {
 		{method: "GET", path: "/v1/tools", handler: (*api).tools, roles: anyRole},
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
 		{method: "POST", path: "/v1/auth/proof", handler: (*api).proof, open: true},
-		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: anyRole},
+		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: scrapers},
 		{method: "GET", path: "/openapi.json", handler: (*api).openapi, roles: anyRole},
 		{method: "POST", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
 		{method: "GET", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},

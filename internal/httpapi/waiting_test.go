@@ -82,3 +82,23 @@ func TestBuildInfo(t *testing.T) {
 		t.Errorf("openapi info: %v", doc.Info)
 	}
 }
+
+// TestMetricsRole: a principal with role metrics scrapes /metrics and is
+// refused every other route (403 forbidden_role), reads included: it sees
+// no execution, argument or tool.
+func TestMetricsRole(t *testing.T) {
+	env := newTestExecutor(t)
+	ps := append(testPrincipals(), Principal{Name: "prom", Roles: []Role{RoleMetrics}, Token: "tok-prom"})
+	srv := env.serve(t, Options{Principals: ps})
+	runtime := client{t: t, base: srv.URL, token: "tok-runtime"}
+	res := runtime.post("/v1/executions", execReq("s1", "c1", "noop.echo", `{}`)).result(t)
+	prom := client{t: t, base: srv.URL, token: "tok-prom"}
+	if r := prom.get("/metrics"); r.status != 200 || !strings.Contains(string(r.body), MetricWaiting) {
+		t.Fatalf("/metrics: %d", r.status)
+	}
+	for _, path := range []string{"/v1/executions", "/v1/executions/" + res.ExecutionID, "/v1/tools", "/openapi.json"} {
+		prom.get(path).problem(t, CodeForbiddenRole)
+	}
+	prom.post("/v1/executions", execReq("s1", "c2", "noop.echo", `{}`)).problem(t, CodeForbiddenRole)
+	prom.post("/v1/recover", map[string]any{}).problem(t, CodeForbiddenRole)
+}
