@@ -214,6 +214,9 @@ func PrincipalFromContext(ctx context.Context) (Principal, bool) {
 
 // withPrincipal returns r acting for c's principal, within its scope.
 func withPrincipal(r *http.Request, c *credential) *http.Request {
+	if n := noteOf(r.Context()); n != nil {
+		n.principal = c.p.Name
+	}
 	ctx := context.WithValue(r.Context(), principalKey{}, c.p)
 	return r.WithContext(host.WithScope(ctx, c.scope))
 }

@@ -68,7 +68,8 @@ type Options struct {
 	// is DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 	// Logger receives one record per request (method, path, status,
-	// duration; never bodies or headers) and the causes of internal
+	// duration, principal, execution or approval id, problem code; never
+	// bodies or headers; 401 and 403 at WARN) and the causes of internal
 	// errors. The default value is slog.Default().
 	Logger *slog.Logger
 	// MCP, when set, is served at /mcp (POST, GET and DELETE: the MCP
@@ -192,7 +193,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), id: TokenID(p.Token), scope: p.scope()})
 	}
 	a.anon = credential{p: *opts.Anonymous, scope: opts.Anonymous.scope()}
-	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex), newWaitingCollector(ex, opts.Now)} {
+	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex), newWaitingCollector(ex, opts.Now, opts.Logger)} {
 		if err := opts.Registry.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -219,6 +220,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		if !rt.open {
 			hh = a.authenticate(a.authorize(rt, hh))
 		}
+		hh = notePathID(rt.path, hh)
 		mux.Handle(rt.method+" "+rt.path, hh)
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
@@ -238,7 +240,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	mux.Handle("/", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeNotFound, "no route for "+r.URL.Path))
 	})))
-	return a.checkHost(a.logRequests(mux)), nil
+	return a.logRequests(a.checkHost(mux)), nil
 }
 
 // bearerToken returns the credentials of an "Authorization: Bearer <token>"
@@ -284,6 +286,8 @@ func loopbackHost(hostport string) bool {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// note is what the access log line names (see logRequests).
+	note *accessNote
 }
 
 func (s *statusWriter) WriteHeader(code int) {
@@ -303,19 +307,9 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func (a *api) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		a.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "http request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
-	})
-}
-
 // writeJSON writes v as a 200 (or status) application/json answer.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	noteResult(w, v)
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		writeProblem(w, NewProblem(CodeInternal, "encode response"))

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,19 +35,22 @@ const waitingScrapeTimeout = 5 * time.Second
 //   - connhost_sessions_fenced: sessions whose new calls are refused
 //     until an operator resolves their recovery_required calls.
 //
-// A ledger that cannot be read fails the scrape (an invalid metric), so
-// that an outage is not read as "nothing waits".
+// A ledger that cannot be read leaves the three out of that scrape (and
+// logs why): an outage must not read as "nothing waits", and the other
+// metrics (a lost lease) matter most then.
 type waitingCollector struct {
 	ex     *host.Executor
+	log    *slog.Logger
 	now    func() time.Time
 	count  *prometheus.Desc
 	oldest *prometheus.Desc
 	fenced *prometheus.Desc
 }
 
-func newWaitingCollector(ex *host.Executor, now func() time.Time) *waitingCollector {
+func newWaitingCollector(ex *host.Executor, now func() time.Time, log *slog.Logger) *waitingCollector {
 	return &waitingCollector{
 		ex:     ex,
+		log:    log,
 		now:    now,
 		count:  prometheus.NewDesc(MetricWaiting, "Executions waiting for a human now, by state (awaiting_approval: a reviewer; recovery_required: an operator). Read from the ledger.", []string{"state"}, nil),
 		oldest: prometheus.NewDesc(MetricWaitingOldest, "How long the oldest execution in the state has waited, in seconds (0 when none). Read from the ledger.", []string{"state"}, nil),
@@ -68,7 +72,7 @@ func (c *waitingCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	s, err := waiting.Read(ctx, c.ex.Ledger())
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.count, err)
+		c.log.Warn("metrics: cannot read what waits from the ledger; the waiting gauges are left out of this scrape", "error", err)
 		return
 	}
 	now := c.now()
