@@ -91,6 +91,10 @@ func TestMCPServerVersion(t *testing.T) {
 	if code := <-done; code != ExitOK || err != nil {
 		t.Fatalf("mcp: exit %d %v %q", code, err, errb.String())
 	}
+	// Like serve and dev, mcp says at startup what waits.
+	if !strings.Contains(errb.String(), "nothing waits for a reviewer or an operator") {
+		t.Errorf("mcp's startup log does not say what waits:\n%s", errb.String())
+	}
 	var resp struct {
 		Result struct {
 			ServerInfo struct {

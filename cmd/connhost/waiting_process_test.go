@@ -83,8 +83,9 @@ func TestWaitingAnnounced(t *testing.T) {
 	mdir := pinnedManifests(t, tmp, filepath.Join(d.modules, "noop.wasm"))
 	global := []string{"--data", d.data, "--manifests", mdir, "--modules", d.modules}
 	const runtimeTok = "tok-runtime-0123456789"
-	cfg := writeFile(t, tmp, "connhost.toml", "[server]\ntoken_env = \"T_RUNTIME\"\n")
-	env := cliEnv("T_RUNTIME=" + runtimeTok)
+	const olgaTok = "tok-olga-0123456789"
+	cfg := writeFile(t, tmp, "connhost.toml", "[server]\ntoken_env = \"T_RUNTIME\"\n\n[[principals]]\nname = \"olga\"\nroles = [\"operator\"]\ntoken_env = \"T_OLGA\"\n")
+	env := cliEnv("T_RUNTIME="+runtimeTok, "T_OLGA="+olgaTok)
 	args := append([]string{"--json", "serve", "--config", cfg, "--listen", "127.0.0.1:0"}, global...)
 
 	srv := startServer(t, bin, env, "serving the HTTP API", args...)
@@ -155,5 +156,16 @@ func TestWaitingAnnounced(t *testing.T) {
 		}
 	}
 	check("restarted", scrape(t, si.URL, runtimeTok))
+
+	// An operator's resolve frees the session, and the log says so.
+	var resolved host.Result
+	apiCall(t, si.URL, olgaTok, "/v1/executions/"+uncertain.ExecutionID+"/resolve", map[string]any{"applied": false, "reason": "no trace at the provider"}, &resolved)
+	if resolved.Status != host.StatusAbandoned {
+		t.Fatalf("resolve: %+v", resolved)
+	}
+	srv.nextLog(t, "session no longer fenced: it takes new calls again", map[string]any{"session_id": "s-old"})
+	if body := scrape(t, si.URL, runtimeTok); !strings.Contains(body, "connhost_sessions_fenced 0\n") || !strings.Contains(body, `connhost_executions_waiting{state="recovery_required"} 0`+"\n") {
+		t.Errorf("after the resolve, /metrics still counts it")
+	}
 	srv.stop(t)
 }
