@@ -572,6 +572,9 @@ func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) e
 	led, err := a.openLedger(ctx)
 	if errors.Is(err, ledger.ErrNoLedger) {
 		// Never an empty answer: that would read as "nothing waits".
+		if dsn, _, _ := a.sharedLedger(); dsn != "" {
+			return refusef(ledger.ErrNoLedger, "there is no ledger in the shared database %s (it holds no connhost tables): nothing was ever recorded there (serve, dev and exec create them; is --ledger the right database?)", redactDSN(dsn))
+		}
 		return refusef(ledger.ErrNoLedger, "there is no ledger in %s: nothing was ever recorded there (serve, dev and exec create one; is --data the right directory?)", a.g.data)
 	}
 	if err != nil {
