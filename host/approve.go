@@ -59,7 +59,7 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 		return ResultOf(rec), refuse(ErrNotAwaitingApproval, "approval %s is %s, not pending (execution %s is %s)", approvalID, rec.Approval.Decision, id, rec.State)
 	}
 	if approve && d.ArgsDigest != rec.ArgsDigest {
-		return ResultOf(rec), refuse(ErrApprovalDigest, "approval %s: the reviewer saw arguments with digest %s, but the recorded arguments have digest %s; approve what was recorded (its args_digest), or nothing", approvalID, short(d.ArgsDigest), short(rec.ArgsDigest))
+		return ResultOf(rec), refuse(ErrApprovalDigest, "approval %s: the reviewer saw arguments with digest %s, but the recorded arguments have digest %s; approve what was recorded (its args_digest), or nothing", approvalID, d.ArgsDigest, rec.ArgsDigest)
 	}
 	if e.now().After(rec.Approval.ExpiresAt) {
 		res, err := e.expire(ctx, rec, "approval request expired before a decision")

@@ -71,6 +71,8 @@ type server struct {
 	*proc.Process
 	log  *bytes.Buffer // its stderr, complete once it has ended
 	logs chan string   // its log lines while it runs
+	// startup are its log lines up to the ready one.
+	startup []string
 }
 
 // startServer starts bin with args and env and returns once the log line
@@ -104,6 +106,7 @@ func startServer(t *testing.T, bin string, env []string, ready string, args ...s
 	for line := range s.logs {
 		seen = append(seen, line)
 		if strings.Contains(line, ready) {
+			s.startup = seen
 			return s
 		}
 	}
@@ -259,11 +262,31 @@ token_env = "T_RITA"
 		t.Fatalf("recorded reviewer %q, actor %q", view.Approval.By, last.Actor)
 	}
 
-	// Commands that need the ledger itself name the server that holds it.
+	// ls, history and recover read through the server too, with any
+	// principal's token (recover: a runtime's or an operator's).
 	code, _, errOut = runBin(t, bin, cliEnv(), append([]string{"ls"}, global...)...)
-	oneLine("ls while serve runs", errOut, "is in use by connhost serve (pid "+strconv.Itoa(srv.Pid())+") at "+si.URL)
+	oneLine("ls without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.Pid())+")", "needs a bearer token")
 	if code != ExitFailure {
-		t.Errorf("ls while serve runs: exit %d", code)
+		t.Errorf("ls without a token: exit %d", code)
+	}
+	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"ls"}, global...)...)
+	if code != ExitOK || !strings.Contains(out, c1.ExecutionID+"  approved  gated.echo  s1") {
+		t.Fatalf("ls through serve: exit %d %q %q", code, out, errOut)
+	}
+	var list httpapi.ListResponse
+	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"--json", "ls", "--state", "approved"}, global...)...)
+	if code != ExitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Executions) != 1 || list.Executions[0].ExecutionID != c1.ExecutionID {
+		t.Fatalf("ls --json through serve: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"history", c1.ExecutionID}, global...)...)
+	if code != ExitOK || !strings.Contains(out, "idempotency key  "+view.IdempotencyKey+"\n") || view.IdempotencyKey == "" ||
+		!strings.Contains(out, "approved by rita") || !strings.Contains(out, `msg = "c1"`) {
+		t.Fatalf("history through serve: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+runtimeTok), append([]string{"--json", "recover"}, global...)...)
+	var rep host.RecoveryReport
+	if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Pending == 0 {
+		t.Fatalf("recover through serve: exit %d %q %q", code, out, errOut)
 	}
 
 	// A holder that announced no API: the CLI names its pid.
@@ -290,7 +313,11 @@ token_env = "T_RITA"
 	if code != ExitFailure {
 		t.Errorf("stale discovery file: exit %d", code)
 	}
-	// --server reaches it anyway.
+	// --server, or $CONNHOST_SERVER, reaches it anyway.
+	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok, ServerEnv+"="+si.URL), append([]string{"ls", "--state", "awaiting_approval"}, global...)...)
+	if code != ExitOK || !strings.Contains(out, c2.ExecutionID) {
+		t.Fatalf("ls with $%s: exit %d %q %q", ServerEnv, code, out, errOut)
+	}
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2, "--server", si.URL)
 	if code != ExitOK {
 		t.Fatalf("--server: exit %d %q", code, errOut)

@@ -25,6 +25,7 @@ const timeFormat = "2006-01-02T15:04:05Z"
 func (a *app) lsCommand() *cobra.Command {
 	var state, session, namespace, after string
 	var limit int
+	var df decisionFlags
 	c := &cobra.Command{
 		Use:   "ls [--state S] [--session S]",
 		Short: "List executions",
@@ -35,7 +36,8 @@ recovery_required shows the calls recovery could not decide.
 
 A full page ends with the --after to pass for the next one; paging never
 skips or repeats an execution. With --json it prints what
-GET /v1/executions answers.`,
+GET /v1/executions answers.
+` + readHelp,
 		Example: `  connhost ls --state recovery_required
   connhost ls --session s1 --json`,
 		Args: cobra.NoArgs,
@@ -48,27 +50,39 @@ GET /v1/executions answers.`,
 			if err != nil {
 				return usagef("%v", err)
 			}
-			var recs []ledger.Record
-			err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
-				var err error
-				recs, err = led.List(cmd.Context(), f)
-				return err
-			})
-			switch {
-			case errors.Is(err, ledger.ErrNotFound):
-				return usagef("--after %s names no execution in %s", after, a.g.data)
-			case errors.Is(err, ledger.ErrPruned):
-				return fmt.Errorf("--after %s names an execution pruned by retention meanwhile; list again without --after", after)
-			case err != nil && !errors.Is(err, ledger.ErrNoLedger):
+			var lr httpapi.ListResponse
+			remote, err := a.throughServer(cmd.Context(), df, request{method: "GET", path: "/v1/executions" + listQuery(state, session, namespace, after, limit), out: &lr})
+			if err != nil {
 				return err
 			}
+			var recs []ledger.Record
+			if remote {
+				for _, e := range lr.Executions {
+					recs = append(recs, recordOfListItem(e))
+				}
+			} else {
+				err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
+					var err error
+					recs, err = led.List(cmd.Context(), f)
+					return err
+				})
+				switch {
+				case errors.Is(err, ledger.ErrNotFound):
+					return usagef("--after %s names no execution in %s", after, a.g.data)
+				case errors.Is(err, ledger.ErrPruned):
+					return fmt.Errorf("--after %s names an execution pruned by retention meanwhile; list again without --after", after)
+				case err != nil:
+					return err
+				}
+				lr = httpapi.NewListResponse(recs, f)
+			}
 			if a.g.json {
-				writeJSON(a.stdout, httpapi.NewListResponse(recs, f))
+				writeJSON(a.stdout, lr)
 				return nil
 			}
 			renderList(a.stdout, recs)
-			if len(recs) == f.Limit && len(recs) > 0 {
-				fprintf(a.stdout, "(more: --after %s)\n", recs[len(recs)-1].ID)
+			if lr.Next != "" {
+				fprintf(a.stdout, "(more: --after %s)\n", lr.Next)
 			}
 			if n := awaiting(recs); n > 0 {
 				fmt.Fprintf(a.stdout, "(%d awaiting approval: connhost approve <approval-id> without --digest shows each call whole)\n", n)
@@ -82,6 +96,7 @@ GET /v1/executions answers.`,
 	f.StringVar(&namespace, "namespace", "", "only this namespace")
 	f.StringVar(&after, "after", "", "continue after this execution id (the last one of the previous page)")
 	f.IntVar(&limit, "limit", 0, "at most this many executions (default 100, at most 1000)")
+	df.registerRead(c)
 	return c
 }
 
@@ -120,12 +135,15 @@ func sessionName(ns, session string) string {
 }
 
 func (a *app) historyCommand() *cobra.Command {
+	var df decisionFlags
 	c := &cobra.Command{
 		Use:   "history <execution-id>",
 		Short: "Show an execution's record and audit trail",
 		Long: `history prints what was asked (tool, arguments, policy), where the
 execution stands, and every transition of its audit trail with the decision,
-the actor and the evidence it was based on.`,
+the actor and the evidence it was based on, and the identifiers a human
+checks at the provider (the idempotency key, the receipt).
+` + readHelp,
 		Example: `  connhost history ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz
   connhost history ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --json`,
 		Args: exactArgs(1, "an execution id"),
@@ -135,7 +153,19 @@ the actor and the evidence it was based on.`,
 				evs     []ledger.Event
 				earlier *ledger.Record
 			)
-			err := a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
+			e, earlier, remote, err := a.historyThroughServer(cmd.Context(), df, args[0])
+			if err != nil {
+				return err
+			}
+			if remote {
+				if a.g.json {
+					writeJSON(a.stdout, e)
+					return nil
+				}
+				renderHistory(a.stdout, recordOfExecution(e), e.Events, a.operationOf(recordOfExecution(e)), earlier)
+				return nil
+			}
+			err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
 				var err error
 				if rec, err = led.Get(cmd.Context(), args[0]); err != nil {
 					return err
@@ -150,7 +180,7 @@ the actor and the evidence it was based on.`,
 				}
 				return nil
 			})
-			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrNoLedger) {
+			if errors.Is(err, ledger.ErrNotFound) {
 				return refusef(host.ErrNotFound, "no execution %q in %s", args[0], a.g.data)
 			}
 			if err != nil {
@@ -164,6 +194,7 @@ the actor and the evidence it was based on.`,
 			return nil
 		},
 	}
+	df.registerRead(c)
 	return c
 }
 
@@ -203,6 +234,8 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event, op *manifes
 	}
 	row("state", "%s, attempt %d of %d", state, r.Attempt, r.MaxAttempts)
 	row("args digest", "%s", r.ArgsDigest)
+	// What the provider saw: a human checks it there before resolving.
+	row("idempotency key", "%s", orDash(r.IdempotencyKey))
 	if r.DuplicateOf != "" {
 		s := r.DuplicateOf
 		if earlier != nil {
@@ -306,6 +339,7 @@ func orDash(s string) string {
 }
 
 func (a *app) recoverCommand() *cobra.Command {
+	var df decisionFlags
 	c := &cobra.Command{
 		Use:   "recover",
 		Short: "Decide every execution whose outcome is unknown",
@@ -316,7 +350,8 @@ reconciled with the provider (reconcile) or parked as recovery_required for
 an operator (manual). Expired approval requests expire.
 
 On a terminal it shows progress on stderr; with --json it prints only the
-report. It exits 4 when recovery_required executions remain.`,
+report. It exits 4 when recovery_required executions remain.
+` + readHelp,
 		Example: `  connhost recover --config docs/connhost.example.toml
   connhost recover --config docs/connhost.example.toml --json | jq .uncertain`,
 		Args: cobra.NoArgs,
@@ -329,12 +364,14 @@ report. It exits 4 when recovery_required executions remain.`,
 					fmt.Fprintf(a.stderr, "\r%c recovering: %d execution(s) decided", spin[done%len(spin)], done)
 				}
 			}
-			var rep host.RecoveryReport
-			err := a.withExecutor(cmd.Context(), openOptions{progress: progress, existing: true}, func(ex *host.Executor) error {
-				var err error
-				rep, err = ex.Recover(cmd.Context())
-				return err
-			})
+			rep, remote, err := a.recoverThroughServer(cmd.Context(), df)
+			if !remote && err == nil {
+				err = a.withExecutor(cmd.Context(), openOptions{progress: progress, existing: true}, func(ex *host.Executor) error {
+					var err error
+					rep, err = ex.Recover(cmd.Context())
+					return err
+				})
+			}
 			if tty {
 				fmt.Fprint(a.stderr, "\r\033[K")
 			}
@@ -355,6 +392,7 @@ report. It exits 4 when recovery_required executions remain.`,
 			return nil
 		},
 	}
+	df.registerRead(c)
 	return c
 }
 
@@ -488,6 +526,13 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 			if approve && digest == "" {
 				return a.showApproval(cmd.Context(), df, args[0])
 			}
+			if digest != "" {
+				full, err := a.expandDigest(cmd.Context(), df, args[0], digest)
+				if err != nil {
+					return err
+				}
+				digest = full
+			}
 			body := httpapi.DecisionRequest{By: df.by, Digest: digest, Reason: reason}
 			res, err := a.decide(cmd.Context(), df, verb, request{path: "/v1/approvals/" + url.PathEscape(args[0]) + "/" + verb, body: body},
 				func(ex *host.Executor, by string) (host.Result, error) {
@@ -523,7 +568,7 @@ rejecting needs an approver's token.
 ` + decisionHelp
 	}
 	f := c.Flags()
-	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown")
+	f.StringVar(&digest, "digest", "", "the args digest the reviewer was shown (the whole digest, or at least its first 12 hex characters)")
 	f.StringVar(&reason, "reason", "", "why (audited)")
 	df.register(c, `reviewer name recorded when the ledger is opened directly (default "local:<OS user>"); through a server, your principal's name`)
 	return c
@@ -554,6 +599,44 @@ func (a *app) showApproval(ctx context.Context, df decisionFlags, approvalID str
 	}
 	return &exitError{code: ExitUsage, err: usagef("nothing was decided: to approve exactly the call shown above, run connhost approve %s --digest %s", approvalID, view.ArgsDigest)}
 }
+
+// minDigestPrefix is the shortest --digest accepted in place of the
+// whole args digest: 12 hex characters, 48 bits.
+const minDigestPrefix = 12
+
+// expandDigest returns the whole args digest of approvalID's recorded
+// arguments for digest, which is it or its first minDigestPrefix hex
+// characters or more (as the README and logs show it shortened). A
+// prefix is read against the approval's own recorded digest, so it names
+// one set of arguments or none; one that is not its start is refused
+// with the whole recorded digest.
+func (a *app) expandDigest(ctx context.Context, df decisionFlags, approvalID, digest string) (string, error) {
+	d := strings.ToLower(strings.TrimSuffix(digest, "…"))
+	if len(d) == sha256HexLen {
+		return d, nil
+	}
+	if len(d) < minDigestPrefix || len(d) > sha256HexLen || strings.Trim(d, "0123456789abcdef") != "" {
+		return "", usagef("--digest %q: give the args digest whole (64 hex characters) or at least its first %d", digest, minDigestPrefix)
+	}
+	var view host.ApprovalView
+	_, err := a.decide(ctx, df, "approve", request{method: "GET", path: "/v1/approvals/" + url.PathEscape(approvalID), out: &view},
+		func(ex *host.Executor, _ string) (host.Result, error) {
+			var err error
+			view, err = ex.ApprovalView(ctx, approvalID)
+			return host.Result{}, err
+		})
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(view.ArgsDigest, d) {
+		return "", refusef(host.ErrApprovalDigest, "approval %s: the digest %s you gave is not the start of the recorded arguments' digest %s; approve what was recorded (connhost approve %s shows it), or nothing",
+			approvalID, d, view.ArgsDigest, approvalID)
+	}
+	return view.ArgsDigest, nil
+}
+
+// sha256HexLen is the length of a hex sha256 digest.
+const sha256HexLen = 64
 
 // shownID is an identifier as the CLI prints it: as it is, or quoted with
 // escapes when it holds characters that must not reach a terminal raw.

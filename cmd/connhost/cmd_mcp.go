@@ -8,8 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/internal/waiting"
 )
 
 func (a *app) mcpCommand() *cobra.Command {
@@ -75,7 +77,8 @@ In a desktop client's MCP configuration:
 			approver := mo.Approver
 			ctx := cmd.Context()
 			logger := a.logger()
-			ex, err := a.open(ctx, openOptions{logger: logger})
+			ann := waiting.NewAnnouncer(logger)
+			ex, err := a.open(ctx, openOptions{logger: logger, observer: ann.Observer(nil)})
 			if err != nil {
 				return lockedError(ctx, a.g.data, err)
 			}
@@ -93,8 +96,9 @@ In a desktop client's MCP configuration:
 			// Retries come due and approvals expire while the client waits.
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()
+			ann.Start(runCtx, ex.Ledger())
 			go ex.Run(runCtx, time.Second)
-			mo.Logger = logger
+			mo.Logger, mo.Version = logger, buildinfo.Read().Short()
 			srv, err := mcpserver.New(ex, mo)
 			if err != nil {
 				return err

@@ -16,8 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/buildinfo"
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/internal/waiting"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -54,6 +57,7 @@ func isLoopbackListen(addr string) bool {
 
 func (a *app) serveCommand() *cobra.Command {
 	var listen string
+	var testHooks bool
 	var leaseTTL time.Duration
 	c := &cobra.Command{
 		Use:   "serve --config connhost.toml [--listen 127.0.0.1:8420]",
@@ -79,7 +83,7 @@ logged:
 
   [[principals]]                      # repeatable: one per reviewer
   name = "rita"                       # recorded as the reviewer
-  roles = ["approver"]                # runtime, approver, operator
+  roles = ["approver"]                # runtime, approver, operator, metrics (/metrics only)
   token_env = "CONNHOST_TOKEN_RITA"
 
   [connectors.payments]
@@ -149,6 +153,11 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
   connhost serve --config docs/connhost.example.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if set := testHooksSet(); len(set) > 0 && !testHooks {
+				return usagef("refusing to start: %s set in the environment: these test hooks kill the process at a crash point or lose the ledger's unsynced writes; unset them, or pass --allow-test-hooks if this is a crash test", strings.Join(set, " and "))
+			} else if len(set) > 0 {
+				a.logger().Warn("test hooks armed (--allow-test-hooks): this server may kill itself at a crash point or lose unsynced ledger writes", "set", set)
+			}
 			if a.g.config == "" {
 				return usagef("serve needs --config FILE")
 			}
@@ -172,8 +181,23 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+" or "+crash.LoseUnsyncedEnv+" set (crash tests only)")
 	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a shared ledger: other nodes take over this node's calls this long after it dies; it stops taking work if it cannot renew its lease within it (default [server] lease_ttl, else 15s)")
 	return c
+}
+
+// testHooksSet names the crash-test hooks set in the environment:
+// CONNHOST_CRASH_AT kills the process at a crash point, and
+// CONNHOST_LOSE_UNSYNCED=1 keeps the ledger's unsynced writes from
+// surviving it. A production server must run with neither.
+func testHooksSet() []string {
+	var set []string
+	for _, v := range []string{crash.EnvVar, crash.LoseUnsyncedEnv} {
+		if os.Getenv(v) != "" {
+			set = append(set, v)
+		}
+	}
+	return set
 }
 
 // applyServerConfig takes data, manifests and modules from the config file
@@ -238,7 +262,7 @@ func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
 // serveAPI opens the executor and serves the API until ctx is done.
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
-	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger}
+	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger, Build: buildinfo.Read()}
 	apiOpts.EnsureDefaults()
 	if err := apiOpts.Validate(); err != nil {
 		return err
@@ -246,7 +270,10 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	reg := prometheus.NewRegistry()
 	apiOpts.Registry = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o := openOptions{observer: httpapi.NewObserver(reg), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
+	// What waits for a human is logged as it starts to wait, woken by
+	// the executor's transitions.
+	ann := waiting.NewAnnouncer(logger)
+	o := openOptions{observer: ann.Observer(httpapi.NewObserver(reg)), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
 		prewarm: true, server: true, leaseTTL: so.leaseTTL}
 	if o.config == nil && so.config != nil {
 		o.config = so.config.lookup
@@ -277,6 +304,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	} else {
 		logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
 	}
+	ann.Start(ctx, ex.Ledger())
 	// Retries come due and approvals expire while no runtime is asking.
 	go ex.Run(ctx, time.Second)
 
@@ -286,7 +314,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	mo := so.mcp
 	mo.Approver = "" // over HTTP the principal approves
-	mo.Logger, mo.MaxBodyBytes = logger, apiOpts.MaxBodyBytes
+	mo.Logger, mo.MaxBodyBytes, mo.Version = logger, apiOpts.MaxBodyBytes, apiOpts.Build.Short()
 	if mo.PerRequest == "" {
 		mo.PerRequest = mcpserver.PerRequestRefuse
 	}
@@ -395,12 +423,18 @@ func principalNames(ps []httpapi.Principal) []string {
 	return names
 }
 
-// logger logs to stderr: JSON with --json, text otherwise.
+// logger logs to stderr: JSON with --json, text otherwise, from
+// --log-level up.
 func (a *app) logger() *slog.Logger {
-	if a.g.json {
-		return slog.New(slog.NewJSONHandler(a.stderr, nil))
+	lvl, err := parseLogLevel(a.g.logLevel)
+	if err != nil {
+		lvl = slog.LevelInfo // refused before any command runs
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, nil))
+	o := &slog.HandlerOptions{Level: lvl}
+	if a.g.json {
+		return slog.New(slog.NewJSONHandler(a.stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, o))
 }
 
 // loadManifests loads every manifest in --manifests.

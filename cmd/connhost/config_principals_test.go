@@ -117,7 +117,7 @@ token = "tok-dora-SECRET"
 	}
 	for _, want := range []string{
 		`connhost.toml:11: principal name "rita" is already used by principal 1`,
-		`connhost.toml:12: unknown role admin (known: runtime, approver, operator)`,
+		`connhost.toml:12: unknown role admin (known: runtime, approver, operator, metrics)`,
 		`connhost.toml:18: principals rita and bob have the same token: each needs its own`,
 		`connhost.toml:23: principal eve has the runtime's token ([server])`,
 		`connhost.toml:26: principal name "runtime" is already used by [server]'s token (the runtime)`,

@@ -291,7 +291,7 @@ func TestHelpExamplesRun(t *testing.T) {
 			t.Chdir(workspace(t))
 			var setup []string
 			switch name {
-			case "exec", "ls", "tools", "audit", "prune":
+			case "exec", "tools", "audit", "prune":
 			case "resolve":
 				setup = append(slices.Clone(story), "--resumed")
 			default:

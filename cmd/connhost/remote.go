@@ -37,7 +37,7 @@ type decisionFlags struct {
 
 func (df *decisionFlags) register(c *cobra.Command, byUsage string) {
 	f := c.Flags()
-	f.StringVar(&df.server, "server", "", "send the decision to the connhost server at this URL (default: the one running on --data, found through its server.json)")
+	f.StringVar(&df.server, "server", "", "send the decision to the connhost server at this URL (default: $"+ServerEnv+", else the one running on --data, found through its server.json)")
 	f.StringVar(&df.tokenEnv, "token-env", DefaultTokenEnv, "environment variable holding your principal's bearer token, sent to the server")
 	f.StringVar(&df.by, "by", "", byUsage)
 }
@@ -78,26 +78,8 @@ type request struct {
 // directly on the ledger when none does.
 func (a *app) decide(ctx context.Context, df decisionFlags, verb string, req request,
 	direct func(ex *host.Executor, by string) (host.Result, error)) (host.Result, error) {
-	if df.server != "" {
-		return a.remote(ctx, df, serverInfo{URL: strings.TrimRight(df.server, "/"), Command: "server"}, false, req)
-	}
-	si, err := readServerInfo(a.g.data)
-	found := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(a.stderr, "connhost: warning: ignoring the discovery file: %v\n", err)
-	}
-	if found {
-		ok, why := si.answers(ctx, 5*time.Second)
-		if ok {
-			return a.remote(ctx, df, si, true, req)
-		}
-		if why != "" {
-			// A live pid that is not the server the file names: a reused
-			// pid, or a file written to have the CLI talk to another
-			// process. Nothing was sent to it.
-			fmt.Fprintf(a.stderr, "connhost: warning: ignoring %s: it names %s, but %s (it must be %s)\n",
-				filepath.Join(a.g.data, serverInfoFile), si, why, serverProcessChecks)
-		}
+	if si, discovered, ok := a.findServer(ctx, df); ok {
+		return a.remote(ctx, df, si, discovered, req)
 	}
 	dsn, cfg, err := a.sharedLedger()
 	if err != nil {
@@ -132,6 +114,43 @@ func (a *app) decide(ctx context.Context, df decisionFlags, verb string, req req
 		}
 	}
 	return res, err
+}
+
+// ServerEnv is the environment variable naming the server the commands
+// that can go through one use, when --server is not given.
+const ServerEnv = "CONNHOST_SERVER"
+
+// findServer returns the server a command goes through: --server, else
+// $CONNHOST_SERVER, else (discovered) the one whose server.json in --data
+// names a live connhost process listening on its port. ok is false when
+// there is none: the command then opens the ledger itself.
+func (a *app) findServer(ctx context.Context, df decisionFlags) (si serverInfo, discovered, ok bool) {
+	explicit := df.server
+	if explicit == "" {
+		explicit = os.Getenv(ServerEnv)
+	}
+	if explicit != "" {
+		return serverInfo{URL: strings.TrimRight(explicit, "/"), Command: "server"}, false, true
+	}
+	si, err := readServerInfo(a.g.data)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.stderr, "connhost: warning: ignoring the discovery file: %v\n", err)
+		}
+		return serverInfo{}, false, false
+	}
+	live, why := si.answers(ctx, 5*time.Second)
+	if live {
+		return si, true, true
+	}
+	if why != "" {
+		// A live pid that is not the server the file names: a reused
+		// pid, or a file written to have the CLI talk to another
+		// process. Nothing was sent to it.
+		fmt.Fprintf(a.stderr, "connhost: warning: ignoring %s: it names %s, but %s (it must be %s)\n",
+			filepath.Join(a.g.data, serverInfoFile), si, why, serverProcessChecks)
+	}
+	return serverInfo{}, false, false
 }
 
 // localActor is the identity of a decision made on the ledger directly:

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
@@ -90,6 +91,8 @@ type globals struct {
 	node   string
 	// witness is the ledger's witness file (--witness).
 	witness string
+	// logLevel is --log-level: the least severe records servers log.
+	logLevel string
 }
 
 // app is one invocation of the CLI: its streams, flags and the hooks that
@@ -189,7 +192,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		switch {
 		case errors.As(err, &fe):
 			code = ExitRecoveryRequired
-		case errors.Is(err, ledger.ErrCorrupt):
+		case errors.Is(err, ledger.ErrCorrupt), errors.Is(err, ledger.ErrNoLedger):
 			code = ExitLedgerDamaged
 		}
 	}
@@ -249,7 +252,7 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 		return httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())
 	case errors.As(err, &de):
 		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, "ledger: "+de.What+"; "+de.Remedy("pass --init", "run connhost ledger accept-restore"))
-	case errors.Is(err, ledger.ErrCorrupt):
+	case errors.Is(err, ledger.ErrCorrupt), errors.Is(err, ledger.ErrNoLedger):
 		return httpapi.NewProblem(httpapi.CodeLedgerDamaged, err.Error())
 	case errors.Is(err, host.ErrBadCall), errors.Is(err, host.ErrUnknownTool), errors.Is(err, host.ErrInvalidArguments),
 		errors.Is(err, host.ErrIntentMismatch), errors.Is(err, host.ErrSessionFenced), errors.Is(err, host.ErrNotFound),
@@ -316,6 +319,12 @@ follow from another's.`,
 		CompletionOptions: cobra.CompletionOptions{
 			DisableDefaultCmd: true,
 		},
+		Version: buildinfo.Read().Short(),
+	}
+	root.SetVersionTemplate(buildinfo.Read().Text())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		_, err := parseLogLevel(a.g.logLevel)
+		return err
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (ledger and compilation cache)")
@@ -323,6 +332,7 @@ follow from another's.`,
 	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
 	pf.BoolVar(&a.g.json, "json", false, "print machine-readable JSON")
+	pf.StringVar(&a.g.logLevel, "log-level", "info", "the least severe log records written by serve, dev and mcp: debug, info, warn or error")
 	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in place of a missing or damaged one, in --data or on --ledger (the remains and the witness are set aside, not deleted; refused where the ledger is healthy)")
 	pf.StringVar(&a.g.ledger, "ledger", "", "shared ledger on PostgreSQL, postgres://user@host/db (default $"+EnvLedger+" or [server] ledger; without one, the Pebble ledger in --data; a password goes in PGPASSWORD, not here)")
 	pf.StringVar(&a.g.node, "node", "", "this process's node id on a shared ledger (default [server] node, else the host name for serve and dev, <host>-cli-<pid> otherwise)")
@@ -333,7 +343,7 @@ follow from another's.`,
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.mcpCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
 		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(), a.ledgerCommand(),
-		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp},
+		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp}, a.versionCommand(),
 	)
 	root.SetFlagErrorFunc(suggestFlags)
 	wrapRunE(root)
@@ -556,9 +566,17 @@ func explainMissingModule(err error, ms []*manifests.Manifest) error {
 // connector config and shows the ledger as recorded; it never creates a
 // ledger (a mistyped --data must not leave an empty one behind), and a
 // --data directory that does not exist is a usage error, not an empty
-// listing. A missing ledger in an existing directory is ledger.ErrNoLedger.
+// listing. A missing ledger in an existing directory is an error wrapping
+// ledger.ErrNoLedger (exit 6).
 func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) error {
 	led, err := a.openLedger(ctx)
+	if errors.Is(err, ledger.ErrNoLedger) {
+		// Never an empty answer: that would read as "nothing waits".
+		if dsn, _, _ := a.sharedLedger(); dsn != "" {
+			return refusef(ledger.ErrNoLedger, "there is no ledger in the shared database %s (it holds no connhost tables): nothing was ever recorded there (serve, dev and exec create them; is --ledger the right database?)", redactDSN(dsn))
+		}
+		return refusef(ledger.ErrNoLedger, "there is no ledger in %s: nothing was ever recorded there (serve, dev and exec create one; is --data the right directory?)", a.g.data)
+	}
 	if err != nil {
 		return lockedError(ctx, a.g.data, err)
 	}

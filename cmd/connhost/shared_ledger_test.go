@@ -100,8 +100,10 @@ func TestSharedLedgerCommands(t *testing.T) {
 	run := func(args ...string) (int, string, string) {
 		return runCLI(t, a, append([]string{"--json", "--ledger", dsn, "--config", cfg}, args...)...)
 	}
+	// An empty database holds no ledger: ls says so (exit 6), never an
+	// empty list that would read as an all-clear.
 	code, out, errOut := run("ls")
-	if code != ExitOK || !strings.Contains(out, `"executions": []`) {
+	if code != ExitLedgerDamaged || !strings.Contains(out, "there is no ledger in the shared database") || strings.Contains(out, `"executions"`) {
 		t.Fatalf("ls on an empty database: %d %q %q", code, out, errOut)
 	}
 	var tables int

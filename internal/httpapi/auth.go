@@ -19,8 +19,9 @@ import (
 // that may call it; a principal holds one or more roles.
 type Role string
 
-// The roles. Every authenticated principal may read (list and get
-// executions, tool definitions, metrics, the OpenAPI document).
+// The roles. Every authenticated principal but a metrics-only one may
+// read (list and get executions, tool definitions, metrics, the OpenAPI
+// document).
 const (
 	// RoleRuntime executes calls (POST /v1/executions), cancels them and
 	// runs recovery: what an agent runtime needs, and no more. It can never
@@ -32,10 +33,13 @@ const (
 	// RoleOperator resolves recovery_required executions, cancels
 	// executions and runs recovery.
 	RoleOperator Role = "operator"
+	// RoleMetrics reads GET /metrics and nothing else: a scraper's
+	// credential, which shows no execution, argument or tool.
+	RoleMetrics Role = "metrics"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleRuntime, RoleApprover, RoleOperator}
+var Roles = []Role{RoleRuntime, RoleApprover, RoleOperator, RoleMetrics}
 
 // Principal is an identity the API acts for: an authenticated credential,
 // or the anonymous principal of a server without credentials.
@@ -210,6 +214,9 @@ func PrincipalFromContext(ctx context.Context) (Principal, bool) {
 
 // withPrincipal returns r acting for c's principal, within its scope.
 func withPrincipal(r *http.Request, c *credential) *http.Request {
+	if n := noteOf(r.Context()); n != nil {
+		n.principal = c.p.Name
+	}
 	ctx := context.WithValue(r.Context(), principalKey{}, c.p)
 	return r.WithContext(host.WithScope(ctx, c.scope))
 }

@@ -369,7 +369,7 @@ func (a *api) metrics(w http.ResponseWriter, r *http.Request) { a.metricsH.Serve
 
 func (a *api) openapi(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(OpenAPI)
+	_, _ = w.Write(a.openapiDoc)
 }
 
 // mcp hands /mcp to the MCP server (Options.MCP).

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/strictjson"
 	"github.com/connhost/connhost/internal/tooldefs"
 )
@@ -67,7 +68,8 @@ type Options struct {
 	// is DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 	// Logger receives one record per request (method, path, status,
-	// duration; never bodies or headers) and the causes of internal
+	// duration, principal, execution or approval id, problem code; never
+	// bodies or headers; 401 and 403 at WARN) and the causes of internal
 	// errors. The default value is slog.Default().
 	Logger *slog.Logger
 	// MCP, when set, is served at /mcp (POST, GET and DELETE: the MCP
@@ -80,6 +82,13 @@ type Options struct {
 	// pool collector on it. Pass the registry given to [NewObserver] so the
 	// executor's metrics appear too. The default value is a new registry.
 	Registry *prometheus.Registry
+	// Build identifies the server's build: /metrics reports it as
+	// connhost_build_info and GET /openapi.json as info.x-connhost-version
+	// (Build.Short()). The default value (zero) reports neither.
+	Build buildinfo.Info
+	// Now is the clock of the ages /metrics reports (how long the oldest
+	// call has waited). The default value is time.Now.
+	Now func() time.Time
 }
 
 // EnsureDefaults fills zero fields with their default values.
@@ -96,6 +105,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -115,10 +127,12 @@ type route struct {
 	decision bool
 }
 
-// Who may call what. Reading is open to every role; the runtime's
-// credential can never decide an approval or resolve a call.
+// Who may call what. Reading is open to every role but metrics, which
+// reads /metrics only; the runtime's credential can never decide an
+// approval or resolve a call.
 var (
-	anyRole      = Roles
+	anyRole      = []Role{RoleRuntime, RoleApprover, RoleOperator}
+	scrapers     = []Role{RoleRuntime, RoleApprover, RoleOperator, RoleMetrics}
 	runtimeOnly  = []Role{RoleRuntime}
 	approverOnly = []Role{RoleApprover}
 	deciders     = []Role{RoleApprover, RoleOperator}
@@ -139,7 +153,7 @@ func routes() []route {
 		{method: "GET", path: "/v1/tools", handler: (*api).tools, roles: anyRole},
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
 		{method: "POST", path: "/v1/auth/proof", handler: (*api).proof, open: true},
-		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: anyRole},
+		{method: "GET", path: "/metrics", handler: (*api).metrics, roles: scrapers},
 		{method: "GET", path: "/openapi.json", handler: (*api).openapi, roles: anyRole},
 		{method: "POST", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
 		{method: "GET", path: "/mcp", handler: (*api).mcp, roles: runtimeOnly},
@@ -154,6 +168,8 @@ type api struct {
 	// anon is the credential of every request when creds is empty.
 	anon     credential
 	metricsH http.Handler
+	// openapiDoc is OpenAPI with the build's version (withVersion).
+	openapiDoc []byte
 	// names resolves the tool names a call may use (tooldefs.NamesOf).
 	names *tooldefs.Names
 }
@@ -177,7 +193,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		a.creds = append(a.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), id: TokenID(p.Token), scope: p.scope()})
 	}
 	a.anon = credential{p: *opts.Anonymous, scope: opts.Anonymous.scope()}
-	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex)} {
+	for _, c := range []prometheus.Collector{newPoolCollector(ex), newLeaseCollector(ex), newWaitingCollector(ex, opts.Now, opts.Logger)} {
 		if err := opts.Registry.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -185,6 +201,15 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 			}
 		}
 	}
+	if opts.Build.Version != "" {
+		if err := opts.Registry.Register(newBuildInfoCollector(opts.Build)); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				opts.Logger.Warn("httpapi: register collector", "err", err)
+			}
+		}
+	}
+	a.openapiDoc = withVersion(OpenAPI, opts.Build)
 	a.metricsH = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{opts.Logger}})
 
 	mux := http.NewServeMux()
@@ -195,6 +220,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		if !rt.open {
 			hh = a.authenticate(a.authorize(rt, hh))
 		}
+		hh = notePathID(rt.path, hh)
 		mux.Handle(rt.method+" "+rt.path, hh)
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
@@ -214,7 +240,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	mux.Handle("/", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeNotFound, "no route for "+r.URL.Path))
 	})))
-	return a.checkHost(a.logRequests(mux)), nil
+	return a.logRequests(a.checkHost(mux)), nil
 }
 
 // bearerToken returns the credentials of an "Authorization: Bearer <token>"
@@ -260,6 +286,8 @@ func loopbackHost(hostport string) bool {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// note is what the access log line names (see logRequests).
+	note *accessNote
 }
 
 func (s *statusWriter) WriteHeader(code int) {
@@ -279,19 +307,9 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func (a *api) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		a.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "http request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
-	})
-}
-
 // writeJSON writes v as a 200 (or status) application/json answer.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	noteResult(w, v)
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		writeProblem(w, NewProblem(CodeInternal, "encode response"))

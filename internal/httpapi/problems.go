@@ -247,6 +247,9 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 		b = []byte(`{"type":"urn:connhost:problem:internal","title":"Internal error","status":500,"code":"internal"}`)
 		p.Status = http.StatusInternalServerError
 	}
+	if n := noteWriter(w); n != nil {
+		n.code = p.Code
+	}
 	h := w.Header()
 	if p.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/ledger"
+)
+
+// registerRead adds the flags of ls, history and recover that choose how
+// they reach the ledger: --server and --token-env, as the decision
+// commands have.
+func (df *decisionFlags) registerRead(c *cobra.Command) {
+	f := c.Flags()
+	f.StringVar(&df.server, "server", "", "read through the connhost server at this URL (default: $"+ServerEnv+", else the one running on --data, found through its server.json)")
+	f.StringVar(&df.tokenEnv, "token-env", DefaultTokenEnv, "environment variable holding your principal's bearer token, sent to the server")
+}
+
+// readHelp is the part of ls, history and recover's help that says how
+// the ledger is reached.
+const readHelp = `
+While connhost serve or dev holds the ledger in --data (it writes
+server.json there), this goes through its HTTP API with the bearer token in
+$CONNHOST_APPROVER_TOKEN (or the variable --token-env names; any
+principal's token may read, a runtime's or an operator's may recover), sent
+only to a server that first proves it holds it; --server URL, or
+$CONNHOST_SERVER, names the server explicitly. When no server runs, the
+ledger is opened directly. A --data directory that does not exist, or one
+that holds no ledger, is an error (exit 2, exit 6), never an empty answer.`
+
+// throughServer sends req to the server the command goes through, if one
+// runs (see findServer): ok is false when none does and the caller opens
+// the ledger itself.
+func (a *app) throughServer(ctx context.Context, df decisionFlags, req request) (ok bool, err error) {
+	si, discovered, found := a.findServer(ctx, df)
+	if !found {
+		return false, nil
+	}
+	_, err = a.remote(ctx, df, si, discovered, req)
+	return true, err
+}
+
+// listQuery is the query of GET /v1/executions for ls's flags.
+func listQuery(state, session, namespace, after string, limit int) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": state, "session_id": session, "namespace": namespace, "after": after} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// recordOfListItem is the part of a ledger record that ls shows, from an
+// item of GET /v1/executions.
+func recordOfListItem(e httpapi.Execution) ledger.Record {
+	conn, op, _ := strings.Cut(e.Tool, ".")
+	return ledger.Record{
+		ID: e.ExecutionID, Namespace: e.Namespace, SessionID: e.SessionID, ToolCallID: e.ToolCallID,
+		Connector: conn, Operation: op, State: e.State, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+}
+
+// recordOfExecution is the ledger record GET /v1/executions/{id} carries
+// (its record member), with the arguments and result as recorded.
+func recordOfExecution(e httpapi.Execution) ledger.Record {
+	if e.Record == nil {
+		return recordOfListItem(e)
+	}
+	rec := e.Record.Record
+	rec.Args = []byte(e.Record.Args)
+	if o := e.Record.Outcome; o != nil {
+		out := o.Outcome
+		out.Result = []byte(o.Result)
+		rec.Outcome = &out
+	}
+	return rec
+}
+
+// historyThroughServer reads an execution and its trail through a server;
+// ok is false when no server runs.
+func (a *app) historyThroughServer(ctx context.Context, df decisionFlags, id string) (e httpapi.Execution, earlier *ledger.Record, ok bool, err error) {
+	ok, err = a.throughServer(ctx, df, request{method: "GET", path: "/v1/executions/" + url.PathEscape(id), out: &e})
+	if !ok || err != nil {
+		return e, nil, ok, err
+	}
+	if rec := recordOfExecution(e); rec.DuplicateOf != "" {
+		var prev httpapi.Execution
+		if _, err := a.throughServer(ctx, df, request{method: "GET", path: "/v1/executions/" + url.PathEscape(rec.DuplicateOf), out: &prev}); err == nil {
+			r := recordOfExecution(prev)
+			earlier = &r
+		}
+	}
+	return e, earlier, true, nil
+}
+
+// recoverThroughServer runs a recovery pass through a server (POST
+// /v1/recover); ok is false when no server runs.
+func (a *app) recoverThroughServer(ctx context.Context, df decisionFlags) (rep host.RecoveryReport, ok bool, err error) {
+	ok, err = a.throughServer(ctx, df, request{path: "/v1/recover", out: &rep})
+	return rep, ok, err
+}
