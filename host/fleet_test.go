@@ -436,7 +436,10 @@ func TestFleetApprovalDecidedThroughTwoNodes(t *testing.T) {
 // call runs once.
 func TestFleetLedgerOutageIsUnavailable(t *testing.T) {
 	ctx := context.Background()
-	pg, err := testenv.StartPostgres(testenv.PostgresOptions{})
+	// Durable: the test crashes the server, and without synchronous
+	// commit the crash may take the node's just-committed migrations with
+	// it.
+	pg, err := testenv.StartPostgres(testenv.PostgresOptions{Durable: true})
 	if err != nil {
 		testenv.PostgresSkipOrFail(t, err)
 	}

@@ -62,7 +62,11 @@ func (n *node) start(crashAt string) error {
 	}
 	// serve logs its address on stderr ("serving the HTTP API").
 	pr, pw := io.Pipe()
-	p, err := proc.Start(proc.Cmd{Path: n.bin, Args: append(append([]string{}, n.args...), "--listen", "127.0.0.1:0"),
+	args := append(append([]string{}, n.args...), "--listen", "127.0.0.1:0")
+	if crashAt != "" {
+		args = append(args, "--allow-test-hooks") // serve refuses a crash point otherwise
+	}
+	p, err := proc.Start(proc.Cmd{Path: n.bin, Args: args,
 		Env: n.env, CrashAt: crashAt, Stdout: io.Discard, Stderr: io.MultiWriter(logf, pw), DieWithParent: true})
 	if err != nil {
 		logf.Close()

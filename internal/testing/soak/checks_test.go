@@ -119,6 +119,14 @@ func (s *soak) checkProviders(ev *evidence, recs []httpapi.Execution, events map
 				seenMsg[id] = true
 			}
 		case opRelease:
+			copies := ev.copies[releaseTo(c.toolCallID)]
+			for _, id := range copies {
+				seenMsg[id] = true
+			}
+			if len(copies) > 1 {
+				dups += len(copies) - 1
+				s.errorf("manual %s relayed %d copies: %v", c, len(copies), copies)
+			}
 			dispatches := 0
 			for _, e := range events[r.ExecutionID] {
 				if e.To == ledger.StateDispatched {

@@ -4,6 +4,7 @@ package soak
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/connhost/connhost/internal/httpapi"
@@ -14,16 +15,18 @@ import (
 
 // evidence is what the providers hold, indexed by execution: payment
 // intents and refunds by metadata[connhost_execution_id], messages by
-// Message-ID. Objects without the tag are listed under "".
+// Message-ID, and the copies a release relayed by their recipient (see
+// releaseTo). Objects without the tag are listed under "".
 type evidence struct {
 	pis, refunds, msgs map[string][]string
+	copies             map[string][]string
 	pi                 map[string]stripe.PaymentIntent
 	refund             map[string]stripe.Refund
 	msg                map[string]mailpit.MessageSummary
 }
 
 func newEvidence() *evidence {
-	return &evidence{pis: map[string][]string{}, refunds: map[string][]string{}, msgs: map[string][]string{},
+	return &evidence{pis: map[string][]string{}, refunds: map[string][]string{}, msgs: map[string][]string{}, copies: map[string][]string{},
 		pi: map[string]stripe.PaymentIntent{}, refund: map[string]stripe.Refund{}, msg: map[string]mailpit.MessageSummary{}}
 }
 
@@ -42,7 +45,20 @@ func (ev *evidence) addRefund(r stripe.Refund) {
 func (ev *evidence) addMessage(m mailpit.MessageSummary) {
 	ev.msgs[m.MessageID] = append(ev.msgs[m.MessageID], m.ID)
 	ev.msg[m.ID] = m
+	// A relayed copy keeps the original's headers; the release's
+	// recipients, which no header names, are its Bcc (as Mailpit shows
+	// them).
+	for _, to := range m.Bcc {
+		if to != nil && strings.HasPrefix(to.Address, "relay-") {
+			ev.copies[to.Address] = append(ev.copies[to.Address], m.ID)
+		}
+	}
 }
+
+// releaseTo is the recipient of the release_message call toolCallID: the
+// e-mail emulator relays the released message to itself, and the copy
+// (with a Message-ID of its own) arrives with it as its Bcc.
+func releaseTo(toolCallID string) string { return "relay-" + toolCallID + "@example.com" }
 
 // evidence reads everything the providers hold, through their list APIs
 // (read-after-write consistent, unlike Stripe search).

@@ -14,8 +14,8 @@ import (
 // operator resolves every recovery_required execution from the providers'
 // evidence, as the person on call would: the effect tagged with the
 // execution exists → applied (its id is the receipt); it does not →
-// not applied, dispatch again with the same key; a release (manual, the
-// emulator has no release endpoint, so nothing was relayed) → abandoned.
+// not applied, dispatch again with the same key; a release (manual): its
+// relayed copy exists → applied, else → abandoned.
 func (s *soak) operator(ctx context.Context, api string, rr []httpapi.Execution, byExec map[string]*call) map[string]int {
 	out := map[string]int{}
 	if len(rr) == 0 {
@@ -44,10 +44,11 @@ func (s *soak) operator(ctx context.Context, api string, rr []httpapi.Execution,
 		case opSend:
 			ids = ev.msgs[messageID(r.IdempotencyKey)]
 		case opRelease:
-			req.Reason = "the provider has no release endpoint: nothing was relayed"
+			ids = ev.copies[releaseTo(c.toolCallID)]
 		}
 		switch {
-		case c.tool == opRelease:
+		case c.tool == opRelease && len(ids) == 0:
+			req.Reason = "no relayed copy of the message at the provider: nothing was released"
 		case len(ids) == 1:
 			applied, receipt = true, ids[0]
 			req.Receipt, req.Result = receipt, json.RawMessage(fmt.Sprintf(`{"id":%q}`, receipt))

@@ -164,7 +164,9 @@ func (s *soak) newCall(w, n int, rng *rand.Rand) *call {
 		args = map[string]any{"payment_intent": pi, "amount": 100 + rng.IntN(400), "reason": "requested_by_customer"}
 	case r < 25 && len(s.messages) > 0:
 		c.tool = opRelease
-		args = map[string]any{"id": s.messages[rng.IntN(len(s.messages))], "to": fmt.Sprintf("relay-%d@example.com", w)}
+		// The emulator relays a released message to itself: the copy's
+		// recipient names the call that released it.
+		args = map[string]any{"id": s.messages[rng.IntN(len(s.messages))], "to": releaseTo(c.toolCallID)}
 	case r < 65:
 		c.tool = opCreate
 		args = map[string]any{"amount": 1000 + rng.IntN(9000), "currency": "usd", "payment_method": "pm_card_visa",
