@@ -226,46 +226,30 @@ func newIdentity(ctx context.Context, tx pgx.Tx) error {
 // fillCreated sets created_ns of the rows version 1 wrote from their
 // records' CreatedAt.
 func fillCreated(ctx context.Context, tx pgx.Tx) error {
-	rows, err := tx.Query(ctx, `SELECT id, record FROM connhost_executions WHERE record IS NOT NULL AND created_ns IS NULL`)
-	if err != nil {
-		return err
-	}
-	var ids [][]byte
-	var created []int64
-	for rows.Next() {
-		var id, v []byte
-		if err := rows.Scan(&id, &v); err != nil {
-			rows.Close()
-			return err
-		}
-		rec, err := decode(string(id), v)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		ids, created = append(ids, id), append(created, rec.CreatedAt.UnixNano())
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET created_ns = u.created
-FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, created) WHERE x.id = u.id`, ids, created)
-	return err
+	return fillColumn(ctx, tx, "created_ns", `record IS NOT NULL AND created_ns IS NULL`,
+		func(rec ledger.Record) (int64, bool) { return rec.CreatedAt.UnixNano(), true })
 }
 
-// fillDue sets due_ns of the pending rows version 2 wrote from their
-// records (ledger.DueAt).
+// fillDue sets due_ns of the pending rows earlier versions wrote from
+// their records (ledger.DueAt).
 func fillDue(ctx context.Context, tx pgx.Tx) error {
-	rows, err := tx.Query(ctx, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL AND record IS NOT NULL`)
+	return fillColumn(ctx, tx, "due_ns", `terminal_ns IS NULL AND record IS NOT NULL`, func(rec ledger.Record) (int64, bool) {
+		t, ok := ledger.DueAt(rec)
+		return ledger.DueUnixNano(t), ok
+	})
+}
+
+// fillColumn sets column (a BIGINT of connhost_executions) of the rows
+// matching where to value of each row's decoded record, in one UPDATE;
+// rows for which value answers false keep NULL. column and where are
+// this package's constants, never input.
+func fillColumn(ctx context.Context, tx pgx.Tx, column, where string, value func(ledger.Record) (int64, bool)) error {
+	rows, err := tx.Query(ctx, `SELECT id, record FROM connhost_executions WHERE `+where)
 	if err != nil {
 		return err
 	}
 	var ids [][]byte
-	var due []int64
+	var vals []int64
 	for rows.Next() {
 		var id, v []byte
 		if err := rows.Scan(&id, &v); err != nil {
@@ -277,8 +261,8 @@ func fillDue(ctx context.Context, tx pgx.Tx) error {
 			rows.Close()
 			return err
 		}
-		if t, ok := ledger.DueAt(rec); ok {
-			ids, due = append(ids, id), append(due, ledger.DueUnixNano(t))
+		if n, ok := value(rec); ok {
+			ids, vals = append(ids, id), append(vals, n)
 		}
 	}
 	rows.Close()
@@ -288,7 +272,7 @@ func fillDue(ctx context.Context, tx pgx.Tx) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET due_ns = u.due
-FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, due) WHERE x.id = u.id`, ids, due)
+	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET `+column+` = u.v
+FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, v) WHERE x.id = u.id`, ids, vals)
 	return err
 }
