@@ -74,9 +74,26 @@ func mailpitBin() (string, error) {
 }
 
 func findOrBuild() (string, error) {
-	if p := os.Getenv(EnvMailpitBin); p != "" {
+	return findOrBuildTool(pinnedTool{name: "Mailpit", dir: "mailpit", version: MailpitVersion, envBin: EnvMailpitBin,
+		pkg: "github.com/axllent/mailpit", timeout: 15 * time.Minute})
+}
+
+// pinnedTool is a server the tests run for real, built from the module
+// tools/<dir> pins (its version) when no prebuilt binary is named.
+type pinnedTool struct {
+	name, dir, version string
+	envBin             string // names a prebuilt binary
+	pkg                string // the main package to build
+	timeout            time.Duration
+}
+
+// findOrBuildTool returns $<envBin> when set, else the binary cached in
+// the user cache dir (connhost/bin/<dir>-<version>), building it there
+// first, under a file lock, so that test processes build it once.
+func findOrBuildTool(t pinnedTool) (string, error) {
+	if p := os.Getenv(t.envBin); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvMailpitBin, p, err)
+			return "", fmt.Errorf("%s=%s: %w", t.envBin, p, err)
 		}
 		return p, nil
 	}
@@ -88,7 +105,7 @@ func findOrBuild() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	name := "mailpit-" + MailpitVersion
+	name := t.dir + "-" + t.version
 	if runtime.GOOS == "windows" {
 		name += ".exe"
 	}
@@ -104,7 +121,7 @@ func findOrBuild() (string, error) {
 	if isExecutable(bin) { // another test process built it while we waited
 		return bin, nil
 	}
-	if err := build(bin); err != nil {
+	if err := buildTool(t, bin); err != nil {
 		return "", err
 	}
 	return bin, nil
@@ -148,22 +165,22 @@ func goTool() string {
 }
 
 // build compiles the pinned Mailpit into bin atomically (temp file + rename).
-func build(bin string) error {
-	dir, err := toolsDir()
+func buildTool(t pinnedTool, bin string) error {
+	dir, err := toolDir(t.dir)
 	if err != nil {
 		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, "github.com/axllent/mailpit")
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, t.pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("building Mailpit %s in %s: %w\n%s", MailpitVersion, dir, err, out.String())
+		return fmt.Errorf("building %s %s in %s: %w\n%s", t.name, t.version, dir, err, out.String())
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		_ = os.Remove(tmp)

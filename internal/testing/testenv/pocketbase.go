@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,59 +67,10 @@ func PocketBaseBin(tb testing.TB) string {
 }
 
 func findOrBuildPocketBase() (string, error) {
-	if p := os.Getenv(EnvPocketBaseBin); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvPocketBaseBin, p, err)
-		}
-		return p, nil
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("locating the user cache dir: %w", err)
-	}
-	dir := filepath.Join(cache, "connhost", "bin")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	name := "pocketbase-" + PocketBaseVersion
-	if runtime.GOOS == "windows" {
-		name += ".exe"
-	}
-	bin := filepath.Join(dir, name)
-	if isExecutable(bin) {
-		return bin, nil
-	}
-	unlock, err := lockFile(bin + ".lock")
-	if err != nil {
-		return "", fmt.Errorf("locking %s: %w", bin+".lock", err)
-	}
-	defer unlock()
-	if isExecutable(bin) {
-		return bin, nil
-	}
-	src, err := toolDir("pocketbase")
-	if err != nil {
-		return "", err
-	}
-	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
 	// A cold build of PocketBase (pure Go: modernc.org/sqlite) takes
 	// minutes on a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, "github.com/pocketbase/pocketbase/examples/base")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("building PocketBase %s in %s: %w\n%s", PocketBaseVersion, src, err, out.String())
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		_ = os.Remove(tmp)
-		return "", err
-	}
-	return bin, nil
+	return findOrBuildTool(pinnedTool{name: "PocketBase", dir: "pocketbase", version: PocketBaseVersion, envBin: EnvPocketBaseBin,
+		pkg: "github.com/pocketbase/pocketbase/examples/base", timeout: 40 * time.Minute})
 }
 
 // StartPocketBase starts a real PocketBase on a free loopback port with a
