@@ -375,31 +375,12 @@ func measureWitness(ctx context.Context, o LedgerOptions, rep *LedgerReport, ex 
 			return err
 		}
 	}
-	run := o.WitnessRun
-	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
-	rounds := max(o.Rounds, witnessRounds)
-	for r := range rounds {
-		o.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, o.Concurrency))
-		var wUs, nUs, wRate, nRate float64
-		steps := []func() error{
-			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },
-			func() (err error) { nUs, err = sequentialFor(run, writeWithout); return err },
-			func() (err error) { wRate, err = parallelFor(run, o.Concurrency, writeWith); return err },
-			func() (err error) { nRate, err = parallelFor(run, o.Concurrency, writeWithout); return err },
-		}
-		if r%2 == 1 {
-			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return err
-			}
-		}
-		withUs, withoutUs, seqRatios = append(withUs, wUs), append(withoutUs, nUs), append(seqRatios, wUs/nUs)
-		withPerS, withoutPerS, parRatios = append(withPerS, wRate), append(withoutPerS, nRate), append(parRatios, wRate/nRate)
+	c, err := compareWitness(o, writeWith, writeWithout)
+	if err != nil {
+		return err
 	}
-	rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio = median(withUs), median(withoutUs), median(seqRatios)
-	rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio = median(withPerS), median(withoutPerS), median(parRatios)
+	rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio = c.withUs, c.withoutUs, c.seqRatio
+	rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio = c.withPerS, c.withoutPerS, c.parRatio
 	st, err := os.Stat(witnessPath)
 	if err != nil {
 		return err
@@ -635,4 +616,41 @@ func dirSize(dir string) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// witnessComparison holds the medians of alternating rounds of a ledger's
+// writes with and without a witness (compareWitness).
+type witnessComparison struct {
+	withUs, withoutUs, seqRatio     float64 // sequential µs per write, and their ratio
+	withPerS, withoutPerS, parRatio float64 // writes per second at o.Concurrency, and their ratio
+}
+
+// compareWitness runs max(o.Rounds, witnessRounds) rounds of writeWith and
+// writeWithout, o.WitnessRun each, sequentially and with o.Concurrency
+// callers, alternating which goes first, and returns the medians.
+func compareWitness(o LedgerOptions, writeWith, writeWithout func() error) (witnessComparison, error) {
+	run := o.WitnessRun
+	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
+	rounds := max(o.Rounds, witnessRounds)
+	for r := range rounds {
+		o.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, o.Concurrency))
+		var wUs, nUs, wRate, nRate float64
+		steps := []func() error{
+			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },
+			func() (err error) { nUs, err = sequentialFor(run, writeWithout); return err },
+			func() (err error) { wRate, err = parallelFor(run, o.Concurrency, writeWith); return err },
+			func() (err error) { nRate, err = parallelFor(run, o.Concurrency, writeWithout); return err },
+		}
+		if r%2 == 1 {
+			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return witnessComparison{}, err
+			}
+		}
+		withUs, withoutUs, seqRatios = append(withUs, wUs), append(withoutUs, nUs), append(seqRatios, wUs/nUs)
+		withPerS, withoutPerS, parRatios = append(withPerS, wRate), append(withoutPerS, nRate), append(parRatios, wRate/nRate)
+	}
+	return witnessComparison{median(withUs), median(withoutUs), median(seqRatios), median(withPerS), median(withoutPerS), median(parRatios)}, nil
 }

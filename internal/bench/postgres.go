@@ -405,31 +405,12 @@ func measurePostgresWitness(ctx context.Context, lo LedgerOptions, maxConns int3
 			return err
 		}
 	}
-	run := lo.WitnessRun
-	var withUs, withoutUs, seqRatios, withPerS, withoutPerS, parRatios []float64
-	rounds := max(lo.Rounds, witnessRounds)
-	for r := range rounds {
-		lo.Progress(fmt.Sprintf("witness round %d of %d: the ledger's writes with and without a witness, sequential and with %d callers", r+1, rounds, lo.Concurrency))
-		var wUs, nUs, wRate, nRate float64
-		steps := []func() error{
-			func() (err error) { wUs, err = sequentialFor(run, writeWith); return err },
-			func() (err error) { nUs, err = sequentialFor(run, writeWithout); return err },
-			func() (err error) { wRate, err = parallelFor(run, lo.Concurrency, writeWith); return err },
-			func() (err error) { nRate, err = parallelFor(run, lo.Concurrency, writeWithout); return err },
-		}
-		if r%2 == 1 {
-			steps[0], steps[1], steps[2], steps[3] = steps[1], steps[0], steps[3], steps[2]
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return err
-			}
-		}
-		withUs, withoutUs, seqRatios = append(withUs, wUs), append(withoutUs, nUs), append(seqRatios, wUs/nUs)
-		withPerS, withoutPerS, parRatios = append(withPerS, wRate), append(withoutPerS, nRate), append(parRatios, wRate/nRate)
+	c, err := compareWitness(lo, writeWith, writeWithout)
+	if err != nil {
+		return err
 	}
-	rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio = median(withUs), median(withoutUs), median(seqRatios)
-	rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio = median(withPerS), median(withoutPerS), median(parRatios)
+	rep.WitnessSeqMicros, rep.NoWitnessSeqMicros, rep.WitnessSeqRatio = c.withUs, c.withoutUs, c.seqRatio
+	rep.WitnessParPerSecond, rep.NoWitnessParPerSecond, rep.WitnessParRatio = c.withPerS, c.withoutPerS, c.parRatio
 	return nil
 }
 
