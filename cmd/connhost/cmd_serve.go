@@ -16,7 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/buildinfo"
+	"github.com/connhost/connhost/internal/console"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
@@ -323,6 +326,12 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		return err
 	}
 	apiOpts.MCP = mcpSrv.HTTPHandler()
+	ui, err := console.New(console.Options{Executor: ex, Principals: so.principals, Anonymous: apiOpts.Anonymous,
+		Dev: so.command == "dev", Audit: a.consoleAudit(ex), Logger: logger})
+	if err != nil {
+		return err
+	}
+	apiOpts.Console = ui
 	handler, err := httpapi.New(ex, apiOpts)
 	if err != nil {
 		return err
@@ -348,7 +357,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	logAuthority(logger, apiOpts)
 	logScopes(logger, so.principals)
-	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
+	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "console", url+console.Prefix, "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
 	if so.ready != nil {
 		so.ready(url)
 	}
@@ -371,6 +380,17 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		return errors.Join(fatal, fmt.Errorf("shutdown: %w", err))
 	}
 	return fatal
+}
+
+// consoleAudit returns the audit of ex's connectors for the console's
+// Connectors page: the report `connhost audit` makes of them, their
+// modules probed as it probes them.
+func (a *app) consoleAudit(ex *host.Executor) func(context.Context) audit.Report {
+	return func(ctx context.Context) audit.Report {
+		p := a.newModuleProber(ctx)
+		defer p.close()
+		return audit.Audit(ex.Manifests(), audit.Options{Facts: p.facts})
+	}
 }
 
 // logAuthority logs who may decide what through the API, in the terms an

@@ -78,6 +78,13 @@ type Options struct {
 	// with PrincipalFromContext. The default value (nil) answers /mcp with
 	// not_found.
 	MCP http.Handler
+	// Console, when set, is served at /ui/ (every method), and GET /
+	// redirects there: the reviewer and operator console (package
+	// console), which authenticates its own requests with a session
+	// cookie, so the bearer token check does not apply to it; the access
+	// log and, without credentials, the loopback Host check do. The
+	// default value (nil) answers /ui/ with not_found.
+	Console http.Handler
 	// Registry is served at GET /metrics; New registers the connector
 	// pool collector on it. Pass the registry given to [NewObserver] so the
 	// executor's metrics appear too. The default value is a new registry.
@@ -236,6 +243,10 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 			w.Header().Set("Allow", allow)
 			writeProblem(w, NewProblem(CodeMethodNotAllowed, fmt.Sprintf("%s %s: allowed methods are %s", r.Method, r.URL.Path, allow)))
 		})))
+	}
+	if opts.Console != nil {
+		mux.Handle("/ui/", opts.Console)
+		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusSeeOther))
 	}
 	mux.Handle("/", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeNotFound, "no route for "+r.URL.Path))
