@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/console"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/tooldefs"
@@ -319,6 +320,7 @@ func sampleOf(schema map[string]any, depth int) any {
 func renderDevBanner(w io.Writer, api, payments, email, tool, args string) {
 	fmt.Fprintf(w, "connhost dev is running\n\n")
 	fmt.Fprintf(w, "  API       %s   (OpenAPI: %s/openapi.json)\n", api, api)
+	fmt.Fprintf(w, "  console   %s%s   (approvals, recovery, executions, connectors)\n", api, console.Prefix)
 	if payments != "" {
 		fmt.Fprintf(w, "  payments  %s\n", payments)
 	}
@@ -327,7 +329,7 @@ func renderDevBanner(w io.Writer, api, payments, email, tool, args string) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "No tokens: anyone on this machine can approve, reject and resolve calls\n")
-	fmt.Fprintf(w, "through this API; decisions are recorded as %q.\n\n", httpapi.DevLoopback.Name)
+	fmt.Fprintf(w, "through this API and its console; decisions are recorded as %q.\n\n", httpapi.DevLoopback.Name)
 	fmt.Fprintf(w, "Try:\n")
 	fmt.Fprintf(w, "  curl -s '%s/v1/tools?format=openai'\n", api)
 	if tool != "" {

@@ -225,12 +225,19 @@ func (c *console) clearCookie(w http.ResponseWriter, r *http.Request, name strin
 }
 
 // crossSite reports why a browser's POST did not come from the console's
-// own pages: Sec-Fetch-Site other than same-origin, or an Origin other
-// than the server's ("" when neither says so; clients that send neither,
-// such as curl, still need the session's CSRF token).
+// own pages ("" when nothing says so). Sec-Fetch-Site, which no page can
+// set, decides when the browser sends it: same-origin only. Without it,
+// an Origin must name the server; "null" is refused, since the console's
+// own pages send it only alongside Sec-Fetch-Site (their Referrer-Policy
+// is no-referrer, under which Chromium's form posts say Origin: null).
+// Clients that send neither, such as curl, still need the session's CSRF
+// token.
 func crossSite(r *http.Request) string {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
-		return "the browser says the form came from another site (Sec-Fetch-Site: " + s + ")"
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		if s != "same-origin" {
+			return "the browser says the form came from another site (Sec-Fetch-Site: " + s + ")"
+		}
+		return ""
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
@@ -350,6 +357,7 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 
 // refuse answers a refused action with a page saying why.
 func (c *console) refuse(w http.ResponseWriter, r *http.Request, s session, f refusal) {
+	c.opts.Logger.WarnContext(r.Context(), "console: refused", "method", r.Method, "path", r.URL.Path, "principal", s.principal.Name, "why", f.text)
 	v := &view{Title: "Refused", Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev, CSRF: s.csrf,
 		Notes: []note{{Error: true, Text: f.text}}}
 	c.render(w, "refused", f.status, v)
@@ -392,6 +400,7 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fail := func(status int, text string) {
+		c.opts.Logger.WarnContext(r.Context(), "console: sign-in refused", "why", text)
 		tok := randomToken()
 		c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
 		c.render(w, "signin", status, &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.PostFormValue("next")),

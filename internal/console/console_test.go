@@ -342,6 +342,7 @@ func TestPostRefused(t *testing.T) {
 		{"Origin null", form(csrf), map[string]string{"Origin": "null", "Sec-Fetch-Site": ""}, http.StatusForbidden},
 		{"Sec-Fetch-Site cross-site", form(csrf), map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": ""}, http.StatusForbidden},
 		{"Sec-Fetch-Site same-site", form(csrf), map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"Origin of another site, same-origin claimed by no browser", form(csrf), map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
 		{"no session", form(csrf), map[string]string{"Cookie": ""}, http.StatusUnauthorized},
 	} {
 		cl := c
@@ -355,7 +356,9 @@ func TestPostRefused(t *testing.T) {
 	if d := e.decision(t, res.Approval.ID); d != "pending" {
 		t.Fatalf("a refused POST decided: %s", d)
 	}
-	if code, _, _ := e.post(t, c, path, form(csrf), nil); code != http.StatusSeeOther || e.decision(t, res.Approval.ID) != "approved" {
+	// What Chromium sends from the console's page (its Referrer-Policy
+	// no-referrer makes the Origin null).
+	if code, _, _ := e.post(t, c, path, form(csrf), map[string]string{"Origin": "null"}); code != http.StatusSeeOther || e.decision(t, res.Approval.ID) != "approved" {
 		t.Fatalf("the same POST from the console's page: %d, %s", code, e.decision(t, res.Approval.ID))
 	}
 }
