@@ -39,6 +39,21 @@ var principals = []httpapi.Principal{
 	{Name: "scraper", Roles: []httpapi.Role{httpapi.RoleMetrics}, Token: scraperTok},
 }
 
+// cacheDir is a wasm compilation cache shared by the package's tests, so
+// that each executor does not compile the noop module again.
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "connhost-console-cache-")
+	if err != nil {
+		panic(err)
+	}
+	cacheDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 type env struct {
 	ex  *host.Executor
 	srv *httptest.Server
@@ -68,7 +83,7 @@ func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev b
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ex, err := host.Open(ctx, host.Options{DataDir: filepath.Join(dir, "data"), Manifests: ms, ModuleDir: dir, AllowUnpinned: true, Logger: quiet})
+	ex, err := host.Open(ctx, host.Options{DataDir: filepath.Join(dir, "data"), CacheDir: cacheDir, Manifests: ms, ModuleDir: dir, AllowUnpinned: true, Logger: quiet})
 	if err != nil {
 		t.Fatalf("open executor: %v", err)
 	}
