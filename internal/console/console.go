@@ -284,6 +284,7 @@ func (c *console) page(fill func(r *http.Request, s session, v *view) (string, i
 			http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
+		c.noteAccess(r, s)
 		v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
 			CanDecide: s.principal.Has(httpapi.RoleApprover),
 			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
@@ -332,6 +333,7 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 			c.refuse(w, r, session{}, refusal{http.StatusUnauthorized, "refused: sign in first"})
 			return
 		}
+		c.noteAccess(r, s)
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if err := r.ParseForm(); err != nil {
 			c.refuse(w, r, s, refusal{http.StatusBadRequest, "refused: the form could not be read: " + err.Error()})
@@ -353,6 +355,17 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 		c.sessions.addNote(s.id, n)
 		http.Redirect(w, r, back, http.StatusSeeOther)
 	}
+}
+
+// noteAccess names the session's principal and the page's execution or
+// approval in the request's access log line.
+func (c *console) noteAccess(r *http.Request, s session) {
+	id := r.PathValue("id")
+	exec, approval := id, ""
+	if strings.HasPrefix(r.URL.Path, Prefix+"approvals/") {
+		exec, approval = "", id
+	}
+	httpapi.NoteAccess(r.Context(), s.principal.Name, exec, approval)
 }
 
 // refuse answers a refused action with a page saying why.

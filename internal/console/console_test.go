@@ -14,7 +14,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
@@ -57,6 +59,25 @@ func TestMain(m *testing.M) {
 type env struct {
 	ex  *host.Executor
 	srv *httptest.Server
+	log *syncBuffer // the server's log (access lines included)
+}
+
+// syncBuffer is a log sink safe to read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // newEnv serves the console, mounted by the HTTP API as serve mounts it,
@@ -88,17 +109,19 @@ func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev b
 		t.Fatalf("open executor: %v", err)
 	}
 	t.Cleanup(func() { _ = ex.Close(context.Background()) })
-	ui, err := New(Options{Executor: ex, Principals: ps, Anonymous: anon, Dev: dev, Logger: quiet})
+	log := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(log, nil))
+	ui, err := New(Options{Executor: ex, Principals: ps, Anonymous: anon, Dev: dev, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(ex, httpapi.Options{Principals: ps, Anonymous: anon, Console: ui, Logger: quiet})
+	h, err := httpapi.New(ex, httpapi.Options{Principals: ps, Anonymous: anon, Console: ui, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{ex: ex, srv: srv}
+	return &env{ex: ex, srv: srv, log: log}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -565,5 +588,30 @@ func TestDev(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a rebinding Host reached dev's console: %d", resp.StatusCode)
+	}
+}
+
+// TestAccessLogNamesThePrincipal: the console's requests are logged by
+// the API's access log with the signed-in principal and the approval
+// acted on, and a refused one at WARN with why.
+func TestAccessLogNamesThePrincipal(t *testing.T) {
+	e := newEnv(t, principals, nil, false)
+	res := e.gatedCall(t, "", "c1", `{"amount":500,"currency":"usd"}`)
+	c := e.browser(t)
+	csrf := e.signIn(t, c, runTok)
+	e.post(t, c, "/ui/approvals/"+res.Approval.ID+"/approve", url.Values{"csrf": {csrf}, "digest": {res.Approval.ArgsDigest}}, nil)
+	want := []string{
+		"level=WARN msg=\"console: refused\" method=POST path=/ui/approvals/" + res.Approval.ID + "/approve principal=agent",
+		"level=WARN msg=\"http request\" method=POST path=/ui/approvals/" + res.Approval.ID + "/approve status=403",
+		"principal=agent approval_id=" + res.Approval.ID,
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, w := range want {
+		for !strings.Contains(e.log.String(), w) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !strings.Contains(e.log.String(), w) {
+			t.Errorf("the log lacks %q:\n%s", w, e.log.String())
+		}
 	}
 }

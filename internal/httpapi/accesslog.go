@@ -105,3 +105,24 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		a.opts.Logger.LogAttrs(r.Context(), level, "http request", attrs...)
 	})
 }
+
+// NoteAccess names, in the access log line of the request ctx belongs
+// to, the principal it acts for and the execution or approval it acts on
+// (an empty argument leaves that field as it is). The console, which
+// authenticates its own requests, calls it; elsewhere the API notes them
+// itself.
+func NoteAccess(ctx context.Context, principal, executionID, approvalID string) {
+	n := noteOf(ctx)
+	if n == nil {
+		return
+	}
+	if principal != "" {
+		n.principal = principal
+	}
+	if executionID != "" {
+		n.executionID = executionID
+	}
+	if approvalID != "" {
+		n.approvalID = approvalID
+	}
+}
