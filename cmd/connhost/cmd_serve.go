@@ -73,6 +73,10 @@ MCP clients reach the same tools at /mcp (streamable HTTP; see connhost mcp
 without them is refused (identity_required) unless [mcp]
 allow_per_request_identity = true; browser pages on other origins get 403
 unless [mcp] allow_origins lists them.
+Reviewers and operators use the console at /ui/ in a browser (sign in
+with a principal's token): the approvals inbox, the recovery queue, the
+executions and the connectors, with approve, reject and resolve as the
+principal's roles allow.
 
 It listens on loopback by default and refuses a non-loopback address unless
 a bearer token is configured. The config file (TOML) holds the server
