@@ -473,6 +473,9 @@ func TestResolveUnfences(t *testing.T) {
 	if !strings.Contains(page, `id="unfenced"`) || !strings.Contains(page, "is no longer fenced") || !strings.Contains(page, "abandoned by olga") {
 		t.Errorf("after the resolve the page does not show the session unfenced:\n%s", page)
 	}
+	if !strings.Contains(page, `<th scope="row">msg</th><td><code>&#34;x&#34;</code>`) {
+		t.Errorf("the execution page does not show the arguments one field a line")
+	}
 	if _, page, _ = e.get(t, c, "/ui/recovery"); !strings.Contains(page, `id="recovery-empty"`) {
 		t.Errorf("the queue still lists the resolved call")
 	}

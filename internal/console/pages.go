@@ -423,7 +423,10 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 
 type executionData struct {
 	httpapi.Execution
-	View    *host.ApprovalView
+	View *host.ApprovalView
+	// Fields are the arguments as argview shows them, in path order, for
+	// an execution without an approval view.
+	Fields  []host.ArgField
 	Stopped *ledger.Event
 	Fenced  bool
 	Refresh bool
@@ -449,6 +452,11 @@ func (c *console) execution(r *http.Request, s session, v *view) (string, int) {
 	if d.Approval != nil {
 		if av, err := c.opts.Executor.ApprovalView(ctx, d.Approval.ID); err == nil {
 			d.View = &av
+		}
+	}
+	if d.View == nil {
+		if fields, _, err := host.RenderArgs(rec.Args, nil); err == nil {
+			d.Fields = fields
 		}
 	}
 	for i := range evs {
