@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
@@ -50,6 +52,9 @@ type LedgerOptions struct {
 	// long enough to hold witness updates (about one a second). The
 	// default value is 2s.
 	WitnessRun time.Duration
+	// SyncCallers are the numbers of callers the fsync sharing is measured
+	// at (see SyncShare). The default value is 16 and 64.
+	SyncCallers []int
 	// Progress, when set, receives one line per phase.
 	Progress func(phase string)
 }
@@ -78,6 +83,9 @@ func (o *LedgerOptions) ensureDefaults() {
 	}
 	if o.WitnessRun <= 0 {
 		o.WitnessRun = 2 * time.Second
+	}
+	if len(o.SyncCallers) == 0 {
+		o.SyncCallers = []int{16, 64}
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -135,10 +143,151 @@ type LedgerReport struct {
 	WitnessParRatio       float64 `json:"witness_par_over_no_witness_par"`
 	// WitnessBytes is the size of that full witness file.
 	WitnessBytes int64 `json:"witness_bytes"`
+	// SyncShares says, at each of LedgerOptions.SyncCallers, how many
+	// commits each fsync of the write-ahead log made durable, for raw and
+	// for Execute.
+	SyncShares []SyncShare `json:"sync_shares"`
 	// GOMAXPROCS and CPUs describe the process the figures were measured
 	// in: connhost runs with two Ps more than CPUs unless told otherwise.
 	GOMAXPROCS int `json:"gomaxprocs"`
 	CPUs       int `json:"cpus"`
+}
+
+// SyncShare is how the fsyncs of the write-ahead log were shared at one
+// number of callers, for raw (two synced batches per operation), Execute
+// of a manual operation (intent and outcome synced) and Execute with a
+// lazy outcome (intent synced). Each concurrent commit that asks for a
+// sync waits for the next fsync of the log, so the fewer commits each
+// fsync covers, the more fsyncs a run pays for, and on a disk whose fsync
+// costs a few hundred microseconds that bounds the throughput. Each figure
+// is the median over the rounds.
+type SyncShare struct {
+	Callers int `json:"callers"`
+	// PerSecond: operations or executions per second.
+	RawPerSecond     float64 `json:"raw_per_s"`
+	ExecutePerSecond float64 `json:"execute_per_s"`
+	LazyPerSecond    float64 `json:"execute_lazy_per_s"`
+	// CommitsPerSync: batches committed per fsync of the log.
+	RawCommitsPerSync     float64 `json:"raw_commits_per_sync"`
+	ExecuteCommitsPerSync float64 `json:"execute_commits_per_sync"`
+	LazyCommitsPerSync    float64 `json:"execute_lazy_commits_per_sync"`
+	// SyncsPerOp: fsyncs of the log per operation or execution.
+	RawSyncsPerOp           float64 `json:"raw_syncs_per_op"`
+	ExecuteSyncsPerOp       float64 `json:"execute_syncs_per_execution"`
+	LazySyncsPerOp          float64 `json:"execute_lazy_syncs_per_execution"`
+	ExecuteCommitsPerOp     float64 `json:"execute_commits_per_execution"`
+	RawBytesPerSync         float64 `json:"raw_bytes_per_sync"`
+	ExecuteBytesPerSync     float64 `json:"execute_bytes_per_sync"`
+	ExecuteBytesPerOp       float64 `json:"execute_wal_bytes_per_execution"`
+	RawBytesPerOp           float64 `json:"raw_wal_bytes_per_op"`
+	ExecuteOverRawPerSecond float64 `json:"execute_per_s_over_raw_per_s"`
+	// CPUMicrosPerOp: the process's CPU time (user and system) per
+	// operation or execution: where it is larger than the wall time one
+	// CPU gives each operation, the run was bound by CPU, not by fsyncs.
+	RawCPUMicrosPerOp     float64 `json:"raw_cpu_us_per_op"`
+	ExecuteCPUMicrosPerOp float64 `json:"execute_cpu_us_per_execution"`
+	LazyCPUMicrosPerOp    float64 `json:"execute_lazy_cpu_us_per_execution"`
+}
+
+// walCounter is what WALStats the ledger and the raw database give.
+type walCounter interface {
+	WALStats() (ledger.WALStats, error)
+}
+
+// walRun is one run's write-ahead log counts.
+type walRun struct {
+	perSecond            float64
+	ops                  float64
+	syncs, bytes, commit float64
+	cpuMicros            float64
+}
+
+// countedRun runs fn ops times from callers goroutines and returns the
+// rate and what the log of w did meanwhile.
+func countedRun(ops, callers int, fn func() error, w walCounter) (walRun, error) {
+	before, err := w.WALStats()
+	if err != nil {
+		return walRun{}, err
+	}
+	cpuBefore := processCPU()
+	rate, err := parallel(ops, callers, fn)
+	if err != nil {
+		return walRun{}, err
+	}
+	cpu := processCPU() - cpuBefore
+	after, err := w.WALStats()
+	if err != nil {
+		return walRun{}, err
+	}
+	return walRun{perSecond: rate, ops: float64(ops), syncs: float64(after.Syncs - before.Syncs),
+		bytes: float64(after.Bytes - before.Bytes), commit: float64(after.Commits - before.Commits),
+		cpuMicros: float64(cpu) / float64(time.Microsecond)}, nil
+}
+
+// perSync returns x per fsync of r (0 when the run synced nothing).
+func (r walRun) perSync(x float64) float64 {
+	if r.syncs == 0 {
+		return 0
+	}
+	return x / r.syncs
+}
+
+// measureSyncShares alternates rounds of raw, execute and lazy execute
+// runs at each of o.SyncCallers, counting the fsyncs of each database's
+// log, and fills rep.SyncShares.
+func measureSyncShares(o LedgerOptions, rep *LedgerReport, raw *RawBench, exLedger walCounter, execute, executeLazy func() error) error {
+	for _, callers := range o.SyncCallers {
+		ops := max(o.ParOps/o.Rounds, 20*callers)
+		o.Progress(fmt.Sprintf("fsync sharing: %d rounds at %d callers", o.Rounds, callers))
+		rawFn := func() error { return rawOp(raw.db, raw.next.Add(1), raw.record, raw.event, pebble.Sync) }
+		var rows [][]float64
+		for range o.Rounds {
+			// rawOp commits two batches: counted here, since countedRun
+			// calls it directly rather than through raw.Run.
+			r, err := countedRun(ops, callers, func() error {
+				err := rawFn()
+				if err == nil {
+					raw.commits.Add(2)
+				}
+				return err
+			}, raw)
+			if err != nil {
+				return err
+			}
+			e, err := countedRun(ops, callers, execute, exLedger)
+			if err != nil {
+				return err
+			}
+			z, err := countedRun(ops, callers, executeLazy, exLedger)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, []float64{
+				r.perSecond, e.perSecond, z.perSecond,
+				r.perSync(r.commit), e.perSync(e.commit), z.perSync(z.commit),
+				r.syncs / r.ops, e.syncs / e.ops, z.syncs / z.ops, e.commit / e.ops,
+				r.perSync(r.bytes), e.perSync(e.bytes), e.bytes / e.ops, r.bytes / r.ops,
+				e.perSecond / r.perSecond,
+				r.cpuMicros / r.ops, e.cpuMicros / e.ops, z.cpuMicros / z.ops,
+			})
+		}
+		col := func(i int) float64 {
+			xs := make([]float64, len(rows))
+			for j, row := range rows {
+				xs[j] = row[i]
+			}
+			return median(xs)
+		}
+		rep.SyncShares = append(rep.SyncShares, SyncShare{Callers: callers,
+			RawPerSecond: col(0), ExecutePerSecond: col(1), LazyPerSecond: col(2),
+			RawCommitsPerSync: col(3), ExecuteCommitsPerSync: col(4), LazyCommitsPerSync: col(5),
+			RawSyncsPerOp: col(6), ExecuteSyncsPerOp: col(7), LazySyncsPerOp: col(8), ExecuteCommitsPerOp: col(9),
+			RawBytesPerSync: col(10), ExecuteBytesPerSync: col(11), ExecuteBytesPerOp: col(12), RawBytesPerOp: col(13),
+			ExecuteOverRawPerSecond: col(14),
+			RawCPUMicrosPerOp:       col(15), ExecuteCPUMicrosPerOp: col(16), LazyCPUMicrosPerOp: col(17),
+		})
+	}
+	return nil
 }
 
 const noopManifest = `
@@ -166,6 +315,36 @@ max_attempts = 1
 input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additionalProperties":false}'''
 `
 
+// openNoop opens an executor in dir with the no-op connector (built from
+// the source tree) allowed instances instances, and returns it with the
+// connector's manifest.
+func openNoop(ctx context.Context, dir string, instances int) (*host.Executor, *manifests.Manifest, error) {
+	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/noop")
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := manifests.Parse("noop.toml", fmt.Appendf(nil, noopManifest, digest, instances))
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Connector.Module = modPath
+	ex, err := host.Open(ctx, host.Options{DataDir: dir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
+	return ex, m, err
+}
+
+// noopCall returns a function that executes tool (noop.echo or noop.keyed)
+// once, with a new tool-call id from seq, and fails unless it succeeded.
+func noopCall(ctx context.Context, ex *host.Executor, tool string, seq *atomic.Int64) func() error {
+	return func() error {
+		i := seq.Add(1)
+		res, err := ex.Execute(ctx, host.ToolCall{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: tool, Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		if err == nil && res.Status != host.StatusSucceeded {
+			err = fmt.Errorf("bench: execute %s: status %s: %s", tool, res.Status, res.Error)
+		}
+		return err
+	}
+}
+
 // RunLedger measures the ledger and the executor; see LedgerReport.
 func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	o.ensureDefaults()
@@ -190,32 +369,13 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	defer raw.Close()
 
 	o.Progress("building the noop connector")
-	modPath, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/noop")
-	if err != nil {
-		return rep, err
-	}
-	m, err := manifests.Parse("noop.toml", fmt.Appendf(nil, noopManifest, digest, min(o.Concurrency, 256)))
-	if err != nil {
-		return rep, err
-	}
-	m.Connector.Module = modPath
 	exDir := filepath.Join(o.Dir, "exec")
-	ex, err := host.Open(ctx, host.Options{DataDir: exDir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
+	ex, m, err := openNoop(ctx, exDir, min(o.Concurrency, 256))
 	if err != nil {
 		return rep, err
 	}
 	var seq atomic.Int64
-	call := func(tool string) func() error {
-		return func() error {
-			i := seq.Add(1)
-			res, err := ex.Execute(ctx, host.ToolCall{SessionID: "bench", ToolCallID: fmt.Sprint("t", i), Tool: tool, Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
-			if err == nil && res.Status != host.StatusSucceeded {
-				err = fmt.Errorf("bench: execute %s: status %s: %s", tool, res.Status, res.Error)
-			}
-			return err
-		}
-	}
-	run, runLazy := call("noop.echo"), call("noop.keyed")
+	run, runLazy := noopCall(ctx, ex, "noop.echo", &seq), noopCall(ctx, ex, "noop.keyed", &seq)
 	// Warm the pool to its full size, and the write paths.
 	if _, err := parallel(2*o.Concurrency, o.Concurrency, run); err != nil {
 		ex.Close(ctx)
@@ -232,6 +392,14 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		return rep, err
 	}
 	err = measureWrites(ctx, o, &rep, raw, writeOnly, run, runLazy)
+	if err == nil {
+		exLedger, ok := ex.Ledger().(walCounter)
+		if !ok {
+			err = fmt.Errorf("bench: the executor's ledger %T does not count its log", ex.Ledger())
+		} else {
+			err = measureSyncShares(o, &rep, raw, exLedger, run, runLazy)
+		}
+	}
 	if err == nil {
 		err = measureWitness(ctx, o, &rep, ex, filepath.Join(o.Dir, "witness"))
 	}

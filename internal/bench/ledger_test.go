@@ -16,7 +16,7 @@ func TestRunLedger(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	var phases []string
 	rep, err := RunLedger(context.Background(), LedgerOptions{
-		Dir: dir, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 3, WitnessRun: 50 * time.Millisecond,
+		Dir: dir, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 3, SyncCallers: []int{1, 4}, WitnessRun: 50 * time.Millisecond,
 		Progress: func(p string) { phases = append(phases, p) },
 	})
 	require.NoError(t, err)
@@ -33,6 +33,19 @@ func TestRunLedger(t *testing.T) {
 		"witness bytes": float64(rep.WitnessBytes),
 	} {
 		require.Positive(t, v, name)
+	}
+	// The fsync counts are real: each synced commit waited for an fsync
+	// of the log, so a run has at least one and at most one per commit.
+	require.Len(t, rep.SyncShares, 2)
+	for _, s := range rep.SyncShares {
+		for name, v := range map[string]float64{
+			"raw": s.RawCommitsPerSync, "execute": s.ExecuteCommitsPerSync, "lazy": s.LazyCommitsPerSync,
+		} {
+			require.GreaterOrEqual(t, v, 1.0, "%s commits per fsync at %d callers", name, s.Callers)
+		}
+		require.InDelta(t, 2, s.ExecuteCommitsPerOp, 0.01, "a manual execution commits its intent and its outcome")
+		require.LessOrEqual(t, s.RawSyncsPerOp, 2.0)
+		require.Positive(t, s.ExecuteBytesPerOp)
 	}
 	require.Equal(t, 3, rep.Rounds)
 	require.Equal(t, 300, rep.History)

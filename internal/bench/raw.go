@@ -44,6 +44,7 @@ func RawSyncBench(ctx context.Context, dir string, ops, concurrency int) (perOp 
 type RawBench struct {
 	db            *pebble.DB
 	next          atomic.Int64
+	commits       atomic.Uint64
 	record, event []byte
 }
 
@@ -66,6 +67,13 @@ func OpenRawBench(dir string) (*RawBench, error) {
 
 // Close closes the database.
 func (rb *RawBench) Close() error { return rb.db.Close() }
+
+// WALStats returns the database's write-ahead log counts since it opened,
+// as ledger.DB.WALStats does for a ledger.
+func (rb *RawBench) WALStats() (ledger.WALStats, error) {
+	m := rb.db.Metrics()
+	return ledger.WALStats{Syncs: pebbleconf.WALSyncs(m), Bytes: m.WAL.BytesWritten, Commits: rb.commits.Load()}, nil
+}
 
 // errBadRun: Run was asked for no operations or no goroutines.
 var errBadRun = errors.New("bench: ops and concurrency must be >= 1")
@@ -100,6 +108,7 @@ func (rb *RawBench) run(ctx context.Context, ops, concurrency int, second *pebbl
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
+				rb.commits.Add(2)
 			}
 		})
 	}
