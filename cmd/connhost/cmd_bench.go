@@ -1,3 +1,5 @@
+//go:build !serveronly
+
 package main
 
 import (
@@ -6,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/bench"
+	"github.com/connhost/connhost/internal/devkit/bench"
 )
 
 func (a *app) benchCommand() *cobra.Command {

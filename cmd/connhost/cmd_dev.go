@@ -1,3 +1,5 @@
+//go:build !serveronly
+
 package main
 
 import (
@@ -15,19 +17,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
-
-// providerSandbox is what dev and sandbox need from internal/sandbox.
-type providerSandbox interface {
-	PaymentsURL() string
-	EmailURL() string
-	Close() error
-}
 
 // startSandbox starts the local provider emulators (Stripe and Mailpit API
 // subsets): payments on listen, email on the next port (or a free one when
