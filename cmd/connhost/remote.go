@@ -33,6 +33,9 @@ type decisionFlags struct {
 	server   string
 	tokenEnv string
 	by       string
+	// read: the flags of ls, history and recover (registerRead), whose
+	// messages ask for any principal's token.
+	read bool
 }
 
 func (df *decisionFlags) register(c *cobra.Command, byUsage string) {
@@ -198,8 +201,12 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 		}
 	}
 	if si.Auth && token == "" {
-		return host.Result{}, fmt.Errorf("%s needs a bearer token: set %s to your principal's token (an approver's, or an operator's for resolve and cancel), or name another variable with --token-env",
-			where, df.tokenEnv)
+		whose := "an approver's, or an operator's for resolve and cancel"
+		if df.read {
+			whose = "any principal's may read; a runtime's or an operator's for recover"
+		}
+		return host.Result{}, fmt.Errorf("%s needs a bearer token: set %s to your principal's token (%s), or name another variable with --token-env",
+			where, df.tokenEnv, whose)
 	}
 	if token != "" {
 		auth, err := a.proveServer(ctx, si.URL, where, token, df.tokenEnv)
