@@ -67,7 +67,7 @@ func TestAnnouncer(t *testing.T) {
 
 	var logs syncBuffer
 	a := NewAnnouncer(slog.New(slog.NewJSONHandler(&logs, nil)))
-	a.Poll = time.Hour // only the Observer wakes it
+	a.Poll = time.Hour  // only the Observer wakes it
 	var told syncBuffer // what OnWait was handed, one line each
 	a.OnWait = func(w Wait) {
 		switch {
