@@ -182,11 +182,6 @@ func (e *remoteProblemError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Server, e.Problem.Detail)
 }
 
-// noRedirects is the HTTP client of the decision commands: a redirect is
-// never followed, so neither a token nor a decision goes anywhere but the
-// URL whose server proved itself.
-var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 // remote sends req to the server si with the token from df.tokenEnv.
 // discovered says the server was found through server.json (the messages
 // then say it holds the ledger). The token is sent only to a server that
@@ -238,7 +233,11 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 	if token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := noRedirects.Do(hreq)
+	client, err := cliClient()
+	if err != nil {
+		return host.Result{}, err
+	}
+	resp, err := client.Do(hreq)
 	if err != nil {
 		return host.Result{}, fmt.Errorf("cannot reach the connhost server at %s: %w", si.URL, err)
 	}
@@ -292,7 +291,11 @@ func (a *app) proveServer(ctx context.Context, base, where, token, tokenEnv stri
 		return false, fmt.Errorf("request to %s: %w", base, err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := noRedirects.Do(hreq)
+	client, err := cliClient()
+	if err != nil {
+		return false, err
+	}
+	resp, err := client.Do(hreq)
 	if err != nil {
 		return false, fmt.Errorf("cannot reach the connhost server at %s: %w", base, err)
 	}
