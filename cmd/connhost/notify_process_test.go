@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/testing/testenv"
 )
 
 const notifySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -215,5 +217,69 @@ func TestNotifyConfig(t *testing.T) {
 	cfg, err := parseConfig("c.toml", []byte("[notify]\nwebhook_url = \"https://hooks.example.com/x\"\nsecret_env = \"HOOK_SECRET\"\nallow_hosts = [\"hooks.example.com\"]\n"), env)
 	if err != nil || len(cfg.Notify.Key) != 24 {
 		t.Fatalf("a listed host: %v", err)
+	}
+}
+
+// TestDevMailsNotifications runs connhost dev as a real process with
+// --email-url naming a real Mailpit: a call that starts to await
+// approval arrives there as a mail tagged connhost-notification, with
+// the console link.
+func TestDevMailsNotifications(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds connhost and runs it")
+	}
+	mailpit := testenv.Mailpit(t)
+	tmp := t.TempDir()
+	bin := buildConnhost(t, tmp)
+	d := testDirs(t)
+	global := []string{"--data", d.data, "--manifests", "testdata/manifests", "--modules", d.modules}
+	startServer(t, bin, cliEnv(), "serving the HTTP API", append([]string{"--json", "dev", "--listen", "127.0.0.1:0", "--email-url", mailpit}, global...)...)
+	si, err := readServerInfo(d.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res host.Result
+	apiCall(t, si.URL, "", "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "gated.echo", "arguments": map[string]string{}}, &res)
+	answered := time.Now()
+	if res.Status != host.StatusAwaitingApproval {
+		t.Fatalf("gated call: %+v", res)
+	}
+	var found struct {
+		Messages []struct {
+			ID      string
+			Subject string
+			To      []struct{ Address string }
+			Tags    []string
+		} `json:"messages"`
+	}
+	for deadline := time.Now().Add(processBound); len(found.Messages) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no notification mail in Mailpit")
+		}
+		resp, err := http.Get(mailpit + "/api/v1/search?query=" + url.QueryEscape("tag:connhost-notification"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&found)
+		resp.Body.Close()
+	}
+	t.Logf("awaiting_approval answered → the mail found in Mailpit: %v (polled every 20ms)", time.Since(answered).Round(time.Millisecond))
+	m := found.Messages[0]
+	if !strings.Contains(m.Subject, "gated.echo awaits approval") || len(m.To) != 1 || m.To[0].Address != "reviewer@localhost" {
+		t.Errorf("mail: %+v", m)
+	}
+	resp, err := http.Get(mailpit + "/api/v1/message/" + m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var full struct{ Text string }
+	if err := json.NewDecoder(resp.Body).Decode(&full); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Open it: " + si.URL + "/ui/executions/" + res.ExecutionID, "connhost approve " + res.Approval.ID, "session       s1"} {
+		if !strings.Contains(full.Text, want) {
+			t.Errorf("mail text lacks %q:\n%s", want, full.Text)
+		}
 	}
 }
