@@ -77,10 +77,15 @@ allow_per_request_identity = true; browser pages on other origins get 403
 unless [mcp] allow_origins lists them.
 
 It listens on loopback by default and refuses a non-loopback address unless
-a bearer token is configured. The config file (TOML) holds the server
-settings, the credentials and the connectors' config values; secrets should
-come from the environment (token_env, <key>_env) and are never printed or
-logged:
+a bearer token is configured, and unless it speaks TLS ([server] tls_cert
+and tls_key, PEM files read again on SIGHUP; a pair that does not load
+keeps the previous one) or [server] behind_tls_proxy = true says a
+TLS-terminating proxy sits in front. The CLI trusts the system's roots
+and those in the PEM file $CONNHOST_CA_FILE names.
+
+The config file (TOML) holds the server settings, the credentials and the
+connectors' config values; secrets should come from the environment
+(token_env, <key>_env) and are never printed or logged:
 
   [server]
   listen = "127.0.0.1:8420"
@@ -153,7 +158,15 @@ adds its own (a local test provider, a regional endpoint) with
 allow_http = ["http://127.0.0.1:9090"] in its [connectors.<name>] table,
 and every start logs the addition. With require_signoff = true in [server],
 serve refuses every connector whose manifest or module changed since a
-reviewer signed it off (connhost audit --sign), naming what changed.`,
+reviewer signed it off (connhost audit --sign), naming what changed.
+
+Each call that starts to await approval or to need an operator, and each
+session it fences, is POSTed to [notify] webhook_url, signed as Standard
+Webhooks specifies (webhook-id, webhook-timestamp, webhook-signature
+"v1,<base64 HMAC-SHA256>" with the whsec_ secret in the variable
+secret_env names), with a link to the console under [server] public_url;
+the host must be loopback or listed in [notify] allow_hosts. Deliveries
+are retried with backoff and never hold a call up.`,
 		Example: `  connhost serve --config docs/connhost.example.toml
   connhost serve --config docs/connhost.example.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
