@@ -87,6 +87,11 @@ copy makes dev refuse to start (exit 6) instead of running again the calls
 the ledger had recorded. To start over, pass --init (the old ledger and
 witness are set aside), or remove both.
 
+Each call that starts to await approval or to need an operator, and each
+session it fences, is also mailed (to reviewer@localhost, tagged
+connhost-notification) through the e-mail provider dev uses (the sandbox's
+Mailpit, or the one --email-url names), with a link to the console.
+
 With --json it prints one startup line {"api": URL, "payments": URL,
 "email": URL} on stdout and logs JSON on stderr.`,
 		Example: `  connhost dev
@@ -144,6 +149,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				allowUnpinned: true,
 				extraOrigins:  devOrigins(cfg),
 				mcp:           mcpOptions(file, true),
+				mailURL:       emailURL,
 				ready: func(api string) {
 					if a.g.json {
 						line := map[string]string{"api": api}
