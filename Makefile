@@ -5,7 +5,7 @@ GO        ?= go
 PKGS      ?= ./...
 # Packages with real concurrency (ledger stripes, executor flights, pools,
 # the HTTP server): run them under the race detector too.
-RACE_PKGS ?= ./ledger/... ./host/... ./internal/wasmrt/... ./internal/httpapi/... ./internal/sandbox/... ./internal/console/...
+RACE_PKGS ?= ./ledger/... ./host/... ./internal/wasmrt/... ./internal/httpapi/... ./internal/devkit/sandbox/... ./internal/console/...
 # cmd/connhost runs connhost as real processes through every crash point;
 # on a loaded 2-core machine it outlasts go test's default 10m.
 TIMEOUT   ?= 40m
@@ -26,7 +26,7 @@ fmt:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/... ./internal/testing/testconnectors/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/... ./internal/devkit/testing/testconnectors/...
 
 tidy-check:
 	$(GO) mod tidy -diff

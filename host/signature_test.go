@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
 )

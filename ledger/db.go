@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/connhost/connhost/internal/pebbleconf"
 	"github.com/connhost/connhost/ledger/internal/witness"
 )
 
@@ -94,6 +95,8 @@ type DB struct {
 	// and BulkLoad batches), continuing from the count stored under m/hwm
 	// at Open. It is only ever incremented, after a successful commit.
 	writes atomic.Uint64
+	// openWrites is writes' value at Open (WALStats counts from there).
+	openWrites uint64
 	// markMu serialises updates of m/hwm and the mark (the background
 	// updater and Close): they are the only writers of m/hwm, so its
 	// stored value only grows. stored is the count last committed under
@@ -160,6 +163,29 @@ func (d *DB) lock(id string) *sync.Mutex {
 	mu := &d.locks[maphash.String(d.seed, id)%numLocks]
 	mu.Lock()
 	return mu
+}
+
+// WALStats is what the ledger's write-ahead log has done since Open.
+type WALStats struct {
+	// Syncs is the number of fsyncs of the write-ahead log.
+	Syncs uint64
+	// Bytes is the number of bytes written to the write-ahead log.
+	Bytes uint64
+	// Commits is the number of write batches committed (synced or not).
+	Commits uint64
+}
+
+// WALStats returns the write-ahead log's counts since Open: Commits over
+// Syncs is how many writes share each fsync, the figure that bounds the
+// throughput of many concurrent callers (connhost bench ledger reports it).
+func (d *DB) WALStats() (WALStats, error) {
+	d.closeMu.RLock()
+	defer d.closeMu.RUnlock()
+	if d.closed {
+		return WALStats{}, ErrClosed
+	}
+	m := d.db.Metrics()
+	return WALStats{Syncs: pebbleconf.WALSyncs(m), Bytes: m.WAL.BytesWritten, Commits: d.writes.Load() - d.openWrites}, nil
 }
 
 // DiskUsage returns the bytes the ledger's data directory uses on disk, as

@@ -336,6 +336,7 @@ func (d *DB) setup(mk *mark, w *witness.File) error {
 	}
 	d.identity, d.stored, d.generation = id, stored, gen
 	d.writes.Store(stored)
+	d.openWrites = stored
 	switch {
 	case mk != nil && mk.Generation == gen:
 		d.inMark = mk.HighWater

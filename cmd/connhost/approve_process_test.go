@@ -265,7 +265,10 @@ token_env = "T_RITA"
 	// ls, history and recover read through the server too, with any
 	// principal's token (recover: a runtime's or an operator's).
 	code, _, errOut = runBin(t, bin, cliEnv(), append([]string{"ls"}, global...)...)
-	oneLine("ls without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.Pid())+")", "needs a bearer token")
+	oneLine("ls without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.Pid())+")", "needs a bearer token", "any principal's may read")
+	if strings.Contains(errOut, "an approver's") {
+		t.Errorf("ls without a token asks for a decision's token: %s", errOut)
+	}
 	if code != ExitFailure {
 		t.Errorf("ls without a token: exit %d", code)
 	}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
 )
@@ -296,10 +296,10 @@ func TestServeRefusesPublicWithoutToken(t *testing.T) {
 type dirs struct{ data, modules string }
 
 // testDirs returns a fresh data dir and a modules dir holding noop.wasm
-// (internal/testing/testconnectors/noop), the module of testdata/manifests.
+// (internal/devkit/testing/testconnectors/noop), the module of testdata/manifests.
 func testDirs(t *testing.T) dirs {
 	t.Helper()
-	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/testing/testconnectors/noop")
+	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatalf("build noop connector: %v", err)
 	}

@@ -1,3 +1,5 @@
+//go:build !serveronly
+
 package main
 
 import (
@@ -6,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/bench"
+	"github.com/connhost/connhost/internal/devkit/bench"
 )
 
 func (a *app) benchCommand() *cobra.Command {
@@ -31,6 +33,10 @@ func (a *app) benchCommand() *cobra.Command {
   execute   Execute with a no-op connector, sequential and with
             --concurrency callers: a manual operation (outcome synced) and
             an idempotent-retry one (outcome_durability lazy);
+  fsyncs    at 16 and 64 callers, how many commits each fsync of the
+            write-ahead log made durable, and the CPU time per operation,
+            for raw, a manual execute and a lazy one: whether many callers
+            wait for fsyncs or for the CPU;
   recovery  opening the ledger and running recovery with --pending pending
             executions, alone and behind --history terminal ones (bulk-loaded,
             so the setup is quick).
@@ -107,7 +113,7 @@ reading the pending executions (execute is not measured there).
 				return err
 			}
 			fmt.Fprintf(a.stdout, "(medians of %d rounds; GOMAXPROCS %d on %d CPUs)\n", rep.Rounds, rep.GOMAXPROCS, rep.CPUs)
-			return nil
+			return a.printSyncShares(rep.SyncShares)
 		},
 	}
 	f := ledgerCmd.Flags()
@@ -119,6 +125,23 @@ reading the pending executions (execute is not measured there).
 	f.StringVar(&dsn, "dsn", "", "PostgreSQL connection string (--backend postgres)")
 	c.AddCommand(ledgerCmd)
 	return c
+}
+
+// printSyncShares prints how the write-ahead log's fsyncs were shared.
+func (a *app) printSyncShares(shares []bench.SyncShare) error {
+	if len(shares) == 0 {
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "\nfsync sharing: rate; commits per WAL fsync; fsyncs and CPU per operation\n")
+	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "callers\traw\texecute (manual)\texecute (lazy)\texecute/raw\n")
+	for _, s := range shares {
+		fmt.Fprintf(w, "%d\t%.0f/s; %.1f; %.2f, %.0f µs\t%.0f/s; %.1f; %.2f, %.0f µs\t%.0f/s; %.1f; %.2f, %.0f µs\t%.2f×\n",
+			s.Callers, s.RawPerSecond, s.RawCommitsPerSync, s.RawSyncsPerOp, s.RawCPUMicrosPerOp,
+			s.ExecutePerSecond, s.ExecuteCommitsPerSync, s.ExecuteSyncsPerOp, s.ExecuteCPUMicrosPerOp,
+			s.LazyPerSecond, s.LazyCommitsPerSync, s.LazySyncsPerOp, s.LazyCPUMicrosPerOp, s.ExecuteOverRawPerSecond)
+	}
+	return w.Flush()
 }
 
 // benchPostgres runs and prints the PostgreSQL ledger measurement.

@@ -1,3 +1,5 @@
+//go:build !serveronly
+
 package main
 
 import (
@@ -15,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host/crashtest"
-	internalcrashtest "github.com/connhost/connhost/internal/crashtest"
-	"github.com/connhost/connhost/internal/sandbox"
+	internalcrashtest "github.com/connhost/connhost/internal/devkit/crashtest"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

@@ -1,3 +1,5 @@
+//go:build !serveronly
+
 package main
 
 import (
@@ -15,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

@@ -1,3 +1,5 @@
+//go:build !serveronly
+
 package main
 
 import (
@@ -16,19 +18,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/internal/console"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
-
-// providerSandbox is what dev and sandbox need from internal/sandbox.
-type providerSandbox interface {
-	PaymentsURL() string
-	EmailURL() string
-	Close() error
-}
 
 // startSandbox starts the local provider emulators (Stripe and Mailpit API
 // subsets): payments on listen, email on the next port (or a free one when
@@ -93,6 +88,11 @@ copy makes dev refuse to start (exit 6) instead of running again the calls
 the ledger had recorded. To start over, pass --init (the old ledger and
 witness are set aside), or remove both.
 
+Each call that starts to await approval or to need an operator, and each
+session it fences, is also mailed (to reviewer@localhost, tagged
+connhost-notification) through the e-mail provider dev uses (the sandbox's
+Mailpit, or the one --email-url names), with a link to the console.
+
 With --json it prints one startup line {"api": URL, "payments": URL,
 "email": URL} on stdout and logs JSON on stderr.`,
 		Example: `  connhost dev
@@ -150,6 +150,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				allowUnpinned: true,
 				extraOrigins:  devOrigins(cfg),
 				mcp:           mcpOptions(file, true),
+				mailURL:       emailURL,
 				ready: func(api string) {
 					if a.g.json {
 						line := map[string]string{"api": api}

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +27,7 @@ import (
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/internal/notify"
 	"github.com/connhost/connhost/internal/waiting"
 	"github.com/connhost/connhost/manifests"
 )
@@ -79,10 +84,15 @@ executions and the connectors, with approve, reject and resolve as the
 principal's roles allow.
 
 It listens on loopback by default and refuses a non-loopback address unless
-a bearer token is configured. The config file (TOML) holds the server
-settings, the credentials and the connectors' config values; secrets should
-come from the environment (token_env, <key>_env) and are never printed or
-logged:
+a bearer token is configured, and unless it speaks TLS ([server] tls_cert
+and tls_key, PEM files read again on SIGHUP; a pair that does not load
+keeps the previous one) or [server] behind_tls_proxy = true says a
+TLS-terminating proxy sits in front. The CLI trusts the system's roots
+and those in the PEM file $CONNHOST_CA_FILE names.
+
+The config file (TOML) holds the server settings, the credentials and the
+connectors' config values; secrets should come from the environment
+(token_env, <key>_env) and are never printed or logged:
 
   [server]
   listen = "127.0.0.1:8420"
@@ -155,7 +165,15 @@ adds its own (a local test provider, a regional endpoint) with
 allow_http = ["http://127.0.0.1:9090"] in its [connectors.<name>] table,
 and every start logs the addition. With require_signoff = true in [server],
 serve refuses every connector whose manifest or module changed since a
-reviewer signed it off (connhost audit --sign), naming what changed.`,
+reviewer signed it off (connhost audit --sign), naming what changed.
+
+Each call that starts to await approval or to need an operator, and each
+session it fences, is POSTed to [notify] webhook_url, signed as Standard
+Webhooks specifies (webhook-id, webhook-timestamp, webhook-signature
+"v1,<base64 HMAC-SHA256>" with the whsec_ secret in the variable
+secret_env names), with a link to the console under [server] public_url;
+the host must be loopback or listed in [notify] allow_hosts. Deliveries
+are retried with backoff and never hold a call up.`,
 		Example: `  connhost serve --config docs/connhost.example.toml
   connhost serve --config docs/connhost.example.toml --listen 127.0.0.1:9000 --json`,
 		Args: cobra.NoArgs,
@@ -179,6 +197,9 @@ reviewer signed it off (connhost audit --sign), naming what changed.`,
 			principals := cfg.principals()
 			if !isLoopbackListen(cfg.Server.Listen) && len(principals) == 0 {
 				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
+			}
+			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.TLSCert == "" && !cfg.Server.BehindTLSProxy {
+				return fmt.Errorf("%w (listen %s)", errPlainPublicListen, cfg.Server.Listen)
 			}
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
@@ -244,6 +265,9 @@ type serveOptions struct {
 	// mcp are the options of /mcp's server (see mcpOptions); serveAPI
 	// sets the logger and the body cap.
 	mcp mcpserver.Options
+	// mailURL is the Mailpit dev mails what starts to wait to ("":
+	// none).
+	mailURL string
 }
 
 // mcpOptions are the MCP server's options from the config's [mcp] table
@@ -311,14 +335,43 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	} else {
 		logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
 	}
-	ann.Start(ctx, ex.Ledger())
-	// Retries come due and approvals expire while no runtime is asking.
-	go ex.Run(ctx, time.Second)
-
 	ln, err := net.Listen("tcp", so.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	scheme := "http"
+	if so.config != nil && so.config.Server.TLSCert != "" {
+		certs, err := newCertReloader(so.config.Server.TLSCert, so.config.Server.TLSKey)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln, scheme = tls.NewListener(ln, certs.config()), "https"
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					certs.logReload(logger)
+				}
+			}
+		}()
+	}
+	url := scheme + "://" + ln.Addr().String()
+	// What starts to wait is told, besides the log, to the configured
+	// webhook and to dev's Mailpit.
+	if err := a.startNotifier(ctx, so, ann, reg, logger, publicURL(so.config, scheme, ln.Addr())); err != nil {
+		ln.Close()
+		return err
+	}
+	ann.Start(ctx, ex.Ledger())
+	// Retries come due and approvals expire while no runtime is asking.
+	go ex.Run(ctx, time.Second)
+
 	mo := so.mcp
 	mo.Approver = "" // over HTTP the principal approves
 	mo.Logger, mo.MaxBodyBytes, mo.Version = logger, apiOpts.MaxBodyBytes, apiOpts.Build.Short()
@@ -347,11 +400,10 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	url := "http://" + ln.Addr().String()
 	// The discovery file is written before the startup line, so that
 	// whoever waits for that line finds the file.
 	removeInfo, err := writeServerInfo(a.g.data, serverInfo{
-		URL: clientURL(ln.Addr()), PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
+		URL: scheme + strings.TrimPrefix(clientURL(ln.Addr()), "http"), PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
 	})
 	if err != nil {
 		// The API works without it; only the CLI's way to find it is lost.
@@ -361,7 +413,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	logAuthority(logger, apiOpts)
 	logScopes(logger, so.principals)
-	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "console", url+console.Prefix, "auth", len(so.principals) > 0, "principals", principalNames(so.principals))
+	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "console", url+console.Prefix, "auth", len(so.principals) > 0, "principals", principalNames(so.principals), "tls", scheme == "https")
 	if so.ready != nil {
 		so.ready(url)
 	}
@@ -395,6 +447,56 @@ func (a *app) consoleAudit(ex *host.Executor) func(context.Context) audit.Report
 		defer p.close()
 		return audit.Audit(ex.Manifests(), audit.Options{Facts: p.facts})
 	}
+}
+
+// publicURL is the URL humans reach the server at: [server] public_url,
+// else the listen address's (loopback for an unspecified one).
+func publicURL(cfg *Config, scheme string, addr net.Addr) string {
+	if cfg != nil && cfg.Server.PublicURL != "" {
+		return cfg.Server.PublicURL
+	}
+	return scheme + strings.TrimPrefix(clientURL(addr), "http")
+}
+
+// startNotifier tells what starts to wait (ann's OnWait) to the webhook of
+// [notify] and, in dev, to its Mailpit, with console links under base.
+func (a *app) startNotifier(ctx context.Context, so serveOptions, ann *waiting.Announcer, reg prometheus.Registerer, logger *slog.Logger, base string) error {
+	var chans []notify.Channel
+	if so.config != nil && so.config.Notify.WebhookURL != "" {
+		n := so.config.Notify
+		wh, err := notify.NewWebhook(notify.WebhookOptions{URL: n.WebhookURL, Key: n.Key, AllowHosts: n.AllowHosts})
+		if err != nil {
+			return err
+		}
+		chans = append(chans, wh)
+		logger.Info("notifications: a signed webhook for each call that starts to wait", "webhook", redactURL(n.WebhookURL), "console", base+"/ui/")
+	}
+	if so.mailURL != "" {
+		chans = append(chans, notify.NewMailpit(so.mailURL, "connhost@localhost", "reviewer@localhost"))
+		logger.Info("notifications: an e-mail to the local Mailpit for each call that starts to wait", "mailpit", so.mailURL,
+			"to", "reviewer@localhost", "search", "tag:"+notify.MailTag)
+	}
+	if len(chans) == 0 {
+		return nil
+	}
+	nt, err := notify.New(notify.Options{Logger: logger, Registry: reg}, chans...)
+	if err != nil {
+		return err
+	}
+	nt.Start(ctx)
+	ann.OnWait = func(w waiting.Wait) { nt.Notify(notify.FromWait(w, base)) }
+	return nil
+}
+
+// redactURL is raw without its query (a receiver's URL may carry a token
+// there).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not shown)"
+	}
+	u.RawQuery, u.User = "", nil
+	return u.String()
 }
 
 // logAuthority logs who may decide what through the API, in the terms an

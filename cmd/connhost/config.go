@@ -21,6 +21,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/notify"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
@@ -38,6 +39,10 @@ import (
 //	lease_ttl = "15s"            # optional, like serve --lease-ttl
 //	witness = "/var/lib/connhost-state/ledger.witness"  # optional, like --witness: where a restore of data (or of the database) does not reach
 //	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
+//	tls_cert = "/etc/connhost/tls/cert.pem"  # optional, with tls_key: serve HTTPS, reloaded on SIGHUP
+//	tls_key = "/etc/connhost/tls/key.pem"
+//	behind_tls_proxy = false     # true: a TLS-terminating proxy is in front (a non-loopback listen without TLS is refused otherwise)
+//	public_url = "https://connhost.example.com"  # optional: the base of console links (default: the listen address's URL)
 //
 //	namespaces = ["default"]     # optional: the runtime token's namespaces (see below)
 //
@@ -59,6 +64,11 @@ import (
 //	allow_per_request_identity = false  # run side-effecting calls that carry no ids (default: refuse them)
 //	approval_wait = "10m"        # hold a gated call without ids open this long for a reviewer
 //	allow_origins = ["http://localhost:6274"]  # browser origins besides the server's own that may use /mcp
+//
+//	[notify]                     # tell humans what starts to wait for them
+//	webhook_url = "https://hooks.example.com/connhost"  # a signed POST per call awaiting approval or needing an operator
+//	secret_env = "CONNHOST_WEBHOOK_SECRET"  # its signing secret, "whsec_…" (Standard Webhooks)
+//	allow_hosts = ["hooks.example.com"]     # the hosts webhook_url may name (loopback needs none)
 //
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
@@ -130,6 +140,7 @@ type Config struct {
 	Server     ServerConfig
 	Principals []PrincipalConfig
 	MCP        MCPConfig
+	Notify     NotifyConfig
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
@@ -308,8 +319,39 @@ type ServerConfig struct {
 	// namespace). The default value (nil) is every namespace when no
 	// principal has namespaces, else ["default"].
 	Namespaces []string
+	// TLSCert and TLSKey (tls_cert, tls_key) are the PEM files of the
+	// server's certificate chain and key: with them serve speaks HTTPS,
+	// and reads them again on SIGHUP. The default value is none: HTTP.
+	TLSCert, TLSKey string
+	// BehindTLSProxy (behind_tls_proxy = true) says a TLS-terminating
+	// proxy sits in front: serve then listens on a non-loopback address
+	// without TLS of its own. The default value is false: such a listen
+	// is refused.
+	BehindTLSProxy bool
+	// PublicURL (public_url) is the URL humans reach the server at, the
+	// base of the console links in notifications. The default value is
+	// the listen address's URL.
+	PublicURL string
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
+}
+
+// NotifyConfig is the [notify] table: where what starts to wait for a
+// human is told (see internal/notify).
+//
+// webhook_url receives a signed POST (Standard Webhooks: webhook-id,
+// webhook-timestamp, webhook-signature) per call that starts to await
+// approval or needs an operator, and per session fenced. Its host must be
+// loopback or listed in allow_hosts, and off loopback it must be https.
+// secret_env names the variable holding the signing secret ("whsec_" and
+// the base64 of 24 to 64 random bytes); it is required with webhook_url.
+// The default value of each is none: no webhook.
+type NotifyConfig struct {
+	WebhookURL string
+	// SecretEnv names the variable of the secret; Key is its HMAC key.
+	SecretEnv  string
+	Key        []byte
+	AllowHosts []string
 }
 
 // MCPConfig is the [mcp] table: settings of `connhost mcp` (stdio).
@@ -637,9 +679,34 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.RequireSignoff = b
 				case "namespaces":
 					c.Server.Namespaces = namespaceList(key, v, bad)
+				case "tls_cert":
+					c.Server.TLSCert = str(key, v)
+				case "tls_key":
+					c.Server.TLSKey = str(key, v)
+				case "behind_tls_proxy":
+					b, ok := v.(bool)
+					if !ok {
+						bad(key, "%s must be true or false", key)
+					}
+					c.Server.BehindTLSProxy = b
+				case "public_url":
+					c.Server.PublicURL = strings.TrimRight(str(key, v), "/")
+					if u, err := url.Parse(c.Server.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+						bad(key, "public_url must be an http or https URL such as \"https://connhost.example.com\" (no credentials, query or fragment)")
+					}
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url)", k)
 				}
+			}
+			if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
+				k := "server.tls_cert"
+				if c.Server.TLSCert == "" {
+					k = "server.tls_key"
+				}
+				bad(k, "set tls_cert and tls_key together (the certificate chain and its key, PEM files)")
+			}
+			if c.Server.TLSCert != "" && c.Server.BehindTLSProxy {
+				bad("server.behind_tls_proxy", "behind_tls_proxy says a proxy terminates TLS, tls_cert says serve does: set one")
 			}
 			if c.Server.LedgerEnv != "" {
 				if c.Server.Ledger != "" {
@@ -724,6 +791,13 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					})
 				}
 			}
+		case "notify":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "notify must be a table")
+				continue
+			}
+			c.Notify = parseNotify(t, env, bad)
 		case "mcp":
 			t, ok := v.(map[string]any)
 			if !ok {
@@ -772,7 +846,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
 		}
 	}
 	c.checkPrincipals(lines, bad)
@@ -783,6 +857,61 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// parseNotify reads the [notify] table t.
+func parseNotify(t map[string]any, env func(string) (string, bool), bad func(key, format string, args ...any)) NotifyConfig {
+	var n NotifyConfig
+	for k, v := range t {
+		key := "notify." + k
+		switch k {
+		case "webhook_url":
+			n.WebhookURL, _ = v.(string)
+			if n.WebhookURL == "" {
+				bad(key, "webhook_url must be a URL string")
+			}
+		case "secret_env":
+			n.SecretEnv, _ = v.(string)
+			if n.SecretEnv == "" {
+				bad(key, "secret_env must name an environment variable")
+			}
+		case "allow_hosts":
+			list, ok := v.([]any)
+			if !ok {
+				bad(key, "allow_hosts must be a list of host names such as \"hooks.example.com\"")
+				continue
+			}
+			for i, e := range list {
+				h, _ := e.(string)
+				if h == "" || strings.ContainsAny(h, "/:@ ") && net.ParseIP(h) == nil {
+					bad(key, "allow_hosts[%d] %v: want a host name or IP address, without scheme, port or path", i, e)
+					continue
+				}
+				n.AllowHosts = append(n.AllowHosts, h)
+			}
+		default:
+			bad(key, "unknown key %s in [notify] (known: webhook_url, secret_env, allow_hosts)", k)
+		}
+	}
+	switch {
+	case n.WebhookURL == "" && n.SecretEnv != "":
+		bad("notify.secret_env", "secret_env without webhook_url: set the webhook's URL")
+	case n.WebhookURL == "":
+	case n.SecretEnv == "":
+		bad("notify.webhook_url", "a webhook needs its signing secret: set secret_env to the variable that holds it (make one with: echo whsec_$(openssl rand -base64 32))")
+	default:
+		if _, err := notify.CheckWebhookURL(n.WebhookURL, n.AllowHosts); err != nil {
+			bad("notify.webhook_url", "%s", strings.TrimPrefix(err.Error(), "notify: "))
+		}
+		if val, msg := envValue(env, n.SecretEnv); msg != "" {
+			bad("notify.secret_env", "environment variable %s (secret_env) %s", n.SecretEnv, msg)
+		} else if key, err := notify.ParseSecret(val); err != nil {
+			bad("notify.secret_env", "environment variable %s (secret_env): %s", n.SecretEnv, strings.TrimPrefix(err.Error(), "notify: "))
+		} else {
+			n.Key = key
+		}
+	}
+	return n
 }
 
 // connectorTables reads the connector tables t (of [connectors], or of

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

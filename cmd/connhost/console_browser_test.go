@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

@@ -11,9 +11,9 @@ import (
 
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
-	"github.com/connhost/connhost/internal/sandbox"
-	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

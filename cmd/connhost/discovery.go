@@ -145,7 +145,11 @@ func (si serverInfo) answers(ctx context.Context, timeout time.Duration) (ok boo
 	if err != nil {
 		return false, err.Error()
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client, err := cliClient()
+	if err != nil {
+		return false, err.Error()
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return false, "it does not answer: " + err.Error()
 	}

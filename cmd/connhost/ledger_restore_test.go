@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
-	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
@@ -94,7 +94,7 @@ func newRestoreRig(t *testing.T) *restoreRig {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(prov.Close)
-	wasm, digest, err := wasmbuild.Cached(context.Background(), "internal/testing/testconnectors/effect")
+	wasm, digest, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/effect")
 	if err != nil {
 		t.Fatal(err)
 	}

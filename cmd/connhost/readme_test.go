@@ -20,8 +20,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/proc"
-	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 

@@ -33,6 +33,9 @@ type decisionFlags struct {
 	server   string
 	tokenEnv string
 	by       string
+	// read: the flags of ls, history and recover (registerRead), whose
+	// messages ask for any principal's token.
+	read bool
 }
 
 func (df *decisionFlags) register(c *cobra.Command, byUsage string) {
@@ -179,11 +182,6 @@ func (e *remoteProblemError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Server, e.Problem.Detail)
 }
 
-// noRedirects is the HTTP client of the decision commands: a redirect is
-// never followed, so neither a token nor a decision goes anywhere but the
-// URL whose server proved itself.
-var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 // remote sends req to the server si with the token from df.tokenEnv.
 // discovered says the server was found through server.json (the messages
 // then say it holds the ledger). The token is sent only to a server that
@@ -198,8 +196,12 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 		}
 	}
 	if si.Auth && token == "" {
-		return host.Result{}, fmt.Errorf("%s needs a bearer token: set %s to your principal's token (an approver's, or an operator's for resolve and cancel), or name another variable with --token-env",
-			where, df.tokenEnv)
+		whose := "an approver's, or an operator's for resolve and cancel"
+		if df.read {
+			whose = "any principal's may read; a runtime's or an operator's for recover"
+		}
+		return host.Result{}, fmt.Errorf("%s needs a bearer token: set %s to your principal's token (%s), or name another variable with --token-env",
+			where, df.tokenEnv, whose)
 	}
 	if token != "" {
 		auth, err := a.proveServer(ctx, si.URL, where, token, df.tokenEnv)
@@ -231,7 +233,11 @@ func (a *app) remote(ctx context.Context, df decisionFlags, si serverInfo, disco
 	if token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := noRedirects.Do(hreq)
+	client, err := cliClient()
+	if err != nil {
+		return host.Result{}, err
+	}
+	resp, err := client.Do(hreq)
 	if err != nil {
 		return host.Result{}, fmt.Errorf("cannot reach the connhost server at %s: %w", si.URL, err)
 	}
@@ -285,7 +291,11 @@ func (a *app) proveServer(ctx context.Context, base, where, token, tokenEnv stri
 		return false, fmt.Errorf("request to %s: %w", base, err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := noRedirects.Do(hreq)
+	client, err := cliClient()
+	if err != nil {
+		return false, err
+	}
+	resp, err := client.Do(hreq)
 	if err != nil {
 		return false, fmt.Errorf("cannot reach the connhost server at %s: %w", base, err)
 	}

@@ -17,6 +17,7 @@ import (
 // they reach the ledger: --server and --token-env, as the decision
 // commands have.
 func (df *decisionFlags) registerRead(c *cobra.Command) {
+	df.read = true
 	f := c.Flags()
 	f.StringVar(&df.server, "server", "", "read through the connhost server at this URL (default: $"+ServerEnv+", else the one running on --data, found through its server.json)")
 	f.StringVar(&df.tokenEnv, "token-env", DefaultTokenEnv, "environment variable holding your principal's bearer token, sent to the server")

@@ -118,6 +118,13 @@ type app struct {
 	warnedDSN bool
 }
 
+// providerSandbox is what dev and sandbox need from internal/devkit/sandbox.
+type providerSandbox interface {
+	PaymentsURL() string
+	EmailURL() string
+	Close() error
+}
+
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTerminal: isTerminal}
 	a.open = a.openExecutor
@@ -341,10 +348,11 @@ follow from another's.`,
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
-		a.serveCommand(), a.mcpCommand(), a.devCommand(), a.sandboxCommand(), a.buildCommand(),
-		a.auditCommand(), a.crashtestCommand(), a.benchCommand(), a.demoCommand(), a.newCommand(), a.ledgerCommand(),
+		a.serveCommand(), a.mcpCommand(), a.buildCommand(),
+		a.auditCommand(), a.newCommand(), a.ledgerCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp}, a.versionCommand(),
 	)
+	root.AddCommand(a.devkitCommands()...)
 	root.SetFlagErrorFunc(suggestFlags)
 	wrapRunE(root)
 	return root

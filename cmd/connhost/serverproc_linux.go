@@ -83,6 +83,9 @@ func isConnhostExecutable(exe string) bool {
 func urlHostPort(rawURL string) (net.IP, int, error) {
 	hostport, ok := strings.CutPrefix(rawURL, "http://")
 	if !ok {
+		hostport, ok = strings.CutPrefix(rawURL, "https://") // serve with [server] tls_cert
+	}
+	if !ok {
 		return nil, 0, fmt.Errorf("url %q is not http://IP:port", rawURL)
 	}
 	h, p, err := net.SplitHostPort(hostport)

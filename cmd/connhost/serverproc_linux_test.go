@@ -23,6 +23,9 @@ func TestCheckServerProcess(t *testing.T) {
 	if err := checkServerProcess(os.Getpid(), url); err != nil {
 		t.Fatalf("this process listening on %s: %v", url, err)
 	}
+	if err := checkServerProcess(os.Getpid(), "https://"+ln.Addr().String()); err != nil {
+		t.Fatalf("this process listening on %s (https: serve with tls_cert): %v", ln.Addr(), err)
+	}
 	other, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +40,7 @@ func TestCheckServerProcess(t *testing.T) {
 	} else {
 		t.Logf("pid 1: %v", err)
 	}
-	for _, bad := range []string{"http://localhost:8420", "https://127.0.0.1:8420", "http://127.0.0.1"} {
+	for _, bad := range []string{"http://localhost:8420", "https://localhost:8420", "ftp://" + ln.Addr().String(), "http://127.0.0.1"} {
 		if err := checkServerProcess(os.Getpid(), bad); err == nil {
 			t.Errorf("url %q accepted", bad)
 		}

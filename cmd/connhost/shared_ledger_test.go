@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

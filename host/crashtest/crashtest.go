@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/crash"
-	engine "github.com/connhost/connhost/internal/crashtest"
+	engine "github.com/connhost/connhost/internal/devkit/crashtest"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

@@ -88,7 +88,7 @@ func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev b
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	wasm, _, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/noop")
+	wasm, _, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatalf("build noop connector: %v", err)
 	}

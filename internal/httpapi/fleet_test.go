@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger/pgledger"
 	"github.com/connhost/connhost/manifests"
@@ -33,7 +33,7 @@ func TestFleetHealthAndMetrics(t *testing.T) {
 	}
 	modDir := t.TempDir()
 	for _, pkg := range []string{"noop", "httpprobe"} {
-		wasm, _, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/"+pkg)
+		wasm, _, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/"+pkg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -70,9 +70,9 @@ type testEnv struct {
 
 // newTestExecutor opens a real executor on a temporary data directory with
 // the manifests in testdata/manifests (connectors "noop" and "gated", both
-// backed by the internal/testing/testconnectors/noop module, and "probe", backed by
-// internal/testing/testconnectors/httpprobe; extra manifests may use
-// trap.wasm, internal/testing/testconnectors/trap, too) and a Prometheus
+// backed by the internal/devkit/testing/testconnectors/noop module, and "probe", backed by
+// internal/devkit/testing/testconnectors/httpprobe; extra manifests may use
+// trap.wasm, internal/devkit/testing/testconnectors/trap, too) and a Prometheus
 // registry wired through NewObserver. extra manifests are loaded too. The
 // executor is closed when the test ends.
 func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
@@ -84,7 +84,7 @@ func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 		t.Fatal(err)
 	}
 	for _, pkg := range []string{"noop", "httpprobe", "trap"} {
-		wasm, _, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/"+pkg)
+		wasm, _, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/"+pkg)
 		if err != nil {
 			t.Fatalf("build %s connector: %v", pkg, err)
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/lease"
-	"github.com/connhost/connhost/internal/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/ledgertest"
 	"github.com/connhost/connhost/ledger/pgledger"

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/connhost/connhost/internal/sandbox"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/manifests"
 )
 

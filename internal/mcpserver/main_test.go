@@ -20,9 +20,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
-	"github.com/connhost/connhost/internal/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -75,7 +75,7 @@ func runMain(m *testing.M) (int, error) {
 			return 0, err
 		}
 	}
-	for _, mod := range []struct{ pkg, name string }{{"plugins/payments", "payments"}, {"internal/testing/testconnectors/noop", "noop"}} {
+	for _, mod := range []struct{ pkg, name string }{{"plugins/payments", "payments"}, {"internal/devkit/testing/testconnectors/noop", "noop"}} {
 		wasm, digest, err := wasmbuild.Cached(ctx, mod.pkg)
 		if err != nil {
 			return 0, err
@@ -101,9 +101,9 @@ func runMain(m *testing.M) (int, error) {
 			}
 		}
 	}
-	// The effect connector (internal/testing/testconnectors/effect) against a
+	// The effect connector (internal/devkit/testing/testconnectors/effect) against a
 	// provider this process controls, for retries.
-	wasm, digest, err := wasmbuild.Cached(ctx, "internal/testing/testconnectors/effect")
+	wasm, digest, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/effect")
 	if err != nil {
 		return 0, err
 	}

@@ -1,7 +1,7 @@
 // Package pebbleconf is the Pebble configuration of the ledger, in one
 // place for the two programs that open Pebble: the ledger itself and the
 // raw baseline the ledger's write path is benchmarked against
-// (internal/bench), so that both measure the same engine configured the
+// (internal/devkit/bench), so that both measure the same engine configured the
 // same way.
 package pebbleconf
 
@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Options returns the Pebble configuration of a ledger: a block cache of
@@ -67,4 +68,20 @@ func (p Logger) Errorf(format string, args ...any) {
 func (p Logger) Fatalf(format string, args ...any) {
 	p.L.Error(fmt.Sprintf(format, args...), "component", "pebble", "fatal", true)
 	os.Exit(1)
+}
+
+// WALSyncs returns the number of write-ahead log fsyncs since the database
+// opened: Pebble observes each one in its fsync latency histogram, whose
+// sample count this is. Divided into the commits that asked for a sync, it
+// says how many of them each fsync made durable.
+func WALSyncs(m *pebble.Metrics) uint64 {
+	h := m.LogWriter.FsyncLatency
+	if h == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := h.Write(&out); err != nil {
+		return 0
+	}
+	return out.GetHistogram().GetSampleCount()
 }

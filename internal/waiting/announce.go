@@ -37,9 +37,30 @@ type Announcer struct {
 	// Now is the clock of the ages logged. The default value is
 	// time.Now.
 	Now func() time.Time
+	// OnWait, if set, is called with each call or session as it is
+	// announced to start waiting (never for the startup summary: what
+	// waited before a restart was told then), from the Announcer's
+	// goroutine: it must not block. The default value is nil.
+	OnWait func(Wait)
 
 	known  map[string]ledger.State
 	fenced map[[2]string]bool
+}
+
+// Wait is one call or session that started to wait for a human, as an
+// Announcer announces it.
+type Wait struct {
+	// Call is a call that awaits approval or needs an operator; nil for
+	// a fenced session.
+	Call *Call
+	// Why is why recovery stopped, for a recovery_required call ("" if
+	// the trail cannot be read).
+	Why string
+	// Session is a session fenced; nil for a call.
+	Session *Session
+	// Since is when it started to wait (a session: when its oldest
+	// fencing call did).
+	Since time.Time
 }
 
 // NewAnnouncer returns an Announcer logging to logger.
@@ -167,11 +188,16 @@ func (a *Announcer) announce(ctx context.Context, led ledger.Ledger, s Summary) 
 	for _, c := range s.Approvals {
 		if a.known[c.ID] != c.State {
 			a.approval(c, now)
+			a.told(Wait{Call: &c, Since: c.Since})
 		}
 	}
+	since := map[string]time.Time{}
 	for _, c := range s.Recoveries {
+		since[c.ID] = c.Since
 		if a.known[c.ID] != c.State {
-			a.recovery(c, why(ctx, led, c.ID), now)
+			w := why(ctx, led, c.ID)
+			a.recovery(c, w, now)
+			a.told(Wait{Call: &c, Why: w, Since: c.Since})
 		}
 	}
 	was := a.fenced
@@ -179,12 +205,19 @@ func (a *Announcer) announce(ctx context.Context, led ledger.Ledger, s Summary) 
 	for _, f := range s.Fenced() {
 		if !was[[2]string{f.Namespace, f.SessionID}] {
 			a.fence(f)
+			a.told(Wait{Session: &f, Since: since[f.Calls[0]]})
 		}
 	}
 	for k := range was {
 		if !a.fenced[k] {
 			a.log.Info("session no longer fenced: it takes new calls again", "namespace", k[0], "session_id", k[1])
 		}
+	}
+}
+
+func (a *Announcer) told(w Wait) {
+	if a.OnWait != nil {
+		a.OnWait(w)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -66,7 +67,16 @@ func TestAnnouncer(t *testing.T) {
 
 	var logs syncBuffer
 	a := NewAnnouncer(slog.New(slog.NewJSONHandler(&logs, nil)))
-	a.Poll = time.Hour // only the Observer wakes it
+	a.Poll = time.Hour  // only the Observer wakes it
+	var told syncBuffer // what OnWait was handed, one line each
+	a.OnWait = func(w Wait) {
+		switch {
+		case w.Session != nil:
+			fmt.Fprintf(&told, "fenced %s %s %v\n", w.Session.SessionID, w.Session.Calls, w.Since.IsZero())
+		default:
+			fmt.Fprintf(&told, "%s %s %s %v\n", w.Call.State, w.Call.ID, w.Why, w.Since.IsZero())
+		}
+	}
 	obs := a.Observer(nil)
 	a.Start(ctx, led)
 	if got := logs.msgs(); len(got) != 2 || got[0] != "INFO waiting for a human " || got[1] != "INFO call awaits approval g1s1" {
@@ -93,6 +103,13 @@ func TestAnnouncer(t *testing.T) {
 		"INFO session no longer fenced: it takes new calls again s2"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// OnWait is told what starts to wait, not what the startup summary
+	// found waiting already.
+	told.mu.Lock()
+	defer told.mu.Unlock()
+	if got, want := told.b.String(), "recovery_required r1 recovery_required: no reconcile false\nfenced s2 [r1] false\n"; got != want {
+		t.Fatalf("OnWait got:\n%swant:\n%s", got, want)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/connhost/connhost/internal/testing/testenv"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 )
 

@@ -1,0 +1,39 @@
+package bench
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkExecuteParallel is Execute of a no-op operation, manual
+// (noop.echo) and with a lazy outcome (noop.keyed), from 16×GOMAXPROCS
+// callers (64 at GOMAXPROCS 4): the concurrent run of `connhost bench ledger`, as a Go
+// benchmark so that a CPU profile of it says where an execution's CPU goes:
+//
+//	go test ./internal/devkit/bench -run '^$' -bench ExecuteParallel -cpuprofile cpu.out
+//	go tool pprof -top -cum cpu.out
+func BenchmarkExecuteParallel(b *testing.B) {
+	for _, tool := range []string{"noop.echo", "noop.keyed"} {
+		b.Run(tool, func(b *testing.B) {
+			ctx := context.Background()
+			ex, _, err := openNoop(ctx, b.TempDir(), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ex.Close(ctx)
+			var seq atomic.Int64
+			call := noopCall(ctx, ex, tool, &seq)
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := call(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
