@@ -559,7 +559,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusCancelled, got.Status)
-		require.Equal(t, string(ledger.ApprovalCancelled), got.Approval.Decision)
+		require.Equal(t, ledger.ApprovalCancelled, got.Approval.Decision)
 		require.Equal(t, "rita", got.Approval.By)
 		require.False(t, got.Approval.DecidedAt.IsZero())
 		rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
@@ -573,7 +573,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusExpired, got.Status)
-		require.Equal(t, string(ledger.ApprovalExpired), got.Approval.Decision)
+		require.Equal(t, ledger.ApprovalExpired, got.Approval.Decision)
 	})
 	t.Run("approved, not dispatched: the approval stays approved", func(t *testing.T) {
 		h := newHarness(t, "manual", withApproval())
@@ -583,7 +583,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "olga")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusCancelled, got.Status)
-		require.Equal(t, string(ledger.ApprovalApproved), got.Approval.Decision)
+		require.Equal(t, ledger.ApprovalApproved, got.Approval.Decision)
 		require.Equal(t, "rita", got.Approval.By)
 	})
 }
