@@ -20,8 +20,9 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
-// The tests in this file follow the recovery decision table of docs/design.md,
-// one test per row, then the crash-point matrix in-process.
+// The tests in this file follow the recovery decision table (decide.go,
+// testdata/decide) through the executor, then the crash-point matrix
+// in-process.
 
 func TestExecuteOnceAndReturnRecorded(t *testing.T) {
 	h := newHarness(t, "manual")
