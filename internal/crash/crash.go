@@ -110,11 +110,21 @@ func SetHook(fn func(point string)) (restore func()) {
 	return func() { hook.Store(prev) }
 }
 
-// Armed reports whether reaching name could stop the process: name is the
-// armed point, or a hook is set. Callers use it to keep a point's meaning
-// exact where establishing it costs work (one atomic load when unset).
-func Armed(name string) bool {
+// armedAt reports whether reaching name could stop the process: name is
+// the armed point, or a hook is set (one atomic load when unset).
+func armedAt(name string) bool {
 	return hook.Load() != nil || (armed.Load() && name == point)
+}
+
+// AtIf is At for a point whose meaning holds only under a condition that
+// costs work to establish (a ledger read): cond runs only while name could
+// stop the process, and At(name) follows when it answers true. cond must
+// only observe: whatever it answers, the caller goes on the same way, so
+// an armed point changes nothing but where the process may die.
+func AtIf(name string, cond func() bool) {
+	if armedAt(name) && cond() {
+		At(name)
+	}
 }
 
 // At kills the process with SIGKILL if name is the armed point and this is
