@@ -67,11 +67,6 @@ type Options struct {
 	// The default value is DataDir + ledger.WitnessSuffix (a sibling of the
 	// data directory: "data.witness" beside "data").
 	WitnessPath string
-	// LedgerLoseUnsynced is for crash tests: the ledger Open opens holds
-	// its unsynced writes in memory, so a SIGKILL loses them as a power
-	// loss would (see ledger.Options.LoseUnsynced). The default value is
-	// false.
-	LedgerLoseUnsynced bool
 	// CacheDir is the compilation cache. The default value is
 	// DataDir/cache.
 	CacheDir string
@@ -373,7 +368,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 		warnOpenDataDir(opts.DataDir, opts.Logger)
 		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), WitnessPath: opts.WitnessPath,
-			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
+			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate})
 		if err != nil {
 			return nil, err
 		}

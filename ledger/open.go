@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/pebbleconf"
 	"github.com/connhost/connhost/ledger/internal/witness"
 )
@@ -52,6 +53,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts.loseUnsynced = opts.loseUnsynced || crash.LosesUnsynced(ctx)
 	d, err := open(opts)
 	if opts.Create != CreateInit {
 		return d, err
@@ -120,7 +122,7 @@ func open(opts Options) (*DB, error) {
 		fsys = privateFS{vfs.Default}
 		opts.fs = fsys
 	}
-	if opts.LoseUnsynced {
+	if opts.loseUnsynced {
 		fsys = lossyFS{fsys}
 		opts.fs = fsys
 	}
@@ -611,7 +613,7 @@ func setAside(opts Options) error {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	if opts.LoseUnsynced {
+	if opts.loseUnsynced {
 		fsys = lossyFS{fsys}
 		opts.fs = fsys
 	}

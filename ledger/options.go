@@ -134,11 +134,10 @@ type Options struct {
 	// lazy writes wait (any synced write makes them durable earlier).
 	// The default value is DefaultLazySyncInterval (20ms).
 	LazySyncInterval time.Duration
-	// LoseUnsynced is for crash tests: the write-ahead log is held in
-	// memory until synced, so that a SIGKILL loses unsynced writes as a
-	// power loss would (a killed process otherwise leaves them to the
-	// kernel, which writes them out). The default value is false.
-	LoseUnsynced bool
+	// loseUnsynced holds the write-ahead log in memory until synced
+	// (lossyFS), for crash tests: set by Open from a context marked by
+	// crash.WithLoseUnsynced, or by this package's tests.
+	loseUnsynced bool
 
 	// fs and noSync are for this package's tests only: an in-memory
 	// filesystem, and unsynced commits on it.

@@ -13,6 +13,7 @@
 package crash
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -46,13 +47,31 @@ var Points = []string{
 	AfterPluginReturn, AfterOutcomeRecord, AfterReconcileReturn, AfterAnswer,
 }
 
-// LoseUnsyncedEnv, set to "1", makes the connhost binary open its ledger
-// so that a kill loses the writes not yet synced, as a power loss would
-// (ledger.Options.LoseUnsynced): crash tests of lazy outcome durability.
+// LoseUnsyncedEnv, set to "1", makes the connhost binary open its
+// executor's ledger so that a kill loses the writes not yet synced, as a
+// power loss would: crash tests of lazy outcome durability.
 const LoseUnsyncedEnv = "CONNHOST_LOSE_UNSYNCED"
 
 // LoseUnsynced reports whether LoseUnsyncedEnv asks for it.
 func LoseUnsynced() bool { return os.Getenv(LoseUnsyncedEnv) == "1" }
+
+type loseUnsyncedKey struct{}
+
+// WithLoseUnsynced returns ctx marked so that a Pebble ledger opened with
+// it (ledger.Open, directly or through host.Open) holds its write-ahead
+// log in memory until synced, and a SIGKILL loses the unsynced writes as a
+// power loss would (a killed process otherwise leaves them to the kernel,
+// which writes them out). Only code of this module can mark a context: the
+// lossy disk is a test hook, not an option of the public API.
+func WithLoseUnsynced(ctx context.Context) context.Context {
+	return context.WithValue(ctx, loseUnsyncedKey{}, true)
+}
+
+// LosesUnsynced reports whether ctx is marked by WithLoseUnsynced.
+func LosesUnsynced(ctx context.Context) bool {
+	v, _ := ctx.Value(loseUnsyncedKey{}).(bool)
+	return v
+}
 
 var (
 	armed  atomic.Bool
