@@ -251,7 +251,7 @@ func dispatch(d DecisionCode) action { return action{Step: stepDispatch, Decisio
 func (a action) because(reason string) action { a.Reason = reason; return a }
 
 // decide returns the next step for an execution. It is the recovery
-// decision table of docs/design.md; it has no side effects.
+// decision table (its rows: testdata/decide); it has no side effects.
 //
 // A dispatch of a gated call whose approval does not verify (Unverified)
 // is never the answer: an approved call that nothing dispatched expires,

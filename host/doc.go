@@ -16,7 +16,8 @@
 // expired (fleet.go).
 //
 // The recovery decision table is one pure function (decide.go, its cases
-// in testdata/decide); docs/design.md explains the state grammar and the
-// crash points. The wasm runtime the executor calls connectors through
-// lives in internal/wasmrt; the ledger in package ledger.
+// in testdata/decide); the state grammar is ledger/grammar.go, and
+// docs/design.md explains the crash points. The wasm runtime the executor
+// calls connectors through lives in internal/wasmrt; the ledger in package
+// ledger.
 package host

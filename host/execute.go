@@ -131,14 +131,16 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
 	// before_intent means "a new call, nothing recorded yet": a call sent
-	// again must not reach it, so with the point armed the record is looked
-	// up first, as Create would find it.
-	if crash.Armed(crash.BeforeIntent) && len(fenced) == 0 && !call.Resumed {
-		if existing, err := e.led.Get(ctx, id); err == nil {
-			return e.driveRecorded(ctx, call, op, digest, existing)
+	// again must not reach it. Only while the point is armed is the record
+	// looked up (the fenced and resumed paths above found none); the path
+	// below is the same either way, and Create finds a recorded call.
+	crash.AtIf(crash.BeforeIntent, func() bool {
+		if len(fenced) > 0 || call.Resumed {
+			return true
 		}
-	}
-	crash.At(crash.BeforeIntent)
+		_, err := e.led.Get(ctx, id)
+		return err != nil
+	})
 	if call.Resumed && op.op.Effect != manifests.EffectRead {
 		// A read has nothing to duplicate: a resumed read simply runs.
 		known, err := e.led.SessionKnown(ctx, call.Namespace, call.SessionID)

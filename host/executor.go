@@ -67,11 +67,6 @@ type Options struct {
 	// The default value is DataDir + ledger.WitnessSuffix (a sibling of the
 	// data directory: "data.witness" beside "data").
 	WitnessPath string
-	// LedgerLoseUnsynced is for crash tests: the ledger Open opens holds
-	// its unsynced writes in memory, so a SIGKILL loses them as a power
-	// loss would (see ledger.Options.LoseUnsynced). The default value is
-	// false.
-	LedgerLoseUnsynced bool
 	// CacheDir is the compilation cache. The default value is
 	// DataDir/cache.
 	CacheDir string
@@ -373,7 +368,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 		warnOpenDataDir(opts.DataDir, opts.Logger)
 		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), WitnessPath: opts.WitnessPath,
-			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate, LoseUnsynced: opts.LedgerLoseUnsynced})
+			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate})
 		if err != nil {
 			return nil, err
 		}
@@ -602,25 +597,6 @@ const (
 	StatusPending Status = "pending"
 )
 
-// ApprovalInfo is an execution's approval request: what the reviewer is
-// asked to approve (the argument digest under a policy version) and what
-// was decided.
-type ApprovalInfo struct {
-	ID            string    `json:"id"`
-	ArgsDigest    string    `json:"args_digest"`
-	PolicyVersion string    `json:"policy_version"`
-	RequestedAt   time.Time `json:"requested_at,omitzero"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	// Decision is pending, approved, rejected, expired or cancelled (a
-	// ledger.ApprovalDecision).
-	Decision  string    `json:"decision"`
-	By        string    `json:"by,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	DecidedAt time.Time `json:"decided_at,omitzero"`
-	// ConsumedBy is the attempt that used the approval (0: not used yet).
-	ConsumedBy int `json:"consumed_by,omitempty"`
-}
-
 // Result is one execution as everyone sees it: the answer of Execute,
 // Approve, Reject, Resolve and Cancel, and, as JSON, every execution the
 // HTTP API and the CLI print (answers, listings, history). ResultOf builds
@@ -647,11 +623,16 @@ type Result struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Receipt string          `json:"receipt,omitempty"`
 	Error   string          `json:"error,omitempty"`
-	// Source says where a result came from: "connector", "reconciled",
-	// "operator" or "duplicate" (the outcome of the execution DuplicateOf
-	// names).
-	Source     string             `json:"source,omitempty"`
-	Approval   *ApprovalInfo      `json:"approval,omitempty"`
+	// Source says where the recorded outcome came from: "connector",
+	// "reconciled", "operator" or "duplicate" (the outcome of the execution
+	// DuplicateOf names); OutcomeKind is its kind ("ok",
+	// "permanent_error", "applied", …, see ledger.Outcome). Both are empty
+	// while no outcome is recorded.
+	Source      string `json:"source,omitempty"`
+	OutcomeKind string `json:"outcome_kind,omitempty"`
+	// Approval is the approval request and its decision, as the ledger
+	// records it.
+	Approval   *ledger.Approval   `json:"approval,omitempty"`
 	Resolution *ledger.Resolution `json:"resolution,omitempty"`
 	// NextAttemptAt is when a pending execution will be driven again.
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
@@ -689,6 +670,9 @@ type Result struct {
 	// awaiting_approval) or answered with that execution's outcome
 	// (succeeded, Source "duplicate").
 	DuplicateOf string `json:"duplicate_of,omitempty"`
+	// DuplicateWindow is the operation's duplicate-intent window when the
+	// execution was created (in JSON, nanoseconds); 0 when not guarded.
+	DuplicateWindow time.Duration `json:"duplicate_window,omitempty"`
 }
 
 // Err converts statuses a runtime must branch on into typed errors:
@@ -728,20 +712,19 @@ func ResultOf(rec ledger.Record) Result {
 		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
 		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
 		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed,
-		DuplicateOf: rec.DuplicateOf,
+		DuplicateOf: rec.DuplicateOf, DuplicateWindow: rec.DuplicateWindow,
 	}
 	if o := rec.Outcome; o != nil {
-		r.Receipt = o.Receipt
+		r.Receipt, r.Source, r.OutcomeKind = o.Receipt, o.Source, o.Kind
 		if rec.State == ledger.StateSucceeded {
-			r.Result, r.Source = inlineJSON(o.Result), o.Source
+			r.Result = inlineJSON(o.Result)
 		} else {
 			r.Error = o.Error
 		}
 	}
 	if a := rec.Approval; a != nil {
-		r.Approval = &ApprovalInfo{ID: a.ID, ArgsDigest: a.ArgsDigest, PolicyVersion: a.PolicyVersion,
-			RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: string(a.Decision),
-			By: a.By, Reason: a.Reason, DecidedAt: a.DecidedAt, ConsumedBy: a.ConsumedBy}
+		ap := *a
+		r.Approval = &ap
 	}
 	if rec.State == ledger.StateRetryWait {
 		r.NextAttemptAt = rec.NextAttemptAt

@@ -20,8 +20,9 @@ import (
 	"github.com/connhost/connhost/ledger"
 )
 
-// The tests in this file follow the recovery decision table of docs/design.md,
-// one test per row, then the crash-point matrix in-process.
+// The tests in this file follow the recovery decision table (decide.go,
+// testdata/decide) through the executor, then the crash-point matrix
+// in-process.
 
 func TestExecuteOnceAndReturnRecorded(t *testing.T) {
 	h := newHarness(t, "manual")
@@ -559,7 +560,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusCancelled, got.Status)
-		require.Equal(t, string(ledger.ApprovalCancelled), got.Approval.Decision)
+		require.Equal(t, ledger.ApprovalCancelled, got.Approval.Decision)
 		require.Equal(t, "rita", got.Approval.By)
 		require.False(t, got.Approval.DecidedAt.IsZero())
 		rec, _, err := h.ex.Get(context.Background(), res.ExecutionID)
@@ -573,7 +574,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "rita")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusExpired, got.Status)
-		require.Equal(t, string(ledger.ApprovalExpired), got.Approval.Decision)
+		require.Equal(t, ledger.ApprovalExpired, got.Approval.Decision)
 	})
 	t.Run("approved, not dispatched: the approval stays approved", func(t *testing.T) {
 		h := newHarness(t, "manual", withApproval())
@@ -583,7 +584,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 		got, err := h.ex.Cancel(context.Background(), res.ExecutionID, "olga")
 		require.NoError(t, err)
 		require.Equal(t, host.StatusCancelled, got.Status)
-		require.Equal(t, string(ledger.ApprovalApproved), got.Approval.Decision)
+		require.Equal(t, ledger.ApprovalApproved, got.Approval.Decision)
 		require.Equal(t, "rita", got.Approval.By)
 	})
 }

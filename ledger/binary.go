@@ -59,9 +59,9 @@ const (
 	tagRecResolution
 	tagRecCancelRequested
 	tagRecEvents
-	tagRecUncertain       // since protocol 3
-	tagRecDuplicateWindow // since protocol 5
-	tagRecDuplicateOf     // since protocol 5
+	tagRecUncertain
+	tagRecDuplicateWindow
+	tagRecDuplicateOf
 )
 
 // Approval field tags.
@@ -76,7 +76,7 @@ const (
 	tagApReason
 	tagApDecidedAt
 	tagApConsumedBy
-	tagApSignature // since protocol 5
+	tagApSignature
 )
 
 // Outcome field tags.

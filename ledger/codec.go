@@ -7,16 +7,15 @@ import (
 	"time"
 )
 
-// Value encodings. A record is one version byte followed by the record:
-// version 1 is the JSON of Record (written by earlier releases, still
-// read), version 2 the binary encoding of binary.go (written now). Events
-// likewise (EventVersion). A later release that changes either form bumps
-// the version and keeps decoding the old ones. A pruned record is replaced
-// by a tombstone: the byte tombstoneTag followed by the JSON of tombstone.
-// Decoders never panic on arbitrary bytes (see the fuzz tests).
+// Value encodings. A record is one version byte (RecordVersion) followed
+// by the binary encoding of binary.go; an event likewise (EventVersion).
+// A later release that changes either form bumps the version and keeps
+// decoding the old ones. A pruned record is replaced by a tombstone: the
+// byte tombstoneTag followed by the JSON of tombstone. Decoders never
+// panic on arbitrary bytes (see the fuzz tests).
 
-// EventVersion is the version of the event encoding written by this
-// release. Decoders accept every version up to it.
+// EventVersion is the version byte of the event encoding written and read
+// by this release.
 const EventVersion = 2
 
 // tombstoneTag marks a tombstone value under r/. It is outside the range
@@ -64,27 +63,14 @@ func decodeRecord(b []byte) (Record, error) {
 		}
 		return t.record(), ErrPruned
 	}
-	v := int(b[0])
-	if v < 1 || v > RecordVersion {
-		return Record{}, fmt.Errorf("%w: record version %d, this release reads 1..%d", ErrCorrupt, v, RecordVersion)
+	if v := int(b[0]); v != RecordVersion {
+		return Record{}, fmt.Errorf("%w: record version %d, this release reads %d", ErrCorrupt, v, RecordVersion)
 	}
-	var r Record
-	var err error
-	switch v {
-	case 1:
-		if err = json.Unmarshal(b[1:], &r); err == nil {
-			// Read as the binary form would: a record that this release
-			// could not write back is refused now, not on its next write.
-			Normalize(&r)
-			_, err = appendRecordV2(nil, r)
-		}
-	default:
-		r, err = decodeRecordV2(b[1:])
-	}
+	r, err := decodeRecordV2(b[1:])
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: record: %w", ErrCorrupt, err)
 	}
-	r.Version = v
+	r.Version = RecordVersion
 	if r.ID == "" {
 		return Record{}, fmt.Errorf("%w: record without id", ErrCorrupt)
 	}
@@ -130,21 +116,10 @@ func decodeEvent(b []byte) (Event, error) {
 	if len(b) == 0 {
 		return Event{}, fmt.Errorf("%w: empty event", ErrCorrupt)
 	}
-	v := int(b[0])
-	if v < 1 || v > EventVersion {
-		return Event{}, fmt.Errorf("%w: event version %d, this release reads 1..%d", ErrCorrupt, v, EventVersion)
+	if v := int(b[0]); v != EventVersion {
+		return Event{}, fmt.Errorf("%w: event version %d, this release reads %d", ErrCorrupt, v, EventVersion)
 	}
-	var e Event
-	var err error
-	switch v {
-	case 1:
-		if err = json.Unmarshal(b[1:], &e); err == nil {
-			e.Time = normTime(e.Time)
-			_, err = appendEventV2(nil, e)
-		}
-	default:
-		e, err = decodeEventV2(b[1:])
-	}
+	e, err := decodeEventV2(b[1:])
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: event: %w", ErrCorrupt, err)
 	}
@@ -160,8 +135,7 @@ func decodeEvent(b []byte) (Event, error) {
 // normalized (see Normalize), as Start and Step return it.
 func (r Record) MarshalBinary() ([]byte, error) { return encodeRecord(r) }
 
-// UnmarshalBinary decodes a value MarshalBinary wrote, of any version up
-// to RecordVersion. Anything else is ErrCorrupt; a tombstone of a pruned
+// UnmarshalBinary decodes a value MarshalBinary wrote. Anything else is ErrCorrupt; a tombstone of a pruned
 // record sets the partial record it keeps and returns ErrPruned.
 func (r *Record) UnmarshalBinary(b []byte) error {
 	rec, err := decodeRecord(b)
@@ -176,8 +150,8 @@ func (r *Record) UnmarshalBinary(b []byte) error {
 // then the event).
 func (e Event) MarshalBinary() ([]byte, error) { return encodeEvent(e) }
 
-// UnmarshalBinary decodes a value Event.MarshalBinary wrote, of any
-// version up to EventVersion; anything else is ErrCorrupt.
+// UnmarshalBinary decodes a value Event.MarshalBinary wrote; anything
+// else is ErrCorrupt.
 func (e *Event) UnmarshalBinary(b []byte) error {
 	ev, err := decodeEvent(b)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,15 +129,19 @@ func TestFailurePaths(t *testing.T) {
 // versions.
 func TestProtocolMarker(t *testing.T) {
 	ctx := context.Background()
-	fs := vfs.NewMem()
-	db, err := Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	require.NoError(t, db.db.Set(protocolKey, []byte(`{"protocol":7}`), pebble.Sync))
-	require.NoError(t, db.Close())
-	_, err = Open(ctx, memOptions(fs, nil))
-	require.ErrorIs(t, err, ErrProtocol)
-	require.Contains(t, err.Error(), "protocol 7")
-	require.Contains(t, err.Error(), fmt.Sprintf("protocol %d", ProtocolVersion))
+	// A later protocol, and an earlier one of development, which this
+	// release neither reads nor upgrades.
+	for _, other := range []int{ProtocolVersion + 2, ProtocolVersion - 1} {
+		fs := vfs.NewMem()
+		db, err := Open(ctx, memOptions(fs, nil))
+		require.NoError(t, err)
+		require.NoError(t, db.db.Set(protocolKey, fmt.Appendf(nil, `{"protocol":%d}`, other), pebble.Sync))
+		require.NoError(t, db.Close())
+		_, err = Open(ctx, memOptions(fs, nil))
+		require.ErrorIs(t, err, ErrProtocol)
+		require.Contains(t, err.Error(), fmt.Sprintf("written by protocol %d", other))
+		require.Contains(t, err.Error(), fmt.Sprintf("this release speaks protocol %d", ProtocolVersion))
+	}
 
 	fs2 := vfs.NewMem()
 	raw, err := pebble.Open("ledger", &pebble.Options{FS: fs2, Logger: pebbleconf.Logger{L: discardLogger()}})
@@ -440,8 +443,9 @@ func TestPendingStopsAtError(t *testing.T) {
 	require.Equal(t, []string{"a", "b"}, seen)
 }
 
-// TestEncodingVersions: the decoder reads version 1..RecordVersion and
-// refuses others as corrupt; a record written by this release reads back.
+// TestEncodingVersions: the decoder reads RecordVersion and refuses others
+// as corrupt, the JSON of development version 1 included; a record written
+// by this release reads back.
 func TestEncodingVersions(t *testing.T) {
 	r := dispatchedRecord("a")
 	r.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -452,14 +456,17 @@ func TestEncodingVersions(t *testing.T) {
 	require.NoError(t, err)
 	r.Version = RecordVersion
 	require.Equal(t, r, got)
-	for _, v := range []byte{0, RecordVersion + 1, 0x7f} {
+	for _, v := range []byte{0, 1, RecordVersion + 1, 0x7f} {
 		bad := append([]byte{v}, b[1:]...)
 		_, err := decodeRecord(bad)
 		require.ErrorIs(t, err, ErrCorrupt, "version %d", v)
 	}
-	js, _ := json.Marshal(map[string]any{"id": "a", "state": "nonsense"})
+	js, _ := json.Marshal(r)
 	_, err = decodeRecord(append([]byte{1}, js...))
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, ErrCorrupt, "a JSON record")
+	ejs, _ := json.Marshal(Event{Seq: 1, ExecutionID: "a"})
+	_, err = decodeEvent(append([]byte{1}, ejs...))
+	require.ErrorIs(t, err, ErrCorrupt, "a JSON event")
 }
 
 // TestWriteReturnsWhatGetReads: the record Create and Apply return equals
@@ -584,108 +591,6 @@ func TestBulkLoadKeepsSessionClassification(t *testing.T) {
 	checkInvariants(t, db)
 }
 
-// A protocol-1 directory (JSON values) is read and its marker raised, so
-// a protocol-1 release refuses it at Open once this one has written binary
-// values into it.
-func TestProtocol1Upgrade(t *testing.T) {
-	ctx := context.Background()
-	fs := vfs.NewMem()
-	db, err := Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	old := dispatchedRecord("old")
-	old.Version, old.Events = 1, 1
-	j, err := json.Marshal(old)
-	require.NoError(t, err)
-	b := db.db.NewBatch()
-	require.NoError(t, b.Set(recordKey("old"), append([]byte{1}, j...), nil))
-	require.NoError(t, b.Set(pendingKey("old"), append([]byte{1}, j...), nil))
-	require.NoError(t, b.Set(sessionKey(old.Namespace, old.SessionID), nil, nil))
-	ev, err := json.Marshal(Event{Seq: 1, ExecutionID: "old", To: StateDispatched, Attempt: 1, Decision: "dispatch"})
-	require.NoError(t, err)
-	require.NoError(t, b.Set(eventKey("old", 1), append([]byte{1}, ev...), nil))
-	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":1}`), nil))
-	require.NoError(t, b.Commit(pebble.Sync))
-	require.NoError(t, db.Close())
-
-	db, err = Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	defer db.Close()
-	v, closer, err := db.db.Get(protocolKey)
-	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
-	require.NoError(t, closer.Close())
-	rec, err := db.Get(ctx, "old")
-	require.NoError(t, err)
-	require.Equal(t, 1, rec.Version)
-	got, err := db.Apply(ctx, "old", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
-		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
-	require.NoError(t, err)
-	require.Equal(t, RecordVersion, got.Version)
-	checkInvariants(t, db)
-}
-
-// A protocol-2 directory (records without the Uncertain field) opens, its
-// records read unchanged, and its marker is raised, so that a protocol-2
-// release, whose decoder refuses the new field, refuses the directory at
-// Open instead of failing on the first uncertain record.
-func TestProtocol2Upgrade(t *testing.T) {
-	ctx := context.Background()
-	fs := vfs.NewMem()
-	db, err := Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	_, err = db.Create(ctx, dispatchedRecord("old"), Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	require.NoError(t, db.db.Set(protocolKey, []byte(`{"protocol":2}`), pebble.Sync))
-	require.NoError(t, db.Close())
-
-	db, err = Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	defer db.Close()
-	v, closer, err := db.db.Get(protocolKey)
-	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
-	require.NoError(t, closer.Close())
-	got, err := db.Apply(ctx, "old", Transition{From: StateDispatched, FromAttempt: 1, To: StateDispatched, Attempt: 2, Uncertain: true})
-	require.NoError(t, err)
-	require.True(t, got.Uncertain)
-	reread, err := db.Get(ctx, "old")
-	require.NoError(t, err)
-	require.Equal(t, got, reread)
-	checkInvariants(t, db)
-}
-
-// A protocol-4 directory (approvals without a signature, records without
-// the duplicate-intent fields, no i/ index) opens, its records read
-// unchanged, and its marker is raised, so that a protocol-4 release, whose
-// decoder refuses the new fields, refuses the directory at Open instead of
-// failing on the first signed approval or guarded record.
-func TestProtocol4UpgradeReadsRecords(t *testing.T) {
-	ctx := context.Background()
-	fs := vfs.NewMem()
-	db, err := Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	created, err := db.Create(ctx, dispatchedRecord("old"), Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	require.NoError(t, db.db.Set(protocolKey, []byte(`{"protocol":4}`), pebble.Sync))
-	require.NoError(t, db.Close())
-
-	db, err = Open(ctx, memOptions(fs, nil))
-	require.NoError(t, err)
-	defer db.Close()
-	v, closer, err := db.db.Get(protocolKey)
-	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
-	require.NoError(t, closer.Close())
-	reread, err := db.Get(ctx, "old")
-	require.NoError(t, err)
-	require.Equal(t, created, reread)
-	guarded := dispatchedRecord("new")
-	guarded.DuplicateWindow = time.Minute
-	_, err = db.Create(ctx, guarded, Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	checkInvariants(t, db)
-}
-
 // OrderNewest lists the most recently created records first, and a
 // listing paged with After neither skips nor repeats a record, even while
 // records are created, change state and are pruned between its pages.
@@ -766,137 +671,4 @@ func TestListNewest(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 	_, err = db.List(ctx, Filter{Order: 7})
 	require.ErrorIs(t, err, ErrInvalid)
-}
-
-// A protocol-3 directory has no creation index: Open builds it before it
-// raises the marker, so that a listing by time misses no older record.
-func TestProtocol3Upgrade(t *testing.T) {
-	ctx := context.Background()
-	fs := vfs.NewMem()
-	clock := newFakeClock()
-	db, err := Open(ctx, memOptions(fs, clock))
-	require.NoError(t, err)
-	for _, id := range []string{"b", "a", "c"} {
-		_, err := db.Create(ctx, dispatchedRecord(id), Event{Decision: "dispatch"})
-		require.NoError(t, err)
-		clock.Advance(time.Minute)
-	}
-	// Make it what protocol 3 wrote: no c/ entries, marker 3.
-	b := db.db.NewBatch()
-	for k := range rawKeys(t, db) {
-		if strings.HasPrefix(k, prefixCreated) {
-			require.NoError(t, b.Delete([]byte(k), nil))
-		}
-	}
-	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":3}`), nil))
-	require.NoError(t, b.Commit(pebble.Sync))
-	got, err := db.List(ctx, Filter{Order: OrderNewest})
-	require.NoError(t, err)
-	require.Empty(t, got, "the test's protocol-3 directory still has an index")
-	require.NoError(t, db.Close())
-
-	db, err = Open(ctx, memOptions(fs, clock))
-	require.NoError(t, err)
-	defer db.Close()
-	v, closer, err := db.db.Get(protocolKey)
-	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
-	require.NoError(t, closer.Close())
-	got, err = db.List(ctx, Filter{Order: OrderNewest})
-	require.NoError(t, err)
-	require.Len(t, got, 3)
-	require.Equal(t, []string{"c", "a", "b"}, []string{got[0].ID, got[1].ID, got[2].ID})
-	checkInvariants(t, db)
-}
-
-// An upgrade interrupted after some creation index entries were written
-// leaves marker 3, and a protocol-3 release may then prune a record whose
-// entry it does not know of. The next upgrade must not keep that stale
-// entry: it would name a pruned record, and every listing by time that
-// reached it would fail.
-func TestProtocol3UpgradeDropsStaleIndexEntries(t *testing.T) {
-	ctx := context.Background()
-	fs := vfs.NewMem()
-	clock := newFakeClock()
-	db, err := Open(ctx, memOptions(fs, clock))
-	require.NoError(t, err)
-	for _, id := range []string{"a", "b", "c"} {
-		_, err := db.Create(ctx, dispatchedRecord(id), Event{Decision: "dispatch"})
-		require.NoError(t, err)
-		clock.Advance(time.Minute)
-	}
-	_, err = db.Apply(ctx, "a", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
-		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
-	require.NoError(t, err)
-	clock.Advance(time.Hour)
-	n, err := db.Prune(ctx, clock.Now())
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	// What the protocol-3 release's prune left: a's entry, marker 3.
-	b := db.db.NewBatch()
-	require.NoError(t, b.Set(createdKey(clock.Now().Add(-2*time.Hour), "a"), nil, nil))
-	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":3}`), nil))
-	require.NoError(t, b.Commit(pebble.Sync))
-	require.NoError(t, db.Close())
-
-	db, err = Open(ctx, memOptions(fs, clock))
-	require.NoError(t, err)
-	defer db.Close()
-	got, err := db.List(ctx, Filter{Order: OrderNewest})
-	require.NoError(t, err)
-	require.Equal(t, []string{"c", "b"}, []string{got[0].ID, got[1].ID})
-	require.Len(t, got, 2)
-	checkInvariants(t, db)
-}
-
-// A protocol-4 directory has no due and no approval index: Open builds
-// both from the pending index before it raises the marker, dropping what
-// an interrupted upgrade may have left, so that a recovery pass misses no
-// due execution and the approval counts are right from the start.
-func TestProtocol4Upgrade(t *testing.T) {
-	ctx := context.Background()
-	fs := vfs.NewMem()
-	clock := newFakeClock()
-	db, err := Open(ctx, memOptions(fs, clock))
-	require.NoError(t, err)
-	_, err = db.Create(ctx, dispatchedRecord("d"), Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	g := dispatchedRecord("g")
-	g.Namespace, g.State, g.Attempt = "tenant-a", StateAwaitingApproval, 0
-	g.Approval = &Approval{ID: "ap_g", ArgsDigest: g.ArgsDigest, ExpiresAt: clock.Now().Add(time.Hour), Decision: ApprovalPending}
-	_, err = db.Create(ctx, g, Event{})
-	require.NoError(t, err)
-	done := dispatchedRecord("s")
-	_, err = db.Create(ctx, done, Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	_, err = db.Apply(ctx, "s", Transition{From: StateDispatched, FromAttempt: 1, To: StateSucceeded, Attempt: 1,
-		Outcome: &Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
-	require.NoError(t, err)
-	// Make it what protocol 4 wrote: no d/ or a/ entries, marker 4; and an
-	// entry of an interrupted upgrade for s, terminal since.
-	b := db.db.NewBatch()
-	for k := range rawKeys(t, db) {
-		if strings.HasPrefix(k, prefixDue) || strings.HasPrefix(k, prefixAwait) {
-			require.NoError(t, b.Delete([]byte(k), nil))
-		}
-	}
-	require.NoError(t, b.Set(dueKey(dueAtOnce, "s"), nil, nil))
-	require.NoError(t, b.Set(protocolKey, []byte(`{"protocol":4}`), nil))
-	require.NoError(t, b.Commit(pebble.Sync))
-	require.NoError(t, db.Close())
-
-	db, err = Open(ctx, memOptions(fs, clock))
-	require.NoError(t, err)
-	defer db.Close()
-	v, closer, err := db.db.Get(protocolKey)
-	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"protocol":%d}`, ProtocolVersion), string(v))
-	require.NoError(t, closer.Close())
-	var due []string
-	require.NoError(t, db.Due(ctx, clock.Now().Add(2*time.Hour), func(id string) error { due = append(due, id); return nil }))
-	require.Equal(t, []string{"d", "g"}, due)
-	n, err := db.AwaitingApproval(ctx, "tenant-a")
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	checkInvariants(t, db)
 }

@@ -70,34 +70,6 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecodesVersion1: records and events written by releases that stored
-// JSON (version 1) are still read.
-func TestDecodesVersion1(t *testing.T) {
-	r := fullRecord()
-	r.Outcome.Error = "busy" // JSON cannot carry invalid UTF-8
-	j, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeRecord(append([]byte{1}, j...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Version = 1
-	if !reflect.DeepEqual(got, r) {
-		t.Errorf("version 1 record:\n got %+v\nwant %+v", got, r)
-	}
-	ev := fullEvent()
-	j, err = json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotEv, err := decodeEvent(append([]byte{1}, j...))
-	if err != nil || !reflect.DeepEqual(gotEv, ev) {
-		t.Errorf("version 1 event: %+v, %v", gotEv, err)
-	}
-}
-
 // TestBinaryIsSmaller records what the binary encoding saves on a typical
 // dispatched record: it is a fact the write path's cost depends on.
 func TestBinaryIsSmaller(t *testing.T) {
@@ -113,8 +85,8 @@ func TestBinaryIsSmaller(t *testing.T) {
 }
 
 // FuzzDecodeRecord: decoding arbitrary bytes never panics; anything that
-// decodes re-encodes to bytes that decode to the same record; and a binary
-// (version 2) value that decodes is the one encoding of its record.
+// decodes re-encodes to bytes that decode to the same record; and a value
+// that decodes is the one encoding of its record.
 func FuzzDecodeRecord(f *testing.F) {
 	if b, err := encodeRecord(fullRecord()); err == nil {
 		f.Add(b)
@@ -122,13 +94,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	if b, err := encodeRecord(dispatchedRecord("a")); err == nil {
 		f.Add(b)
 	}
-	if j, err := json.Marshal(fullRecord()); err == nil {
-		f.Add(append([]byte{1}, j...))
-	}
 	if b, err := encodeTombstone(tombstone{ID: "a", State: StateSucceeded}); err == nil {
 		f.Add(b)
 	}
-	f.Add([]byte{1, '{', '}'})
 	f.Add([]byte{2})
 	f.Add([]byte{2, 1, 1, 'a', 16, 10, 'd', 'i', 's', 'p', 'a', 't', 'c', 'h', 'e', 'd'})
 	f.Add([]byte{})
@@ -141,7 +109,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded record does not encode: %v", err)
 		}
-		if b[0] == RecordVersion && !bytes.Equal(enc, b) {
+		if !bytes.Equal(enc, b) {
 			t.Fatalf("two encodings of one record:\n%x\n%x", b, enc)
 		}
 		rec2, err := decodeRecord(enc)
@@ -160,10 +128,6 @@ func FuzzDecodeEvent(f *testing.F) {
 	if b, err := encodeEvent(fullEvent()); err == nil {
 		f.Add(b)
 	}
-	if j, err := json.Marshal(fullEvent()); err == nil {
-		f.Add(append([]byte{1}, j...))
-	}
-	f.Add([]byte{1, '{', '}'})
 	f.Add([]byte{2, 1, 1})
 	f.Add([]byte{0})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -175,7 +139,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded event does not encode: %v", err)
 		}
-		if b[0] == EventVersion && !bytes.Equal(enc, b) {
+		if !bytes.Equal(enc, b) {
 			t.Fatalf("two encodings of one event:\n%x\n%x", b, enc)
 		}
 		ev2, err := decodeEvent(enc)

@@ -23,15 +23,15 @@ import (
 //	                                    retention index: when a record became terminal
 //	c/<unix nanos u64 BE, sign-flipped>/<id>
 //	                                    creation index: when a record was created (every record
-//	                                    that is not pruned; since protocol 4), for List by OrderNewest
+//	                                    that is not pruned), for List by OrderNewest
 //	d/<unix nanos u64 BE, sign-flipped>/<id>
 //	                                    due index: when a recovery pass must look at a record next
-//	                                    (see DueAt; since protocol 5)
-//	a/<ns*><id*>                        approval index: present iff the record is awaiting_approval
-//	                                    (since protocol 5), counted per namespace in memory
+//	                                    (see DueAt)
+//	a/<ns*><id*>                        approval index: present iff the record is awaiting_approval,
+//	                                    counted per namespace in memory
 //	i/<intent key, 32 bytes><unix nanos u64 BE, sign-flipped>/<id>
 //	                                    duplicate-intent index: a guarded record (DuplicateWindow > 0)
-//	                                    by its IntentKey and creation time, until pruned (since protocol 5)
+//	                                    by its IntentKey and creation time, until pruned
 //
 // <id> is a raw execution id where it is the whole rest of the key (r/, p/,
 // t/, c/, d/, i/), so r/ iterates in execution-id order for List. A part marked * is

@@ -22,7 +22,7 @@ import (
 const lazyHelperEnv = "LEDGER_TEST_LAZY_HELPER"
 
 // lazyHelper writes lazy and synced transitions into a ledger that loses
-// unsynced writes (Options.LoseUnsynced, no background sync), then
+// unsynced writes (Options.loseUnsynced, no background sync), then
 // SIGKILLs itself:
 //
 //	a, b: created, succeeded lazily, then c created → c's synced write makes both durable
@@ -35,7 +35,7 @@ func lazyHelper(dir string) {
 	}
 	ctx := context.Background()
 	db, err := Open(ctx, Options{Dir: dir, Logger: discardLogger(), MarkInterval: time.Hour,
-		LazySyncInterval: time.Hour, LoseUnsynced: true})
+		LazySyncInterval: time.Hour, loseUnsynced: true})
 	if err != nil {
 		fail(err)
 	}
@@ -66,7 +66,7 @@ func lazyHelper(dir string) {
 
 // A lazy transition is written without its own fsync: after a crash that
 // loses unsynced writes it is gone, unless a synced write or the
-// background sync came after it. Under LoseUnsynced the loss is real: the
+// background sync came after it. Under loseUnsynced the loss is real: the
 // helper process is SIGKILLed and the log holds only synced data.
 func TestLazyTransitionsAfterAPowerLoss(t *testing.T) {
 	if testing.Short() {
@@ -96,7 +96,7 @@ func TestLazyTransitionsAfterAPowerLoss(t *testing.T) {
 	checkInvariants(t, db)
 }
 
-// Without LoseUnsynced a lazy transition survives the process (the kernel
+// Without loseUnsynced a lazy transition survives the process (the kernel
 // writes what the process wrote), and Close makes it durable.
 func TestLazyTransitionSurvivesClose(t *testing.T) {
 	ctx := context.Background()

@@ -64,8 +64,8 @@ func (s State) Terminal() bool {
 	return false
 }
 
-// RecordVersion is the version of the record encoding written by this
-// release (2: binary; 1: JSON). Decoders accept every version up to it.
+// RecordVersion is the version byte of the record encoding (the binary
+// form of binary.go) written and read by this release.
 const RecordVersion = 2
 
 // Record is one execution: what was asked, under which policy, and where it

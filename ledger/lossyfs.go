@@ -6,7 +6,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// lossyFS is the filesystem of Options.LoseUnsynced: it keeps what Pebble
+// lossyFS is the filesystem of a ledger that loses unsynced writes
+// (crash.WithLoseUnsynced): it keeps what Pebble
 // writes to its write-ahead log in memory until the log is synced, so a
 // process killed with unsynced log data loses it, as a machine that loses
 // power loses its page cache. Every other file passes through. A clean

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/pebbleconf"
 	"github.com/connhost/connhost/ledger/internal/witness"
 )
@@ -52,6 +53,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts.loseUnsynced = opts.loseUnsynced || crash.LosesUnsynced(ctx)
 	d, err := open(opts)
 	if opts.Create != CreateInit {
 		return d, err
@@ -120,7 +122,7 @@ func open(opts Options) (*DB, error) {
 		fsys = privateFS{vfs.Default}
 		opts.fs = fsys
 	}
-	if opts.LoseUnsynced {
+	if opts.loseUnsynced {
 		fsys = lossyFS{fsys}
 		opts.fs = fsys
 	}
@@ -612,7 +614,7 @@ func setAside(opts Options) error {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	if opts.LoseUnsynced {
+	if opts.loseUnsynced {
 		fsys = lossyFS{fsys}
 		opts.fs = fsys
 	}
@@ -673,123 +675,10 @@ func (d *DB) checkProtocol() error {
 	switch m.Protocol {
 	case ProtocolVersion:
 		return nil
-	case 1, 2, 3, 4:
-		// Protocol 1 stored JSON values, protocol 2 records without the
-		// Uncertain field, neither they nor protocol 3 kept the creation
-		// index, and none of them the due and approval indexes; protocol 4
-		// had no duplicate-intent fields and index (i/), which start empty.
-		// This release reads all four, and writes values and indexes that a
-		// release of any of them cannot. The indexes are built first (a
-		// crash meanwhile leaves the old marker, and the next Open builds
-		// them again); raising the marker then makes an older release
-		// refuse the whole directory at Open, instead of failing on one
-		// record after another or leaving new records out of an index.
-		if m.Protocol < 4 {
-			n, err := d.buildCreationIndex()
-			if err != nil {
-				return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
-			}
-			d.opts.Logger.Info("ledger creation index built", "dir", d.opts.Dir, "records", n)
-		}
-		n, err := d.buildPendingIndexes()
-		if err != nil {
-			return fmt.Errorf("ledger: upgrade from protocol %d: %w", m.Protocol, err)
-		}
-		d.opts.Logger.Info("ledger due and approval indexes built", "dir", d.opts.Dir, "pending", n)
-		b, _ := json.Marshal(protocolMarker{Protocol: ProtocolVersion})
-		if err := d.db.Set(protocolKey, b, pebble.Sync); err != nil {
-			return fmt.Errorf("ledger: upgrade protocol marker: %w", err)
-		}
-		d.opts.Logger.Info("ledger protocol upgraded", "dir", d.opts.Dir, "from", m.Protocol, "to", ProtocolVersion)
-		return nil
 	default:
 		return fmt.Errorf("%w: %s was written by protocol %d, this release speaks protocol %d",
 			ErrProtocol, d.opts.Dir, m.Protocol, ProtocolVersion)
 	}
-}
-
-// upgradeBatchRecords is the number of index entries per batch of
-// buildCreationIndex.
-const upgradeBatchRecords = 8192
-
-// buildCreationIndex rebuilds the creation index: it deletes every entry
-// and writes the entry of every record that is not a tombstone, in
-// batches, the last one synced, and returns the number of records. It
-// may run again after a crash. Entries an interrupted run left are not
-// trusted: an older release, which does not know them, may have pruned
-// their records since.
-func (d *DB) buildCreationIndex() (int, error) {
-	b := d.db.NewBatch()
-	defer func() { _ = b.Close() }()
-	_ = b.DeleteRange([]byte(prefixCreated), prefixEnd([]byte(prefixCreated)), nil)
-	n := 0
-	err := scan(d.db, []byte(prefixRecord), func(k, v []byte) error {
-		if len(v) > 0 && v[0] == tombstoneTag {
-			return nil
-		}
-		rec, err := decodeRecord(v)
-		if err != nil {
-			return fmt.Errorf("execution[%s]: %w", k[len(prefixRecord):], err)
-		}
-		_ = b.Set(createdKey(normTime(rec.CreatedAt), rec.ID), nil, nil)
-		n++
-		if n%upgradeBatchRecords == 0 {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return fmt.Errorf("commit creation index: %w", err)
-			}
-			_ = b.Close()
-			b = d.db.NewBatch()
-		}
-		return nil
-	})
-	if err != nil {
-		return n, err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return n, fmt.Errorf("commit creation index: %w", err)
-	}
-	return n, nil
-}
-
-// buildPendingIndexes rebuilds the due and approval indexes from the
-// pending index: it deletes every entry and writes those of every pending
-// record, in batches, the last one synced, and returns the number of
-// pending records. It may run again after a crash; entries an interrupted
-// run left are not trusted, as in buildCreationIndex.
-func (d *DB) buildPendingIndexes() (int, error) {
-	b := d.db.NewBatch()
-	defer func() { _ = b.Close() }()
-	_ = b.DeleteRange([]byte(prefixDue), prefixEnd([]byte(prefixDue)), nil)
-	_ = b.DeleteRange([]byte(prefixAwait), prefixEnd([]byte(prefixAwait)), nil)
-	n := 0
-	err := scan(d.db, []byte(prefixPending), func(k, v []byte) error {
-		rec, err := decodeRecord(v)
-		if err != nil {
-			return fmt.Errorf("pending entry %q: %w", k, err)
-		}
-		if due, ok := DueAt(rec); ok {
-			_ = b.Set(dueKey(due, rec.ID), nil, nil)
-		}
-		if rec.State == StateAwaitingApproval {
-			_ = b.Set(awaitKey(rec.Namespace, rec.ID), nil, nil)
-		}
-		n++
-		if n%upgradeBatchRecords == 0 {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return fmt.Errorf("commit due and approval indexes: %w", err)
-			}
-			_ = b.Close()
-			b = d.db.NewBatch()
-		}
-		return nil
-	})
-	if err != nil {
-		return n, err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return n, fmt.Errorf("commit due and approval indexes: %w", err)
-	}
-	return n, nil
 }
 
 func (d *DB) empty() (bool, error) {

@@ -14,14 +14,10 @@ import (
 )
 
 // ProtocolVersion is the version of the ledger's on-disk protocol (key
-// layout, marker and value encodings) written by this release: 5 since
-// approvals carry the reviewer's Signature, records the duplicate-intent
-// fields (DuplicateWindow, DuplicateOf) with guarded ones indexed under i/,
-// and the due (d/) and approval (a/) indexes exist, 4 since the creation
-// index (c/) lists every record, 3 since records carry the Uncertain field,
-// 2 since values are binary (1 stored JSON). Open upgrades a protocol-1 to -4
-// directory, whose values it reads, and refuses any other version with
-// ErrProtocol.
+// layout, marker and value encodings) written by this release. Open
+// refuses a directory that carries any other marker with ErrProtocol,
+// naming both versions. It starts at 5: the development protocols before
+// it were never released and are not read.
 const ProtocolVersion = 5
 
 // DefaultMaxRecordBytes is the default value of Options.MaxRecordBytes.
@@ -138,11 +134,10 @@ type Options struct {
 	// lazy writes wait (any synced write makes them durable earlier).
 	// The default value is DefaultLazySyncInterval (20ms).
 	LazySyncInterval time.Duration
-	// LoseUnsynced is for crash tests: the write-ahead log is held in
-	// memory until synced, so that a SIGKILL loses unsynced writes as a
-	// power loss would (a killed process otherwise leaves them to the
-	// kernel, which writes them out). The default value is false.
-	LoseUnsynced bool
+	// loseUnsynced holds the write-ahead log in memory until synced
+	// (lossyFS), for crash tests: set by Open from a context marked by
+	// crash.WithLoseUnsynced, or by this package's tests.
+	loseUnsynced bool
 
 	// fs and noSync are for this package's tests only: an in-memory
 	// filesystem, and unsynced commits on it.

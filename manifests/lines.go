@@ -314,8 +314,8 @@ func (op *Operation) SchemaPos(ptr string) Pos {
 // KeyLines returns the line of every key written "key = value" at the
 // start of a line, and of every table header, in the TOML document data:
 // the positions BurntSushi/toml keeps private, for files of other formats
-// that report problems by file and line as manifests do (crashtest's probe
-// configs). Paths are dotted ("operation.send.hold"); the i-th table of
+// that report problems by file and line as manifests do (connhost.toml,
+// crashtest's probe configs). Paths are dotted ("operation.send.hold"); the i-th table of
 // an array of tables is "name#i". A key inside an inline table is not
 // indexed: look up its table's path instead.
 func KeyLines(data []byte) map[string]int { return indexLines(data) }

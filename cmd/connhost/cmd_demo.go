@@ -16,9 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -112,7 +112,7 @@ type demo struct {
 	// piPayment is the PaymentIntent of part 1 (looked up in part 3).
 	piPayment string
 	// pendingApproval is the approval request of the current part.
-	pendingApproval *host.ApprovalInfo
+	pendingApproval *ledger.Approval
 	// pendingHistory is a history step awaiting its decision checks.
 	pendingHistory *demoStep
 	// cancel stops the demo (its output is gone).

@@ -55,12 +55,8 @@ GET /v1/executions answers.
 			if err != nil {
 				return err
 			}
-			var recs []ledger.Record
-			if remote {
-				for _, e := range lr.Executions {
-					recs = append(recs, recordOfListItem(e))
-				}
-			} else {
+			if !remote {
+				var recs []ledger.Record
 				err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
 					var err error
 					recs, err = led.List(cmd.Context(), f)
@@ -80,11 +76,11 @@ GET /v1/executions answers.
 				writeJSON(a.stdout, lr)
 				return nil
 			}
-			renderList(a.stdout, recs)
+			renderList(a.stdout, lr.Executions)
 			if lr.Next != "" {
 				fprintf(a.stdout, "(more: --after %s)\n", lr.Next)
 			}
-			if n := awaiting(recs); n > 0 {
+			if n := awaiting(lr.Executions); n > 0 {
 				fmt.Fprintf(a.stdout, "(%d awaiting approval: connhost approve <approval-id> without --digest shows each call whole)\n", n)
 			}
 			return nil
@@ -100,26 +96,26 @@ GET /v1/executions answers.
 	return c
 }
 
-// renderList writes records as an aligned table.
-func renderList(w io.Writer, recs []ledger.Record) {
-	if len(recs) == 0 {
+// renderList writes executions as an aligned table.
+func renderList(w io.Writer, es []httpapi.Execution) {
+	if len(es) == 0 {
 		fmt.Fprintln(w, "no executions")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tCREATED\tUPDATED")
-	for _, r := range recs {
-		fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.State, r.Connector, r.Operation,
+	for _, r := range es {
+		fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ExecutionID, r.State, r.Tool,
 			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts,
 			r.CreatedAt.UTC().Format(timeFormat), r.UpdatedAt.UTC().Format(timeFormat))
 	}
 	_ = tw.Flush()
 }
 
-// awaiting counts the records awaiting approval.
-func awaiting(recs []ledger.Record) int {
+// awaiting counts the executions awaiting approval.
+func awaiting(es []httpapi.Execution) int {
 	n := 0
-	for _, r := range recs {
+	for _, r := range es {
 		if r.State == ledger.StateAwaitingApproval {
 			n++
 		}
@@ -151,7 +147,7 @@ checks at the provider (the idempotency key, the receipt).
 			var (
 				rec     ledger.Record
 				evs     []ledger.Event
-				earlier *ledger.Record
+				earlier *host.Result
 			)
 			e, earlier, remote, err := a.historyThroughServer(cmd.Context(), df, args[0])
 			if err != nil {
@@ -162,7 +158,7 @@ checks at the provider (the idempotency key, the receipt).
 					writeJSON(a.stdout, e)
 					return nil
 				}
-				renderHistory(a.stdout, recordOfExecution(e), e.Events, a.operationOf(recordOfExecution(e)), earlier)
+				renderHistory(a.stdout, e, a.operationOf(e.Tool), earlier)
 				return nil
 			}
 			err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
@@ -175,7 +171,8 @@ checks at the provider (the idempotency key, the receipt).
 				}
 				if rec.DuplicateOf != "" {
 					if r, err := led.Get(cmd.Context(), rec.DuplicateOf); err == nil || errors.Is(err, ledger.ErrPruned) {
-						earlier = &r
+						res := host.ResultOf(r)
+						earlier = &res
 					}
 				}
 				return nil
@@ -186,11 +183,12 @@ checks at the provider (the idempotency key, the receipt).
 			if err != nil {
 				return err
 			}
+			e = httpapi.NewExecution(rec, evs)
 			if a.g.json {
-				writeJSON(a.stdout, httpapi.NewExecution(rec, evs))
+				writeJSON(a.stdout, e)
 				return nil
 			}
-			renderHistory(a.stdout, rec, evs, a.operationOf(rec), earlier)
+			renderHistory(a.stdout, e, a.operationOf(e.Tool), earlier)
 			return nil
 		},
 	}
@@ -198,18 +196,19 @@ checks at the provider (the idempotency key, the receipt).
 	return c
 }
 
-// operationOf returns the manifest entry of rec's operation from
+// operationOf returns the manifest entry of tool ("connector.operation") from
 // --manifests, for the review order and money of its arguments; nil when
 // the manifests cannot be read or do not declare it (the arguments are
 // then shown in path order).
-func (a *app) operationOf(rec ledger.Record) *manifests.Operation {
+func (a *app) operationOf(tool string) *manifests.Operation {
+	connector, operation, _ := strings.Cut(tool, ".")
 	ms, err := manifests.LoadDir(a.g.manifests)
 	if err != nil {
 		return nil
 	}
 	for _, m := range ms {
-		if m.Connector.Name == rec.Connector {
-			if op, ok := m.Operation(rec.Operation); ok {
+		if m.Connector.Name == connector {
+			if op, ok := m.Operation(operation); ok {
 				return op
 			}
 		}
@@ -217,16 +216,17 @@ func (a *app) operationOf(rec ledger.Record) *manifests.Operation {
 	return nil
 }
 
-// renderHistory writes a record and its events as a readable timeline,
+// renderHistory writes an execution and its events as a readable timeline,
 // its arguments as a reviewer is shown them (host.RenderArgs: decoded,
 // escaped, in op's review order; op may be nil), and, for a call the
 // duplicate-intent guard held or answered, the execution it repeats
 // (earlier, nil when unknown).
-func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event, op *manifests.Operation, earlier *ledger.Record) {
+func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, earlier *host.Result) {
+	evs := r.Events
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
-	row("execution", "%s", r.ID)
-	row("tool", "%s.%s (effect %s, recovery %s, policy %s)", r.Connector, r.Operation, r.Effect, orDash(r.Policy), r.PolicyVersion)
+	row("execution", "%s", r.ExecutionID)
+	row("tool", "%s (effect %s, recovery %s, policy %s)", r.Tool, r.Effect, orDash(r.Policy), r.PolicyVersion)
 	row("session", "%s, tool call %s", sessionName(r.Namespace, r.SessionID), r.ToolCallID)
 	state := string(r.State)
 	if r.CancelRequested {
@@ -242,7 +242,7 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event, op *manifes
 			s += fmt.Sprintf(" (%s, tool call %s, created %s)", earlier.State, shownID(earlier.ToolCallID), earlier.CreatedAt.UTC().Format(timeFormat))
 		}
 		how := "held for a reviewer"
-		if r.State == ledger.StateSucceeded && r.Outcome != nil && r.Outcome.Source == ledger.OutcomeSourceDuplicate {
+		if r.State == ledger.StateSucceeded && r.Source == ledger.OutcomeSourceDuplicate {
 			how = "answered with its outcome"
 		}
 		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(r.DuplicateWindow), how)
@@ -264,21 +264,17 @@ func renderHistory(w io.Writer, r ledger.Record, evs []ledger.Event, op *manifes
 		row("approval", "%s", s)
 		row("", "requested %s, expires %s", ap.RequestedAt.UTC().Format(timeFormat), ap.ExpiresAt.UTC().Format(timeFormat))
 	}
-	if o := r.Outcome; o != nil {
-		s := o.Kind + " from " + o.Source
-		if o.Attempt > 0 {
-			s += fmt.Sprintf(" (attempt %d)", o.Attempt)
-		}
-		row("outcome", "%s", s)
-		if o.Receipt != "" {
-			row("receipt", "%s", o.Receipt)
-		}
-		if len(o.Result) > 0 {
-			row("result", "%s", compactJSON(o.Result))
-		}
-		if o.Error != "" {
-			row("error", "%s", o.Error)
-		}
+	if r.OutcomeKind != "" {
+		row("outcome", "%s from %s", r.OutcomeKind, r.Source)
+	}
+	if r.Receipt != "" {
+		row("receipt", "%s", r.Receipt)
+	}
+	if len(r.Result.Result) > 0 {
+		row("result", "%s", compactJSON(r.Result.Result))
+	}
+	if r.Error != "" {
+		row("error", "%s", r.Error)
 	}
 	if res := r.Resolution; res != nil {
 		verdict := "not applied, abandoned"

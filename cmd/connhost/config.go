@@ -532,66 +532,32 @@ func (c *Config) lookup(connector, key string) (string, bool) {
 	return v.value, ok
 }
 
-var configKeyRE = regexp.MustCompile(`^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=`)
-var configHeaderRE = regexp.MustCompile(`^\s*\[\s*([^\[\]]+?)\s*\]`)
-var configArrayHeaderRE = regexp.MustCompile(`^\s*\[\[\s*([^\[\]]+?)\s*\]\]`)
-
-// lineIndex finds the line of "table.key" in TOML text (tables as headers,
-// keys as simple assignments, which is all connhost.toml uses). The n-th
-// entry of an array of tables ([[name]], counted from 0) is the table
-// "name.n".
+// lineIndex finds the line of "table.key" in TOML text, through the
+// scanner the manifests use (manifests.KeyLines: it knows multi-line
+// strings and arrays, where a regular expression takes their lines for
+// keys). The n-th entry of an array of tables ([[name]], counted from 0)
+// is the table "name.n", and a table is also found at its first line
+// that names it or a table inside it (a dotted header [a.b] places a, an
+// array's first entry the array).
 func lineIndex(data []byte) map[string]int {
 	idx := map[string]int{}
-	table := ""
-	arrays := map[string]int{}
-	for i, line := range strings.Split(string(data), "\n") {
-		if m := configArrayHeaderRE.FindStringSubmatch(line); m != nil {
-			name := normTablePath(m[1])
-			table = fmt.Sprintf("%s.%d", name, arrays[name])
-			arrays[name]++
-			idx[table] = i + 1
-			if _, ok := idx[name]; !ok {
-				idx[name] = i + 1
-			}
-			continue
+	set := func(p string, n int) {
+		if m, ok := idx[p]; !ok || n < m {
+			idx[p] = n
 		}
-		if m := configHeaderRE.FindStringSubmatch(line); m != nil {
-			table = normTablePath(m[1])
-			// A dotted header also places the tables it implies
-			// ([namespaces.a.connectors.b]: namespaces.a), where they
-			// have no header of their own.
-			for p := table; p != ""; {
-				if _, ok := idx[p]; !ok {
-					idx[p] = i + 1
-				}
-				j := strings.LastIndexByte(p, '.')
-				if j < 0 {
-					break
-				}
-				p = p[:j]
+	}
+	for p, n := range manifests.KeyLines(data) {
+		p = strings.ReplaceAll(p, "#", ".")
+		for {
+			set(p, n)
+			i := strings.LastIndexByte(p, '.')
+			if i < 0 {
+				break
 			}
-			continue
-		}
-		if m := configKeyRE.FindStringSubmatch(line); m != nil {
-			k := strings.Trim(m[1], `"'`)
-			p := k
-			if table != "" {
-				p = table + "." + k
-			}
-			if _, ok := idx[p]; !ok {
-				idx[p] = i + 1
-			}
+			p = p[:i]
 		}
 	}
 	return idx
-}
-
-func normTablePath(s string) string {
-	parts := strings.Split(s, ".")
-	for i, p := range parts {
-		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
-	}
-	return strings.Join(parts, ".")
 }
 
 // loadConfig reads and validates a connhost.toml; env looks variables up

@@ -12,6 +12,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -55,7 +56,7 @@ func (d *demo) approve(ctx context.Context, mfs, id, reason string) error {
 		d.noteResult(st, res)
 		decision := ""
 		if res.Approval != nil {
-			decision = res.Approval.Decision
+			decision = string(res.Approval.Decision)
 		}
 		st.Notes[0] = fmt.Sprintf("→ %s by %s, exit %d: the execution is %s until the runtime re-drives the call", decision, demoReviewer, r.Code, res.Status)
 		d.expect(st, "approval approved by "+demoReviewer, decision, "approved")
@@ -125,25 +126,20 @@ func (d *demo) noteResult(st *demoStep, res host.Result) {
 }
 
 // history runs connhost history and records its events in a step.
-func (d *demo) history(ctx context.Context, mfs, id string) (demoRecord, []demoEvent) {
+func (d *demo) history(ctx context.Context, mfs, id string) (host.Result, []demoEvent) {
 	st, r := d.command(ctx, mfs, "", "history", id)
 	st.ExecutionID = id
-	var v struct {
-		Record demoRecord     `json:"record"`
-		Events []ledger.Event `json:"events"`
-	}
+	var v httpapi.Execution
 	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.Stdout, &v) {
 		d.emit(st)
-		return demoRecord{}, nil
+		return host.Result{}, nil
 	}
 	st.Output = nil // the events below carry what matters
-	st.Status = v.Record.State
-	if v.Record.Outcome != nil {
-		st.Source, st.Receipt = v.Record.Outcome.Source, v.Record.Outcome.Receipt
-	}
+	st.Status = string(v.State)
+	st.Source, st.Receipt = v.Source, v.Receipt
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s.%s, policy %s, idempotency key %s\n", v.Record.Connector, v.Record.Operation, v.Record.Policy, v.Record.IdempotencyKey)
+	fmt.Fprintf(tw, "%s, policy %s, idempotency key %s\n", v.Tool, v.Policy, v.IdempotencyKey)
 	fmt.Fprintln(tw, "#\tATTEMPT\tTRANSITION\tDECISION\tACTOR\tEVIDENCE / REASON")
 	for _, e := range v.Events {
 		ev := demoEvent{Seq: e.Seq, Attempt: e.Attempt, From: string(e.From), To: string(e.To), Decision: e.Decision, Actor: e.Actor, Evidence: e.Evidence}
@@ -160,9 +156,9 @@ func (d *demo) history(ctx context.Context, mfs, id string) (demoRecord, []demoE
 	}
 	_ = tw.Flush()
 	st.Notes = append(st.Notes, strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")...)
-	d.expect(st, "final state succeeded", v.Record.State, string(ledger.StateSucceeded))
+	d.expect(st, "final state succeeded", string(v.State), string(ledger.StateSucceeded))
 	d.pendingHistory = st
-	return v.Record, st.Events
+	return v.Result, st.Events
 }
 
 // expectDecisions checks that the audit trail of the last history step
@@ -187,27 +183,7 @@ func (d *demo) expectDecisions(evs []demoEvent, want []string) {
 	d.emit(st)
 }
 
-// demoRecord is the part of a ledger record the demo reads.
-type demoRecord struct {
-	ID             string `json:"id"`
-	SessionID      string `json:"session_id"`
-	ToolCallID     string `json:"tool_call_id"`
-	Connector      string `json:"connector"`
-	Operation      string `json:"operation"`
-	Effect         string `json:"effect"`
-	Policy         string `json:"policy"`
-	State          string `json:"state"`
-	Attempt        int    `json:"attempt"`
-	MaxAttempts    int    `json:"max_attempts"`
-	IdempotencyKey string `json:"idempotency_key"`
-	Outcome        *struct {
-		Kind    string `json:"kind"`
-		Source  string `json:"source"`
-		Receipt string `json:"receipt"`
-	} `json:"outcome"`
-}
-
 // demoList is connhost ls --json.
 type demoList struct {
-	Executions []demoRecord `json:"executions"`
+	Executions []host.Result `json:"executions"`
 }

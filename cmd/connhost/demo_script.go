@@ -151,9 +151,9 @@ func (d *demo) partManual(ctx context.Context) error {
 	if d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &list) {
 		ids := make([]string, 0, len(list.Executions))
 		for _, e := range list.Executions {
-			ids = append(ids, e.ID)
-			st.Notes = append(st.Notes, fmt.Sprintf("%s  %s  %s.%s  session %s  tool call %s  attempt %d/%d",
-				e.ID, e.State, e.Connector, e.Operation, e.SessionID, e.ToolCallID, e.Attempt, e.MaxAttempts))
+			ids = append(ids, e.ExecutionID)
+			st.Notes = append(st.Notes, fmt.Sprintf("%s  %s  %s  session %s  tool call %s  attempt %d/%d",
+				e.ExecutionID, e.State, e.Tool, e.SessionID, e.ToolCallID, e.Attempt, e.MaxAttempts))
 		}
 		d.expect(st, "exactly this execution is recovery_required", strings.Join(ids, ","), id)
 	}
@@ -217,22 +217,20 @@ func (d *demo) partProof(ctx context.Context) error {
 	}
 	succeeded := map[string]int{}
 	for _, e := range list.Executions {
-		tool := e.Connector + "." + e.Operation
-		row := demoProofRow{ExecutionID: e.ID, Tool: tool, Effect: e.Effect, Policy: orDash(e.Policy), State: e.State}
-		if e.Outcome != nil {
-			row.Source, row.Receipt = e.Outcome.Source, e.Outcome.Receipt
-		}
+		tool := e.Tool
+		row := demoProofRow{ExecutionID: e.ExecutionID, Tool: tool, Effect: e.Effect, Policy: orDash(e.Policy), State: string(e.State),
+			Source: e.Source, Receipt: e.Receipt}
 		if e.Effect == string(manifests.EffectExternal) {
-			if e.State == string(ledger.StateSucceeded) {
+			if e.State == ledger.StateSucceeded {
 				succeeded[tool]++
 			}
 			switch tool {
 			case "payments.create_payment":
 				for _, p := range pis {
-					if p.Metadata["connhost_execution_id"] == e.ID {
+					if p.Metadata["connhost_execution_id"] == e.ExecutionID {
 						row.ProviderObjects++
 						if p.ID != row.Receipt {
-							d.check(st, "receipt of "+e.ID+" names its PaymentIntent", false, p.ID+" vs "+row.Receipt)
+							d.check(st, "receipt of "+e.ExecutionID+" names its PaymentIntent", false, p.ID+" vs "+row.Receipt)
 						}
 					}
 				}
@@ -247,7 +245,7 @@ func (d *demo) partProof(ctx context.Context) error {
 					}
 				}
 			}
-			d.expect(st, "one provider object for "+e.ID+" ("+tool+", "+e.State+")", fmt.Sprint(row.ProviderObjects), "1")
+			d.expect(st, "one provider object for "+e.ExecutionID+" ("+tool+", "+string(e.State)+")", fmt.Sprint(row.ProviderObjects), "1")
 		}
 		st.Proof = append(st.Proof, row)
 	}

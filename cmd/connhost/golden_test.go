@@ -147,7 +147,7 @@ func TestRenderGolden(t *testing.T) {
 	other.Connector, other.Operation = "email", "send"
 
 	var b bytes.Buffer
-	renderList(&b, []ledger.Record{rec, other})
+	renderList(&b, []httpapi.Execution{{Result: host.ResultOf(rec)}, {Result: host.ResultOf(other)}})
 	golden(t, "ls", b.Bytes())
 
 	b.Reset()
@@ -155,7 +155,7 @@ func TestRenderGolden(t *testing.T) {
 	golden(t, "ls_empty", b.Bytes())
 
 	b.Reset()
-	renderHistory(&b, rec, evs, shippedOperation(t, "payments", "create_payment"), nil)
+	renderHistory(&b, httpapi.NewExecution(rec, evs), shippedOperation(t, "payments", "create_payment"), nil)
 	golden(t, "history", b.Bytes())
 
 	// A call the duplicate-intent guard held, with arguments that would
@@ -167,7 +167,8 @@ func TestRenderGolden(t *testing.T) {
 	held.Approval = &ledger.Approval{ID: "ap_zzzz", ArgsDigest: strings.Repeat("d", 64), PolicyVersion: "0123456789abcdef",
 		RequestedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(61 * time.Minute), Decision: ledger.ApprovalPending}
 	b.Reset()
-	renderHistory(&b, held, evs[:1], shippedOperation(t, "payments", "create_payment"), &rec)
+	earlier := host.ResultOf(rec)
+	renderHistory(&b, httpapi.NewExecution(held, evs[:1]), shippedOperation(t, "payments", "create_payment"), &earlier)
 	golden(t, "history_duplicate", b.Bytes())
 
 	b.Reset()

@@ -4,13 +4,11 @@ import (
 	"context"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/ledger"
 )
 
 // registerRead adds the flags of ls, history and recover that choose how
@@ -64,45 +62,18 @@ func listQuery(state, session, namespace, after string, limit int) string {
 	return "?" + q.Encode()
 }
 
-// recordOfListItem is the part of a ledger record that ls shows, from an
-// item of GET /v1/executions.
-func recordOfListItem(e httpapi.Execution) ledger.Record {
-	conn, op, _ := strings.Cut(e.Tool, ".")
-	return ledger.Record{
-		ID: e.ExecutionID, Namespace: e.Namespace, SessionID: e.SessionID, ToolCallID: e.ToolCallID,
-		Connector: conn, Operation: op, State: e.State, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts,
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-	}
-}
-
-// recordOfExecution is the ledger record GET /v1/executions/{id} carries
-// (its record member), with the arguments and result as recorded.
-func recordOfExecution(e httpapi.Execution) ledger.Record {
-	if e.Record == nil {
-		return recordOfListItem(e)
-	}
-	rec := e.Record.Record
-	rec.Args = []byte(e.Record.Args)
-	if o := e.Record.Outcome; o != nil {
-		out := o.Outcome
-		out.Result = []byte(o.Result)
-		rec.Outcome = &out
-	}
-	return rec
-}
-
-// historyThroughServer reads an execution and its trail through a server;
-// ok is false when no server runs.
-func (a *app) historyThroughServer(ctx context.Context, df decisionFlags, id string) (e httpapi.Execution, earlier *ledger.Record, ok bool, err error) {
+// historyThroughServer reads an execution and its trail through a server,
+// and the execution it repeats when it names one (earlier, nil when it
+// cannot be read); ok is false when no server runs.
+func (a *app) historyThroughServer(ctx context.Context, df decisionFlags, id string) (e httpapi.Execution, earlier *host.Result, ok bool, err error) {
 	ok, err = a.throughServer(ctx, df, request{method: "GET", path: "/v1/executions/" + url.PathEscape(id), out: &e})
 	if !ok || err != nil {
 		return e, nil, ok, err
 	}
-	if rec := recordOfExecution(e); rec.DuplicateOf != "" {
+	if e.DuplicateOf != "" {
 		var prev httpapi.Execution
-		if _, err := a.throughServer(ctx, df, request{method: "GET", path: "/v1/executions/" + url.PathEscape(rec.DuplicateOf), out: &prev}); err == nil {
-			r := recordOfExecution(prev)
-			earlier = &r
+		if _, err := a.throughServer(ctx, df, request{method: "GET", path: "/v1/executions/" + url.PathEscape(e.DuplicateOf), out: &prev}); err == nil {
+			earlier = &prev.Result
 		}
 	}
 	return e, earlier, true, nil

@@ -518,19 +518,18 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		create = ledger.CreateInit
 	}
 	opts := host.Options{
-		DataDir:            a.g.data,
-		WitnessPath:        a.witnessPath(cfg),
-		LedgerCreate:       create,
-		LedgerLoseUnsynced: crash.LoseUnsynced(),
-		PrewarmInstances:   prewarmInstances(o.prewarm),
-		Manifests:          ms,
-		ModuleDir:          a.g.modules,
-		AllowUnpinned:      o.allowUnpinned,
-		Config:             o.config,
-		Logger:             o.logger,
-		Observer:           o.observer,
-		RecoveryProgress:   o.progress,
-		ApprovalKeys:       approvalKeys,
+		DataDir:          a.g.data,
+		WitnessPath:      a.witnessPath(cfg),
+		LedgerCreate:     create,
+		PrewarmInstances: prewarmInstances(o.prewarm),
+		Manifests:        ms,
+		ModuleDir:        a.g.modules,
+		AllowUnpinned:    o.allowUnpinned,
+		Config:           o.config,
+		Logger:           o.logger,
+		Observer:         o.observer,
+		RecoveryProgress: o.progress,
+		ApprovalKeys:     approvalKeys,
 	}
 	if cfg != nil {
 		opts.NamespaceConfig = cfg.namespaceConfig()
@@ -546,6 +545,9 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		if opts.LeaseTTL == 0 && cfg != nil {
 			opts.LeaseTTL = cfg.Server.LeaseTTL
 		}
+	}
+	if crash.LoseUnsynced() {
+		ctx = crash.WithLoseUnsynced(ctx) // a crash test's lossy disk: the executor's ledger only
 	}
 	ex, err := host.Open(ctx, opts)
 	return ex, explainMissingModule(explainConfigURL(explainMissingConfig(err, a.g.config), a.g.config), ms)

@@ -33,8 +33,11 @@ func TestTextOutputEscapesControlCharacters(t *testing.T) {
 	res := host.ResultOf(rec)
 	res.Error = "failed" + evil
 	var b bytes.Buffer
-	renderList(&b, []ledger.Record{rec})
-	renderHistory(&b, rec, evs, nil, nil)
+	failed := rec
+	failed.State = ledger.StateFailed // its outcome's error is shown, not its result
+	renderList(&b, []httpapi.Execution{{Result: host.ResultOf(rec)}})
+	renderHistory(&b, httpapi.NewExecution(rec, evs), nil, nil)
+	renderHistory(&b, httpapi.NewExecution(failed, evs), nil, nil)
 	renderResult(&b, res)
 	renderProblem(&b, &httpapi.Problem{Code: httpapi.CodeSessionFenced, Detail: "fenced" + evil,
 		UncertainCalls: []host.UncertainCall{{ExecutionID: rec.ID, ToolCallID: rec.ToolCallID, Tool: "email.send"}}})

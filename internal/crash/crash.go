@@ -13,6 +13,7 @@
 package crash
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -46,13 +47,31 @@ var Points = []string{
 	AfterPluginReturn, AfterOutcomeRecord, AfterReconcileReturn, AfterAnswer,
 }
 
-// LoseUnsyncedEnv, set to "1", makes the connhost binary open its ledger
-// so that a kill loses the writes not yet synced, as a power loss would
-// (ledger.Options.LoseUnsynced): crash tests of lazy outcome durability.
+// LoseUnsyncedEnv, set to "1", makes the connhost binary open its
+// executor's ledger so that a kill loses the writes not yet synced, as a
+// power loss would: crash tests of lazy outcome durability.
 const LoseUnsyncedEnv = "CONNHOST_LOSE_UNSYNCED"
 
 // LoseUnsynced reports whether LoseUnsyncedEnv asks for it.
 func LoseUnsynced() bool { return os.Getenv(LoseUnsyncedEnv) == "1" }
+
+type loseUnsyncedKey struct{}
+
+// WithLoseUnsynced returns ctx marked so that a Pebble ledger opened with
+// it (ledger.Open, directly or through host.Open) holds its write-ahead
+// log in memory until synced, and a SIGKILL loses the unsynced writes as a
+// power loss would (a killed process otherwise leaves them to the kernel,
+// which writes them out). Only code of this module can mark a context: the
+// lossy disk is a test hook, not an option of the public API.
+func WithLoseUnsynced(ctx context.Context) context.Context {
+	return context.WithValue(ctx, loseUnsyncedKey{}, true)
+}
+
+// LosesUnsynced reports whether ctx is marked by WithLoseUnsynced.
+func LosesUnsynced(ctx context.Context) bool {
+	v, _ := ctx.Value(loseUnsyncedKey{}).(bool)
+	return v
+}
 
 var (
 	armed  atomic.Bool
@@ -110,11 +129,21 @@ func SetHook(fn func(point string)) (restore func()) {
 	return func() { hook.Store(prev) }
 }
 
-// Armed reports whether reaching name could stop the process: name is the
-// armed point, or a hook is set. Callers use it to keep a point's meaning
-// exact where establishing it costs work (one atomic load when unset).
-func Armed(name string) bool {
+// armedAt reports whether reaching name could stop the process: name is
+// the armed point, or a hook is set (one atomic load when unset).
+func armedAt(name string) bool {
 	return hook.Load() != nil || (armed.Load() && name == point)
+}
+
+// AtIf is At for a point whose meaning holds only under a condition that
+// costs work to establish (a ledger read): cond runs only while name could
+// stop the process, and At(name) follows when it answers true. cond must
+// only observe: whatever it answers, the caller goes on the same way, so
+// an armed point changes nothing but where the process may die.
+func AtIf(name string, cond func() bool) {
+	if armedAt(name) && cond() {
+		At(name)
+	}
 }
 
 // At kills the process with SIGKILL if name is the armed point and this is

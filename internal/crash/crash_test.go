@@ -38,21 +38,31 @@ func TestHookReplacesTheKill(t *testing.T) {
 	}
 }
 
-func TestArmed(t *testing.T) {
+// TestAtIf: the condition runs only while the point could stop the
+// process (armed there, or a hook set), and the point is reached only when
+// it holds.
+func TestAtIf(t *testing.T) {
 	defer Arm("")
-	if Armed(BeforeIntent) {
-		t.Fatal("armed with nothing set")
+	ran := 0
+	cond := func(v bool) func() bool { return func() bool { ran++; return v } }
+	AtIf(BeforeIntent, cond(true))
+	if ran != 0 {
+		t.Fatal("the condition ran with nothing armed")
 	}
-	if err := Arm("before_intent:2"); err != nil {
+	if err := Arm("after_intent"); err != nil {
 		t.Fatal(err)
 	}
-	if !Armed(BeforeIntent) || Armed(AfterIntent) {
-		t.Fatal("Armed does not follow the armed point")
+	AtIf(BeforeIntent, cond(true))
+	if ran != 0 {
+		t.Fatal("the condition ran for a point that is not armed")
 	}
 	Arm("")
-	restore := SetHook(func(string) {})
+	var seen []string
+	restore := SetHook(func(p string) { seen = append(seen, p) })
 	defer restore()
-	if !Armed(AfterIntent) {
-		t.Fatal("a hook arms every point")
+	AtIf(AfterIntent, cond(false))
+	AtIf(BeforeIntent, cond(true))
+	if ran != 2 || !slices.Equal(seen, []string{BeforeIntent}) {
+		t.Fatalf("with a hook: the condition ran %d times, the hook saw %v", ran, seen)
 	}
 }

@@ -82,7 +82,7 @@ type ListResponse struct {
 func NewListResponse(recs []ledger.Record, f ledger.Filter) ListResponse {
 	out := ListResponse{Executions: make([]Execution, 0, len(recs))}
 	for _, rec := range recs {
-		out.Executions = append(out.Executions, NewListItem(rec))
+		out.Executions = append(out.Executions, Execution{Result: host.ResultOf(rec)})
 	}
 	if len(recs) == f.Limit && len(recs) > 0 {
 		out.Next = recs[len(recs)-1].ID

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 )
 
@@ -319,7 +320,7 @@ func TestFencedSessionAndResolve(t *testing.T) {
 
 	var list ListResponse
 	c.get("/v1/executions?state=recovery_required").decode(t, &list)
-	if len(list.Executions) != 1 || list.Executions[0].ID != rr.ExecutionID {
+	if len(list.Executions) != 1 || list.Executions[0].ExecutionID != rr.ExecutionID {
 		t.Fatalf("list recovery_required: %+v", list)
 	}
 
@@ -556,13 +557,31 @@ func TestOneShape(t *testing.T) {
 		done.Approval.By != "dev-loopback" || compact(done.Args) != `{"msg":"pay"}` || done.IdempotencyKey == "" {
 		t.Errorf("POST answer: %+v", done)
 	}
-	// The deprecated members of API 1.0 stay where they were.
-	if got.Record == nil || got.Record.ID != done.ExecutionID || got.Record.State != "succeeded" {
-		t.Errorf("GET lost the deprecated record: %+v", got.Record)
+	// Nothing but the one shape: every member of GET and of a list item
+	// is a member of host.Result's JSON (or the trail).
+	members := map[string]bool{"events": true}
+	for k := range jsonMembers(t, jsonOf(t, host.Result{Approval: &ledger.Approval{}, Resolution: &ledger.Resolution{},
+		Source: "s", OutcomeKind: "k", Result: []byte("1"), Receipt: "r", Error: "e", Args: []byte("{}"), Recorded: true, Uncertain: true,
+		CancelRequested: true, Resumed: true, DuplicateOf: "d", DuplicateWindow: 1, NextAttemptAt: time.Now(), Deadline: time.Now()})) {
+		members[k] = true
 	}
-	if item.ID != done.ExecutionID || item.Connector != "gated" || item.Operation != "echo" || item.Outcome == nil {
-		t.Errorf("list item lost the deprecated members: %+v", item)
+	for name, raw := range map[string]string{"GET": string(c.get("/v1/executions/" + done.ExecutionID).body), "list item": jsonOf(t, item)} {
+		for k := range jsonMembers(t, raw) {
+			if !members[k] {
+				t.Errorf("%s has member %q, which is not host.Result's", name, k)
+			}
+		}
 	}
+}
+
+// jsonMembers returns the members of a JSON object.
+func jsonMembers(t *testing.T, s string) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func jsonOf(t *testing.T, v any) string {

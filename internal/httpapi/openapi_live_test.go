@@ -19,6 +19,7 @@ import (
 	"github.com/pb33f/libopenapi-validator/config"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/ledger"
 )
 
 // liveCheck sends requests to real servers over the API and validates each
@@ -259,7 +260,7 @@ func TestOpenAPILive(t *testing.T) {
 	status(lc.send(srv, exec("s1", "c2", "noop__keyed", `{}`), 200, ""), host.StatusSucceeded)
 	status(lc.send(srv, exec("s1", "c3", "probe.config", `{"Key": 5}`), 200, ""), host.StatusFailed)
 	gated := status(lc.send(srv, exec("s1", "g1", "gated.echo", `{"msg":"pay"}`), 200, ""), host.StatusAwaitingApproval)
-	approve := func(ap *host.ApprovalInfo, digest string) exchange {
+	approve := func(ap *ledger.Approval, digest string) exchange {
 		return exchange{method: "POST", path: "/v1/approvals/" + ap.ID + "/approve", token: rita, body: jsonBody(DecisionRequest{Digest: digest, Reason: "checked"})}
 	}
 	status(lc.send(srv, approve(gated.Approval, gated.Approval.ArgsDigest), 200, ""), host.StatusPending)

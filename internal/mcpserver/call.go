@@ -285,9 +285,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 	}
 	r := Result{
 		Status: string(res.Status), Identity: id.Kind, IdentitySource: id.Source, Namespace: ns, SessionID: id.SessionID,
-		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Attempt: res.Attempt, Receipt: res.Receipt,
-		Result: res.Result, Source: res.Source, Error: res.Error, Approval: res.Approval,
-		NextAttemptAt: res.NextAttemptAt, Recorded: res.Recorded, DuplicateOf: res.DuplicateOf,
+		ToolCallID: id.ToolCallID, ExecutionID: res.ExecutionID, Result: &res,
 	}
 	var text strings.Builder
 	isError := false

@@ -31,7 +31,6 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -466,19 +465,10 @@ type Result struct {
 	SessionID      string   `json:"session_id"`
 	ToolCallID     string   `json:"tool_call_id"`
 	ExecutionID    string   `json:"execution_id,omitempty"`
-	// Attempt, Receipt, Result, Source, Error, Approval, NextAttemptAt and
-	// Recorded are host.Result's.
-	Attempt       int                `json:"attempt,omitempty"`
-	Receipt       string             `json:"receipt,omitempty"`
-	Result        json.RawMessage    `json:"result,omitempty"`
-	Source        string             `json:"source,omitempty"`
-	Error         string             `json:"error,omitempty"`
-	Approval      *host.ApprovalInfo `json:"approval,omitempty"`
-	NextAttemptAt time.Time          `json:"next_attempt_at,omitzero"`
-	Recorded      bool               `json:"recorded,omitempty"`
-	// DuplicateOf is host.Result's: the earlier execution this call
-	// repeats, for a call the duplicate-intent guard held or answered.
-	DuplicateOf string `json:"duplicate_of,omitempty"`
+	// Result is the execution the call ran as, in its one shape (its
+	// members inline, as the HTTP API answers them); nil for a refused
+	// call, which ran as none.
+	*host.Result
 	// Problem is the HTTP API's problem document of a refused call.
 	Problem *httpapi.Problem `json:"problem,omitempty"`
 }

@@ -160,7 +160,7 @@ func TestReadCall(t *testing.T) {
 		res, out := callTool(t, cs, "noop.echo", args, nil)
 		require.False(t, res.IsError, text(res))
 		require.Equal(t, "succeeded", out.Status)
-		require.JSONEq(t, `{"msg":"hi"}`, string(out.Result))
+		require.JSONEq(t, `{"msg":"hi"}`, string(out.Result.Result))
 		require.Equal(t, mcpserver.IdentityPerRequest, out.Identity)
 		require.True(t, strings.HasPrefix(out.SessionID, "mcp:"), out.SessionID)
 		require.True(t, strings.HasPrefix(out.ToolCallID, "mcp-req:"), out.ToolCallID)
@@ -362,7 +362,7 @@ func TestElicitationApproveAndReject(t *testing.T) {
 			res, out := callTool(t, cs, "gated.echo", map[string]any{"msg": "ship it"}, ids("s-el", "c1"))
 			require.False(t, res.IsError, text(res))
 			require.Equal(t, "succeeded", out.Status)
-			require.JSONEq(t, `{"msg":"ship it"}`, string(out.Result))
+			require.JSONEq(t, `{"msg":"ship it"}`, string(out.Result.Result))
 			require.Equal(t, 1, accept.count(), "asked once")
 			shown := accept.asked[0]
 			require.Contains(t, shown.Message, "gated.echo")

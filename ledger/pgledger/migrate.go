@@ -209,9 +209,7 @@ func (d *DB) applyMigration(ctx context.Context, m migration) (bool, error) {
 // migrationData holds the steps of a migration that SQL cannot do, run in
 // its transaction after its file.
 var migrationData = map[int]func(ctx context.Context, tx pgx.Tx) error{
-	2: fillCreated,
-	3: newIdentity,
-	5: fillDue,
+	1: newIdentity,
 }
 
 // newIdentity gives the ledger its random identity: 16 random bytes in
@@ -220,59 +218,5 @@ func newIdentity(ctx context.Context, tx pgx.Tx) error {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	_, err := tx.Exec(ctx, `INSERT INTO connhost_ledger (identity) VALUES ($1)`, hex.EncodeToString(b[:]))
-	return err
-}
-
-// fillCreated sets created_ns of the rows version 1 wrote from their
-// records' CreatedAt.
-func fillCreated(ctx context.Context, tx pgx.Tx) error {
-	return fillColumn(ctx, tx, "created_ns", `record IS NOT NULL AND created_ns IS NULL`,
-		func(rec ledger.Record) (int64, bool) { return rec.CreatedAt.UnixNano(), true })
-}
-
-// fillDue sets due_ns of the pending rows earlier versions wrote from
-// their records (ledger.DueAt).
-func fillDue(ctx context.Context, tx pgx.Tx) error {
-	return fillColumn(ctx, tx, "due_ns", `terminal_ns IS NULL AND record IS NOT NULL`, func(rec ledger.Record) (int64, bool) {
-		t, ok := ledger.DueAt(rec)
-		return ledger.DueUnixNano(t), ok
-	})
-}
-
-// fillColumn sets column (a BIGINT of connhost_executions) of the rows
-// matching where to value of each row's decoded record, in one UPDATE;
-// rows for which value answers false keep NULL. column and where are
-// this package's constants, never input.
-func fillColumn(ctx context.Context, tx pgx.Tx, column, where string, value func(ledger.Record) (int64, bool)) error {
-	rows, err := tx.Query(ctx, `SELECT id, record FROM connhost_executions WHERE `+where)
-	if err != nil {
-		return err
-	}
-	var ids [][]byte
-	var vals []int64
-	for rows.Next() {
-		var id, v []byte
-		if err := rows.Scan(&id, &v); err != nil {
-			rows.Close()
-			return err
-		}
-		rec, err := decode(string(id), v)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		if n, ok := value(rec); ok {
-			ids, vals = append(ids, id), append(vals, n)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	_, err = tx.Exec(ctx, `UPDATE connhost_executions x SET `+column+` = u.v
-FROM unnest($1::BYTEA[], $2::BIGINT[]) AS u(id, v) WHERE x.id = u.id`, ids, vals)
 	return err
 }

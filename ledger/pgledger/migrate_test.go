@@ -8,9 +8,6 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,7 +65,7 @@ func TestMigrationsApplyOnce(t *testing.T) {
 	require.Equal(t, want, versions(t, dbs[0]))
 	d := open(t, dsn)
 	require.Equal(t, want, versions(t, d))
-	// Migration 3 gave the ledger one identity, which every node read.
+	// Migration 1 gave the ledger one identity, which every node read.
 	require.Len(t, d.identity, 32)
 	for i := range nodes {
 		require.Equal(t, d.identity, dbs[i].identity, "node %d", i)
@@ -207,99 +204,4 @@ func TestCorruptRecord(t *testing.T) {
 	var n int
 	require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions`).Scan(&n))
 	require.Equal(t, 2, n)
-}
-
-// A version-1 database gets created_ns from its records when migration 2
-// is applied, so a listing by time misses no older record.
-func TestMigration2FillsCreated(t *testing.T) {
-	ctx := context.Background()
-	dsn := testenv.NewPostgresDatabase(t)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := Open(ctx, Options{DSN: dsn, Logger: quietLog, Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	for _, id := range []string{"b", "a", "c"} {
-		r := ledger.Record{ID: id, Namespace: ledger.DefaultNamespace, SessionID: "s1", ToolCallID: "call-" + id,
-			Connector: "payments", Operation: "create_payment", Effect: "external", Policy: "idempotent-retry",
-			ArgsDigest: "d-" + id, State: ledger.StateDispatched, Attempt: 1, MaxAttempts: 3}
-		_, err := d.Create(ctx, r, ledger.Event{Decision: "dispatch"})
-		require.NoError(t, err)
-		now = now.Add(time.Minute)
-	}
-	// Make it what version 1 wrote.
-	_, err = d.pool.Exec(ctx, undoMigration6+undoMigration5+`DROP TABLE connhost_ledger, connhost_restores;
-DROP INDEX connhost_executions_newest;
-ALTER TABLE connhost_executions DROP COLUMN created_ns;
-DELETE FROM connhost_schema_migrations WHERE version >= 2`, pgx.QueryExecModeSimpleProtocol)
-	require.NoError(t, err)
-	require.NoError(t, d.Close())
-
-	d = open(t, dsn)
-	var all []int
-	for v := 1; v <= SchemaVersion; v++ {
-		all = append(all, v)
-	}
-	require.Equal(t, all, versions(t, d))
-	got, err := d.List(ctx, ledger.Filter{Order: ledger.OrderNewest})
-	require.NoError(t, err)
-	require.Len(t, got, 3)
-	require.Equal(t, []string{"c", "a", "b"}, []string{got[0].ID, got[1].ID, got[2].ID})
-}
-
-// undoMigration6 makes a database what version 5 wrote.
-const undoMigration6 = `DROP TABLE connhost_intent_locks;
-DROP INDEX connhost_executions_intent;
-ALTER TABLE connhost_executions DROP COLUMN intent_key;
-DELETE FROM connhost_schema_migrations WHERE version = 6;
-`
-
-// undoMigration5 makes a database what version 4 wrote (after
-// undoMigration6).
-const undoMigration5 = `DROP INDEX connhost_executions_due;
-DROP INDEX connhost_executions_awaiting;
-ALTER TABLE connhost_executions DROP COLUMN due_ns;
-DELETE FROM connhost_schema_migrations WHERE version = 5;
-`
-
-// A version-4 database gets due_ns from its pending records when migration
-// 5 is applied, so a recovery pass misses no due execution, and a
-// terminal or recovery_required one stays out of the due index.
-func TestMigration5FillsDue(t *testing.T) {
-	ctx := context.Background()
-	dsn := testenv.NewPostgresDatabase(t)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := Open(ctx, Options{DSN: dsn, Logger: quietLog, Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	rec := func(id string, state ledger.State, attempt int) ledger.Record {
-		return ledger.Record{ID: id, Namespace: "tenant-a", SessionID: "s1", ToolCallID: "call-" + id,
-			Connector: "payments", Operation: "create_payment", Effect: "external", Policy: "idempotent-retry",
-			ArgsDigest: "d-" + id, State: state, Attempt: attempt, MaxAttempts: 3}
-	}
-	_, err = d.Create(ctx, rec("d", ledger.StateDispatched, 1), ledger.Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	g := rec("g", ledger.StateAwaitingApproval, 0)
-	g.Approval = &ledger.Approval{ID: "ap_g", ArgsDigest: "d-g", ExpiresAt: now.Add(time.Hour), Decision: ledger.ApprovalPending}
-	_, err = d.Create(ctx, g, ledger.Event{})
-	require.NoError(t, err)
-	_, err = d.Create(ctx, rec("r", ledger.StateRecoveryRequired, 1), ledger.Event{})
-	require.NoError(t, err)
-	_, err = d.Create(ctx, rec("s", ledger.StateDispatched, 1), ledger.Event{Decision: "dispatch"})
-	require.NoError(t, err)
-	_, err = d.Apply(ctx, "s", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
-		Outcome: &ledger.Outcome{Kind: "ok", Source: "connector", Attempt: 1}})
-	require.NoError(t, err)
-	_, err = d.pool.Exec(ctx, undoMigration6+undoMigration5, pgx.QueryExecModeSimpleProtocol)
-	require.NoError(t, err)
-	require.NoError(t, d.Close())
-
-	d = open(t, dsn)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, versions(t, d))
-	var due []string
-	require.NoError(t, d.Due(ctx, now.Add(2*time.Hour), func(id string) error { due = append(due, id); return nil }))
-	require.Equal(t, []string{"d", "g"}, due)
-	due = nil
-	require.NoError(t, d.Due(ctx, now, func(id string) error { due = append(due, id); return nil }))
-	require.Equal(t, []string{"d"}, due, "the approval is due at its expiry, not before")
-	n, err := d.AwaitingApproval(ctx, "tenant-a")
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
 }

@@ -21,7 +21,7 @@ import (
 // call they ran would run again. Each node (each DB with
 // Options.WitnessPath) keeps a witness file outside the database with the
 // ledger's identity, generation and commit position (connhost_ledger, see
-// migration 3) and a probe execution, and refuses, at Open and while it
+// migration 1) and a probe execution, and refuses, at Open and while it
 // runs, a database that is another ledger or behind its witness.
 //
 // The commit position is one row that nodes advance, each at most once a

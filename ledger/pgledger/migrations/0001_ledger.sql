@@ -1,5 +1,6 @@
--- connhost ledger schema, version 1: executions, their append-only events,
--- the session classification and the fleet's node leases.
+-- connhost ledger schema, version 1: executions, their append-only events
+-- and their indexes, the session classification, the fleet's node leases,
+-- the ledger's identity and commit position, and accepted restores.
 --
 -- Identifiers (execution id, namespace, session, tool call, args digest) are
 -- BYTEA: a Go string may hold any bytes, NUL and invalid UTF-8 included,
@@ -34,6 +35,18 @@ CREATE TABLE connhost_executions (
     -- node owns it.
     owner_node   TEXT,
     owner_epoch  BIGINT,
+    -- The record's CreatedAt (Unix ns), fixed at Create, for List in
+    -- creation order (ledger.OrderNewest); NULL in a pruned row, which
+    -- nothing lists.
+    created_ns   BIGINT,
+    -- When a recovery pass must look at the execution next (ledger.DueAt,
+    -- Unix ns); NULL when no pass needs to (recovery_required and
+    -- terminal executions).
+    due_ns       BIGINT,
+    -- ledger.IntentKey of an execution the duplicate-intent guard covers
+    -- (ledger.Record.DuplicateWindow: the sha256 of namespace, session,
+    -- connector, operation and argument digest); NULL for every other.
+    intent_key   BYTEA,
     record       BYTEA,
     CHECK ((pruned_ns IS NULL) = (record IS NOT NULL)),
     CHECK (pruned_ns IS NULL OR terminal_ns IS NOT NULL),
@@ -52,6 +65,30 @@ CREATE INDEX connhost_executions_fenced ON connhost_executions (namespace, sessi
 -- they became terminal.
 CREATE INDEX connhost_executions_retention ON connhost_executions (terminal_ns, id)
     WHERE terminal_ns IS NOT NULL AND pruned_ns IS NULL;
+
+-- The creation index, newest first, as `connhost ls` and the API list.
+CREATE INDEX connhost_executions_newest ON connhost_executions (created_ns DESC, id DESC) WHERE pruned_ns IS NULL;
+
+-- The due index a recovery pass reads.
+CREATE INDEX connhost_executions_due ON connhost_executions (due_ns, id) WHERE due_ns IS NOT NULL;
+
+-- The approval index: a namespace's executions awaiting approval, counted
+-- by a per-principal limit before a new approval request is recorded.
+CREATE INDEX connhost_executions_awaiting ON connhost_executions (namespace) WHERE state = 'awaiting_approval';
+
+-- The duplicate-intent index: a guarded Create finds the recent executions
+-- of its intent through it, and a pruned row leaves it.
+CREATE INDEX connhost_executions_intent ON connhost_executions (intent_key, created_ns)
+    WHERE intent_key IS NOT NULL AND pruned_ns IS NULL;
+
+-- One row per intent while a guarded Create of it runs: the Create inserts
+-- it first and deletes it before it commits, so a concurrent guarded Create
+-- of the same intent waits on the row (its insert meets the uncommitted
+-- one) until the first has committed, and then finds the first's
+-- execution. Rows never outlive their transaction.
+CREATE TABLE connhost_intent_locks (
+    intent_key BYTEA PRIMARY KEY
+);
 
 -- The audit trail. Rows are only ever inserted (one per change, in the
 -- change's statement) and deleted by retention with their execution; the
@@ -79,4 +116,45 @@ CREATE TABLE connhost_nodes (
     node_id    TEXT        PRIMARY KEY,
     epoch      BIGINT      NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
+);
+
+-- The ledger's identity, generation and commit position, which every node
+-- keeps in a witness file outside the database, so that a node refuses a
+-- database that is another ledger or behind what it acknowledged: an older
+-- dump restored, a replica promoted without the last commits, tables
+-- emptied or dropped.
+--
+-- One row. identity is random, written when this migration is applied (in
+-- Go). position is the commit position: a node advances it (one UPDATE) at
+-- most once a witness interval, and only after writes of its own, and puts
+-- the value in its witness once the UPDATE has committed; every write
+-- acknowledged before the UPDATE began is in any state of the database that
+-- holds it. The writes themselves touch no shared row. probe_id and
+-- probe_events name an execution and its number of events as a write
+-- before the last advance left it: a witness that holds them sees a table
+-- emptied or rolled back under an intact position. generation counts the
+-- restores an operator accepted, each recorded in connhost_restores.
+CREATE TABLE connhost_ledger (
+    singleton    BOOL        PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+    identity     TEXT        NOT NULL,
+    generation   BIGINT      NOT NULL DEFAULT 0,
+    position     BIGINT      NOT NULL DEFAULT 0,
+    probe_id     BYTEA,
+    probe_events BIGINT,
+    created_at   TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- Accepted restores (connhost ledger accept-restore): the generation each
+-- started, what the restored ledger held and the witness had seen, who
+-- accepted it and what was fenced.
+CREATE TABLE connhost_restores (
+    generation         BIGINT      PRIMARY KEY,
+    restored_position  BIGINT      NOT NULL,
+    witnessed_position BIGINT      NOT NULL,
+    accepted_by        TEXT        NOT NULL,
+    reason             TEXT        NOT NULL,
+    accepted_at        TIMESTAMPTZ NOT NULL DEFAULT now(),
+    executions         BIGINT      NOT NULL,
+    sessions           BIGINT      NOT NULL,
+    unnamed_sessions   BOOL        NOT NULL
 );

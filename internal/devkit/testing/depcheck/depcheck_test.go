@@ -1,9 +1,10 @@
-// Package depcheck enforces the module's dependency rules (STYLE.md, habit
-// 2) with `go list`: the ABI, its codec and the guest SDK are compiled into
-// every connector and depend on the standard library only; Pebble stays in
-// ledger/; wazero stays in internal/wasmrt, which imports neither the
-// executor nor the ledger (the layers only point down); connectors depend
-// on the standard library and the ABI only.
+// Package depcheck enforces the module's dependency rules with `go list`
+// (docs/design.md, "Where things live", points here): the ABI, its codec
+// and the guest SDK are compiled into every connector and depend on the
+// standard library only; Pebble stays in ledger/; wazero stays in
+// internal/wasmrt, which imports neither the executor nor the ledger (the
+// layers only point down); connectors depend on the standard library and
+// the ABI only.
 package depcheck
 
 import (

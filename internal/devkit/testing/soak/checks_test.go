@@ -321,7 +321,7 @@ func TestObserveReportsForgottenApprovals(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	waiting := func(exp time.Time) host.Result {
 		return host.Result{ExecutionID: "ex_1", Status: host.StatusAwaitingApproval,
-			Approval: &host.ApprovalInfo{ID: "ap_1", ArgsDigest: "d", ExpiresAt: exp}}
+			Approval: &ledger.Approval{ID: "ap_1", ArgsDigest: "d", ExpiresAt: exp}}
 	}
 	for _, tc := range []struct {
 		name     string
