@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
+	"github.com/connhost/connhost/internal/devkit/sandbox/statefile"
 )
 
 // Options configures a Server.
@@ -124,10 +125,8 @@ type Server struct {
 	tagNames map[string]string // lower-case → first-seen casing, like Mailpit's tags table
 	stats    Stats
 
-	// statePath is where Persist saves the state ("" keeps it in memory
-	// only); saveMu serialises saves.
-	statePath string
-	saveMu    sync.Mutex
+	// state is where Persist saves the state (by default in memory only).
+	state statefile.File[savedState]
 }
 
 // New returns an emulator configured by opts. It panics if opts.Validate
@@ -138,6 +137,7 @@ func New(opts Options) *Server {
 	}
 	opts.EnsureDefaults()
 	s := &Server{opts: opts, faults: fault.New(), byID: map[string]*message{}, tagNames: map[string]string{}}
+	s.state.Name, s.state.Empty = "mailpit", "an empty mailbox"
 	s.api = http.NewServeMux()
 	s.api.HandleFunc("POST /api/v1/send", s.send)
 	s.api.HandleFunc("GET /api/v1/messages", s.list)

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/connhost/connhost/internal/devkit/sandbox/statefile"
 )
 
 // stateVersion is the format of the file Persist writes.
@@ -38,45 +36,29 @@ type savedMessage struct {
 // cannot be used is an error wrapping statefile.ErrCorrupt; it is never
 // silently replaced.
 func (s *Server) Persist(path string) error {
-	var st savedState
-	found, err := statefile.Load(path, &st)
-	if err != nil {
-		return fmt.Errorf("mailpit: %w (move it away to start with an empty mailbox)", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if found {
-		if err := s.restoreLocked(st); err != nil {
-			return fmt.Errorf("mailpit: %w %s: %v (move it away to start with an empty mailbox)", statefile.ErrCorrupt, path, err)
-		}
-	}
-	s.statePath = path
-	return nil
+	return s.state.Persist(path, func(st savedState) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.restoreLocked(st)
+	})
 }
 
 // save writes the state to the Persist path, if any.
 func (s *Server) save() error {
-	if s.statePath == "" {
-		return nil
-	}
-	s.saveMu.Lock()
-	defer s.saveMu.Unlock()
-	s.mu.Lock()
-	st := savedState{Version: stateVersion, Stats: s.stats, TagNames: make(map[string]string, len(s.tagNames)),
-		Messages: make([]savedMessage, 0, len(s.messages))}
-	st.Stats.FaultsInjected = 0
-	for k, v := range s.tagNames {
-		st.TagNames[k] = v
-	}
-	for _, m := range s.messages {
-		st.Messages = append(st.Messages, savedMessage{Message: m.Message, Read: m.read, Created: m.created, Snippet: m.snippet, SearchText: m.searchText})
-	}
-	s.mu.Unlock()
-	if err := statefile.Save(s.statePath, st); err != nil {
-		s.opts.Logger.Error("mailpit sandbox: state not saved", "path", s.statePath, "err", err)
-		return err
-	}
-	return nil
+	return s.state.Save(func() savedState {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		st := savedState{Version: stateVersion, Stats: s.stats, TagNames: make(map[string]string, len(s.tagNames)),
+			Messages: make([]savedMessage, 0, len(s.messages))}
+		st.Stats.FaultsInjected = 0
+		for k, v := range s.tagNames {
+			st.TagNames[k] = v
+		}
+		for _, m := range s.messages {
+			st.Messages = append(st.Messages, savedMessage{Message: m.Message, Read: m.read, Created: m.created, Snippet: m.snippet, SearchText: m.searchText})
+		}
+		return st
+	}, s.opts.Logger)
 }
 
 // saved saves the state after a change and reports whether that worked;

@@ -17,8 +17,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // ErrCorrupt marks a state file that exists but cannot be used.
@@ -89,6 +91,57 @@ func Decode(b []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// File is an emulator's state file: Persist loads it once, before the
+// emulator serves, and Save then writes a snapshot after every change,
+// before the request that made it is answered, so that a provider that
+// said "done" still knows it after a crash. The zero value keeps the state
+// in memory only (Save does nothing).
+type File[S any] struct {
+	// Name is the emulator's name in errors and logs ("stripe").
+	Name string
+	// Empty is what moving the file away starts with ("an empty provider").
+	Empty string
+
+	path   string
+	saveMu sync.Mutex
+}
+
+// Persist loads the state saved at path, when the file exists, handing it
+// to restore (which checks that it holds together and takes the
+// emulator's lock), and from then on saves there. A file that cannot be
+// used is an error wrapping ErrCorrupt; it is never silently replaced. It
+// must be called before the emulator serves.
+func (f *File[S]) Persist(path string, restore func(S) error) error {
+	var st S
+	found, err := Load(path, &st)
+	if err != nil {
+		return fmt.Errorf("%s: %w (move it away to start with %s)", f.Name, err, f.Empty)
+	}
+	if found {
+		if err := restore(st); err != nil {
+			return fmt.Errorf("%s: %w %s: %v (move it away to start with %s)", f.Name, ErrCorrupt, path, err, f.Empty)
+		}
+	}
+	f.path = path
+	return nil
+}
+
+// Save writes snapshot() to the Persist path, if any. Saves are
+// serialised, and each writes a snapshot taken after the caller's change.
+// A failure is logged and returned.
+func (f *File[S]) Save(snapshot func() S, logger *slog.Logger) error {
+	if f.path == "" {
+		return nil
+	}
+	f.saveMu.Lock()
+	defer f.saveMu.Unlock()
+	if err := Save(f.path, snapshot()); err != nil {
+		logger.Error(f.Name+" sandbox: state not saved", "path", f.path, "err", err)
+		return err
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
+	"github.com/connhost/connhost/internal/devkit/sandbox/statefile"
 )
 
 // DefaultAPIVersion is the Stripe-Version the emulator reports when a
@@ -126,10 +127,8 @@ type Server struct {
 	lastSweep time.Time
 	stats     Stats
 
-	// statePath is where Persist saves the state ("" keeps it in memory
-	// only); saveMu serialises saves.
-	statePath string
-	saveMu    sync.Mutex
+	// state is where Persist saves the state (by default in memory only).
+	state statefile.File[savedState]
 }
 
 // New returns an emulator configured by opts. It panics if opts.Validate
@@ -140,6 +139,7 @@ func New(opts Options) *Server {
 	}
 	opts.EnsureDefaults()
 	s := &Server{opts: opts, faults: fault.New(), searchLag: opts.SearchLag}
+	s.state.Name, s.state.Empty = "stripe", "an empty provider"
 	s.resetLocked()
 	s.api = http.NewServeMux()
 	s.api.HandleFunc("POST /v1/payment_intents", s.idempotent(s.createPaymentIntent))

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/connhost/connhost/internal/devkit/sandbox/statefile"
 )
 
 // stateVersion is the format of the file Persist writes.
@@ -59,38 +57,21 @@ func keyScope(apiKey, key string) string {
 // statefile.ErrCorrupt (move it away to start with an empty provider); it
 // is never silently replaced.
 func (s *Server) Persist(path string) error {
-	var st savedState
-	found, err := statefile.Load(path, &st)
-	if err != nil {
-		return fmt.Errorf("stripe: %w (move it away to start with an empty provider)", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if found {
-		if err := s.restoreLocked(st); err != nil {
-			return fmt.Errorf("stripe: %w %s: %v (move it away to start with an empty provider)", statefile.ErrCorrupt, path, err)
-		}
-	}
-	s.statePath = path
-	return nil
+	return s.state.Persist(path, func(st savedState) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.restoreLocked(st)
+	})
 }
 
 // save writes the state to the Persist path, if any. Saves are serialised
 // and each writes a snapshot taken after the caller's change.
 func (s *Server) save() error {
-	if s.statePath == "" {
-		return nil
-	}
-	s.saveMu.Lock()
-	defer s.saveMu.Unlock()
-	s.mu.Lock()
-	st := s.snapshotLocked()
-	s.mu.Unlock()
-	if err := statefile.Save(s.statePath, st); err != nil {
-		s.opts.Logger.Error("stripe sandbox: state not saved", "path", s.statePath, "err", err)
-		return err
-	}
-	return nil
+	return s.state.Save(func() savedState {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.snapshotLocked()
+	}, s.opts.Logger)
 }
 
 func (s *Server) snapshotLocked() savedState {
