@@ -128,6 +128,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	if op.op.Effect == manifests.EffectExternal {
 		rec.DuplicateWindow = op.op.DuplicateWindow
 	}
+	if s, ok := ScopeFrom(ctx); ok {
+		rec.RequestedBy = s.Principal
+	}
 	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
 	// before_intent means "a new call, nothing recorded yet": a call sent

@@ -664,6 +664,9 @@ type Result struct {
 	// Resumed is set when the runtime flagged the call as resumed from
 	// older history.
 	Resumed bool `json:"resumed,omitempty"`
+	// RequestedBy is the principal that made the call (see
+	// ledger.Record.RequestedBy).
+	RequestedBy string `json:"requested_by,omitempty"`
 	// DuplicateOf names the recent execution of the same session whose
 	// arguments this call repeats (the operation's duplicate-intent guard):
 	// the call was not dispatched but held for a reviewer (status
@@ -711,7 +714,7 @@ func ResultOf(rec ledger.Record) Result {
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Deadline: rec.Deadline,
 		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
 		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
-		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed,
+		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed, RequestedBy: rec.RequestedBy,
 		DuplicateOf: rec.DuplicateOf, DuplicateWindow: rec.DuplicateWindow,
 	}
 	if o := rec.Outcome; o != nil {

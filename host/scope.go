@@ -23,7 +23,9 @@ import (
 // an unknown id (ErrNotFound), so a caller learns nothing of another
 // tenant's work; Recover decides only the scope's executions.
 type Scope struct {
-	// Principal names the caller in refusals (and nowhere else).
+	// Principal names the caller in refusals and, as the record's
+	// RequestedBy, in every execution it creates (reviewers see who
+	// asked).
 	Principal string
 	// Namespaces are the namespaces the caller acts in; a call that names
 	// none runs in the first. Empty means every namespace, and a call that

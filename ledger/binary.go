@@ -62,6 +62,7 @@ const (
 	tagRecUncertain
 	tagRecDuplicateWindow
 	tagRecDuplicateOf
+	tagRecRequestedBy
 )
 
 // Approval field tags.
@@ -268,6 +269,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.bool(tagRecUncertain, r.Uncertain)
 	e.int64(tagRecDuplicateWindow, int64(r.DuplicateWindow))
 	e.str(tagRecDuplicateOf, r.DuplicateOf)
+	e.str(tagRecRequestedBy, r.RequestedBy)
 	return e.b, nil
 }
 
@@ -506,6 +508,8 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.DuplicateWindow = time.Duration(d.int64())
 		case tagRecDuplicateOf:
 			r.DuplicateOf = d.str()
+		case tagRecRequestedBy:
+			r.RequestedBy = d.str()
 		default:
 			d.unknown(t)
 		}

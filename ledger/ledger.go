@@ -102,6 +102,11 @@ type Record struct {
 	// Resumed is set when the runtime flagged the call as resumed from
 	// older history.
 	Resumed bool `json:"resumed,omitempty"`
+	// RequestedBy is the principal that made the call (the runtime's name
+	// on a server with principals; the anonymous principal's on one
+	// without), fixed at Create; empty where no server stood between the
+	// caller and the executor (the Go API, the CLI, stdio MCP).
+	RequestedBy string `json:"requested_by,omitempty"`
 
 	State State `json:"state"`
 	// Attempt is the number of the current (or last) dispatch; 0 before

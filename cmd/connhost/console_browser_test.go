@@ -233,6 +233,12 @@ allow_http = [%q]
 	run("inbox shows the payment", chromedp.Navigate(base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS(card)))
 	t.Logf("payment awaits approval → shown in the console's inbox: %v (one page load)", time.Since(awaiting).Round(time.Millisecond))
 	inbox := text(card)
+	if pay.RequestedBy != "agent" {
+		t.Errorf("the payment's requested_by is %q, want the runtime principal agent", pay.RequestedBy)
+	}
+	if asked := text(card + " dd.requested-by"); !strings.HasPrefix(asked, "agent,") {
+		t.Errorf("the inbox's card names %q as the caller, want the runtime principal agent", asked)
+	}
 	for _, want := range []string{"1,234.56 USD", `"pm_card_visa"`, `\u202E`, "<b>bold</b>", pay.Approval.ArgsDigest, "after a crash"} {
 		if !strings.Contains(strings.ToLower(inbox), strings.ToLower(want)) {
 			t.Errorf("the inbox's card lacks %q:\n%s", want, inbox)

@@ -231,3 +231,32 @@ func TestOptionsValidate(t *testing.T) {
 		t.Fatal("New accepted invalid options")
 	}
 }
+
+// TestRequestedByIsTheCredential: an execution records the principal whose
+// token sent it (reviewers see who asked), and a later re-send by another
+// principal does not rewrite it; a call through the Go API, with no
+// credential, records none.
+func TestRequestedByIsTheCredential(t *testing.T) {
+	env := newTestExecutor(t)
+	ps := append(testPrincipals(), Principal{Name: "other-runtime", Roles: []Role{RoleRuntime}, Token: "tok-other"})
+	srv := env.serve(t, Options{Principals: ps})
+	runtime := client{t: t, base: srv.URL, token: "tok-runtime"}
+	other := client{t: t, base: srv.URL, token: "tok-other"}
+
+	gated := runtime.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{"msg":"pay"}`)).result(t)
+	if gated.RequestedBy != "runtime" {
+		t.Fatalf("answer's requested_by = %q, want runtime", gated.RequestedBy)
+	}
+	var view Execution
+	other.get("/v1/executions/"+gated.ExecutionID).decode(t, &view)
+	if view.RequestedBy != "runtime" {
+		t.Errorf("GET requested_by = %q, want runtime", view.RequestedBy)
+	}
+	if again := other.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{"msg":"pay"}`)).result(t); again.RequestedBy != "runtime" {
+		t.Errorf("re-sent by another principal: requested_by = %q, want the first sender runtime", again.RequestedBy)
+	}
+	direct, err := env.ex.Execute(t.Context(), host.ToolCall{SessionID: "s2", ToolCallID: "c1", Tool: "noop.echo", Arguments: []byte(`{}`)})
+	if err != nil || direct.RequestedBy != "" {
+		t.Errorf("Go API call: requested_by = %q, err %v; want none", direct.RequestedBy, err)
+	}
+}

@@ -562,7 +562,7 @@ func TestOneShape(t *testing.T) {
 	members := map[string]bool{"events": true}
 	for k := range jsonMembers(t, jsonOf(t, host.Result{Approval: &ledger.Approval{}, Resolution: &ledger.Resolution{},
 		Source: "s", OutcomeKind: "k", Result: []byte("1"), Receipt: "r", Error: "e", Args: []byte("{}"), Recorded: true, Uncertain: true,
-		CancelRequested: true, Resumed: true, DuplicateOf: "d", DuplicateWindow: 1, NextAttemptAt: time.Now(), Deadline: time.Now()})) {
+		CancelRequested: true, Resumed: true, RequestedBy: "p", DuplicateOf: "d", DuplicateWindow: 1, NextAttemptAt: time.Now(), Deadline: time.Now()})) {
 		members[k] = true
 	}
 	for name, raw := range map[string]string{"GET": string(c.get("/v1/executions/" + done.ExecutionID).body), "list item": jsonOf(t, item)} {
