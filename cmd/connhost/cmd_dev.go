@@ -91,7 +91,8 @@ witness are set aside), or remove both.
 Each call that starts to await approval or to need an operator, and each
 session it fences, is also mailed (to reviewer@localhost, tagged
 connhost-notification) through the e-mail provider dev uses (the sandbox's
-Mailpit, or the one --email-url names), with a link to the console.
+Mailpit, or the one --email-url names), with a link to the console, and
+POSTed to the webhook of the --config file's [notify] table, if it has one.
 
 With --json it prints one startup line {"api": URL, "payments": URL,
 "email": URL} on stdout and logs JSON on stderr.`,
@@ -151,6 +152,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				extraOrigins:  devOrigins(cfg),
 				mcp:           mcpOptions(file, true),
 				mailURL:       emailURL,
+				notify:        notifyOf(file),
 				ready: func(api string) {
 					if a.g.json {
 						line := map[string]string{"api": api}
@@ -412,4 +414,12 @@ Without it the state lives in memory.`,
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address of the payments emulator; email listens on the next port (port 0: free ports)")
 	c.Flags().StringVar(&state, "state", "", "directory that keeps the emulators' state across restarts (default: memory only)")
 	return c
+}
+
+// notifyOf returns the [notify] table of dev's --config, if any.
+func notifyOf(file *Config) *NotifyConfig {
+	if file == nil {
+		return nil
+	}
+	return &file.Notify
 }

@@ -265,6 +265,9 @@ type serveOptions struct {
 	// mcp are the options of /mcp's server (see mcpOptions); serveAPI
 	// sets the logger and the body cap.
 	mcp mcpserver.Options
+	// notify is the [notify] table of dev's --config (serve reads
+	// config's).
+	notify *NotifyConfig
 	// mailURL is the Mailpit dev mails what starts to wait to ("":
 	// none).
 	mailURL string
@@ -462,8 +465,11 @@ func publicURL(cfg *Config, scheme string, addr net.Addr) string {
 // [notify] and, in dev, to its Mailpit, with console links under base.
 func (a *app) startNotifier(ctx context.Context, so serveOptions, ann *waiting.Announcer, reg prometheus.Registerer, logger *slog.Logger, base string) error {
 	var chans []notify.Channel
-	if so.config != nil && so.config.Notify.WebhookURL != "" {
-		n := so.config.Notify
+	if so.notify == nil && so.config != nil {
+		so.notify = &so.config.Notify
+	}
+	if so.notify != nil && so.notify.WebhookURL != "" {
+		n := *so.notify
 		wh, err := notify.NewWebhook(notify.WebhookOptions{URL: n.WebhookURL, Key: n.Key, AllowHosts: n.AllowHosts})
 		if err != nil {
 			return err

@@ -233,7 +233,15 @@ func TestDevMailsNotifications(t *testing.T) {
 	bin := buildConnhost(t, tmp)
 	d := testDirs(t)
 	global := []string{"--data", d.data, "--manifests", "testdata/manifests", "--modules", d.modules}
-	startServer(t, bin, cliEnv(), "serving the HTTP API", append([]string{"--json", "dev", "--listen", "127.0.0.1:0", "--email-url", mailpit}, global...)...)
+	// dev also takes a [notify] webhook from its --config.
+	rcv := &hookReceiver{got: make(chan hookDelivery, 64)}
+	hook := httptest.NewServer(rcv)
+	defer hook.Close()
+	cfg := writeFile(t, tmp, "connhost.toml", `[notify]
+webhook_url = "`+hook.URL+`/connhost"
+secret_env = "T_HOOK_SECRET"
+`)
+	startServer(t, bin, cliEnv("T_HOOK_SECRET="+notifySecret), "serving the HTTP API", append([]string{"--json", "dev", "--config", cfg, "--listen", "127.0.0.1:0", "--email-url", mailpit}, global...)...)
 	si, err := readServerInfo(d.data)
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +251,9 @@ func TestDevMailsNotifications(t *testing.T) {
 	answered := time.Now()
 	if res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("gated call: %+v", res)
+	}
+	if got := rcv.next(t); !got.verified || got.body.Type != "execution.awaiting_approval" {
+		t.Errorf("dev's webhook delivery: type %q, signature verified %v", got.body.Type, got.verified)
 	}
 	var found struct {
 		Messages []struct {
