@@ -77,8 +77,7 @@ reading the pending executions (execute is not measured there).
 				case o.History == 0:
 					o.History = -1 // explicitly none
 				}
-				return a.benchPostgres(cmd, bench.PostgresOptions{DSN: dsn, History: o.History, Pending: o.Pending,
-					Concurrency: o.Concurrency, Rounds: o.Rounds, Progress: o.Progress})
+				return a.benchPostgres(cmd, bench.PostgresOptions{DSN: dsn, LedgerOptions: o})
 			case backend != "pebble":
 				return usagef("bench ledger --backend is pebble or postgres, not %q", backend)
 			case dsn != "":

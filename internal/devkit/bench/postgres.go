@@ -26,24 +26,18 @@ import (
 	"github.com/connhost/connhost/manifests"
 )
 
-// PostgresOptions configures RunPostgres. Zero values take the defaults of
-// the same fields of LedgerOptions, except History (100,000).
+// PostgresOptions configures RunPostgres: the knobs of RunLedger, with the
+// same defaults except History (100,000; Dir and SyncCallers are not
+// used), and the database.
 type PostgresOptions struct {
 	// DSN is the database to measure on. RunPostgres works in schemas of
 	// its own (connhost_bench_<random>_*), which it drops afterwards. It
 	// is required.
-	DSN         string
-	History     int
-	Pending     int
-	Concurrency int
-	SeqOps      int
-	ParOps      int
-	Rounds      int
-	WitnessRun  time.Duration
+	DSN string
+	LedgerOptions
 	// MaxConns is the connection pool size of both the raw baseline and
 	// the ledger. The default value is pgledger.DefaultMaxConns.
 	MaxConns int32
-	Progress func(phase string)
 }
 
 // PostgresReport is the result of RunPostgres. Raw is two committed
@@ -105,8 +99,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	if o.DSN == "" {
 		return rep, errors.New("bench: the postgres backend needs a DSN (--dsn)")
 	}
-	lo := LedgerOptions{History: o.History, Pending: o.Pending, Concurrency: o.Concurrency, SeqOps: o.SeqOps,
-		ParOps: o.ParOps, Rounds: o.Rounds, WitnessRun: o.WitnessRun, Progress: o.Progress}
+	lo := o.LedgerOptions
 	if lo.History == 0 {
 		lo.History = 100_000
 	}

@@ -29,8 +29,8 @@ func TestRunPostgres(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.NewPostgresDatabase(t)
 	var phases []string
-	rep, err := RunPostgres(ctx, PostgresOptions{DSN: dsn, History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 2, WitnessRun: 50 * time.Millisecond,
-		Progress: func(p string) { phases = append(phases, p) }})
+	rep, err := RunPostgres(ctx, PostgresOptions{DSN: dsn, LedgerOptions: LedgerOptions{History: 300, Pending: 20, Concurrency: 4, SeqOps: 6, ParOps: 24, Rounds: 2, WitnessRun: 50 * time.Millisecond,
+		Progress: func(p string) { phases = append(phases, p) }}})
 	require.NoError(t, err)
 	for name, v := range map[string]float64{
 		"raw_seq_us": rep.RawSeqMicros, "ledger_seq_us": rep.LedgerSeqMicros, "seq ratio": rep.SeqRatio,
