@@ -4,12 +4,14 @@ package soak
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/connhost/connhost/internal/devkit/sandbox/mailpit"
 	"github.com/connhost/connhost/internal/devkit/sandbox/stripe"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/notify"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -20,9 +22,12 @@ import (
 type evidence struct {
 	pis, refunds, msgs map[string][]string
 	copies             map[string][]string
-	pi                 map[string]stripe.PaymentIntent
-	refund             map[string]stripe.Refund
-	msg                map[string]mailpit.MessageSummary
+	// notices are dev's own mails about calls that wait for a human
+	// (isNotice), which no connector sent: set aside, not effects.
+	notices []string
+	pi      map[string]stripe.PaymentIntent
+	refund  map[string]stripe.Refund
+	msg     map[string]mailpit.MessageSummary
 }
 
 func newEvidence() *evidence {
@@ -55,6 +60,15 @@ func (ev *evidence) addMessage(m mailpit.MessageSummary) {
 	}
 }
 
+// isNotice reports whether m is one of dev's notification mails (a call
+// awaits approval or needs an operator; see internal/notify): sent from
+// connhost@localhost, tagged notify.MailTag, with a Message-ID of the
+// notifier's own. Everything else the mailbox holds is a connector's.
+func isNotice(m mailpit.MessageSummary) bool {
+	return m.From != nil && m.From.Address == "connhost@localhost" && slices.Contains(m.Tags, notify.MailTag) &&
+		strings.HasSuffix(m.MessageID, "@connhost.notify")
+}
+
 // releaseTo is the recipient of the release_message call toolCallID: the
 // e-mail emulator relays the released message to itself, and the copy
 // (with a Message-ID of its own) arrives with it as its Bcc.
@@ -83,6 +97,10 @@ func (s *soak) evidence(ctx context.Context) (*evidence, error) {
 		return nil, err
 	}
 	for _, m := range ms {
+		if isNotice(m) {
+			ev.notices = append(ev.notices, m.ID)
+			continue
+		}
 		ev.addMessage(m)
 	}
 	return ev, nil

@@ -340,8 +340,8 @@ func TestKillStorm(t *testing.T) {
 		seed, s.issued.Load(), strings.Join(perTool, ", "), s.kills.Load(), stormKills, s.inFlightKills.Load(), s.restarts.Load(), s.approvals.Load(), s.transport.Load(), s.refusals.Load(), deferred)
 	t.Logf("seed %d: decisions not taken by the executor's normal path %v; recovery_required seen %d, operator resolutions %v; final states %v",
 		seed, decisions, rrSeen, resolutions, states)
-	t.Logf("seed %d: duplicates %d (provider) + %d (results), lost %d; wall time %s (setup %s, storm %s)",
-		seed, dups, s.dupResults.Load(), lost, time.Since(began).Round(time.Millisecond), setupTook.Round(time.Millisecond), stormTook.Round(time.Millisecond))
+	t.Logf("seed %d: duplicates %d (provider) + %d (results), lost %d; dev's notification mails set aside %d; wall time %s (setup %s, storm %s)",
+		seed, dups, s.dupResults.Load(), lost, len(ev.notices), time.Since(began).Round(time.Millisecond), setupTook.Round(time.Millisecond), stormTook.Round(time.Millisecond))
 	if dups != 0 || s.dupResults.Load() != 0 || lost != 0 {
 		s.errorf("duplicates %d + %d, lost %d: want 0, 0, 0", dups, s.dupResults.Load(), lost)
 	}
