@@ -428,20 +428,29 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 	}
 	// Alternate the two opens, as the write measurements alternate.
 	o.Progress("recovery: opening each ledger")
-	var pendingMs, historyMs, ratios []float64
+	rep.RecoverPendingOnlyMs, rep.RecoverWithHistoryMs, rep.RecoverRatio, err = compareOpens(func(dir string) (float64, error) {
+		return timeOpen(ctx, dir, o.Pending)
+	}, pendingDir, historyDir)
+	return rep, err
+}
+
+// compareOpens times open of the pending-only ledger and of the one with
+// history alternately, recoverOpens times each, and returns the median
+// milliseconds of each and the median of the per-round ratios.
+func compareOpens(open func(ledger string) (float64, error), pendingOnly, withHistory string) (pendingMs, historyMs, ratio float64, err error) {
+	var ps, hs, ratios []float64
 	for range recoverOpens {
-		p, err := timeOpen(ctx, pendingDir, o.Pending)
+		p, err := open(pendingOnly)
 		if err != nil {
-			return rep, err
+			return 0, 0, 0, err
 		}
-		h, err := timeOpen(ctx, historyDir, o.Pending)
+		h, err := open(withHistory)
 		if err != nil {
-			return rep, err
+			return 0, 0, 0, err
 		}
-		pendingMs, historyMs, ratios = append(pendingMs, p), append(historyMs, h), append(ratios, h/p)
+		ps, hs, ratios = append(ps, p), append(hs, h), append(ratios, h/p)
 	}
-	rep.RecoverPendingOnlyMs, rep.RecoverWithHistoryMs, rep.RecoverRatio = median(pendingMs), median(historyMs), median(ratios)
-	return rep, nil
+	return median(ps), median(hs), median(ratios), nil
 }
 
 // measureWrites alternates short rounds of raw, ledger-only and execute

@@ -283,20 +283,10 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind
 		return rep, err
 	}
 	lo.Progress("recovery: opening each ledger")
-	var pendingMs, historyMs, ratios []float64
-	for range recoverOpens {
-		p, err := timeRecoverPostgres(ctx, pendDSN, lo.Pending)
-		if err != nil {
-			return rep, err
-		}
-		h, err := timeRecoverPostgres(ctx, histDSN, lo.Pending)
-		if err != nil {
-			return rep, err
-		}
-		pendingMs, historyMs, ratios = append(pendingMs, p), append(historyMs, h), append(ratios, h/p)
-	}
-	rep.RecoverPendingOnlyMs, rep.RecoverWithHistoryMs, rep.RecoverRatio = median(pendingMs), median(historyMs), median(ratios)
-	return rep, nil
+	rep.RecoverPendingOnlyMs, rep.RecoverWithHistoryMs, rep.RecoverRatio, err = compareOpens(func(dsn string) (float64, error) {
+		return timeRecoverPostgres(ctx, dsn, lo.Pending)
+	}, pendDSN, histDSN)
+	return rep, err
 }
 
 var quiet = slog.New(slog.DiscardHandler)
