@@ -2,14 +2,13 @@ package mcpserver_test
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/manifests"
 )
@@ -24,22 +23,7 @@ const tsDir = "testdata/tsclient"
 // script checks the shapes and prints what it saw. Without Node or the
 // SDK installed it skips, saying so; under CI it fails instead.
 func TestTypeScriptClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	missing := ""
-	switch {
-	case err != nil:
-		missing = "node is not installed (Debian package nodejs)"
-	default:
-		if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-			missing = "the TypeScript MCP SDK is not installed (run npm ci in internal/mcpserver/" + tsDir + ")"
-		}
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; .ci/run installs it", missing)
-		}
-		t.Skipf("%s; .ci/run installs it, so this test runs in CI", missing)
-	}
+	node := testenv.Node(t, tsDir, "@modelcontextprotocol/sdk")
 	ms, err := manifests.LoadDir(shared.manifests)
 	require.NoError(t, err)
 	tools, err := tooldefs.MCPTools(ms)

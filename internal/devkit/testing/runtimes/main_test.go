@@ -19,6 +19,7 @@ import (
 
 	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -117,30 +118,11 @@ func runMain(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// needNode skips without Node or the runtimes' packages (clients/js,
-// installed by .ci/run with npm ci), and fails under CI instead.
+// needNode returns node once the runtimes' packages are installed in
+// clients/js (see testenv.Node).
 func needNode(t *testing.T) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	missing := ""
-	switch {
-	case err != nil:
-		missing = "node is not installed (Debian package nodejs)"
-	default:
-		for _, p := range []string{"@openai/agents", "@langchain/langgraph", "@langchain/langgraph-checkpoint-sqlite", "@langchain/mcp-adapters"} {
-			if _, err := os.Stat(filepath.Join(shared.jsDir, "node_modules", p, "package.json")); err != nil {
-				missing = p + " is not installed (run npm ci in clients/js)"
-				break
-			}
-		}
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; .ci/run installs it", missing)
-		}
-		t.Skipf("%s; .ci/run installs it, so this test runs in CI", missing)
-	}
-	return node
+	return testenv.Node(t, shared.jsDir, "@openai/agents", "@langchain/langgraph", "@langchain/langgraph-checkpoint-sqlite", "@langchain/mcp-adapters")
 }
 
 // charges is how many charges the Stripe emulator has made.
