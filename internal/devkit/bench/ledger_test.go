@@ -59,3 +59,14 @@ func TestMedian(t *testing.T) {
 	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
 	require.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
 }
+
+// TestMedianShare: each figure of the summary is that figure's median
+// over the rounds, taken field by field, not one round's row.
+func TestMedianShare(t *testing.T) {
+	got := medianShare([]SyncShare{
+		{Callers: 16, RawPerSecond: 3, ExecutePerSecond: 10, LazyCPUMicrosPerOp: 7},
+		{Callers: 16, RawPerSecond: 1, ExecutePerSecond: 30, LazyCPUMicrosPerOp: 9},
+		{Callers: 16, RawPerSecond: 2, ExecutePerSecond: 20, LazyCPUMicrosPerOp: 8},
+	})
+	require.Equal(t, SyncShare{Callers: 16, RawPerSecond: 2, ExecutePerSecond: 20, LazyCPUMicrosPerOp: 8}, got)
+}
