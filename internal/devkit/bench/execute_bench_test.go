@@ -2,13 +2,15 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 )
 
 // BenchmarkExecuteParallel is Execute of a no-op operation, manual
-// (noop.echo) and with a lazy outcome (noop.keyed), from 16×GOMAXPROCS
-// callers (64 at GOMAXPROCS 4): the concurrent run of `connhost bench ledger`, as a Go
+// (noop.echo) and with a lazy outcome (noop.keyed), from 64 callers (at
+// least: 64 rounded up to a multiple of GOMAXPROCS), as BenchmarkRawSync's
+// conc=64 writes: the concurrent run of `connhost bench ledger`, as a Go
 // benchmark so that a CPU profile of it says where an execution's CPU goes:
 //
 //	go test ./internal/devkit/bench -run '^$' -bench ExecuteParallel -cpuprofile cpu.out
@@ -24,7 +26,7 @@ func BenchmarkExecuteParallel(b *testing.B) {
 			defer ex.Close(ctx)
 			var seq atomic.Int64
 			call := noopCall(ctx, ex, tool, &seq)
-			b.SetParallelism(16)
+			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
