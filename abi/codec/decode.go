@@ -32,6 +32,28 @@ func DecodeObject(data []byte, fn MemberFunc) error { return decodeTop(data, fal
 // calls [Value.Skip] to accept a member it ignores.
 func DecodeObjectStrict(data []byte, fn MemberFunc) error { return decodeTop(data, true, fn) }
 
+// DecodeValueStrict reads data, which must be one JSON value of any type
+// with optional surrounding whitespace, and calls fn with it, under the
+// rules of DecodeObjectStrict in every object fn reads. A value fn leaves
+// unread is checked and skipped. It is for a caller that reads whatever
+// document it is given, such as the host's strict parser (which builds a
+// tree of any shape from it); fn's error is returned as it is.
+func DecodeValueStrict(data []byte, fn ElementFunc) error {
+	v := Value{d: &decoder{b: data, strict: true}, pos: skipSpace(data, 0)}
+	if err := fn(&v); err != nil {
+		return err
+	}
+	if v.end == 0 {
+		if err := v.Skip(); err != nil {
+			return err
+		}
+	}
+	if i := skipSpace(data, v.end); i != len(data) {
+		return syntaxErr(i, "trailing data after the JSON value")
+	}
+	return nil
+}
+
 func decodeTop(data []byte, strict bool, fn MemberFunc) error {
 	d := &decoder{b: data, strict: strict}
 	v := Value{d: d, pos: skipSpace(data, 0)}
@@ -448,7 +470,7 @@ func (v *Value) Object(fn MemberFunc) error {
 		return v.mismatch("an object", k)
 	}
 	if v.depth+1 > maxDepth {
-		return syntaxErr(v.pos, "nesting deeper than "+strconv.Itoa(maxDepth))
+		return tooDeep(v.pos)
 	}
 	d, b := v.d, v.d.b
 	i := skipSpace(b, v.pos+1)
@@ -462,6 +484,7 @@ func (v *Value) Object(fn MemberFunc) error {
 		if i >= len(b) || b[i] != '"' {
 			return syntaxErr(i, "want a string key")
 		}
+		at := i
 		end, simple, err := scanString(b, i)
 		if err != nil {
 			return err
@@ -475,7 +498,7 @@ func (v *Value) Object(fn MemberFunc) error {
 			return syntaxErr(i, "want ':' after an object key")
 		}
 		if d.strict && !seen.add(name) {
-			return within(name, ErrDuplicateField)
+			return within(name, &DuplicateFieldError{Name: name, Offset: at})
 		}
 		m.pos, m.end = skipSpace(b, i+1), 0
 		if err := fn(name, &m); err != nil {
@@ -552,7 +575,7 @@ func (v *Value) Array(fn ElementFunc) error {
 		return v.mismatch("an array", k)
 	}
 	if v.depth+1 > maxDepth {
-		return syntaxErr(v.pos, "nesting deeper than "+strconv.Itoa(maxDepth))
+		return tooDeep(v.pos)
 	}
 	d, b := v.d, v.d.b
 	i := skipSpace(b, v.pos+1)
