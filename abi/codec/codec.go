@@ -63,10 +63,13 @@ func syntaxErr(off int, msg string) error { return &SyntaxError{Offset: off, msg
 // array, with the path to it.
 type FieldError struct {
 	// Path locates the value: member names separated by dots and array
-	// indexes in brackets, e.g. "to[1]" or "error.payment_intent.id".
+	// indexes in brackets, e.g. "to[1]" or "error.payment_intent.id". A
+	// path longer than about 512 bytes keeps only its innermost part,
+	// after a leading "…".
 	Path string
 	// Err is what went wrong there.
 	Err error
+	cut bool // Path is cut: within prefixes it no more
 }
 
 func (e *FieldError) Error() string {
@@ -114,11 +117,24 @@ func (e *DuplicateFieldError) Error() string { return ErrDuplicateField.Error() 
 // Is reports whether target is ErrDuplicateField.
 func (e *DuplicateFieldError) Is(target error) bool { return target == ErrDuplicateField }
 
-// within prefixes err's path with seg (a member name or "[i]").
+// maxPath bounds the length of a FieldError's Path that within still
+// prefixes. Prefixing copies the path, once per enclosing object or array,
+// so without a bound an error at the bottom of input nested thousands of
+// levels deep would cost time and memory quadratic in the input's size.
+const maxPath = 512
+
+// within prefixes err's path with seg (a member name or "[i]"). A path
+// already maxPath bytes long is not prefixed any more: it starts with
+// "…" instead, and keeps its innermost part.
 func within(seg string, err error) error {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		if fe.Path != "" && fe.Path[0] != '[' {
+		switch {
+		case fe.cut:
+			return fe
+		case len(fe.Path) >= maxPath:
+			return &FieldError{Path: "…" + fe.Path, Err: fe.Err, cut: true}
+		case fe.Path != "" && fe.Path[0] != '[':
 			seg += "."
 		}
 		return &FieldError{Path: seg + fe.Path, Err: fe.Err}

@@ -167,6 +167,27 @@ func TestDecodeValueStrict(t *testing.T) {
 	}
 }
 
+// TestDeepErrorPath: an error at the bottom of input nested as deep as
+// allowed keeps a bounded path (prefixing it at every level would copy
+// it once per level, quadratic in the input), the innermost part after
+// "…".
+func TestDeepErrorPath(t *testing.T) {
+	in := `{"r":` + strings.Repeat(`{"abc":`, maxDepth-1) + `"\ud800"` + strings.Repeat("}", maxDepth)
+	err := DecodeObjectStrict([]byte(in), func(_ string, v *Value) error { var b []byte; return v.Raw(&b) })
+	var fe *FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrAmbiguousText) {
+		t.Fatalf("%.200v", err)
+	}
+	if !strings.HasPrefix(fe.Path, "…") || !strings.HasSuffix(fe.Path, ".abc.abc") || len(fe.Path) > maxPath+len("….abc") {
+		t.Errorf("path %.40q… (%d bytes), want at most %d bytes, cut at the front", fe.Path, len(fe.Path), maxPath+len("….abc"))
+	}
+	// A path within the bound is whole.
+	err = DecodeObjectStrict([]byte(`{"r":{"a":[{"b":"\ud800"}]}}`), func(_ string, v *Value) error { var b []byte; return v.Raw(&b) })
+	if !errors.As(err, &fe) || fe.Path != "r.a[0].b" {
+		t.Errorf("%v", err)
+	}
+}
+
 func TestValueReadTwice(t *testing.T) {
 	err := DecodeObject([]byte(`{"s":"x"}`), func(name string, v *Value) error {
 		var s string
