@@ -478,7 +478,8 @@ func (v *Value) Object(fn MemberFunc) error {
 		v.end = i + 1
 		return nil
 	}
-	var seen names
+	var buf [16]string // the names of a small object, on the stack
+	seen := names{list: buf[:0]}
 	m := Value{d: d, depth: v.depth + 1}
 	for {
 		if i >= len(b) || b[i] != '"' {
@@ -497,8 +498,11 @@ func (v *Value) Object(fn MemberFunc) error {
 		if i >= len(b) || b[i] != ':' {
 			return syntaxErr(i, "want ':' after an object key")
 		}
-		if d.strict && !seen.add(name) {
-			return within(name, &DuplicateFieldError{Name: name, Offset: at})
+		if d.strict {
+			var fresh bool
+			if seen, fresh = seen.add(name); !fresh {
+				return within(name, &DuplicateFieldError{Name: name, Offset: at})
+			}
 		}
 		m.pos, m.end = skipSpace(b, i+1), 0
 		if err := fn(name, &m); err != nil {
@@ -526,24 +530,26 @@ func (v *Value) Object(fn MemberFunc) error {
 }
 
 // names is the set of member names of one object seen so far (strict
-// decoding): a list while short, a map beyond.
+// decoding): a list while short (on the caller's stack), a map beyond.
 type names struct {
 	list []string
 	set  map[string]struct{}
 }
 
-// add records name and reports whether it was new.
-func (n *names) add(name string) bool {
+// add records name and reports whether it was new. It returns the set
+// rather than change it through a pointer, so that a list on the stack
+// stays there.
+func (n names) add(name string) (names, bool) {
 	if n.set != nil {
 		if _, dup := n.set[name]; dup {
-			return false
+			return n, false
 		}
 		n.set[name] = struct{}{}
-		return true
+		return n, true
 	}
 	for _, s := range n.list {
 		if s == name {
-			return false
+			return n, false
 		}
 	}
 	n.list = append(n.list, name)
@@ -554,7 +560,7 @@ func (n *names) add(name string) bool {
 		}
 		n.list = nil
 	}
-	return true
+	return n, true
 }
 
 // ElementFunc receives one element of an array, which it reads with one
