@@ -13,6 +13,8 @@
 //     raw JSON text). Lenient decoding skips members the function does
 //     not read, for provider responses; strict decoding refuses them, and
 //     refuses duplicate names and ambiguous text, for arguments.
+//     [DecodeValueStrict] reads a value of any type under the same rules,
+//     for the host's strict parser, which builds a tree from it.
 //   - [AppendObject] writes a JSON object member by member, byte for byte
 //     as encoding/json would marshal the equivalent struct.
 //   - [Form] writes an application/x-www-form-urlencoded body in the order
@@ -39,14 +41,21 @@ import (
 // SyntaxError reports input that is not JSON, or (strict decoding) text
 // that could be read two ways.
 type SyntaxError struct {
-	// Offset is the byte offset in the input where the problem was found.
+	// Offset is the byte offset in the input where the problem was found:
+	// the first byte that does not fit, or the length of the input when it
+	// ends too soon.
 	Offset int
 	msg    string
+	class  error // ErrTooDeep, ErrAmbiguousText or nil
 }
 
 func (e *SyntaxError) Error() string {
 	return "codec: " + e.msg + " at offset " + strconv.Itoa(e.Offset)
 }
+
+// Is reports whether target is the class of the error: ErrTooDeep or
+// ErrAmbiguousText, for the errors of those kinds.
+func (e *SyntaxError) Is(target error) bool { return e.class != nil && target == e.class }
 
 func syntaxErr(off int, msg string) error { return &SyntaxError{Offset: off, msg: msg} }
 
@@ -54,10 +63,13 @@ func syntaxErr(off int, msg string) error { return &SyntaxError{Offset: off, msg
 // array, with the path to it.
 type FieldError struct {
 	// Path locates the value: member names separated by dots and array
-	// indexes in brackets, e.g. "to[1]" or "error.payment_intent.id".
+	// indexes in brackets, e.g. "to[1]" or "error.payment_intent.id". A
+	// path longer than about 512 bytes keeps only its innermost part,
+	// after a leading "…".
 	Path string
 	// Err is what went wrong there.
 	Err error
+	cut bool // Path is cut: within prefixes it no more
 }
 
 func (e *FieldError) Error() string {
@@ -73,18 +85,56 @@ var (
 	// not read.
 	ErrUnknownField = errors.New("codec: unknown field")
 	// ErrDuplicateField reports a member name that appears twice in one
-	// object under strict decoding.
+	// object under strict decoding; the error is a *DuplicateFieldError.
 	ErrDuplicateField = errors.New("codec: duplicate field")
+	// ErrAmbiguousText reports, under strict decoding, text encoding/json
+	// would silently change: invalid UTF-8 or an unpaired UTF-16 surrogate
+	// escape in a string. The error is a *SyntaxError at the offending byte
+	// or at the escape's backslash.
+	ErrAmbiguousText = errors.New("codec: ambiguous text")
+	// ErrTooDeep reports objects and arrays nested deeper than
+	// encoding/json allows (10000 levels). The error is a *SyntaxError at
+	// the container that is one too many.
+	ErrTooDeep = errors.New("codec: nesting too deep")
 	// ErrType reports a value of another JSON type than the one read, or a
 	// number that does not fit the integer read.
 	ErrType = errors.New("codec: wrong type")
 )
 
-// within prefixes err's path with seg (a member name or "[i]").
+// DuplicateFieldError reports a member name that appears twice in one
+// object under strict decoding. errors.Is(err, ErrDuplicateField) holds
+// for it; it comes wrapped in a *FieldError whose Path ends with the
+// name.
+type DuplicateFieldError struct {
+	// Name is the repeated member name, decoded.
+	Name string
+	// Offset is the byte offset of the second occurrence's opening quote.
+	Offset int
+}
+
+func (e *DuplicateFieldError) Error() string { return ErrDuplicateField.Error() }
+
+// Is reports whether target is ErrDuplicateField.
+func (e *DuplicateFieldError) Is(target error) bool { return target == ErrDuplicateField }
+
+// maxPath bounds the length of a FieldError's Path that within still
+// prefixes. Prefixing copies the path, once per enclosing object or array,
+// so without a bound an error at the bottom of input nested thousands of
+// levels deep would cost time and memory quadratic in the input's size.
+const maxPath = 512
+
+// within prefixes err's path with seg (a member name or "[i]"). A path
+// already maxPath bytes long is not prefixed any more: it starts with
+// "…" instead, and keeps its innermost part.
 func within(seg string, err error) error {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		if fe.Path != "" && fe.Path[0] != '[' {
+		switch {
+		case fe.cut:
+			return fe
+		case len(fe.Path) >= maxPath:
+			return &FieldError{Path: "…" + fe.Path, Err: fe.Err, cut: true}
+		case fe.Path != "" && fe.Path[0] != '[':
 			seg += "."
 		}
 		return &FieldError{Path: seg + fe.Path, Err: fe.Err}

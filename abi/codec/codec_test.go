@@ -93,6 +93,101 @@ func TestDepthLimit(t *testing.T) {
 	}
 }
 
+// TestStrictErrorDetails: what a caller that reports errors itself (the
+// host's strict parser) reads from them: the class of a syntax error, the
+// offset where the input stops fitting, and a duplicate's name and offset.
+func TestStrictErrorDetails(t *testing.T) {
+	raw := func(v *Value) error { var b []byte; return v.Raw(&b) }
+	for _, tc := range []struct {
+		in     string
+		class  error // ErrTooDeep, ErrAmbiguousText or nil
+		offset int
+	}{
+		{`{"a":tru}`, nil, 8}, // the first byte of the literal that differs
+		{`[nul`, nil, 4},      // the end of the input
+		{`[1] x`, nil, 4},     // trailing data
+		{`"\u00G0"`, nil, 5},  // the first byte that is not a hex digit
+		{`["a","\udc00"]`, ErrAmbiguousText, 6},
+		{"{\"k\":\"a\xffb\"}", ErrAmbiguousText, 7},
+		{strings.Repeat("[", maxDepth+1), ErrTooDeep, maxDepth},
+		{`{"x":` + strings.Repeat("{\"x\":", maxDepth) + `1` + strings.Repeat("}", maxDepth+1), ErrTooDeep, 5 + 5*(maxDepth-1)},
+	} {
+		err := DecodeValueStrict([]byte(tc.in), raw)
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Offset != tc.offset {
+			t.Errorf("%.40s: %v, want a *SyntaxError at offset %d", tc.in, err, tc.offset)
+			continue
+		}
+		for _, class := range []error{ErrTooDeep, ErrAmbiguousText} {
+			if errors.Is(err, class) != (class == tc.class) {
+				t.Errorf("%.40s: errors.Is(%v, %v) = %t", tc.in, err, class, !(class == tc.class))
+			}
+		}
+	}
+
+	err := DecodeValueStrict([]byte(`[{"x":{"a":1, "a":2}}]`), raw)
+	var de *DuplicateFieldError
+	var fe *FieldError
+	if !errors.Is(err, ErrDuplicateField) || !errors.As(err, &de) || de.Name != "a" || de.Offset != 14 ||
+		!errors.As(err, &fe) || fe.Path != "[0].x.a" || err.Error() != "codec: [0].x.a: duplicate field" {
+		t.Errorf("duplicate: %v (%#v)", err, de)
+	}
+}
+
+// TestDecodeValueStrict reads a value of any type, refuses what follows
+// it, and checks a value fn leaves unread.
+func TestDecodeValueStrict(t *testing.T) {
+	var s string
+	if err := DecodeValueStrict([]byte(` "x\u00e9" `), func(v *Value) error { return v.String(&s) }); err != nil || s != "xé" {
+		t.Errorf("string: %v %q", err, s)
+	}
+	var kind Kind
+	if err := DecodeValueStrict([]byte(`null`), func(v *Value) error { kind = v.Kind(); return nil }); err != nil || kind != KindNull {
+		t.Errorf("null: %v %v", err, kind)
+	}
+	for in, want := range map[string]string{
+		`[1] [2]`:  `trailing data after the JSON value at offset 4`,
+		`[1,]`:     `invalid number at offset 3`, // unread, still checked
+		`"\ud800"`: `ambiguous text: unpaired UTF-16 surrogate escape at offset 1`,
+		``:         `unexpected end of input, want a value at offset 0`,
+	} {
+		err := DecodeValueStrict([]byte(in), func(v *Value) error {
+			if v.Kind() == KindString {
+				return v.String(&s)
+			}
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+	stop := errors.New("stop")
+	if err := DecodeValueStrict([]byte(`{}`), func(*Value) error { return stop }); err != stop {
+		t.Errorf("fn's error: %v, want it as it is", err)
+	}
+}
+
+// TestDeepErrorPath: an error at the bottom of input nested as deep as
+// allowed keeps a bounded path (prefixing it at every level would copy
+// it once per level, quadratic in the input), the innermost part after
+// "…".
+func TestDeepErrorPath(t *testing.T) {
+	in := `{"r":` + strings.Repeat(`{"abc":`, maxDepth-1) + `"\ud800"` + strings.Repeat("}", maxDepth)
+	err := DecodeObjectStrict([]byte(in), func(_ string, v *Value) error { var b []byte; return v.Raw(&b) })
+	var fe *FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrAmbiguousText) {
+		t.Fatalf("%.200v", err)
+	}
+	if !strings.HasPrefix(fe.Path, "…") || !strings.HasSuffix(fe.Path, ".abc.abc") || len(fe.Path) > maxPath+len("….abc") {
+		t.Errorf("path %.40q… (%d bytes), want at most %d bytes, cut at the front", fe.Path, len(fe.Path), maxPath+len("….abc"))
+	}
+	// A path within the bound is whole.
+	err = DecodeObjectStrict([]byte(`{"r":{"a":[{"b":"\ud800"}]}}`), func(_ string, v *Value) error { var b []byte; return v.Raw(&b) })
+	if !errors.As(err, &fe) || fe.Path != "r.a[0].b" {
+		t.Errorf("%v", err)
+	}
+}
+
 func TestValueReadTwice(t *testing.T) {
 	err := DecodeObject([]byte(`{"s":"x"}`), func(name string, v *Value) error {
 		var s string

@@ -32,6 +32,28 @@ func DecodeObject(data []byte, fn MemberFunc) error { return decodeTop(data, fal
 // calls [Value.Skip] to accept a member it ignores.
 func DecodeObjectStrict(data []byte, fn MemberFunc) error { return decodeTop(data, true, fn) }
 
+// DecodeValueStrict reads data, which must be one JSON value of any type
+// with optional surrounding whitespace, and calls fn with it, under the
+// rules of DecodeObjectStrict in every object fn reads. A value fn leaves
+// unread is checked and skipped. It is for a caller that reads whatever
+// document it is given, such as the host's strict parser (which builds a
+// tree of any shape from it); fn's error is returned as it is.
+func DecodeValueStrict(data []byte, fn ElementFunc) error {
+	v := Value{d: &decoder{b: data, strict: true}, pos: skipSpace(data, 0)}
+	if err := fn(&v); err != nil {
+		return err
+	}
+	if v.end == 0 {
+		if err := v.Skip(); err != nil {
+			return err
+		}
+	}
+	if i := skipSpace(data, v.end); i != len(data) {
+		return syntaxErr(i, "trailing data after the JSON value")
+	}
+	return nil
+}
+
 func decodeTop(data []byte, strict bool, fn MemberFunc) error {
 	d := &decoder{b: data, strict: strict}
 	v := Value{d: d, pos: skipSpace(data, 0)}
@@ -448,7 +470,7 @@ func (v *Value) Object(fn MemberFunc) error {
 		return v.mismatch("an object", k)
 	}
 	if v.depth+1 > maxDepth {
-		return syntaxErr(v.pos, "nesting deeper than "+strconv.Itoa(maxDepth))
+		return tooDeep(v.pos)
 	}
 	d, b := v.d, v.d.b
 	i := skipSpace(b, v.pos+1)
@@ -456,12 +478,14 @@ func (v *Value) Object(fn MemberFunc) error {
 		v.end = i + 1
 		return nil
 	}
-	var seen names
+	var buf [16]string // the names of a small object, on the stack
+	seen := names{list: buf[:0]}
 	m := Value{d: d, depth: v.depth + 1}
 	for {
 		if i >= len(b) || b[i] != '"' {
 			return syntaxErr(i, "want a string key")
 		}
+		at := i
 		end, simple, err := scanString(b, i)
 		if err != nil {
 			return err
@@ -474,8 +498,11 @@ func (v *Value) Object(fn MemberFunc) error {
 		if i >= len(b) || b[i] != ':' {
 			return syntaxErr(i, "want ':' after an object key")
 		}
-		if d.strict && !seen.add(name) {
-			return within(name, ErrDuplicateField)
+		if d.strict {
+			var fresh bool
+			if seen, fresh = seen.add(name); !fresh {
+				return within(name, &DuplicateFieldError{Name: name, Offset: at})
+			}
 		}
 		m.pos, m.end = skipSpace(b, i+1), 0
 		if err := fn(name, &m); err != nil {
@@ -503,24 +530,26 @@ func (v *Value) Object(fn MemberFunc) error {
 }
 
 // names is the set of member names of one object seen so far (strict
-// decoding): a list while short, a map beyond.
+// decoding): a list while short (on the caller's stack), a map beyond.
 type names struct {
 	list []string
 	set  map[string]struct{}
 }
 
-// add records name and reports whether it was new.
-func (n *names) add(name string) bool {
+// add records name and reports whether it was new. It returns the set
+// rather than change it through a pointer, so that a list on the stack
+// stays there.
+func (n names) add(name string) (names, bool) {
 	if n.set != nil {
 		if _, dup := n.set[name]; dup {
-			return false
+			return n, false
 		}
 		n.set[name] = struct{}{}
-		return true
+		return n, true
 	}
 	for _, s := range n.list {
 		if s == name {
-			return false
+			return n, false
 		}
 	}
 	n.list = append(n.list, name)
@@ -531,7 +560,7 @@ func (n *names) add(name string) bool {
 		}
 		n.list = nil
 	}
-	return true
+	return n, true
 }
 
 // ElementFunc receives one element of an array, which it reads with one
@@ -552,7 +581,7 @@ func (v *Value) Array(fn ElementFunc) error {
 		return v.mismatch("an array", k)
 	}
 	if v.depth+1 > maxDepth {
-		return syntaxErr(v.pos, "nesting deeper than "+strconv.Itoa(maxDepth))
+		return tooDeep(v.pos)
 	}
 	d, b := v.d, v.d.b
 	i := skipSpace(b, v.pos+1)

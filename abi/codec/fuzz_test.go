@@ -305,6 +305,50 @@ func FuzzDecodeObjectStrict(f *testing.F) {
 	})
 }
 
+// FuzzDecodeValueStrict: reading any value raw, DecodeValueStrict accepts
+// what encoding/json accepts, keeps it as written, and refuses valid JSON
+// only for a name twice in one object or ambiguous text, which its errors
+// say, with an offset that points there.
+func FuzzDecodeValueStrict(f *testing.F) {
+	addSeeds(f)
+	f.Add([]byte(`[{"a":1},{"a":2,"b":{"a":3,"a":4}}]`))
+	f.Add([]byte(` "\udc00" `))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var raw []byte
+		err := DecodeValueStrict(data, func(v *Value) error { return v.Raw(&raw) })
+		valid := json.Valid(data)
+		if err == nil {
+			if !valid {
+				t.Fatalf("DecodeValueStrict accepted invalid JSON %q", data)
+			}
+			if !bytes.Equal(raw, bytes.Trim(data, " \t\r\n")) {
+				t.Fatalf("%q read raw as %q", data, raw)
+			}
+			return
+		}
+		var de *DuplicateFieldError
+		var se *SyntaxError
+		switch {
+		case errors.As(err, &de):
+			if !errors.Is(err, ErrDuplicateField) || de.Offset >= len(data) || data[de.Offset] != '"' {
+				t.Fatalf("%q: %v at offset %d", data, err, de.Offset)
+			}
+		case errors.As(err, &se):
+			if se.Offset > len(data) {
+				t.Fatalf("%q: %v: offset beyond the input", data, err)
+			}
+			if valid && !errors.Is(err, ErrAmbiguousText) {
+				t.Fatalf("DecodeValueStrict refused valid JSON %q: %v", data, err)
+			}
+			if errors.Is(err, ErrAmbiguousText) && !badText(data) {
+				t.Fatalf("%q: %v, but the text is not ambiguous", data, err)
+			}
+		default:
+			t.Fatalf("%q: unexpected error %v", data, err)
+		}
+	})
+}
+
 // result is a result-shaped struct for the encoder's differential test.
 type result struct {
 	ID    string            `json:"id"`

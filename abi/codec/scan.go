@@ -106,8 +106,9 @@ func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' ||
 // unquote returns the content of the string token b[i:end] (as checked by
 // scanString), with escapes resolved. Lenient, it does what encoding/json
 // does with bad text: each byte of invalid UTF-8 and each unpaired UTF-16
-// surrogate escape becomes U+FFFD. Strict, it refuses them (errBadText), so
-// that no two different inputs read as the same string.
+// surrogate escape becomes U+FFFD. Strict, it refuses them
+// (ErrAmbiguousText), so that no two different inputs read as the same
+// string.
 func unquote(b []byte, i, end int, simple, strict bool) (string, error) {
 	if simple {
 		return string(b[i+1 : end-1]), nil
@@ -143,7 +144,7 @@ func unquote(b []byte, i, end int, simple, strict bool) (string, error) {
 						}
 					}
 					if strict {
-						return "", syntaxErr(i+1+k-6, errBadText+": unpaired UTF-16 surrogate escape")
+						return "", ambiguousText(i+1+k-6, "unpaired UTF-16 surrogate escape")
 					}
 					r = utf8.RuneError
 				}
@@ -160,7 +161,7 @@ func unquote(b []byte, i, end int, simple, strict bool) (string, error) {
 			r, n := utf8.DecodeRune(s[k:])
 			if r == utf8.RuneError && n == 1 {
 				if strict {
-					return "", syntaxErr(i+1+k, errBadText+": invalid UTF-8")
+					return "", ambiguousText(i+1+k, "invalid UTF-8")
 				}
 				out = utf8.AppendRune(out, utf8.RuneError)
 			} else {
@@ -172,8 +173,17 @@ func unquote(b []byte, i, end int, simple, strict bool) (string, error) {
 	return string(out), nil
 }
 
-// errBadText names what strict reading refuses beyond encoding/json.
-const errBadText = "ambiguous text"
+// ambiguousText reports, at offset off, text strict reading refuses beyond
+// encoding/json (ErrAmbiguousText).
+func ambiguousText(off int, what string) error {
+	return &SyntaxError{Offset: off, msg: "ambiguous text: " + what, class: ErrAmbiguousText}
+}
+
+// tooDeep reports a container at offset off nested one level deeper than
+// maxDepth allows (ErrTooDeep).
+func tooDeep(off int) error {
+	return &SyntaxError{Offset: off, msg: "nesting deeper than " + strconv.Itoa(maxDepth), class: ErrTooDeep}
+}
 
 func hex4(h []byte) rune {
 	var r rune
@@ -236,10 +246,13 @@ func scanNumber(b []byte, i int) (end int, integer bool, err error) {
 	return j, integer, nil
 }
 
-// scanLiteral checks that b[i:] starts with lit (true, false or null).
+// scanLiteral checks that b[i:] starts with lit (true, false or null). An
+// error is at the first byte that differs, or at the end of the input.
 func scanLiteral(b []byte, i int, lit string) (int, error) {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return 0, syntaxErr(i, "invalid literal, want "+lit)
+	for k := range len(lit) {
+		if i+k >= len(b) || b[i+k] != lit[k] {
+			return 0, syntaxErr(i+k, "invalid literal, want "+lit)
+		}
 	}
 	return i + len(lit), nil
 }
@@ -258,7 +271,7 @@ func skipValue(b []byte, i, depth int) (int, error) {
 		switch c := b[i]; c {
 		case '{', '[':
 			if depth+len(stack)+1 > maxDepth {
-				return 0, syntaxErr(i, "nesting deeper than "+strconv.Itoa(maxDepth))
+				return 0, tooDeep(i)
 			}
 			stack = append(stack, c)
 			i = skipSpace(b, i+1)
