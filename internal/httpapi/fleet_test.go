@@ -92,7 +92,13 @@ func TestFleetHealthAndMetrics(t *testing.T) {
 		t.Errorf("healthz detail: %q", p.Detail)
 	}
 	c.post("/v1/executions", execReq("s1", "c2", "noop.echo", `{}`)).problem(t, CodeUnavailable)
+	// Health reads the lease's expiry; the renewer counts the lease lost
+	// when its next renewal finds it gone, which may be a moment later.
 	body := metrics()
+	for !strings.Contains(body, MetricLeasesLost+` 1`) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		body = metrics()
+	}
 	for _, want := range []string{
 		MetricLeaseLive + `{node="node-1"} 0`,
 		MetricLeasesLost + ` 1`,
