@@ -91,14 +91,16 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	defer release()
 
-	fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID)
-	if err != nil {
-		return Result{}, err
-	}
-	if len(fenced) > 0 || call.Resumed {
-		// The rare paths decide on "is there a record?" before creating
-		// one: a recorded call is driven even in a fenced session, and a
-		// resumed call is judged by its session's history.
+	// A fenced session takes no new call: the create of a new call
+	// refuses it (createUnfenced), and a recorded call is still driven.
+	// A resumed call, the rare path, is judged by its session's history
+	// before anything is created, so it looks at the record and the fence
+	// first.
+	if call.Resumed {
+		fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID)
+		if err != nil {
+			return Result{}, err
+		}
 		rec, err := e.led.Get(ctx, id)
 		switch {
 		case err == nil:
@@ -135,10 +137,10 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 
 	// before_intent means "a new call, nothing recorded yet": a call sent
 	// again must not reach it. Only while the point is armed is the record
-	// looked up (the fenced and resumed paths above found none); the path
-	// below is the same either way, and Create finds a recorded call.
+	// looked up (the resumed path above found none); the path below is the
+	// same either way, and Create finds a recorded call.
 	crash.AtIf(crash.BeforeIntent, func() bool {
-		if len(fenced) > 0 || call.Resumed {
+		if call.Resumed {
 			return true
 		}
 		_, err := e.led.Get(ctx, id)
@@ -175,6 +177,13 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 			case !errors.Is(gerr, ledger.ErrNotFound):
 				return Result{}, gerr
 			}
+			// A fenced session says so first, as below the limit: the
+			// runtime must wait for an operator, not for room.
+			if fenced, ferr := e.led.Fenced(ctx, call.Namespace, call.SessionID); ferr != nil {
+				return Result{}, ferr
+			} else if len(fenced) > 0 {
+				return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
+			}
 			return Result{}, err
 		}
 		rec.State = ledger.StateAwaitingApproval
@@ -184,7 +193,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		}
 		ev.Decision = string(DecisionIntent)
 		ev.Evidence = "approval " + rec.Approval.ID + " requested"
-		created, err := e.create(ctx, rec, ev)
+		created, err := e.createUnfenced(ctx, rec, ev)
 		if errors.Is(err, ledger.ErrDuplicate) {
 			return e.duplicate(ctx, call, op, digest, rec, ev, created)
 		}
@@ -200,7 +209,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	rec.Attempt = 1
 	rec.Deadline = now.Add(op.m.Limits.Timeout)
 	ev.Decision = string(DecisionDispatch)
-	created, err := e.create(ctx, rec, ev)
+	created, err := e.createUnfenced(ctx, rec, ev)
 	if errors.Is(err, ledger.ErrDuplicate) {
 		return e.duplicate(ctx, call, op, digest, rec, ev, created)
 	}
@@ -240,7 +249,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		ev.Evidence = "possible duplicate of " + what + ": same arguments within the duplicate window of " +
 			fmtWindow(op.op.DuplicateWindow) + "; approval " + rec.Approval.ID + " requested, a human decides"
 	}
-	created, err := e.create(ctx, rec, ev)
+	created, err := e.createUnfenced(ctx, rec, ev)
 	if err != nil {
 		return e.createFailed(ctx, call, op, digest, created, err)
 	}
@@ -274,15 +283,32 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 	return created, err
 }
 
+// createUnfenced is create of a new call, refused with ledger.ErrFenced
+// in a fenced session (store.CreateUnfenced).
+func (e *Executor) createUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	created, err := e.led.CreateUnfenced(ctx, rec, ev)
+	if err == nil {
+		e.opts.Observer.Transition(created.State, ev.Decision)
+	}
+	return created, err
+}
+
 // createFailed handles a Create that found the execution recorded (the
 // common case of a call sent again skips a separate lookup: Create's own
-// existence check answers it) or pruned.
+// existence check answers it), pruned, or its session fenced.
 func (e *Executor) createFailed(ctx context.Context, call ToolCall, op *operation, digest string, existing ledger.Record, err error) (Result, error) {
 	switch {
 	case errors.Is(err, ledger.ErrExists):
 		return e.driveRecorded(ctx, call, op, digest, existing)
 	case errors.Is(err, ledger.ErrPruned):
 		return Result{}, prunedError(existing.ID)
+	case errors.Is(err, ledger.ErrFenced):
+		// The rare path reads which calls fence the session.
+		fenced, ferr := e.led.Fenced(ctx, call.Namespace, call.SessionID)
+		if ferr != nil {
+			return Result{}, ferr
+		}
+		return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
 	default:
 		return Result{}, err
 	}

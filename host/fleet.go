@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/connhost/connhost/internal/lease"
@@ -58,6 +60,12 @@ type store interface {
 	// ApplyFrom is Apply of t to rec, the version the executor read (a
 	// fleet ledger reads a write whose fate is unknown again from it).
 	ApplyFrom(ctx context.Context, rec ledger.Record, t ledger.Transition) (ledger.Record, error)
+	// CreateUnfenced is Create of a new call, refused with
+	// ledger.ErrFenced (nothing written) while its session has a
+	// recovery_required execution and the id is not recorded; a recorded
+	// id is ErrExists, fenced or not. On a shared ledger the check is in
+	// the insert's statement, which saves the new call a round trip.
+	CreateUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error)
 	// Health is nil while the executor may take new work.
 	Health() error
 	// Lease returns the node's lease (ok false without one).
@@ -86,6 +94,32 @@ type solo struct{ ledger.Ledger }
 func (s solo) ApplyFrom(ctx context.Context, rec ledger.Record, t ledger.Transition) (ledger.Record, error) {
 	return s.Apply(ctx, rec.ID, t)
 }
+
+// CreateUnfenced checks the fence, then creates: the Pebble ledger, the
+// single-node one, counts each session's fences in memory, so the check
+// reads nothing while the session has none.
+func (s solo) CreateUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	fenced, err := s.Fenced(ctx, rec.Namespace, rec.SessionID)
+	if err != nil {
+		return ledger.Record{}, err
+	}
+	if len(fenced) == 0 {
+		return s.Create(ctx, rec, ev)
+	}
+	existing, err := s.Get(ctx, rec.ID)
+	switch {
+	case err == nil:
+		return existing, fmt.Errorf("execution[%s]: %w", rec.ID, ledger.ErrExists)
+	case errors.Is(err, ledger.ErrPruned):
+		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ledger.ErrPruned)
+	case errors.Is(err, ledger.ErrNotFound):
+		return ledger.Record{}, fmt.Errorf("execution[%s] not created: session %s/%s has a recovery_required execution: %w",
+			rec.ID, rec.Namespace, rec.SessionID, ledger.ErrFenced)
+	default:
+		return ledger.Record{}, err
+	}
+}
+
 func (solo) Health() error                      { return nil }
 func (solo) Lease() (ledger.Lease, bool, bool)  { return ledger.Lease{}, false, false }
 func (solo) Claim(context.Context) (int, error) { return 0, nil }

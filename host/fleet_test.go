@@ -575,3 +575,47 @@ func TestFleetLeaseLoss(t *testing.T) {
 	require.Equal(t, 2, obs.lost)
 	require.Equal(t, 1, obs.renewalsFailed)
 }
+
+// TestFleetFencedSession: on a shared ledger the fence check of a new call
+// is part of its insert (CreateOwnedUnfenced), not a read before it. A
+// session fenced by one node's recovery refuses a new call at another
+// node, naming the call that fences it, and records nothing of it; the
+// recorded call is still answered; other sessions run; the resolution
+// lifts the fence.
+func TestFleetFencedSession(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual")
+	a := f.start("a", nil)
+	b := f.start("b", nil)
+	c1 := call("s1", "c1", `{"n":1}`)
+	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c1) })
+	host.FreezeNode(a)
+	testenv.ExpireNodeLease(t, f.dsn, "a")
+	rep, err := b.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Claimed)
+	res, err := b.Execute(ctx, c1)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusRecoveryRequired, res.Status, "the recorded call is answered in its fenced session")
+
+	c2 := call("s1", "c2", `{"n":2}`)
+	_, err = b.Execute(ctx, c2)
+	var fe *host.FencedError
+	require.ErrorAs(t, err, &fe)
+	require.Len(t, fe.Calls, 1)
+	require.Equal(t, "c1", fe.Calls[0].ToolCallID)
+	_, _, err = b.Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c2"))
+	require.ErrorIs(t, err, host.ErrNotFound, "the refused call left no record")
+	require.Equal(t, 1, f.h.prov.count(), "nothing dispatched in the fenced session")
+
+	other, err := b.Execute(ctx, call("s2", "c1", `{"n":3}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, other.Status, "another session is not fenced")
+
+	_, err = b.Resolve(ctx, res.ExecutionID, host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen in the provider's dashboard"})
+	require.NoError(t, err)
+	res2, err := b.Execute(ctx, c2)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res2.Status, "the fence is lifted")
+	require.Equal(t, 3, f.h.prov.count())
+}

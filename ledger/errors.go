@@ -11,6 +11,10 @@ var (
 	ErrNotFound = errors.New("ledger: not found")
 	// ErrExists: Create found a record with that id.
 	ErrExists = errors.New("ledger: execution exists")
+	// ErrFenced: a create that refuses fenced sessions (Fleet.
+	// CreateOwnedUnfenced) found a recovery_required execution in the
+	// record's session, and no record with its id: nothing was written.
+	ErrFenced = errors.New("ledger: session fenced")
 	// ErrConflict: the record is not in the state/attempt the transition
 	// expected (someone else moved it first).
 	ErrConflict = errors.New("ledger: state conflict")

@@ -90,6 +90,14 @@ type Fleet interface {
 	ClaimExpired(ctx context.Context, l Lease) ([]Claim, error)
 	// CreateOwned is Create by the holder of l, which becomes the owner.
 	CreateOwned(ctx context.Context, l Lease, rec Record, ev Event) (Record, error)
+	// CreateOwnedUnfenced is CreateOwned of a new call: it also refuses,
+	// with ErrFenced and writing nothing, when rec's session has a
+	// recovery_required execution (Fenced would list one) and rec.ID is
+	// not recorded; a recorded id is ErrExists, fenced or not. The check
+	// and the insert are one statement, which sees every fence committed
+	// before it: an executor on a shared ledger saves the round trip of a
+	// Fenced before each new call, and the gap between the two.
+	CreateOwnedUnfenced(ctx context.Context, l Lease, rec Record, ev Event) (Record, error)
 	// ApplyOwned is Apply by the holder of l, fenced as the type's comment
 	// says.
 	ApplyOwned(ctx context.Context, l Lease, id string, t Transition) (Record, error)

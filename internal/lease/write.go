@@ -17,12 +17,24 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // the execution's owner; a dispatch needs a live one. An executor's own
 // actor ("executor", "recovery") is named after the lease.
 func (n *Ledger) Create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	return n.create(ctx, n.fleet.CreateOwned, rec, ev)
+}
+
+// CreateUnfenced is Create of a new call, refused with ledger.ErrFenced
+// in a fenced session: the fleet's CreateOwnedUnfenced, one statement for
+// the fence check and the insert.
+func (n *Ledger) CreateUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	return n.create(ctx, n.fleet.CreateOwnedUnfenced, rec, ev)
+}
+
+func (n *Ledger) create(ctx context.Context, createOwned func(context.Context, ledger.Lease, ledger.Record, ledger.Event) (ledger.Record, error),
+	rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
 	h, err := n.lease(rec.State == ledger.StateDispatched)
 	if err != nil {
 		return ledger.Record{}, err
 	}
 	ev.Actor = actorOf(ev.Actor, h.l)
-	created, err := n.fleet.CreateOwned(ctx, h.l, rec, ev)
+	created, err := createOwned(ctx, h.l, rec, ev)
 	if err != nil && !definite(err) {
 		// The connection may have failed after the commit.
 		if got, ok := n.landed(ctx, rec.ID, 0, ev, rec.State); ok {
@@ -158,7 +170,7 @@ func (n *Ledger) Prune(ctx context.Context, olderThan time.Time) (int, error) {
 // the write (it was refused); any other error (a lost connection, a
 // cancelled context) leaves it unknown whether the write landed.
 func definite(err error) bool {
-	for _, s := range []error{ledger.ErrNotFound, ledger.ErrExists, ledger.ErrConflict, ledger.ErrTerminal,
+	for _, s := range []error{ledger.ErrNotFound, ledger.ErrExists, ledger.ErrFenced, ledger.ErrConflict, ledger.ErrTerminal,
 		ledger.ErrIllegalTransition, ledger.ErrAttemptsExhausted, ledger.ErrOutcomeRecorded, ledger.ErrPruned,
 		ledger.ErrClosed, ledger.ErrInvalid, ledger.ErrTooLarge, ledger.ErrCorrupt, ledger.ErrLeaseExpired,
 		ledger.ErrNotOwner, ledger.ErrDuplicate, ErrLost} {

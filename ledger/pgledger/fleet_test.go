@@ -420,3 +420,47 @@ func TestRecoveryRequiredIsNotClaimed(t *testing.T) {
 	require.NoError(t, err)
 	requireOwner(t, db, "parked", c)
 }
+
+// TestCreateOwnedUnfenced: a new call in a session with a recovery_required
+// execution is refused in the insert's own statement, guarded or not, and
+// nothing is written; a recorded id is still ErrExists; other sessions,
+// and CreateOwned, are not affected; a resolved fence lets calls in.
+func TestCreateOwnedUnfenced(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.NewPostgresDatabase(t)
+	db := openDB(t, dsn, nil)
+	a, err := db.RegisterNode(ctx, "a", ttl)
+	require.NoError(t, err)
+
+	_, err = db.CreateOwnedUnfenced(ctx, a, ledgertest.Dispatched("first"), ledger.Event{})
+	require.NoError(t, err, "an unfenced session takes the call")
+	_, err = db.ApplyOwned(ctx, a, "first", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateRecoveryRequired, Attempt: 1})
+	require.NoError(t, err)
+
+	guarded := ledgertest.Dispatched("guarded")
+	guarded.DuplicateWindow = time.Hour
+	for _, r := range []ledger.Record{ledgertest.Dispatched("new"), gated("gated"), guarded} {
+		_, err = db.CreateOwnedUnfenced(ctx, a, r, ledger.Event{})
+		require.ErrorIs(t, err, ledger.ErrFenced, r.ID)
+		_, err = db.Get(ctx, r.ID)
+		require.ErrorIs(t, err, ledger.ErrNotFound, "%s: a refused create wrote", r.ID)
+	}
+	got, err := db.CreateOwnedUnfenced(ctx, a, ledgertest.Dispatched("first"), ledger.Event{})
+	require.ErrorIs(t, err, ledger.ErrExists, "a recorded id is answered, fenced or not")
+	require.Equal(t, ledger.StateRecoveryRequired, got.State)
+
+	other := ledgertest.Dispatched("elsewhere")
+	other.SessionID = "s2"
+	_, err = db.CreateOwnedUnfenced(ctx, a, other, ledger.Event{})
+	require.NoError(t, err, "another session is not fenced")
+	_, err = db.CreateOwned(ctx, a, ledgertest.Dispatched("plain"), ledger.Event{})
+	require.NoError(t, err, "CreateOwned does not look at the fence")
+
+	_, err = db.ApplyOwned(ctx, a, "first", ledger.Transition{From: ledger.StateRecoveryRequired, FromAttempt: 1, To: ledger.StateAbandoned, Attempt: 1,
+		Resolution: &ledger.Resolution{By: "oscar", Reason: "not applied"}})
+	require.NoError(t, err)
+	_, err = db.CreateOwnedUnfenced(ctx, a, ledgertest.Dispatched("new"), ledger.Event{})
+	require.NoError(t, err, "the fence is lifted")
+	_, err = db.CreateOwnedUnfenced(ctx, a, guarded, ledger.Event{})
+	require.NoError(t, err)
+}

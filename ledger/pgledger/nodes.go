@@ -198,7 +198,13 @@ WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp())`, l.Node, 
 // It fails with ErrLeaseExpired (writing nothing) unless l is live; an
 // existing id is ErrExists as for Create.
 func (d *DB) CreateOwned(ctx context.Context, l Lease, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	return d.create(ctx, &l, rec, ev)
+	return d.create(ctx, &l, false, rec, ev)
+}
+
+// CreateOwnedUnfenced implements ledger.Fleet: CreateOwned, refused with
+// ErrFenced in a fenced session, in the same statement.
+func (d *DB) CreateOwnedUnfenced(ctx context.Context, l Lease, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	return d.create(ctx, &l, true, rec, ev)
 }
 
 // ApplyOwned is Apply by the node holding l, fenced by l: it changes the

@@ -22,7 +22,7 @@ import (
 // lease is live. $14 is its due time (NULL: never due), $15 the intent key
 // of a guarded record (else NULL), $16 the time a record created terminal
 // (a duplicate answered with an earlier outcome) became so. It returns 1
-// if it inserted the execution, else 0.
+// if it inserted the execution, else 0, and false (see createUnfencedSQL).
 const createSQL = `WITH ins AS (
     INSERT INTO connhost_executions
         (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns,
@@ -38,7 +38,31 @@ const createSQL = `WITH ins AS (
     INSERT INTO connhost_sessions (namespace, session_id, legacy) SELECT $2, $3, $10 FROM ins
     ON CONFLICT (namespace, session_id) DO NOTHING
 )
-SELECT count(*) FROM ins`
+SELECT count(*), FALSE FROM ins`
+
+// createUnfencedSQL is createSQL that inserts nothing while the session
+// is fenced (has a recovery_required execution), the check and the insert
+// in one statement (CreateOwnedUnfenced). It returns the count and whether
+// the fence refused the execution.
+const createUnfencedSQL = `WITH fence AS (
+    SELECT EXISTS (
+        SELECT 1 FROM connhost_executions WHERE namespace = $2 AND session_id = $3 AND state = 'recovery_required') AS fenced
+), ins AS (
+    INSERT INTO connhost_executions
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns,
+         due_ns, intent_key, terminal_ns)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13, $14, $15, $16
+    WHERE NOT (SELECT fenced FROM fence) AND ($11::TEXT IS NULL OR EXISTS (
+        SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp()))
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+), ev AS (
+    INSERT INTO connhost_events (execution_id, seq, event) SELECT id, 1, $9 FROM ins
+), sess AS (
+    INSERT INTO connhost_sessions (namespace, session_id, legacy) SELECT $2, $3, $10 FROM ins
+    ON CONFLICT (namespace, session_id) DO NOTHING
+)
+SELECT count(*), (SELECT fenced FROM fence) FROM ins`
 
 // applySQL moves an execution from the version it was checked against
 // ($7 events, $8 state, $9 attempt) to the new one and appends its event.
@@ -70,10 +94,12 @@ SELECT count(*) FROM upd`
 // record with ErrExists; an id that was pruned is refused with ErrPruned
 // and its tombstone. The execution has no owner (see CreateOwned).
 func (d *DB) Create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	return d.create(ctx, nil, rec, ev)
+	return d.create(ctx, nil, false, rec, ev)
 }
 
-func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev ledger.Event) (_ ledger.Record, err error) {
+// create is Create, with a lease CreateOwned; unfenced refuses a fenced
+// session (CreateOwnedUnfenced).
+func (d *DB) create(ctx context.Context, lease *Lease, unfenced bool, rec ledger.Record, ev ledger.Event) (_ ledger.Record, err error) {
 	if err := d.enter(ctx); err != nil {
 		return ledger.Record{}, err
 	}
@@ -100,19 +126,24 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 	args := []any{[]byte(rec.ID), []byte(rec.Namespace), []byte(rec.SessionID),
 		[]byte(rec.ToolCallID), []byte(rec.ArgsDigest), string(rec.State), rec.Attempt, v, e,
 		ledger.StartsLegacySession(rec), node, epoch, rec.CreatedAt.UnixNano(), dueNs(rec), intent, terminal}
+	stmt := createSQL
+	if unfenced {
+		stmt = createUnfencedSQL
+	}
 	var (
 		n       int
+		fenced  bool
 		earlier []byte // the record of a recent execution of the intent
 	)
 	if rec.DuplicateWindow > 0 && rec.DuplicateOf == "" {
 		err = d.retry(ctx, func() error {
 			var err error
-			n, earlier, err = d.createGuarded(ctx, intent, rec.CreatedAt.Add(-rec.DuplicateWindow).UnixNano(), args)
+			n, fenced, earlier, err = d.createGuarded(ctx, stmt, intent, rec.CreatedAt.Add(-rec.DuplicateWindow).UnixNano(), args)
 			return err
 		})
 	} else {
 		err = d.retry(ctx, func() error {
-			return d.pool.QueryRow(ctx, createSQL, args...).Scan(&n)
+			return d.pool.QueryRow(ctx, stmt, args...).Scan(&n, &fenced)
 		})
 	}
 	if err != nil {
@@ -137,6 +168,9 @@ func (d *DB) create(ctx context.Context, lease *Lease, rec ledger.Record, ev led
 		return existing, fmt.Errorf("execution[%s]: %w", rec.ID, ledger.ErrExists)
 	case errors.Is(err, ledger.ErrPruned):
 		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ledger.ErrPruned)
+	case errors.Is(err, ledger.ErrNotFound) && fenced:
+		return ledger.Record{}, fmt.Errorf("execution[%s] not created: session %s/%s has a recovery_required execution: %w",
+			rec.ID, rec.Namespace, rec.SessionID, ledger.ErrFenced)
 	case errors.Is(err, ledger.ErrNotFound) && lease != nil:
 		return ledger.Record{}, fmt.Errorf("execution[%s] not created: node %s epoch %d: %w", rec.ID, lease.Node, lease.Epoch, ErrLeaseExpired)
 	case errors.Is(err, ledger.ErrNotFound):
@@ -165,15 +199,16 @@ const (
 // DuplicateWindow): in one transaction it takes the intent's lock row
 // (a concurrent guarded Create of the intent waits there until this one
 // has committed), looks for a recent execution of the intent, and inserts
-// the record (createSQL with args) only if there is none or the id exists
-// already (createSQL then inserts nothing, and Create answers ErrExists).
-// It returns createSQL's count, or the earlier execution's record. At
-// READ COMMITTED each statement reads what was committed before it
-// started, so the look-up after the wait sees the other Create's row.
-func (d *DB) createGuarded(ctx context.Context, intent []byte, since int64, args []any) (n int, earlier []byte, err error) {
+// the record (stmt, createSQL or createUnfencedSQL, with args) only if
+// there is none or the id exists already (stmt then inserts nothing, and
+// Create answers ErrExists). It returns stmt's count and fence, or the
+// earlier execution's record. At READ COMMITTED each statement reads what
+// was committed before it started, so the look-up after the wait sees the
+// other Create's row.
+func (d *DB) createGuarded(ctx context.Context, stmt string, intent []byte, since int64, args []any) (n int, fenced bool, earlier []byte, err error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	defer func() {
 		if err != nil || earlier != nil {
@@ -181,24 +216,24 @@ func (d *DB) createGuarded(ctx context.Context, intent []byte, since int64, args
 		}
 	}()
 	if _, err = tx.Exec(ctx, lockIntentSQL, intent); err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	var exists bool
 	if err = tx.QueryRow(ctx, existsSQL, args[0]).Scan(&exists); err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	if !exists {
 		if earlier, err = repeatedOf(ctx, tx, intent, since); err != nil || earlier != nil {
-			return 0, earlier, err
+			return 0, false, earlier, err
 		}
 	}
-	if err = tx.QueryRow(ctx, createSQL, args...).Scan(&n); err != nil {
-		return 0, nil, err
+	if err = tx.QueryRow(ctx, stmt, args...).Scan(&n, &fenced); err != nil {
+		return 0, false, nil, err
 	}
 	if _, err = tx.Exec(ctx, unlockIntentSQL, intent); err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
-	return n, nil, tx.Commit(ctx)
+	return n, fenced, nil, tx.Commit(ctx)
 }
 
 // repeatedOf returns the record a guarded Create of intent repeats (see
