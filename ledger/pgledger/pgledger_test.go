@@ -150,7 +150,7 @@ WHERE NOT EXISTS (SELECT 1 FROM connhost_executions x WHERE x.id = e.execution_i
 	require.Zero(t, orphans, "events without a live execution")
 }
 
-func openDB(t *testing.T, dsn string, now func() time.Time) *pgledger.DB {
+func openDB(t testing.TB, dsn string, now func() time.Time) *pgledger.DB {
 	t.Helper()
 	db, err := pgledger.Open(context.Background(), pgledger.Options{DSN: dsn, Now: now, Logger: quiet})
 	require.NoError(t, err)

@@ -70,9 +70,18 @@ type PostgresReport struct {
 	BytesPerExecution    float64 `json:"bytes_per_execution"`
 	WALBytesPerExecution float64 `json:"wal_bytes_per_execution"`
 	// CommitsPerExecution is the number of write transactions per
-	// execution (transaction ids consumed, measured on the sequential
-	// runs).
-	CommitsPerExecution float64 `json:"commits_per_execution"`
+	// execution of the ledger's writes (transaction ids consumed, measured
+	// on the sequential runs); ExecuteCommitsPerExecution the same for a
+	// whole execution through the executor (its node's lease renewals,
+	// about one in 20 s, included).
+	CommitsPerExecution        float64 `json:"commits_per_execution"`
+	ExecuteCommitsPerExecution float64 `json:"execute_commits_per_execution"`
+	// DBOSCommitsPerStep is not measured: it is the shape DBOS documents
+	// for a workflow of one step on PostgreSQL ("How Workflows Work",
+	// docs.dbos.dev: the input recorded before the workflow starts, the
+	// step's output, the workflow's output: three writes), printed beside
+	// connhost's for comparison.
+	DBOSCommitsPerStep float64 `json:"dbos_published_commits_per_one_step_workflow"`
 	// The witness's cost (pgledger.Options.WitnessPath): the ledger's
 	// writes with a witness against the same writes without one, each
 	// execution in a session of its own, in runs of WitnessRun (each
@@ -108,7 +117,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 		o.MaxConns = pgledger.DefaultMaxConns
 	}
 	rep = PostgresReport{History: lo.History, Pending: lo.Pending, Concurrency: lo.Concurrency, Rounds: lo.Rounds,
-		MaxConns: o.MaxConns, GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU()}
+		MaxConns: o.MaxConns, GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU(), DBOSCommitsPerStep: dbosCommitsPerStep}
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	prefix := "connhost_bench_" + hex.EncodeToString(suffix[:])
@@ -185,7 +194,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	}
 	var rawUs, ledUs, seqRatios, rawPerS, ledPerS, parRatios []float64
 	var exeUs, exeSeqRatios, exePerS, exeParRatios []float64
-	var commits, commitOps float64
+	var commits, exeCommits, commitOps float64
 	seqOps, parOps := max(1, lo.SeqOps/lo.Rounds), max(lo.Concurrency, lo.ParOps/lo.Rounds)
 	for r := range lo.Rounds {
 		lo.Progress(fmt.Sprintf("round %d of %d: raw, ledger and execute, sequential and with %d callers", r+1, lo.Rounds, lo.Concurrency))
@@ -193,7 +202,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 		// server's background work (checkpoints, autovacuum) from the
 		// previous run.
 		var rUs, lUs, rRate, lRate, eUs, eRate float64
-		var xids int64
+		var xids, exeXids int64
 		steps := []func() error{
 			func() (err error) { rUs, err = sequential(seqOps, rawOp); return err },
 			func() error {
@@ -210,7 +219,18 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 			},
 			func() (err error) { rRate, err = parallel(parOps, lo.Concurrency, rawOp); return err },
 			func() (err error) { lRate, err = parallel(parOps, lo.Concurrency, write); return err },
-			func() (err error) { eUs, err = sequential(seqOps, execute); return err },
+			func() error {
+				before, err := nextXID(ctx, admin)
+				if err != nil {
+					return err
+				}
+				if eUs, err = sequential(seqOps, execute); err != nil {
+					return err
+				}
+				after, err := nextXID(ctx, admin)
+				exeXids = after - before
+				return err
+			},
 			func() (err error) { eRate, err = parallel(parOps, lo.Concurrency, execute); return err },
 		}
 		if r%2 == 1 {
@@ -222,6 +242,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 			}
 		}
 		commits += float64(xids)
+		exeCommits += float64(exeXids)
 		commitOps += float64(seqOps)
 		rawUs, ledUs, seqRatios = append(rawUs, rUs), append(ledUs, lUs), append(seqRatios, lUs/rUs)
 		rawPerS, ledPerS, parRatios = append(rawPerS, rRate), append(ledPerS, lRate), append(parRatios, lRate/rRate)
@@ -233,6 +254,7 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 	rep.RawSeqMicros, rep.LedgerSeqMicros, rep.SeqRatio = median(rawUs), median(ledUs), median(seqRatios)
 	rep.RawParPerSecond, rep.LedgerParPerSecond, rep.ParRatio = median(rawPerS), median(ledPerS), median(parRatios)
 	rep.CommitsPerExecution = commits / commitOps
+	rep.ExecuteCommitsPerExecution = exeCommits / commitOps
 	walEnd, err := walLSN(ctx, admin)
 	if err != nil {
 		return rep, err
@@ -290,6 +312,10 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// dbosCommitsPerStep is DBOS's documented shape of a one-step workflow on
+// PostgreSQL (see PostgresReport.DBOSCommitsPerStep).
+const dbosCommitsPerStep = 3
 
 // withSearchPath returns dsn with its connections' search_path set to
 // schema (pgx passes unknown URL parameters to the server).

@@ -48,6 +48,11 @@ func TestRunPostgres(t *testing.T) {
 	// window may add one).
 	require.GreaterOrEqual(t, rep.CommitsPerExecution, 2.0)
 	require.LessOrEqual(t, rep.CommitsPerExecution, 2.5)
+	// So is a whole execution through the executor (a lease renewal may
+	// add one), against DBOS's three.
+	require.GreaterOrEqual(t, rep.ExecuteCommitsPerExecution, 2.0)
+	require.LessOrEqual(t, rep.ExecuteCommitsPerExecution, 2.5)
+	require.Equal(t, 3.0, rep.DBOSCommitsPerStep)
 	require.Contains(t, phases, "round 2 of 2: raw, ledger and execute, sequential and with 4 callers")
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
