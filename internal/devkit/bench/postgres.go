@@ -205,32 +205,10 @@ func RunPostgres(ctx context.Context, o PostgresOptions) (rep PostgresReport, er
 		var xids, exeXids int64
 		steps := []func() error{
 			func() (err error) { rUs, err = sequential(seqOps, rawOp); return err },
-			func() error {
-				before, err := nextXID(ctx, admin)
-				if err != nil {
-					return err
-				}
-				if lUs, err = sequential(seqOps, write); err != nil {
-					return err
-				}
-				after, err := nextXID(ctx, admin)
-				xids = after - before
-				return err
-			},
+			func() (err error) { lUs, xids, err = sequentialCommits(ctx, admin, seqOps, write); return err },
 			func() (err error) { rRate, err = parallel(parOps, lo.Concurrency, rawOp); return err },
 			func() (err error) { lRate, err = parallel(parOps, lo.Concurrency, write); return err },
-			func() error {
-				before, err := nextXID(ctx, admin)
-				if err != nil {
-					return err
-				}
-				if eUs, err = sequential(seqOps, execute); err != nil {
-					return err
-				}
-				after, err := nextXID(ctx, admin)
-				exeXids = after - before
-				return err
-			},
+			func() (err error) { eUs, exeXids, err = sequentialCommits(ctx, admin, seqOps, execute); return err },
 			func() (err error) { eRate, err = parallel(parOps, lo.Concurrency, execute); return err },
 		}
 		if r%2 == 1 {
@@ -487,6 +465,20 @@ func ledgerShareOfWAL(ctx context.Context, conn *pgx.Conn, from, to, rawSchema s
 		return 0, err
 	}
 	return max(0, total-perRaw*float64(rawOps)), nil
+}
+
+// sequentialCommits is sequential(ops, fn), and the write transactions
+// the server committed meanwhile (transaction ids consumed).
+func sequentialCommits(ctx context.Context, admin *pgx.Conn, ops int, fn func() error) (us float64, xids int64, err error) {
+	before, err := nextXID(ctx, admin)
+	if err != nil {
+		return 0, 0, err
+	}
+	if us, err = sequential(ops, fn); err != nil {
+		return 0, 0, err
+	}
+	after, err := nextXID(ctx, admin)
+	return us, after - before, err
 }
 
 // nextXID returns the next transaction id the server will assign (it
