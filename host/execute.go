@@ -135,13 +135,17 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
-	// before_intent means "a new call, nothing recorded yet": a call sent
-	// again must not reach it. Only while the point is armed is the record
-	// looked up (the resumed path above found none); the path below is the
-	// same either way, and Create finds a recorded call.
+	// before_intent means "a new call, nothing recorded yet, that will be
+	// recorded": a call sent again, or one its fenced session refuses,
+	// must not reach it. Only while the point is armed are the record and
+	// the fence looked up (the resumed path above found neither); the path
+	// below is the same either way, and the create finds both.
 	crash.AtIf(crash.BeforeIntent, func() bool {
 		if call.Resumed {
 			return true
+		}
+		if fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID); err != nil || len(fenced) > 0 {
+			return false
 		}
 		_, err := e.led.Get(ctx, id)
 		return err != nil

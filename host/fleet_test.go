@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -586,7 +587,15 @@ func TestFleetFencedSession(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, "manual")
 	a := f.start("a", nil)
-	b := f.start("b", nil)
+	reads := &fenceReads{}
+	b := f.startOn("b", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, func(db *pgledger.DB) ledger.Fleet {
+		reads.DB = db
+		return reads
+	})
+	first, err := b.Execute(ctx, call("s0", "c1", `{"n":0}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, first.Status)
+	require.Zero(t, reads.n.Load(), "a new call reads no fence before its insert")
 	c1 := call("s1", "c1", `{"n":1}`)
 	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c1) })
 	host.FreezeNode(a)
@@ -604,9 +613,10 @@ func TestFleetFencedSession(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Len(t, fe.Calls, 1)
 	require.Equal(t, "c1", fe.Calls[0].ToolCallID)
+	require.Positive(t, reads.n.Load(), "the refusal reads which calls fence the session")
 	_, _, err = b.Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c2"))
 	require.ErrorIs(t, err, host.ErrNotFound, "the refused call left no record")
-	require.Equal(t, 1, f.h.prov.count(), "nothing dispatched in the fenced session")
+	require.Equal(t, 2, f.h.prov.count(), "nothing dispatched in the fenced session")
 
 	other, err := b.Execute(ctx, call("s2", "c1", `{"n":3}`))
 	require.NoError(t, err)
@@ -617,5 +627,16 @@ func TestFleetFencedSession(t *testing.T) {
 	res2, err := b.Execute(ctx, c2)
 	require.NoError(t, err)
 	require.Equal(t, host.StatusSucceeded, res2.Status, "the fence is lifted")
-	require.Equal(t, 3, f.h.prov.count())
+	require.Equal(t, 4, f.h.prov.count())
+}
+
+// fenceReads is a node's fleet ledger that counts its Fenced reads.
+type fenceReads struct {
+	*pgledger.DB
+	n atomic.Int64
+}
+
+func (r *fenceReads) Fenced(ctx context.Context, namespace, sessionID string) ([]ledger.Record, error) {
+	r.n.Add(1)
+	return r.DB.Fenced(ctx, namespace, sessionID)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/ledger/ledgertest"
 )
 
 // A scope confines a caller to its namespaces: its calls run there, a call
@@ -137,4 +138,29 @@ func TestScopeRate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.ex.Execute(ctx, call("s1", "cy", `{"n":1}`))
 	require.ErrorIs(t, err, host.ErrRateLimited)
+}
+
+// At the approval limit a fenced session still answers "fenced": the
+// runtime must wait for an operator, not for room, and nothing is
+// recorded.
+func TestScopeLimitFencedSession(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	ctx := host.WithScope(context.Background(), host.Scope{Principal: "tenant-a", MaxPendingApprovals: 1})
+	_, err := h.ex.Execute(ctx, call("s2", "c1", `{"n":1}`))
+	require.NoError(t, err, "the one approval the limit allows")
+	fence := ledgertest.Dispatched("uncertain")
+	fence.SessionID, fence.ToolCallID = "s1", "c0"
+	fence.State, fence.Attempt, fence.Resumed = ledger.StateRecoveryRequired, 0, true
+	_, err = h.ex.Ledger().Create(context.Background(), fence, ledger.Event{Actor: "test"})
+	require.NoError(t, err)
+
+	_, err = h.ex.Execute(ctx, call("s1", "c2", `{"n":2}`))
+	var fe *host.FencedError
+	require.ErrorAs(t, err, &fe, "fenced, not at the limit")
+	require.Len(t, fe.Calls, 1)
+	require.Equal(t, "c0", fe.Calls[0].ToolCallID)
+	_, err = h.ex.Ledger().Get(context.Background(), ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c2"))
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+	_, err = h.ex.Execute(ctx, call("s2", "c3", `{"n":3}`))
+	require.ErrorIs(t, err, host.ErrPendingApprovalsLimit, "an unfenced session meets the limit")
 }
