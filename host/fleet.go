@@ -106,12 +106,11 @@ func (s solo) CreateUnfenced(ctx context.Context, rec ledger.Record, ev ledger.E
 	if len(fenced) == 0 {
 		return s.Create(ctx, rec, ev)
 	}
-	existing, err := s.Get(ctx, rec.ID)
-	switch {
-	case err == nil:
-		return existing, fmt.Errorf("execution[%s]: %w", rec.ID, ledger.ErrExists)
-	case errors.Is(err, ledger.ErrPruned):
-		return existing, fmt.Errorf("execution[%s] cannot be created again: %w", rec.ID, ledger.ErrPruned)
+	switch _, err := s.Get(ctx, rec.ID); {
+	case err == nil || errors.Is(err, ledger.ErrPruned):
+		// Recorded: Create answers it (ErrExists, ErrPruned, with the
+		// record) and writes nothing.
+		return s.Create(ctx, rec, ev)
 	case errors.Is(err, ledger.ErrNotFound):
 		return ledger.Record{}, fmt.Errorf("execution[%s] not created: session %s/%s has a recovery_required execution: %w",
 			rec.ID, rec.Namespace, rec.SessionID, ledger.ErrFenced)
