@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -341,7 +342,32 @@ func openNoop(ctx context.Context, dir string, instances int) (*host.Executor, *
 	}
 	m.Connector.Module = modPath
 	ex, err := host.Open(ctx, host.Options{DataDir: dir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
-	return ex, m, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := waitForPool(ctx, ex); err != nil {
+		ex.Close(ctx)
+		return nil, nil, err
+	}
+	return ex, m, nil
+}
+
+// waitForPool waits until ex has filled the no-op connector's pool, which
+// Open does in the background, so that no measured call shares the CPUs
+// with instantiation (tens of milliseconds of CPU per instance).
+func waitForPool(ctx context.Context, ex *host.Executor) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, _ := ex.PoolStats("noop")
+		switch {
+		case st.Idle+st.Busy >= st.Size:
+			return nil
+		case ctx.Err() != nil || time.Now().After(deadline):
+			return fmt.Errorf("bench: the no-op connector's pool did not fill (%d of %d instances): %w",
+				st.Idle+st.Busy, st.Size, cmp.Or(ctx.Err(), context.DeadlineExceeded))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // noopCall returns a function that executes tool (noop.echo or noop.keyed)

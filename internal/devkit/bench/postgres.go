@@ -581,6 +581,11 @@ func pgExecutor(ctx context.Context, dsn string, maxConns int32, concurrency int
 		os.RemoveAll(cache)
 		return nil, nil, err
 	}
+	if err := waitForPool(ctx, ex); err != nil {
+		_ = ex.Close(context.WithoutCancel(ctx))
+		os.RemoveAll(cache)
+		return nil, nil, err
+	}
 	var seq atomic.Int64
 	run := func() error {
 		i := seq.Add(1)
