@@ -128,10 +128,12 @@ type DB struct {
 	found    *witness.File
 	frozen   bool
 
-	// lazy is set by a lazy commit (written, not synced) and cleared by
-	// the background syncer before it syncs the log.
-	lazy                   atomic.Bool
-	stopSyncer, syncerDone chan struct{}
+	// lazyWrites counts lazy commits (written, not synced), lazyDurable
+	// how many of the first of them are known durable (a synced commit or
+	// the syncer came after them), and lazySyncs the syncer's own syncs.
+	// The syncer syncs only while lazyDurable < lazyWrites.
+	lazyWrites, lazyDurable, lazySyncs atomic.Uint64
+	stopSyncer, syncerDone             chan struct{}
 }
 
 var _ Ledger = (*DB)(nil)

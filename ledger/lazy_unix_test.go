@@ -26,8 +26,13 @@ const lazyHelperEnv = "LEDGER_TEST_LAZY_HELPER"
 // SIGKILLs itself:
 //
 //	a, b: created, succeeded lazily, then c created → c's synced write makes both durable
-//	d: created, succeeded lazily, then syncLazy     → the background sync makes it durable
-//	e: created, succeeded lazily, then the kill      → the outcome is lost
+//	f: created, succeeded lazily, then g created     → g's synced write makes f durable,
+//	   then syncLazy                                   so the background sync does not sync
+//	d, e: created; d succeeded lazily, then syncLazy → the background sync makes d durable
+//	      (no synced write comes after it)
+//	e: succeeded lazily, then the kill               → the outcome is lost
+//
+// It prints "ready" and the number of background syncs (1: d's).
 func lazyHelper(dir string) {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "lazy helper:", err)
@@ -39,27 +44,35 @@ func lazyHelper(dir string) {
 	if err != nil {
 		fail(err)
 	}
-	lazy := func(id string) {
+	create := func(id string) {
 		rec := dispatchedRecord(id)
 		rec.Policy = PolicyIdempotentRetry
 		if _, err := db.Create(ctx, rec, Event{}); err != nil {
 			fail(err)
 		}
+	}
+	succeedLazily := func(id string) {
 		t := succeed(1)
 		t.Lazy = true
 		if _, err := db.Apply(ctx, id, t); err != nil {
 			fail(err)
 		}
 	}
-	lazy("a")
-	lazy("b")
-	if _, err := db.Create(ctx, dispatchedRecord("c"), Event{}); err != nil {
-		fail(err)
+	for _, id := range []string{"a", "b"} {
+		create(id)
+		succeedLazily(id)
 	}
-	lazy("d")
+	create("c")
+	create("f")
+	succeedLazily("f")
+	create("g")
 	db.syncLazy()
-	lazy("e")
-	fmt.Println("ready")
+	create("d")
+	create("e")
+	succeedLazily("d")
+	db.syncLazy()
+	succeedLazily("e")
+	fmt.Println("ready", db.lazySyncs.Load())
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
@@ -80,14 +93,15 @@ func TestLazyTransitionsAfterAPowerLoss(t *testing.T) {
 	err := cmd.Run()
 	var ee *exec.ExitError
 	require.True(t, errors.As(err, &ee), "helper: %v %s", err, stderr.String())
-	require.Equal(t, "ready\n", stdout.String(), stderr.String())
+	require.Equal(t, "ready 1\n", stdout.String(), "the background syncs: only d's; %s", stderr.String())
 
 	ctx := context.Background()
 	db, err := Open(ctx, Options{Dir: dir, Logger: discardLogger()})
 	require.NoError(t, err)
 	defer db.Close()
 	for id, want := range map[string]State{
-		"a": StateSucceeded, "b": StateSucceeded, "c": StateDispatched, "d": StateSucceeded, "e": StateDispatched,
+		"a": StateSucceeded, "b": StateSucceeded, "c": StateDispatched, "d": StateSucceeded,
+		"f": StateSucceeded, "g": StateDispatched, "e": StateDispatched,
 	} {
 		rec, err := db.Get(ctx, id)
 		require.NoError(t, err, id)

@@ -193,14 +193,28 @@ func (d *DB) runLazySyncer() {
 	}
 }
 
-// syncLazy syncs the write-ahead log if a lazy write waits for it.
+// syncLazy syncs the write-ahead log if a lazy write waits for it: one
+// that no synced commit has made durable since.
 func (d *DB) syncLazy() {
-	if !d.lazy.Swap(false) {
+	n := d.lazyWrites.Load()
+	if d.lazyDurable.Load() >= n {
 		return
 	}
 	if err := d.db.LogData(nil, pebble.Sync); err != nil {
-		d.lazy.Store(true)
 		d.opts.Logger.Error("ledger: sync lazy writes", "err", err)
+		return
+	}
+	d.lazySyncs.Add(1)
+	d.noteLazyDurable(n)
+}
+
+// noteLazyDurable records that the first n lazy writes are durable.
+func (d *DB) noteLazyDurable(n uint64) {
+	for {
+		cur := d.lazyDurable.Load()
+		if cur >= n || d.lazyDurable.CompareAndSwap(cur, n) {
+			return
+		}
 	}
 }
 
@@ -289,7 +303,7 @@ func (d *DB) commit(b *pebble.Batch, fc countChange, rec *Record) error {
 func (d *DB) commitLazy(b *pebble.Batch, fc countChange, rec *Record) error {
 	err := d.commitWith(b, fc, pebble.NoSync, rec)
 	if err == nil {
-		d.lazy.Store(true)
+		d.lazyWrites.Add(1)
 	}
 	return err
 }
@@ -298,7 +312,16 @@ func (d *DB) commitWith(b *pebble.Batch, fc countChange, wo *pebble.WriteOptions
 	if add := fc.added(); !add.zero() {
 		d.noteCounts(add)
 	}
+	// A synced commit makes every write before it in the log durable
+	// (Pebble syncs the log up to its record, and syncs a log it rotates
+	// away from before it writes to the next one), so also each lazy
+	// write that had committed when it began: the syncer need not sync
+	// for those.
+	lazyBefore := d.lazyWrites.Load()
 	err := b.Commit(wo)
+	if err == nil && wo.Sync {
+		d.noteLazyDurable(lazyBefore)
+	}
 	if err == nil {
 		n := d.writes.Add(1)
 		if d.sessions != nil {
