@@ -630,6 +630,61 @@ func TestFleetFencedSession(t *testing.T) {
 	require.Equal(t, 4, f.h.prov.count())
 }
 
+// TestFleetFenceHoldsGatedCalls is TestFenceHoldsApprovedCalls on the
+// fleet: a call of node a's session becomes recovery_required through node
+// b's recovery, and on b the session's approved call (the resumed path) is
+// not dispatched and a new gated call records no request, until the fence
+// is lifted.
+func TestFleetFenceHoldsGatedCalls(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	a, b := f.start("a", nil), f.start("b", nil)
+	approve := func(c host.ToolCall) {
+		t.Helper()
+		res, err := a.Execute(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, host.StatusAwaitingApproval, res.Status)
+		_, err = a.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+		require.NoError(t, err)
+	}
+	held, uncertain := call("s1", "held", `{"n":1}`), call("s1", "uncertain", `{"n":2}`)
+	approve(held)
+	approve(uncertain)
+	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, uncertain) })
+	host.FreezeNode(a)
+	testenv.ExpireNodeLease(t, f.dsn, "a")
+	_, err := b.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.h.prov.count())
+
+	_, err = b.Execute(ctx, held)
+	var fe *host.FencedError
+	require.ErrorAs(t, err, &fe, "the approved call is held")
+	require.Len(t, fe.Calls, 1)
+	require.Equal(t, "uncertain", fe.Calls[0].ToolCallID)
+	heldID := ledger.ExecutionID(ledger.DefaultNamespace, "s1", "held")
+	rec, _, err := b.Get(ctx, heldID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateApproved, rec.State, "the held call keeps its approval")
+
+	_, err = b.Execute(ctx, call("s1", "new", `{"n":3}`))
+	require.ErrorAs(t, err, &fe, "a new gated call in the fenced session")
+	_, _, err = b.Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "new"))
+	require.ErrorIs(t, err, host.ErrNotFound, "the refused gated call recorded no request")
+	require.Equal(t, 1, f.h.prov.count(), "nothing dispatched in the fenced session")
+
+	_, err = b.Resolve(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "uncertain"),
+		host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
+	require.NoError(t, err)
+	res, err := b.Execute(ctx, held)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status, "dispatched once the fence is lifted")
+	res, err = b.Execute(ctx, call("s1", "new", `{"n":3}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusAwaitingApproval, res.Status, "a new gated call waits for its approval again")
+	require.Equal(t, 2, f.h.prov.count())
+}
+
 // fenceReads is a node's fleet ledger that counts its Fenced reads.
 type fenceReads struct {
 	*pgledger.DB
