@@ -685,6 +685,42 @@ func TestFleetFenceHoldsGatedCalls(t *testing.T) {
 	require.Equal(t, 2, f.h.prov.count())
 }
 
+// TestFleetFenceHoldsRepeats: in a session fenced through another node's
+// recovery, a call that repeats the uncertain one's intent under a new id
+// (held as a duplicate otherwise) and a guarded call of another intent are
+// refused as fenced and record nothing; once the fence is lifted the
+// repeat is held as a duplicate.
+func TestFleetFenceHoldsRepeats(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApplyField("duplicate_window", "10m"))
+	a, b := f.start("a", nil), f.start("b", nil)
+	uncertain := call("s1", "uncertain", `{"n":1}`)
+	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, uncertain) })
+	host.FreezeNode(a)
+	testenv.ExpireNodeLease(t, f.dsn, "a")
+	_, err := b.Recover(ctx)
+	require.NoError(t, err)
+
+	for _, c := range []host.ToolCall{call("s1", "repeat", `{"n":1}`), call("s1", "other", `{"n":2}`)} {
+		_, err := b.Execute(ctx, c)
+		var fe *host.FencedError
+		require.ErrorAs(t, err, &fe, c.ToolCallID)
+		require.Equal(t, "uncertain", fe.Calls[0].ToolCallID)
+		_, _, err = b.Get(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", c.ToolCallID))
+		require.ErrorIs(t, err, host.ErrNotFound, "the refused call %s recorded nothing", c.ToolCallID)
+	}
+	require.Equal(t, 1, f.h.prov.count())
+
+	_, err = b.Resolve(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "uncertain"),
+		host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
+	require.NoError(t, err)
+	res, err := b.Execute(ctx, call("s1", "repeat", `{"n":1}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusAwaitingApproval, res.Status, "the repeat is held once the fence is lifted")
+	require.NotEmpty(t, res.DuplicateOf)
+	require.Equal(t, 1, f.h.prov.count())
+}
+
 // fenceReads is a node's fleet ledger that counts its Fenced reads.
 type fenceReads struct {
 	*pgledger.DB
