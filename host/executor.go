@@ -222,7 +222,16 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("ApprovalKeys[%q] has %d bytes; use ApprovalKey of the principal's token", name, len(key)))
 		}
 	}
-	if _, fleet := o.Ledger.(ledger.Fleet); fleet {
+	_, fleet := o.Ledger.(ledger.Fleet)
+	if _, leased := o.Ledger.(interface {
+		RegisterNode(context.Context, string, time.Duration) (ledger.Lease, error)
+	}); leased && !fleet {
+		// Fleet mode is chosen by the type: a shared ledger that lacks a
+		// method of ledger.Fleet (one added since it was written) would
+		// otherwise run without leases, fencing or owned writes.
+		errs = append(errs, fmt.Errorf("Ledger %T registers node leases but does not implement all of ledger.Fleet (CreateOwnedUnfenced and the others), so it cannot run as a fleet ledger", o.Ledger))
+	}
+	if fleet {
 		if o.Node == "" {
 			errs = append(errs, errors.New("Node is required on a fleet ledger (each node of the fleet needs its own id)"))
 		}

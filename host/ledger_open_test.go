@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,4 +46,27 @@ func TestOpenRefusesLostLedger(t *testing.T) {
 	aside, err := filepath.Glob(dir + ".mark.aside-*")
 	require.NoError(t, err)
 	require.Len(t, aside, 1, "the old mark is kept aside")
+}
+
+// partialFleet is a shared ledger written against an older ledger.Fleet:
+// it registers node leases but lacks the methods added since.
+type partialFleet struct{ ledger.Ledger }
+
+func (partialFleet) RegisterNode(context.Context, string, time.Duration) (ledger.Lease, error) {
+	return ledger.Lease{}, nil
+}
+
+// TestOpenRefusesPartialFleet: fleet mode is chosen by the ledger's type,
+// so a shared ledger that misses a method of ledger.Fleet is refused
+// rather than run as a single-node ledger (no leases, no owned writes).
+func TestOpenRefusesPartialFleet(t *testing.T) {
+	ctx := context.Background()
+	led, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(t.TempDir(), "ledger")})
+	require.NoError(t, err)
+	defer led.Close()
+	h := newHarness(t, "manual")
+	o := h.options()
+	o.DataDir, o.Ledger, o.Node = "", partialFleet{led}, "a"
+	_, err = host.Open(ctx, o)
+	require.ErrorContains(t, err, "host_test.partialFleet registers node leases but does not implement all of ledger.Fleet")
 }

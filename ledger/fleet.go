@@ -67,7 +67,10 @@ type Claim struct {
 // node is consumed by whichever node dispatches, and an attempt is never
 // decided twice.
 //
-// package ledger/pgledger implements it on PostgreSQL.
+// package ledger/pgledger implements it on PostgreSQL. The executor runs
+// in fleet mode when its ledger implements Fleet, and refuses one that
+// has RegisterNode but not every other method (written against an
+// earlier Fleet), rather than run it as a single node's ledger.
 type Fleet interface {
 	Ledger
 	// RegisterNode starts a new lease for node, valid for ttl: a new
