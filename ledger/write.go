@@ -176,36 +176,45 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	return rec, nil
 }
 
-// runLazySyncer syncs the log every LazySyncInterval while lazy writes
-// wait, so a lazy transition is durable within that bound.
+// runLazySyncer makes each lazy write durable within LazySyncInterval.
+// It looks every half interval, and syncs the log only for lazy writes
+// that were already there at its previous look and that no synced commit
+// has covered since: so each waits at most the interval, and under a flow
+// of calls (each new call's intent is a synced commit, which covers every
+// lazy write before it within milliseconds) the syncer has nothing to do.
+// Syncing at every look instead would sync nearly every time under
+// concurrency, when some lazy write is always a moment old.
 func (d *DB) runLazySyncer() {
 	defer close(d.syncerDone)
-	t := time.NewTicker(d.opts.LazySyncInterval)
+	t := time.NewTicker(max(d.opts.LazySyncInterval/2, 1))
 	defer t.Stop()
+	var seen uint64 // lazy writes committed at the previous look
 	for {
 		select {
 		case <-d.stopSyncer:
-			d.syncLazy()
+			d.syncLazy(d.lazyWrites.Load())
 			return
 		case <-t.C:
-			d.syncLazy()
+			before := seen
+			seen = d.lazyWrites.Load()
+			d.syncLazy(before)
 		}
 	}
 }
 
-// syncLazy syncs the write-ahead log if a lazy write waits for it: one
-// that no synced commit has made durable since.
-func (d *DB) syncLazy() {
-	n := d.lazyWrites.Load()
+// syncLazy syncs the write-ahead log if one of the first n lazy writes is
+// not known durable (a synced commit or an earlier sync came after it).
+func (d *DB) syncLazy(n uint64) {
 	if d.lazyDurable.Load() >= n {
 		return
 	}
+	all := d.lazyWrites.Load() // the sync covers every write committed before it
 	if err := d.db.LogData(nil, pebble.Sync); err != nil {
 		d.opts.Logger.Error("ledger: sync lazy writes", "err", err)
 		return
 	}
 	d.lazySyncs.Add(1)
-	d.noteLazyDurable(n)
+	d.noteLazyDurable(all)
 }
 
 // noteLazyDurable records that the first n lazy writes are durable.
