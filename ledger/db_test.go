@@ -547,17 +547,23 @@ func TestBlockCacheSurvivesMemtables(t *testing.T) {
 	_, err = getRecord(db.db, "cached") // loads the blocks
 	require.NoError(t, err)
 	// A background flush or compaction that moves the record makes the
-	// next read miss, so a window in which one ran is measured again;
-	// without room in the cache every one of the reads misses.
-	for window := 0; ; window++ {
+	// next read miss, so only a quiet window is measured: none ran or was
+	// running at either end of it. Without room in the cache every one of
+	// the reads misses. The filler's flushes can outlast many windows under
+	// the race detector, so quiet is waited for by time, not by count.
+	busy := func(m *pebble.Metrics) bool {
+		return m.Flush.NumInProgress+m.Compact.NumInProgress > 0
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		m := db.db.Metrics()
-		before, moves := m.BlockCache, m.Flush.Count+m.Compact.Count
+		before, moves, wasBusy := m.BlockCache, m.Flush.Count+m.Compact.Count, busy(m)
 		for range 100 {
 			_, err = getRecord(db.db, "cached")
 			require.NoError(t, err)
 		}
 		m = db.db.Metrics()
-		if m.Flush.Count+m.Compact.Count != moves && window < 20 {
+		if (wasBusy || busy(m) || m.Flush.Count+m.Compact.Count != moves) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
 			continue
 		}
 		after := m.BlockCache
