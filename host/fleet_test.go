@@ -280,6 +280,21 @@ func (f *fleet) pauseMidCall(a, b *host.Executor, c host.ToolCall) <-chan answer
 	return done
 }
 
+// takeOverUncertain leaves c uncertain on node a (it crashes after the
+// connector returned), lets a's lease run out, and has node b's recovery
+// claim a's calls, which fences c's session. It returns b's report.
+func (f *fleet) takeOverUncertain(a, b *host.Executor, c host.ToolCall) host.RecoveryReport {
+	f.t.Helper()
+	ctx := context.Background()
+	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c) })
+	host.FreezeNode(a)
+	l, _, _ := a.NodeLease()
+	testenv.ExpireNodeLease(f.t, f.dsn, l.Node)
+	rep, err := b.Recover(ctx)
+	require.NoError(f.t, err)
+	return rep
+}
+
 // TestFleetPausedNodeWritesNothing: node a is paused in the middle of a
 // call (the provider holds its request); its lease expires and node b
 // takes the call over. When a resumes, the ledger refuses its write of the
@@ -597,12 +612,7 @@ func TestFleetFencedSession(t *testing.T) {
 	require.Equal(t, host.StatusSucceeded, first.Status)
 	require.Zero(t, reads.n.Load(), "a new call reads no fence before its insert")
 	c1 := call("s1", "c1", `{"n":1}`)
-	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c1) })
-	host.FreezeNode(a)
-	testenv.ExpireNodeLease(t, f.dsn, "a")
-	rep, err := b.Recover(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, rep.Claimed)
+	require.Equal(t, 1, f.takeOverUncertain(a, b, c1).Claimed)
 	res, err := b.Execute(ctx, c1)
 	require.NoError(t, err)
 	require.Equal(t, host.StatusRecoveryRequired, res.Status, "the recorded call is answered in its fenced session")
@@ -650,14 +660,10 @@ func TestFleetFenceHoldsGatedCalls(t *testing.T) {
 	held, uncertain := call("s1", "held", `{"n":1}`), call("s1", "uncertain", `{"n":2}`)
 	approve(held)
 	approve(uncertain)
-	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, uncertain) })
-	host.FreezeNode(a)
-	testenv.ExpireNodeLease(t, f.dsn, "a")
-	_, err := b.Recover(ctx)
-	require.NoError(t, err)
+	f.takeOverUncertain(a, b, uncertain)
 	require.Equal(t, 1, f.h.prov.count())
 
-	_, err = b.Execute(ctx, held)
+	_, err := b.Execute(ctx, held)
 	var fe *host.FencedError
 	require.ErrorAs(t, err, &fe, "the approved call is held")
 	require.Len(t, fe.Calls, 1)
@@ -695,11 +701,7 @@ func TestFleetFenceHoldsRepeats(t *testing.T) {
 	f := newFleet(t, "manual", withApplyField("duplicate_window", "10m"))
 	a, b := f.start("a", nil), f.start("b", nil)
 	uncertain := call("s1", "uncertain", `{"n":1}`)
-	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, uncertain) })
-	host.FreezeNode(a)
-	testenv.ExpireNodeLease(t, f.dsn, "a")
-	_, err := b.Recover(ctx)
-	require.NoError(t, err)
+	f.takeOverUncertain(a, b, uncertain)
 
 	for _, c := range []host.ToolCall{call("s1", "repeat", `{"n":1}`), call("s1", "other", `{"n":2}`)} {
 		_, err := b.Execute(ctx, c)
@@ -711,7 +713,7 @@ func TestFleetFenceHoldsRepeats(t *testing.T) {
 	}
 	require.Equal(t, 1, f.h.prov.count())
 
-	_, err = b.Resolve(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "uncertain"),
+	_, err := b.Resolve(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "uncertain"),
 		host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
 	require.NoError(t, err)
 	res, err := b.Execute(ctx, call("s1", "repeat", `{"n":1}`))
