@@ -117,14 +117,7 @@ func TestLazyTransitionSurvivesClose(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ledger")
 	db, err := Open(ctx, Options{Dir: dir, Logger: discardLogger(), LazySyncInterval: time.Hour})
 	require.NoError(t, err)
-	rec := dispatchedRecord("a")
-	rec.Policy = PolicyReconcile
-	_, err = db.Create(ctx, rec, Event{})
-	require.NoError(t, err)
-	tr := succeed(1)
-	tr.Lazy = true
-	_, err = db.Apply(ctx, "a", tr)
-	require.NoError(t, err)
+	createSucceededLazily(t, db, "a", PolicyReconcile)
 	require.NoError(t, db.Close())
 	db, err = Open(ctx, Options{Dir: dir, Logger: discardLogger()})
 	require.NoError(t, err)
@@ -142,15 +135,23 @@ func TestLazySyncerSyncsAnUncoveredWrite(t *testing.T) {
 	db, err := Open(ctx, Options{Dir: filepath.Join(t.TempDir(), "ledger"), Logger: discardLogger(), LazySyncInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	defer db.Close()
-	rec := dispatchedRecord("a")
-	rec.Policy = PolicyIdempotentRetry
-	_, err = db.Create(ctx, rec, Event{})
-	require.NoError(t, err)
-	tr := succeed(1)
-	tr.Lazy = true
-	_, err = db.Apply(ctx, "a", tr)
-	require.NoError(t, err)
+	createSucceededLazily(t, db, "a", PolicyIdempotentRetry)
 	require.Eventually(t, func() bool { return db.lazyDurable.Load() == 1 }, 10*time.Second, time.Millisecond,
 		"the syncer never made the lazy write durable")
 	require.Equal(t, uint64(1), db.lazySyncs.Load())
+}
+
+// createSucceededLazily records a dispatched call id under policy and
+// its success as a lazy transition.
+func createSucceededLazily(t *testing.T, db *DB, id, policy string) {
+	t.Helper()
+	ctx := context.Background()
+	rec := dispatchedRecord(id)
+	rec.Policy = policy
+	_, err := db.Create(ctx, rec, Event{})
+	require.NoError(t, err)
+	tr := succeed(1)
+	tr.Lazy = true
+	_, err = db.Apply(ctx, id, tr)
+	require.NoError(t, err)
 }
