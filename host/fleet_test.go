@@ -271,13 +271,20 @@ func (f *fleet) pauseMidCall(a, b *host.Executor, c host.ToolCall) <-chan answer
 		done <- answer{res, err}
 	}()
 	f.h.prov.waitHeld(f.t)
-	host.FreezeNode(a) // paused: no renewals
+	require.Equal(f.t, 1, f.takeOver(a, b).Claimed)
+	return done
+}
+
+// takeOver pauses node a (no renewals) past its lease and runs node b's
+// recovery, which claims a's unfinished calls. It returns b's report.
+func (f *fleet) takeOver(a, b *host.Executor) host.RecoveryReport {
+	f.t.Helper()
+	host.FreezeNode(a)
 	l, _, _ := a.NodeLease()
 	testenv.ExpireNodeLease(f.t, f.dsn, l.Node)
-	rep, err := b.Recover(ctx)
+	rep, err := b.Recover(context.Background())
 	require.NoError(f.t, err)
-	require.Equal(f.t, 1, rep.Claimed)
-	return done
+	return rep
 }
 
 // takeOverUncertain leaves c uncertain on node a (it crashes after the
@@ -285,14 +292,8 @@ func (f *fleet) pauseMidCall(a, b *host.Executor, c host.ToolCall) <-chan answer
 // claim a's calls, which fences c's session. It returns b's report.
 func (f *fleet) takeOverUncertain(a, b *host.Executor, c host.ToolCall) host.RecoveryReport {
 	f.t.Helper()
-	ctx := context.Background()
-	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(ctx, c) })
-	host.FreezeNode(a)
-	l, _, _ := a.NodeLease()
-	testenv.ExpireNodeLease(f.t, f.dsn, l.Node)
-	rep, err := b.Recover(ctx)
-	require.NoError(f.t, err)
-	return rep
+	f.h.crashDuring(crash.AfterPluginReturn, func() { _, _ = a.Execute(context.Background(), c) })
+	return f.takeOver(a, b)
 }
 
 // TestFleetPausedNodeWritesNothing: node a is paused in the middle of a
