@@ -39,3 +39,27 @@ func BenchmarkExecuteParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExecute is the same Execute from one caller: the sequential run
+// of `connhost bench ledger`, for a CPU profile of one execution's path
+// without contention.
+func BenchmarkExecute(b *testing.B) {
+	for _, tool := range []string{"noop.echo", "noop.keyed"} {
+		b.Run(tool, func(b *testing.B) {
+			ctx := context.Background()
+			ex, _, err := openNoop(ctx, b.TempDir(), 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ex.Close(ctx)
+			var seq atomic.Int64
+			call := noopCall(ctx, ex, tool, &seq)
+			b.ResetTimer()
+			for range b.N {
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -127,6 +127,18 @@ type LedgerReport struct {
 	SeqRatio                float64 `json:"execute_seq_over_raw_seq"`
 	ParRatio                float64 `json:"execute_par_over_raw_par"`
 	RecoverRatio            float64 `json:"recover_history_over_pending_only"`
+	// The floor (OpenFloorBench): raw's two synced batches under derived
+	// ids, each looked up first, the storage work any ledger keyed by
+	// derived execution ids must do. The ledger's writes and a manual
+	// Execute against it, in the same rounds.
+	FloorSeqMicros          float64 `json:"floor_seq_us"`
+	FloorParPerSecond       float64 `json:"floor_par_per_s"`
+	FloorSeqRatio           float64 `json:"floor_seq_over_raw_seq"`
+	FloorParRatio           float64 `json:"floor_par_over_raw_par"`
+	LedgerSeqOverFloorRatio float64 `json:"ledger_seq_over_floor_seq"`
+	LedgerParOverFloorRatio float64 `json:"ledger_par_over_floor_par"`
+	SeqOverFloorRatio       float64 `json:"execute_seq_over_floor_seq"`
+	ParOverFloorRatio       float64 `json:"execute_par_over_floor_par"`
 	Rounds                  int     `json:"rounds"`
 	History                 int     `json:"history"`
 	Pending                 int     `json:"pending"`
@@ -259,18 +271,9 @@ func measureSyncShares(o LedgerOptions, rep *LedgerReport, raw *RawBench, exLedg
 	for _, callers := range o.SyncCallers {
 		ops := max(o.ParOps/o.Rounds, 20*callers)
 		o.Progress(fmt.Sprintf("fsync sharing: %d rounds at %d callers", o.Rounds, callers))
-		rawFn := func() error { return rawOp(raw.db, raw.next.Add(1), raw.record, raw.event, pebble.Sync) }
 		var rounds []SyncShare
 		for range o.Rounds {
-			// rawOp commits two batches: counted here, since countedRun
-			// calls it directly rather than through raw.Run.
-			r, err := countedRun(ops, callers, func() error {
-				err := rawFn()
-				if err == nil {
-					raw.commits.Add(2)
-				}
-				return err
-			}, raw)
+			r, err := countedRun(ops, callers, func() error { return raw.op(pebble.Sync) }, raw)
 			if err != nil {
 				return err
 			}
@@ -405,6 +408,11 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		return rep, err
 	}
 	defer raw.Close()
+	floor, err := OpenFloorBench(filepath.Join(o.Dir, "floor"))
+	if err != nil {
+		return rep, err
+	}
+	defer floor.Close()
 
 	o.Progress("building the noop connector")
 	exDir := filepath.Join(o.Dir, "exec")
@@ -429,7 +437,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		ex.Close(ctx)
 		return rep, err
 	}
-	err = measureWrites(ctx, o, &rep, raw, writeOnly, run, runLazy)
+	err = measureWrites(ctx, o, &rep, raw, floor, writeOnly, run, runLazy)
 	if err == nil {
 		exLedger, ok := ex.Ledger().(walCounter)
 		if !ok {
@@ -496,8 +504,11 @@ func compareOpens(open func(ledger string) (float64, error), pendingOnly, withHi
 // machine load and databases of similar age (on a shared machine the load
 // changes within seconds, and one long run of each compares different
 // machines), and fills rep's write figures.
-func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw *RawBench, writeOnly, execute, executeLazy func() error) error {
+func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw, floor *RawBench, writeOnly, execute, executeLazy func() error) error {
 	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
+		return err
+	}
+	if _, _, err := floor.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
 		return err
 	}
 	if _, err := parallel(2*o.Concurrency, o.Concurrency, writeOnly); err != nil {
@@ -507,14 +518,21 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	var rawPerS, ledPerS, exePerS, ledParRatios, exeParRatios []float64
 	var rawLazyUs, lazyUs, lazySeqRatios, lazySeqLazyRatios []float64
 	var rawLazyPerS, lazyPerS, lazyParRatios []float64
+	var floorUs, floorPerS, floorSeqRatios, floorParRatios []float64
+	var ledSeqFloorRatios, exeSeqFloorRatios, ledParFloorRatios, exeParFloorRatios []float64
 	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
 	for r := range o.Rounds {
-		o.Progress(fmt.Sprintf("round %d of %d: raw, ledger and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
+		o.Progress(fmt.Sprintf("round %d of %d: raw, floor, ledger and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
 		rawPerOp, _, err := raw.Run(ctx, seqOps, 1)
 		if err != nil {
 			return err
 		}
 		rUs := float64(rawPerOp) / float64(time.Microsecond)
+		floorPerOp, _, err := floor.Run(ctx, seqOps, 1)
+		if err != nil {
+			return err
+		}
+		fUs := float64(floorPerOp) / float64(time.Microsecond)
 		lUs, err := sequential(seqOps, writeOnly)
 		if err != nil {
 			return err
@@ -524,6 +542,10 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 			return err
 		}
 		_, rRate, err := raw.Run(ctx, parOps, o.Concurrency)
+		if err != nil {
+			return err
+		}
+		_, fRate, err := floor.Run(ctx, parOps, o.Concurrency)
 		if err != nil {
 			return err
 		}
@@ -556,6 +578,10 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 		lazySeqRatios, lazySeqLazyRatios = append(lazySeqRatios, zUs/rUs), append(lazySeqLazyRatios, zUs/rlUs)
 		rawLazyPerS, lazyPerS, lazyParRatios = append(rawLazyPerS, rlRate), append(lazyPerS, zRate), append(lazyParRatios, zRate/rRate)
 		rawUs, ledUs, exeUs = append(rawUs, rUs), append(ledUs, lUs), append(exeUs, eUs)
+		floorUs, floorPerS = append(floorUs, fUs), append(floorPerS, fRate)
+		floorSeqRatios, floorParRatios = append(floorSeqRatios, fUs/rUs), append(floorParRatios, fRate/rRate)
+		ledSeqFloorRatios, exeSeqFloorRatios = append(ledSeqFloorRatios, lUs/fUs), append(exeSeqFloorRatios, eUs/fUs)
+		ledParFloorRatios, exeParFloorRatios = append(ledParFloorRatios, lRate/fRate), append(exeParFloorRatios, eRate/fRate)
 		ledSeqRatios, exeSeqRatios = append(ledSeqRatios, lUs/rUs), append(exeSeqRatios, eUs/rUs)
 		rawPerS, ledPerS, exePerS = append(rawPerS, rRate), append(ledPerS, lRate), append(exePerS, eRate)
 		ledParRatios, exeParRatios = append(ledParRatios, lRate/rRate), append(exeParRatios, eRate/rRate)
@@ -567,6 +593,10 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw 
 	rep.RawLazySeqMicros, rep.LazySeqMicros = median(rawLazyUs), median(lazyUs)
 	rep.LazySeqRatio, rep.LazySeqOverRawLazyRatio = median(lazySeqRatios), median(lazySeqLazyRatios)
 	rep.RawLazyParPerSecond, rep.LazyParPerSecond, rep.LazyParRatio = median(rawLazyPerS), median(lazyPerS), median(lazyParRatios)
+	rep.FloorSeqMicros, rep.FloorParPerSecond = median(floorUs), median(floorPerS)
+	rep.FloorSeqRatio, rep.FloorParRatio = median(floorSeqRatios), median(floorParRatios)
+	rep.LedgerSeqOverFloorRatio, rep.SeqOverFloorRatio = median(ledSeqFloorRatios), median(exeSeqFloorRatios)
+	rep.LedgerParOverFloorRatio, rep.ParOverFloorRatio = median(ledParFloorRatios), median(exeParFloorRatios)
 	return nil
 }
 

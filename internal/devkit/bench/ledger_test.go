@@ -31,6 +31,10 @@ func TestRunLedger(t *testing.T) {
 		"witness_seq_us": rep.WitnessSeqMicros, "no_witness_seq_us": rep.NoWitnessSeqMicros, "witness seq ratio": rep.WitnessSeqRatio,
 		"witness_par_per_s": rep.WitnessParPerSecond, "no_witness_par_per_s": rep.NoWitnessParPerSecond, "witness par ratio": rep.WitnessParRatio,
 		"witness bytes": float64(rep.WitnessBytes),
+		"floor_seq_us":  rep.FloorSeqMicros, "floor_par_per_s": rep.FloorParPerSecond,
+		"floor seq ratio": rep.FloorSeqRatio, "floor par ratio": rep.FloorParRatio,
+		"ledger seq over floor": rep.LedgerSeqOverFloorRatio, "ledger par over floor": rep.LedgerParOverFloorRatio,
+		"execute seq over floor": rep.SeqOverFloorRatio, "execute par over floor": rep.ParOverFloorRatio,
 	} {
 		require.Positive(t, v, name)
 	}
@@ -49,7 +53,7 @@ func TestRunLedger(t *testing.T) {
 	}
 	require.Equal(t, 3, rep.Rounds)
 	require.Equal(t, 300, rep.History)
-	require.Contains(t, phases, "round 3 of 3: raw, ledger and execute, sequential and with 4 callers")
+	require.Contains(t, phases, "round 3 of 3: raw, floor, ledger and execute, sequential and with 4 callers")
 	_, err = os.Stat(dir)
 	require.True(t, os.IsNotExist(err), "scratch directory left behind: %v", err)
 }

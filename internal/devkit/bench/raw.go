@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,18 +47,36 @@ type RawBench struct {
 	next          atomic.Int64
 	commits       atomic.Uint64
 	record, event []byte
+	// derived: the floor's operation (OpenFloorBench) in place of raw's.
+	derived bool
 }
 
 // OpenRawBench opens a plain Pebble database in dir for RawBench.Run. The
 // caller must Close it.
 func OpenRawBench(dir string) (*RawBench, error) {
+	return openRaw(dir, false)
+}
+
+// OpenFloorBench is OpenRawBench for the floor of any ledger that keys an
+// execution by an id derived from its caller's ids, as connhost's does:
+// each operation is raw's, but under an id hashed as ledger.ExecutionID
+// hashes one (so its inserts land anywhere in the memtable, not at its
+// end), and it first looks the id up (a new execution must not exist
+// already). Raw's own keys are sequential, which no such ledger can have,
+// so the ledger's writes measured against the floor show what the ledger
+// adds beyond the work its identity model makes unavoidable.
+func OpenFloorBench(dir string) (*RawBench, error) {
+	return openRaw(dir, true)
+}
+
+func openRaw(dir string, derived bool) (*RawBench, error) {
 	popts := pebbleconf.Options(ledger.DefaultCacheBytes, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer popts.Cache.Unref()
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("bench: raw open %s: %w", dir, err)
 	}
-	rb := &RawBench{db: db, record: make([]byte, 600), event: make([]byte, 200)}
+	rb := &RawBench{db: db, record: make([]byte, 600), event: make([]byte, 200), derived: derived}
 	for i := range rb.record {
 		rb.record[i] = byte('a' + i%26)
 	}
@@ -104,11 +123,10 @@ func (rb *RawBench) run(ctx context.Context, ops, concurrency int, second *pebbl
 	for range concurrency {
 		wg.Go(func() {
 			for done.Add(1) <= int64(ops) && ctx.Err() == nil {
-				if err := rawOp(rb.db, rb.next.Add(1), rb.record, rb.event, second); err != nil {
+				if err := rb.op(second); err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
-				rb.commits.Add(2)
 			}
 		})
 	}
@@ -123,11 +141,35 @@ func (rb *RawBench) run(ctx context.Context, ops, concurrency int, second *pebbl
 	return elapsed / time.Duration(ops), float64(ops) / elapsed.Seconds(), nil
 }
 
+// op performs one operation under a new id, its second batch committed
+// with second, and counts its two commits.
+func (rb *RawBench) op(second *pebble.WriteOptions) error {
+	i := rb.next.Add(1)
+	id := fmt.Sprintf("ex_%026d", i)
+	if rb.derived {
+		id = ledger.ExecutionID("bench", "floor", strconv.FormatInt(i, 10))
+	}
+	if err := rawOp(rb.db, id, rb.derived, rb.record, rb.event, second); err != nil {
+		return err
+	}
+	rb.commits.Add(2)
+	return nil
+}
+
 // rawOp writes what the ledger writes for one execution, as plain keys of
 // the same shape and size (record, event, pending entry), in two batches:
-// the first synced, the second committed with second.
-func rawOp(db *pebble.DB, i int64, record, event []byte, second *pebble.WriteOptions) error {
-	id := fmt.Sprintf("ex_%026d", i)
+// the first synced, the second committed with second. With check it first
+// looks the record up, and fails if it exists.
+func rawOp(db *pebble.DB, id string, check bool, record, event []byte, second *pebble.WriteOptions) error {
+	if check {
+		switch _, closer, err := db.Get([]byte("r/" + id)); {
+		case err == nil:
+			_ = closer.Close()
+			return fmt.Errorf("bench: floor: %s exists already", id)
+		case !errors.Is(err, pebble.ErrNotFound):
+			return err
+		}
+	}
 	b := db.NewBatch()
 	_ = b.Set([]byte("r/"+id), record, nil)
 	_ = b.Set([]byte("e/"+id+"\x00\x01/1"), event, nil)

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connhost/connhost/ledger"
 )
 
 func TestRawSyncBench(t *testing.T) {
@@ -15,6 +19,23 @@ func TestRawSyncBench(t *testing.T) {
 	if _, _, err := RawSyncBench(context.Background(), t.TempDir(), 0, 1); !errors.Is(err, errBadRun) {
 		t.Fatalf("no ops: err = %v, want errBadRun", err)
 	}
+}
+
+// TestFloorBench: the floor writes under derived ids, and its look-up is
+// real: an operation under an id it wrote already fails.
+func TestFloorBench(t *testing.T) {
+	ctx := context.Background()
+	fb, err := OpenFloorBench(t.TempDir())
+	require.NoError(t, err)
+	defer fb.Close()
+	_, _, err = fb.Run(ctx, 3, 1)
+	require.NoError(t, err)
+	_, closer, err := fb.db.Get([]byte("r/" + ledger.ExecutionID("bench", "floor", "2")))
+	require.NoError(t, err, "the floor's second operation is keyed by its derived id")
+	require.NoError(t, closer.Close())
+	fb.next.Store(1)
+	_, _, err = fb.Run(ctx, 1, 1)
+	require.ErrorContains(t, err, "exists already")
 }
 
 // BenchmarkRawSync is the baseline: two synced Pebble batch commits per op
