@@ -287,32 +287,47 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 	return created, err
 }
 
-// createUnfenced is create of a new call, refused with ledger.ErrFenced
-// in a fenced session (store.CreateUnfenced).
+// createUnfenced is create of a new call, refused with a *FencedError
+// naming the uncertain calls in a fenced session (store.CreateUnfenced).
+//
+// The refusal and the read of the calls that fence the session are two
+// reads: an operator may lift the fence between them. Then the read finds
+// none, and a refusal that names no call would send the runtime to wait
+// for an operator with nothing to resolve. Nothing was written, so the
+// call is created again as if it had come now, a few times at most.
 func (e *Executor) createUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	created, err := e.led.CreateUnfenced(ctx, rec, ev)
-	if err == nil {
-		e.opts.Observer.Transition(created.State, ev.Decision)
+	for try := 1; ; try++ {
+		created, err := e.led.CreateUnfenced(ctx, rec, ev)
+		if err == nil {
+			e.opts.Observer.Transition(created.State, ev.Decision)
+		}
+		if !errors.Is(err, ledger.ErrFenced) {
+			return created, err
+		}
+		fenced, ferr := e.led.Fenced(ctx, rec.Namespace, rec.SessionID)
+		if ferr != nil {
+			return ledger.Record{}, ferr
+		}
+		if len(fenced) > 0 || try == maxFenceRaces {
+			return ledger.Record{}, fencedError(rec.Namespace, rec.SessionID, fenced)
+		}
 	}
-	return created, err
 }
+
+// maxFenceRaces bounds how often createUnfenced tries again when the
+// fence that refused a call was lifted before its calls were read.
+const maxFenceRaces = 3
 
 // createFailed handles a Create that found the execution recorded (the
 // common case of a call sent again skips a separate lookup: Create's own
-// existence check answers it), pruned, or its session fenced.
+// existence check answers it) or pruned; a fenced session's refusal is
+// already the *FencedError createUnfenced returns.
 func (e *Executor) createFailed(ctx context.Context, call ToolCall, op *operation, digest string, existing ledger.Record, err error) (Result, error) {
 	switch {
 	case errors.Is(err, ledger.ErrExists):
 		return e.driveRecorded(ctx, call, op, digest, existing)
 	case errors.Is(err, ledger.ErrPruned):
 		return Result{}, prunedError(existing.ID)
-	case errors.Is(err, ledger.ErrFenced):
-		// The rare path reads which calls fence the session.
-		fenced, ferr := e.led.Fenced(ctx, call.Namespace, call.SessionID)
-		if ferr != nil {
-			return Result{}, ferr
-		}
-		return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
 	default:
 		return Result{}, err
 	}

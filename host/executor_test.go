@@ -812,6 +812,95 @@ func TestFenceHoldsApprovedCalls(t *testing.T) {
 	require.Equal(t, 2, h.prov.count())
 }
 
+// fenceLift lifts a session's fence at the worst moment for a new call's
+// refusal: once armed, at the read of the calls fencing the session that
+// follows skip reads which saw the fence. On one node the refusal is such
+// a read (skip 1); on a fleet it is the insert (skip 0).
+type fenceLift struct {
+	mu     sync.Mutex
+	lift   func() // armed while set
+	skip   int
+	lifted bool
+}
+
+func (l *fenceLift) arm(skip int, lift func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lift, l.skip = lift, skip
+}
+
+func (l *fenceLift) wasLifted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lifted
+}
+
+// read is a Fenced read through fenced, the lift run before it when due.
+func (l *fenceLift) read(ctx context.Context, ns, session string, fenced func(context.Context, string, string) ([]ledger.Record, error)) ([]ledger.Record, error) {
+	l.mu.Lock()
+	var lift func()
+	if l.lift != nil && l.skip == 0 {
+		lift, l.lift, l.lifted = l.lift, nil, true
+	}
+	l.mu.Unlock()
+	if lift != nil {
+		lift()
+	}
+	recs, err := fenced(ctx, ns, session)
+	l.mu.Lock()
+	if l.lift != nil && len(recs) > 0 {
+		l.skip--
+	}
+	l.mu.Unlock()
+	return recs, err
+}
+
+// fenceLifter is a single node's ledger with a fenceLift on its reads.
+type fenceLifter struct {
+	ledger.Ledger
+	fenceLift
+}
+
+func (l *fenceLifter) Fenced(ctx context.Context, ns, session string) ([]ledger.Record, error) {
+	return l.read(ctx, ns, session, l.Ledger.Fenced)
+}
+
+// A new call refused by a fence that an operator lifts before the refusal
+// reads which calls fence the session: a refusal naming no call would send
+// the runtime to wait for an operator with nothing to resolve. Nothing was
+// written, so the call runs, once.
+func TestFenceLiftedWhileRefusing(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "manual")
+	db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(t.TempDir(), "ledger")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	lifter := &fenceLifter{Ledger: db}
+	onLifter := func(o *host.Options) { o.Ledger = lifter }
+	h.reopenWith(onLifter)
+	h.execCrashAt(crash.AfterPluginReturn, call("s1", "a", `{"n":1}`))
+	h.reopenWith(onLifter) // recovery: a is recovery_required, s1 is fenced
+	fenced, err := db.Fenced(ctx, ledger.DefaultNamespace, "s1")
+	require.NoError(t, err)
+	require.Len(t, fenced, 1)
+
+	lifter.arm(1, func() {
+		_, err := h.ex.Resolve(ctx, fenced[0].ID, host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
+		require.NoError(t, err)
+	})
+	res, err := h.ex.Execute(ctx, call("s1", "b", `{"n":2}`))
+	require.True(t, lifter.wasLifted(), "the fence was not lifted between the refusal and the read")
+	var fe *host.FencedError
+	if errors.As(err, &fe) {
+		require.Failf(t, "refused by a fence already lifted", "%d call(s) named: %v", len(fe.Calls), err)
+	}
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 2, h.prov.count(), "a's one attempt, then b's")
+	require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "b", `{"n":2}`)).Status, "b sent again is answered from its record")
+	require.Equal(t, 2, h.prov.count())
+}
+
 // before_intent means "a new call, nothing recorded yet": a call sent again
 // never reaches it, so a kill armed there hits only new calls.
 func TestBeforeIntentOnlyForNewCalls(t *testing.T) {

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -733,4 +734,45 @@ type fenceReads struct {
 func (r *fenceReads) Fenced(ctx context.Context, namespace, sessionID string) ([]ledger.Record, error) {
 	r.n.Add(1)
 	return r.DB.Fenced(ctx, namespace, sessionID)
+}
+
+// fleetFenceLifter is a node's fleet ledger with a fenceLift on its reads.
+type fleetFenceLifter struct {
+	*pgledger.DB
+	fenceLift
+}
+
+func (l *fleetFenceLifter) Fenced(ctx context.Context, namespace, sessionID string) ([]ledger.Record, error) {
+	return l.read(ctx, namespace, sessionID, l.DB.Fenced)
+}
+
+// TestFleetFenceLiftedWhileRefusing is TestFenceLiftedWhileRefusing on the
+// fleet, where the insert refuses the new call: the fence is lifted before
+// the refusal reads which calls fence the session. The call is not refused
+// with a fence that names no call; it runs, once.
+func TestFleetFenceLiftedWhileRefusing(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual")
+	a := f.start("a", nil)
+	lifter := &fleetFenceLifter{}
+	b := f.startOn("b", nil, nil, func(db *pgledger.DB) ledger.Fleet {
+		lifter.DB = db
+		return lifter
+	})
+	c1 := call("s1", "c1", `{"n":1}`)
+	require.Equal(t, 1, f.takeOverUncertain(a, b, c1).Claimed)
+	lifter.arm(0, func() {
+		_, err := b.Resolve(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1"),
+			host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
+		require.NoError(t, err)
+	})
+	res, err := b.Execute(ctx, call("s1", "c2", `{"n":2}`))
+	require.True(t, lifter.wasLifted(), "the fence was not lifted between the refusal and the read")
+	var fe *host.FencedError
+	if errors.As(err, &fe) {
+		require.Failf(t, "refused by a fence already lifted", "%d call(s) named: %v", len(fe.Calls), err)
+	}
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 2, f.h.prov.count(), "c1's one attempt, then c2's")
 }
