@@ -855,6 +855,27 @@ func (l *fenceLift) read(ctx context.Context, ns, session string, fenced func(co
 	return recs, err
 }
 
+// executeThroughLift arms l to resolve the uncertain execution on ex at its
+// moment (after skip reads that saw the fence), executes c on ex, and
+// requires that the fence was lifted then and that c was not refused by
+// it but ran and succeeded.
+func (l *fenceLift) executeThroughLift(t *testing.T, ex *host.Executor, skip int, uncertain string, c host.ToolCall) {
+	t.Helper()
+	ctx := context.Background()
+	l.arm(skip, func() {
+		_, err := ex.Resolve(ctx, uncertain, host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
+		require.NoError(t, err)
+	})
+	res, err := ex.Execute(ctx, c)
+	require.True(t, l.wasLifted(), "the fence was not lifted between the refusal and the read")
+	var fe *host.FencedError
+	if errors.As(err, &fe) {
+		require.Failf(t, "refused by a fence already lifted", "%d call(s) named: %v", len(fe.Calls), err)
+	}
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+}
+
 // fenceLifter is a single node's ledger with a fenceLift on its reads.
 type fenceLifter struct {
 	ledger.Ledger
@@ -884,18 +905,7 @@ func TestFenceLiftedWhileRefusing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, fenced, 1)
 
-	lifter.arm(1, func() {
-		_, err := h.ex.Resolve(ctx, fenced[0].ID, host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
-		require.NoError(t, err)
-	})
-	res, err := h.ex.Execute(ctx, call("s1", "b", `{"n":2}`))
-	require.True(t, lifter.wasLifted(), "the fence was not lifted between the refusal and the read")
-	var fe *host.FencedError
-	if errors.As(err, &fe) {
-		require.Failf(t, "refused by a fence already lifted", "%d call(s) named: %v", len(fe.Calls), err)
-	}
-	require.NoError(t, err)
-	require.Equal(t, host.StatusSucceeded, res.Status)
+	lifter.executeThroughLift(t, h.ex, 1, fenced[0].ID, call("s1", "b", `{"n":2}`))
 	require.Equal(t, 2, h.prov.count(), "a's one attempt, then b's")
 	require.Equal(t, host.StatusSucceeded, h.exec(call("s1", "b", `{"n":2}`)).Status, "b sent again is answered from its record")
 	require.Equal(t, 2, h.prov.count())

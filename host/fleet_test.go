@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -751,7 +750,6 @@ func (l *fleetFenceLifter) Fenced(ctx context.Context, namespace, sessionID stri
 // the refusal reads which calls fence the session. The call is not refused
 // with a fence that names no call; it runs, once.
 func TestFleetFenceLiftedWhileRefusing(t *testing.T) {
-	ctx := context.Background()
 	f := newFleet(t, "manual")
 	a := f.start("a", nil)
 	lifter := &fleetFenceLifter{}
@@ -761,18 +759,6 @@ func TestFleetFenceLiftedWhileRefusing(t *testing.T) {
 	})
 	c1 := call("s1", "c1", `{"n":1}`)
 	require.Equal(t, 1, f.takeOverUncertain(a, b, c1).Claimed)
-	lifter.arm(0, func() {
-		_, err := b.Resolve(ctx, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1"),
-			host.Resolution{Applied: true, Receipt: "r-1", By: "oscar", Reason: "seen at the provider"})
-		require.NoError(t, err)
-	})
-	res, err := b.Execute(ctx, call("s1", "c2", `{"n":2}`))
-	require.True(t, lifter.wasLifted(), "the fence was not lifted between the refusal and the read")
-	var fe *host.FencedError
-	if errors.As(err, &fe) {
-		require.Failf(t, "refused by a fence already lifted", "%d call(s) named: %v", len(fe.Calls), err)
-	}
-	require.NoError(t, err)
-	require.Equal(t, host.StatusSucceeded, res.Status)
+	lifter.executeThroughLift(t, b, 0, ledger.ExecutionID(ledger.DefaultNamespace, "s1", "c1"), call("s1", "c2", `{"n":2}`))
 	require.Equal(t, 2, f.h.prov.count(), "c1's one attempt, then c2's")
 }
