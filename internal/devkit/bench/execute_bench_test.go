@@ -18,14 +18,7 @@ import (
 func BenchmarkExecuteParallel(b *testing.B) {
 	for _, tool := range []string{"noop.echo", "noop.keyed"} {
 		b.Run(tool, func(b *testing.B) {
-			ctx := context.Background()
-			ex, _, err := openNoop(ctx, b.TempDir(), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ex.Close(ctx)
-			var seq atomic.Int64
-			call := noopCall(ctx, ex, tool, &seq)
+			call := noopBench(b, tool, 64)
 			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -46,14 +39,7 @@ func BenchmarkExecuteParallel(b *testing.B) {
 func BenchmarkExecute(b *testing.B) {
 	for _, tool := range []string{"noop.echo", "noop.keyed"} {
 		b.Run(tool, func(b *testing.B) {
-			ctx := context.Background()
-			ex, _, err := openNoop(ctx, b.TempDir(), 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ex.Close(ctx)
-			var seq atomic.Int64
-			call := noopCall(ctx, ex, tool, &seq)
+			call := noopBench(b, tool, 1)
 			b.ResetTimer()
 			for range b.N {
 				if err := call(); err != nil {
@@ -62,4 +48,18 @@ func BenchmarkExecute(b *testing.B) {
 			}
 		})
 	}
+}
+
+// noopBench opens an executor with the no-op connector allowed instances
+// instances (its pool filled), closed when b ends, and returns a call of
+// tool with a new tool-call id each time.
+func noopBench(b *testing.B, tool string, instances int) func() error {
+	ctx := context.Background()
+	ex, _, err := openNoop(ctx, b.TempDir(), instances)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ex.Close(ctx) })
+	var seq atomic.Int64
+	return noopCall(ctx, ex, tool, &seq)
 }

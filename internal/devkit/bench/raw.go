@@ -145,9 +145,11 @@ func (rb *RawBench) run(ctx context.Context, ops, concurrency int, second *pebbl
 // with second, and counts its two commits.
 func (rb *RawBench) op(second *pebble.WriteOptions) error {
 	i := rb.next.Add(1)
-	id := fmt.Sprintf("ex_%026d", i)
+	var id string
 	if rb.derived {
 		id = ledger.ExecutionID("bench", "floor", strconv.FormatInt(i, 10))
+	} else {
+		id = fmt.Sprintf("ex_%026d", i)
 	}
 	if err := rawOp(rb.db, id, rb.derived, rb.record, rb.event, second); err != nil {
 		return err
