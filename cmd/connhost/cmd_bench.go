@@ -35,7 +35,8 @@ func (a *app) benchCommand() *cobra.Command {
             call: what the ledger costs, apart from what the executor adds;
   execute   Execute with a no-op connector, sequential and with
             --concurrency callers: a manual operation (outcome synced) and
-            an idempotent-retry one (outcome_durability lazy);
+            an idempotent-retry one (outcome_durability lazy), and how much
+            of a sequential execution its connector call takes;
   fsyncs    at 16 and 64 callers, how many commits each fsync of the
             write-ahead log made durable, and the CPU time per operation,
             for raw, a manual execute and a lazy one: whether many callers
@@ -103,10 +104,12 @@ an execution, beside the three DBOS documents for a one-step workflow.
 			fmt.Fprintf(w, "measure\tvalue\tbaseline\tratio\n")
 			fmt.Fprintf(w, "lazy outcome, sequential\t%.0f µs/execution\t%.0f µs/op raw\t%.2f× (target ≤ 1.0×)\n", rep.LazySeqMicros, rep.RawSeqMicros, rep.LazySeqRatio)
 			fmt.Fprintf(w, "  against one synced batch\t\t%.0f µs/op raw, 2nd unsynced\t%.2f× (target ≤ 1.3×)\n", rep.RawLazySeqMicros, rep.LazySeqOverRawLazyRatio)
+			fmt.Fprintf(w, "  of which the connector call\t%.0f µs/execution\t\t%s of it\n", rep.LazySeqCallMicros, share(rep.LazySeqCallMicros, rep.LazySeqMicros))
 			fmt.Fprintf(w, "lazy outcome, at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f× (target ≥ 0.5×)\n", rep.Concurrency, rep.LazyParPerSecond, rep.RawParPerSecond, rep.LazyParRatio)
 			fmt.Fprintf(w, "synced outcome (manual), sequential\t%.0f µs/execution\t%.0f µs/op raw\t%.2f× (target ≤ 1.1×)\n", rep.ExecuteSeqMicros, rep.RawSeqMicros, rep.SeqRatio)
 			fmt.Fprintf(w, "  ledger writes alone\t%.0f µs/execution\t\t%.2f×\n", rep.LedgerSeqMicros, rep.LedgerSeqRatio)
 			fmt.Fprintf(w, "  against the floor\t\t%.0f µs/op floor (%.2f× raw)\t%.2f× (ledger writes %.2f×)\n", rep.FloorSeqMicros, rep.FloorSeqRatio, rep.SeqOverFloorRatio, rep.LedgerSeqOverFloorRatio)
+			fmt.Fprintf(w, "  of which the connector call\t%.0f µs/execution\t\t%s of it\n", rep.ExecuteSeqCallMicros, share(rep.ExecuteSeqCallMicros, rep.ExecuteSeqMicros))
 			fmt.Fprintf(w, "synced outcome (manual), at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f× (target ≥ 0.5×)\n", rep.Concurrency, rep.ExecuteParPerSecond, rep.RawParPerSecond, rep.ParRatio)
 			fmt.Fprintf(w, "  ledger writes alone\t%.0f executions/s\t\t%.2f×\n", rep.LedgerParPerSecond, rep.LedgerParRatio)
 			fmt.Fprintf(w, "  against the floor\t\t%.0f ops/s floor (%.2f× raw)\t%.2f× (ledger writes %.2f×)\n", rep.FloorParPerSecond, rep.FloorParRatio, rep.ParOverFloorRatio, rep.LedgerParOverFloorRatio)
@@ -134,6 +137,14 @@ an execution, beside the three DBOS documents for a one-step workflow.
 }
 
 // printSyncShares prints how the write-ahead log's fsyncs were shared.
+// share is part's percentage of whole, "-" without a whole.
+func share(part, whole float64) string {
+	if whole <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*part/whole)
+}
+
 func (a *app) printSyncShares(shares []bench.SyncShare) error {
 	if len(shares) == 0 {
 		return nil

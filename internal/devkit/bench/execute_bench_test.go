@@ -55,7 +55,7 @@ func BenchmarkExecute(b *testing.B) {
 // tool with a new tool-call id each time.
 func noopBench(b *testing.B, tool string, instances int) func() error {
 	ctx := context.Background()
-	ex, _, err := openNoop(ctx, b.TempDir(), instances)
+	ex, _, err := openNoop(ctx, b.TempDir(), instances, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

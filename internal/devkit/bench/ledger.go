@@ -139,10 +139,16 @@ type LedgerReport struct {
 	LedgerParOverFloorRatio float64 `json:"ledger_par_over_floor_par"`
 	SeqOverFloorRatio       float64 `json:"execute_seq_over_floor_seq"`
 	ParOverFloorRatio       float64 `json:"execute_par_over_floor_par"`
-	Rounds                  int     `json:"rounds"`
-	History                 int     `json:"history"`
-	Pending                 int     `json:"pending"`
-	Concurrency             int     `json:"concurrency"`
+	// The connector call's share of a sequential execution, manual and
+	// lazy: the time the executor reported (host.Observer.ConnectorCall)
+	// per execution of the sequential runs, the rest being the two writes,
+	// parsing and validation.
+	ExecuteSeqCallMicros float64 `json:"execute_seq_connector_call_us"`
+	LazySeqCallMicros    float64 `json:"execute_lazy_seq_connector_call_us"`
+	Rounds               int     `json:"rounds"`
+	History              int     `json:"history"`
+	Pending              int     `json:"pending"`
+	Concurrency          int     `json:"concurrency"`
 	// The witness's cost (ledger.Options.WitnessPath): the ledger's writes
 	// with a witness against the same writes without one, each execution
 	// in a session of its own (the witness then always names its full
@@ -332,9 +338,9 @@ input_schema = '''{"type":"object","properties":{"i":{"type":"integer"}},"additi
 `
 
 // openNoop opens an executor in dir with the no-op connector (built from
-// the source tree) allowed instances instances, and returns it with the
-// connector's manifest.
-func openNoop(ctx context.Context, dir string, instances int) (*host.Executor, *manifests.Manifest, error) {
+// the source tree) allowed instances instances, reporting to obs (nil:
+// nowhere), and returns it with the connector's manifest.
+func openNoop(ctx context.Context, dir string, instances int, obs host.Observer) (*host.Executor, *manifests.Manifest, error) {
 	modPath, digest, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/noop")
 	if err != nil {
 		return nil, nil, err
@@ -344,7 +350,7 @@ func openNoop(ctx context.Context, dir string, instances int) (*host.Executor, *
 		return nil, nil, err
 	}
 	m.Connector.Module = modPath
-	ex, err := host.Open(ctx, host.Options{DataDir: dir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
+	ex, err := host.Open(ctx, host.Options{DataDir: dir, Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet, Observer: obs})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -371,6 +377,23 @@ func waitForPool(ctx context.Context, ex *host.Executor) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// callClock is a host.Observer that adds up the time of the connector
+// calls the executor reports, and nothing else.
+type callClock struct{ total atomic.Int64 }
+
+func (c *callClock) ConnectorCall(_, _, _ string, d time.Duration, _ error) { c.total.Add(int64(d)) }
+func (*callClock) LedgerWrite(time.Duration)                                {}
+func (*callClock) Transition(ledger.State, string)                          {}
+func (*callClock) GuestLogDropped(string, int64, int64)                     {}
+
+// sequential is sequential(ops, fn) for ops executions, which also
+// returns the microseconds of their connector calls per execution.
+func (c *callClock) sequential(ops int, fn func() error) (us, callUs float64, err error) {
+	before := c.total.Load()
+	us, err = sequential(ops, fn)
+	return us, float64(c.total.Load()-before) / float64(ops) / float64(time.Microsecond), err
 }
 
 // noopCall returns a function that executes tool (noop.echo or noop.keyed)
@@ -416,7 +439,8 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 
 	o.Progress("building the noop connector")
 	exDir := filepath.Join(o.Dir, "exec")
-	ex, m, err := openNoop(ctx, exDir, min(o.Concurrency, 256))
+	calls := &callClock{}
+	ex, m, err := openNoop(ctx, exDir, min(o.Concurrency, 256), calls)
 	if err != nil {
 		return rep, err
 	}
@@ -437,7 +461,7 @@ func RunLedger(ctx context.Context, o LedgerOptions) (LedgerReport, error) {
 		ex.Close(ctx)
 		return rep, err
 	}
-	err = measureWrites(ctx, o, &rep, raw, floor, writeOnly, run, runLazy)
+	err = measureWrites(ctx, o, &rep, raw, floor, calls, writeOnly, run, runLazy)
 	if err == nil {
 		exLedger, ok := ex.Ledger().(walCounter)
 		if !ok {
@@ -504,7 +528,7 @@ func compareOpens(open func(ledger string) (float64, error), pendingOnly, withHi
 // machine load and databases of similar age (on a shared machine the load
 // changes within seconds, and one long run of each compares different
 // machines), and fills rep's write figures.
-func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw, floor *RawBench, writeOnly, execute, executeLazy func() error) error {
+func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw, floor *RawBench, calls *callClock, writeOnly, execute, executeLazy func() error) error {
 	if _, _, err := raw.Run(ctx, 2*o.Concurrency, o.Concurrency); err != nil {
 		return err
 	}
@@ -520,6 +544,7 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw,
 	var rawLazyPerS, lazyPerS, lazyParRatios []float64
 	var floorUs, floorPerS, floorSeqRatios, floorParRatios []float64
 	var ledSeqFloorRatios, exeSeqFloorRatios, ledParFloorRatios, exeParFloorRatios []float64
+	var exeCallUs, lazyCallUs []float64
 	seqOps, parOps := max(1, o.SeqOps/o.Rounds), max(o.Concurrency, o.ParOps/o.Rounds)
 	for r := range o.Rounds {
 		o.Progress(fmt.Sprintf("round %d of %d: raw, floor, ledger and execute, sequential and with %d callers", r+1, o.Rounds, o.Concurrency))
@@ -537,7 +562,7 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw,
 		if err != nil {
 			return err
 		}
-		eUs, err := sequential(seqOps, execute)
+		eUs, eCallUs, err := calls.sequential(seqOps, execute)
 		if err != nil {
 			return err
 		}
@@ -562,10 +587,11 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw,
 			return err
 		}
 		rlUs := float64(rawLazyPerOp) / float64(time.Microsecond)
-		zUs, err := sequential(seqOps, executeLazy)
+		zUs, zCallUs, err := calls.sequential(seqOps, executeLazy)
 		if err != nil {
 			return err
 		}
+		exeCallUs, lazyCallUs = append(exeCallUs, eCallUs), append(lazyCallUs, zCallUs)
 		_, rlRate, err := raw.RunLazy(ctx, parOps, o.Concurrency)
 		if err != nil {
 			return err
@@ -597,6 +623,7 @@ func measureWrites(ctx context.Context, o LedgerOptions, rep *LedgerReport, raw,
 	rep.FloorSeqRatio, rep.FloorParRatio = median(floorSeqRatios), median(floorParRatios)
 	rep.LedgerSeqOverFloorRatio, rep.SeqOverFloorRatio = median(ledSeqFloorRatios), median(exeSeqFloorRatios)
 	rep.LedgerParOverFloorRatio, rep.ParOverFloorRatio = median(ledParFloorRatios), median(exeParFloorRatios)
+	rep.ExecuteSeqCallMicros, rep.LazySeqCallMicros = median(exeCallUs), median(lazyCallUs)
 	return nil
 }
 

@@ -38,6 +38,13 @@ func TestRunLedger(t *testing.T) {
 	} {
 		require.Positive(t, v, name)
 	}
+	// The connector call is measured inside the execution it belongs to.
+	for name, c := range map[string][2]float64{
+		"manual": {rep.ExecuteSeqCallMicros, rep.ExecuteSeqMicros}, "lazy": {rep.LazySeqCallMicros, rep.LazySeqMicros},
+	} {
+		require.Positive(t, c[0], "%s: connector call µs per execution", name)
+		require.Less(t, c[0], c[1], "%s: the connector call is part of the execution", name)
+	}
 	// The fsync counts are real: each synced commit waited for an fsync
 	// of the log, so a run has at least one and at most one per commit.
 	require.Len(t, rep.SyncShares, 2)
