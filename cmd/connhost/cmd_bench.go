@@ -136,7 +136,6 @@ an execution, beside the three DBOS documents for a one-step workflow.
 	return c
 }
 
-// printSyncShares prints how the write-ahead log's fsyncs were shared.
 // share is part's percentage of whole, "-" without a whole.
 func share(part, whole float64) string {
 	if whole <= 0 {
@@ -145,6 +144,7 @@ func share(part, whole float64) string {
 	return fmt.Sprintf("%.0f%%", 100*part/whole)
 }
 
+// printSyncShares prints how the write-ahead log's fsyncs were shared.
 func (a *app) printSyncShares(shares []bench.SyncShare) error {
 	if len(shares) == 0 {
 		return nil
