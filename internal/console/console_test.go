@@ -502,12 +502,31 @@ func TestNamespaces(t *testing.T) {
 	if code, _, _ := e.get(t, c, "/ui/executions/"+other.ExecutionID); code != http.StatusNotFound {
 		t.Errorf("globex's execution for acme: %d, want 404", code)
 	}
-	if code, _, _ := e.get(t, c, "/ui/executions?namespace=globex"); code != http.StatusOK {
-		t.Errorf("search in another namespace: %d", code)
-	}
 	e.post(t, c, "/ui/approvals/"+other.Approval.ID+"/approve", url.Values{"csrf": {csrf}, "digest": {other.Approval.ArgsDigest}}, nil)
 	if d := e.decision(t, other.Approval.ID); d != "pending" {
 		t.Fatalf("acme's reviewer decided globex's call: %s", d)
+	}
+}
+
+// TestSearchInAnotherNamespace: a search naming a namespace the
+// principal does not act in is answered as the API answers it, 403
+// namespace_forbidden, logged at WARN and never as an internal error, and
+// the page lists nothing of that namespace.
+func TestSearchInAnotherNamespace(t *testing.T) {
+	e := newEnv(t, principals, nil, false)
+	other := e.gatedCall(t, "globex", "c1", `{"amount":500,"currency":"usd"}`)
+	c := e.browser(t)
+	e.signIn(t, c, acmeTok)
+	code, page, _ := e.get(t, c, "/ui/executions?namespace=globex")
+	if code != http.StatusForbidden || !strings.Contains(page, "namespace_forbidden") || strings.Contains(page, "internal error") {
+		t.Errorf("search in another namespace: %d, want 403 namespace_forbidden:\n%s", code, page)
+	}
+	if strings.Contains(page, other.ExecutionID) {
+		t.Errorf("the page lists globex's call")
+	}
+	log := e.log.String()
+	if strings.Contains(log, "level=ERROR") || !strings.Contains(log, `level=WARN msg="console: refused" method=GET path=/ui/executions code=namespace_forbidden`) {
+		t.Errorf("want one WARN line and no ERROR:\n%s", log)
 	}
 }
 
