@@ -111,7 +111,7 @@ Tenants are kept apart by namespaces. A principal with namespaces =
 ["tenant-a"] runs its calls there, sees, cancels, approves and resolves
 only executions of its namespaces (another's id answers 404 as an unknown
 one), and is refused (403 namespace_forbidden) a body or listing naming
-another. Once one principal has namespaces every [[principals]] entry needs
+another, and /metrics, which counts every namespace. Once one principal has namespaces every [[principals]] entry needs
 them (["*"]: every namespace), and [server]'s token acts in "default"
 unless [server] namespaces says otherwise. A namespace may have connector
 values of its own:
@@ -365,9 +365,15 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		}()
 	}
 	url := scheme + "://" + ln.Addr().String()
+	public := publicURL(so.config, scheme, ln.Addr())
+	// Browsers reach the server over https when it terminates TLS, when a
+	// proxy does, or when the URL humans are given says so: the console's
+	// cookies are then Secure and every answer carries HSTS.
+	apiOpts.Secure = scheme == "https" || strings.HasPrefix(public, "https://") ||
+		(so.config != nil && so.config.Server.BehindTLSProxy)
 	// What starts to wait is told, besides the log, to the configured
 	// webhook and to dev's Mailpit.
-	if err := a.startNotifier(ctx, so, ann, reg, logger, publicURL(so.config, scheme, ln.Addr())); err != nil {
+	if err := a.startNotifier(ctx, so, ann, reg, logger, public); err != nil {
 		ln.Close()
 		return err
 	}
@@ -387,7 +393,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	apiOpts.MCP = mcpSrv.HTTPHandler()
 	ui, err := console.New(console.Options{Executor: ex, Principals: so.principals, Anonymous: apiOpts.Anonymous,
-		Dev: so.command == "dev", Audit: a.consoleAudit(ex), Logger: logger})
+		Dev: so.command == "dev", Secure: apiOpts.Secure, Audit: a.consoleAudit(ex), Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -73,6 +73,13 @@ type Options struct {
 	Anonymous *httpapi.Principal
 	// Dev marks `connhost dev`: every page says so, and who decides.
 	Dev bool
+	// Secure says browsers reach the console over https, whether the
+	// server terminates TLS itself or a proxy in front does: every cookie
+	// is then marked Secure, so a browser never sends the session over
+	// plain http, and every answer carries Strict-Transport-Security. The
+	// default value (false) marks a cookie Secure only when the request
+	// came over TLS to this process, and sends no HSTS.
+	Secure bool
 	// Audit returns the audit of the loaded connectors (the Connectors
 	// page, and its HTML report); it is called once, on the first visit.
 	// The default value (nil) shows the connectors without an audit.
@@ -154,17 +161,21 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page: "+r.URL.Path, http.StatusNotFound)
 	})
-	return securityHeaders(mux), nil
+	return securityHeaders(mux, o.Secure), nil
 }
 
 // csp allows the console's own stylesheet and nothing else: no script, no
 // frame, no form posting elsewhere.
 const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// securityHeaders sets the headers every console answer carries.
-func securityHeaders(next http.Handler) http.Handler {
+// securityHeaders sets the headers every console answer carries; secure
+// adds HSTS (Options.Secure).
+func securityHeaders(next http.Handler, secure bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if secure {
+			h.Set("Strict-Transport-Security", httpapi.HSTS)
+		}
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
@@ -215,14 +226,18 @@ func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool
 func (c *console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: Prefix, MaxAge: int(ttl / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r),
 	})
 }
 
 func (c *console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: Prefix, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
 }
+
+// secure reports whether r's browser reached the console over https
+// (Options.Secure, or TLS to this process).
+func (c *console) secure(r *http.Request) bool { return c.opts.Secure || r.TLS != nil }
 
 // crossSite reports why a browser's POST did not come from the console's
 // own pages ("" when nothing says so). Sec-Fetch-Site, which no page can

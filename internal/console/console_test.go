@@ -86,6 +86,13 @@ func (s *syncBuffer) String() string {
 // credentials whose anonymous principal is anon.
 func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev bool) *env {
 	t.Helper()
+	return newEnvWith(t, ps, anon, dev, nil)
+}
+
+// newEnvWith is newEnv with the console's and the API's options changed
+// by set before they are used.
+func newEnvWith(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	wasm, _, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/noop")
@@ -111,11 +118,16 @@ func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev b
 	t.Cleanup(func() { _ = ex.Close(context.Background()) })
 	log := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
-	ui, err := New(Options{Executor: ex, Principals: ps, Anonymous: anon, Dev: dev, Logger: logger})
+	co, ao := Options{Executor: ex, Principals: ps, Anonymous: anon, Dev: dev, Logger: logger}, httpapi.Options{Principals: ps, Anonymous: anon, Logger: logger}
+	if set != nil {
+		set(&co, &ao)
+	}
+	ui, err := New(co)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(ex, httpapi.Options{Principals: ps, Anonymous: anon, Console: ui, Logger: logger})
+	ao.Console = ui
+	h, err := httpapi.New(ex, ao)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,6 +576,49 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 		if h.Get("X-Frame-Options") != "DENY" || h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: headers %v", p, h)
+		}
+	}
+}
+
+// TestSecureBehindAProxy: a console that browsers reach over https
+// through a TLS-terminating proxy (the request reaching the server is
+// plain http) marks the sign-in and session cookies Secure, so a browser
+// never sends them over plain http, and every answer, the console's pages
+// and the API's alike, carries Strict-Transport-Security.
+func TestSecureBehindAProxy(t *testing.T) {
+	e := newEnvWith(t, principals, nil, false, func(co *Options, ao *httpapi.Options) { co.Secure, ao.Secure = true, true })
+	c := e.browser(t)
+	_, form, hdr := e.get(t, c, "/ui/signin")
+	cookies := hdr.Values("Set-Cookie")
+	req, _ := http.NewRequest("POST", e.srv.URL+"/ui/signin", strings.NewReader(url.Values{"csrf": {csrfOf(t, form)}, "token": {ritaTok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	// The jar keeps Secure cookies from plain http, as a browser does:
+	// the sign-in cookie is sent by hand, as the browser at the proxy's
+	// https URL would send it.
+	for _, ck := range (&http.Response{Header: hdr}).Cookies() {
+		req.AddCookie(ck)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", resp.StatusCode)
+	}
+	cookies = append(cookies, resp.Header.Values("Set-Cookie")...)
+	if len(cookies) < 2 {
+		t.Fatalf("cookies %q, want the sign-in form's and the session's", cookies)
+	}
+	for _, ck := range cookies {
+		if !strings.Contains(ck, "; Secure") || !strings.Contains(ck, "HttpOnly") {
+			t.Errorf("cookie without Secure: %s", ck)
+		}
+	}
+	for _, p := range []string{"/ui/signin", "/ui/approvals", "/ui/static/style.css", "/", "/healthz", "/v1/executions"} {
+		if _, _, h := e.get(t, c, p); h.Get("Strict-Transport-Security") != httpapi.HSTS {
+			t.Errorf("%s: Strict-Transport-Security %q, want %q", p, h.Get("Strict-Transport-Security"), httpapi.HSTS)
 		}
 	}
 }
