@@ -1,6 +1,9 @@
 package manifests
 
 import (
+	"encoding/json"
+	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -107,4 +110,40 @@ func TestBump(t *testing.T) {
 			t.Errorf("bump(%q) = %q, %q, %v; want %q, %q, %v", tc.in, bumped, plain, ok, tc.bumped, tc.plain, tc.ok)
 		}
 	}
+}
+
+// FuzzBump: for any JSON number, bump marks exactly the integers written
+// with a fraction or an exponent (checked with math/big where the
+// spelling is short), and what it puts in their place is no integer.
+func FuzzBump(f *testing.F) {
+	for _, s := range []string{"500", "500.0", "5e2", "1E3", "-0.0", "2.50e1", "25e-1", "1e400", "1e-99999999999999999999", "0.1e1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var n json.Number
+		if json.Unmarshal([]byte(s), &n) != nil || string(n) != s {
+			return // not one JSON number
+		}
+		bumped, plain, ok := bump(s)
+		if !ok {
+			if strings.ContainsAny(s, ".eE") && len(s) <= 20 {
+				if r, good := new(big.Rat).SetString(s); good && r.IsInt() {
+					t.Fatalf("%s is an integer, not marked", s)
+				}
+			}
+			return
+		}
+		if !strings.ContainsAny(s, ".eE") {
+			t.Fatalf("plain %s marked", s)
+		}
+		if b, good := new(big.Rat).SetString(bumped); !good || b.IsInt() {
+			t.Fatalf("%s bumped to %q, an integer", s, bumped)
+		}
+		if plain != "it in plain digits" {
+			r, good := new(big.Rat).SetString(s)
+			if !good || !r.IsInt() || r.Num().String() != plain {
+				t.Fatalf("%s: plain %q", s, plain)
+			}
+		}
+	})
 }
