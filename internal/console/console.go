@@ -13,7 +13,10 @@
 //
 // A browser signs in with a principal's token; the console keeps a
 // server-side session and hands the browser only its id, in an HttpOnly,
-// SameSite=Strict cookie. Every form carries the session's CSRF token, and
+// SameSite=Strict cookie. On a server without credentials no sign-in
+// happens and nothing is kept per browser: the cookie's random id and an
+// HMAC of it are the session and its CSRF token. Every form carries the
+// session's CSRF token, and
 // a POST that a browser marks as cross-site (Sec-Fetch-Site, Origin) is
 // refused before it is read. A principal's roles decide what it may do,
 // in the handlers: a runtime principal reads, never decides.
@@ -21,9 +24,11 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -99,7 +104,12 @@ type console struct {
 	opts     Options
 	creds    []credential
 	sessions *sessions
-	pages    map[string]*template.Template
+	// key derives the CSRF tokens of anonymous sessions
+	// (anonymousSession); it lives as long as the process.
+	key   []byte
+	pages map[string]*template.Template
+
+	handler http.Handler
 
 	auditOnce sync.Once
 	report    *audit.Report
@@ -113,6 +123,14 @@ type credential struct {
 
 // New returns the console's handler, to be served at Prefix.
 func New(o Options) (http.Handler, error) {
+	c, err := newConsole(o)
+	if err != nil {
+		return nil, err
+	}
+	return c.handler, nil
+}
+
+func newConsole(o Options) (*console, error) {
 	if o.Executor == nil {
 		return nil, errors.New("console: no executor")
 	}
@@ -129,7 +147,7 @@ func New(o Options) (http.Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now)}
+	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now), key: []byte(randomToken())}
 	for _, p := range o.Principals {
 		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
 	}
@@ -161,7 +179,8 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page: "+r.URL.Path, http.StatusNotFound)
 	})
-	return securityHeaders(mux, o.Secure), nil
+	c.handler = securityHeaders(mux, o.Secure)
+	return c, nil
 }
 
 // csp allows the console's own stylesheet and nothing else: no script, no
@@ -206,21 +225,38 @@ func (c *console) lookup(token string) (httpapi.Principal, bool) {
 func (c *console) anonymous() bool { return len(c.creds) == 0 }
 
 // current returns the request's session: the cookie's, or, on a server
-// without credentials, a new one for the anonymous principal (its cookie
-// set on w).
+// without credentials, the anonymous principal's (anonymousSession).
 func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool) {
+	if c.anonymous() {
+		return c.anonymousSession(w, r), true
+	}
 	if ck, err := r.Cookie(sessionCookie); err == nil {
 		if s, ok := c.sessions.get(ck.Value); ok {
 			return s, true
 		}
 	}
-	if !c.anonymous() {
-		return session{}, false
+	return session{}, false
+}
+
+// anonymousSession returns the session of a browser on a server without
+// credentials, which the server keeps no state for: its id is the
+// cookie's random value (a new one, set on w, when the request has none
+// of the right form), and its CSRF token is an HMAC of that id under a key
+// of this process, which a page of another site can neither read nor
+// compute. Only an action's outcome, until the next page shows it, is
+// kept (sessions.addNote). So a request without a cookie, however many,
+// costs nothing to keep.
+func (c *console) anonymousSession(w http.ResponseWriter, r *http.Request) session {
+	id := ""
+	if ck, err := r.Cookie(sessionCookie); err == nil && validToken(ck.Value) {
+		id = ck.Value
+	} else {
+		id = randomToken()
+		c.setCookie(w, r, sessionCookie, id, c.opts.SessionTTL)
 	}
-	ss := c.sessions.create(*c.opts.Anonymous)
-	c.setCookie(w, r, sessionCookie, ss.id, c.opts.SessionTTL)
-	s, _ := c.sessions.get(ss.id)
-	return s, true
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte("connhost console csrf v1\x00" + id))
+	return session{id: anonymousPrefix + id, principal: *c.opts.Anonymous, csrf: base64.RawURLEncoding.EncodeToString(m.Sum(nil))}
 }
 
 func (c *console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {

@@ -60,6 +60,7 @@ type env struct {
 	ex  *host.Executor
 	srv *httptest.Server
 	log *syncBuffer // the server's log (access lines included)
+	ui  *console
 }
 
 // syncBuffer is a log sink safe to read while the server writes.
@@ -122,18 +123,18 @@ func newEnvWith(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, d
 	if set != nil {
 		set(&co, &ao)
 	}
-	ui, err := New(co)
+	ui, err := newConsole(co)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ao.Console = ui
+	ao.Console = ui.handler
 	h, err := httpapi.New(ex, ao)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{ex: ex, srv: srv, log: log}
+	return &env{ex: ex, srv: srv, log: log, ui: ui}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -665,6 +666,52 @@ func TestDev(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a rebinding Host reached dev's console: %d", resp.StatusCode)
+	}
+}
+
+// TestAnonymousRequestsKeepNoState: a server without credentials kept a
+// session (8 h) for every request without a cookie, and swept them all
+// under the lock every page takes: 41,000 GETs cost some 100 MB. Now
+// cookieless requests, however many, leave nothing behind; a browser that
+// keeps its cookie still gets its forms' CSRF token (the same on every
+// page), its action's outcome on the next page, and another browser's
+// token is refused.
+func TestAnonymousRequestsKeepNoState(t *testing.T) {
+	dev := httpapi.DevLoopback
+	e := newEnv(t, nil, &dev, true)
+	res := e.gatedCall(t, "", "c1", `{"amount":500,"currency":"usd"}`)
+	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := 0; i < 2000; i++ {
+		if code, _, _ := e.get(t, anon, "/ui/executions"); code != http.StatusOK {
+			t.Fatalf("GET %d: %d", i, code)
+		}
+	}
+	if n, notes := e.ui.sessions.held(); n != 0 || notes != 0 {
+		t.Fatalf("2,000 cookieless GETs left %d sessions and %d sessions' notes behind", n, notes)
+	}
+
+	c, other := e.browser(t), e.browser(t)
+	_, page, _ := e.get(t, c, "/ui/approvals")
+	csrf := csrfOf(t, page)
+	if _, page, _ = e.get(t, c, "/ui/recovery"); csrfOf(t, page) != csrf {
+		t.Errorf("the browser's CSRF token changed between pages")
+	}
+	_, page, _ = e.get(t, other, "/ui/approvals")
+	if csrfOf(t, page) == csrf {
+		t.Fatal("two browsers share a CSRF token")
+	}
+	path := "/ui/approvals/" + res.Approval.ID + "/approve"
+	if code, _, _ := e.post(t, other, path, url.Values{"csrf": {csrf}, "digest": {res.Approval.ArgsDigest}}, nil); code != http.StatusForbidden {
+		t.Errorf("another browser's CSRF token: %d, want 403", code)
+	}
+	if code, _, _ := e.post(t, c, path, url.Values{"csrf": {csrf}, "digest": {res.Approval.ArgsDigest}}, nil); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
+	}
+	if _, page, _ = e.get(t, c, "/ui/executions/"+res.ExecutionID); !strings.Contains(page, "approved "+res.Approval.ID) {
+		t.Errorf("the next page does not tell the approval's outcome:\n%s", page)
+	}
+	if n, notes := e.ui.sessions.held(); n != 0 || notes != 0 {
+		t.Errorf("after the outcome was shown: %d sessions, %d sessions' notes kept", n, notes)
 	}
 }
 
