@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,6 +36,27 @@ import (
 
 // DefaultListen is the default address of serve and dev: loopback only.
 const DefaultListen = "127.0.0.1:8420"
+
+// minTokenLength is the shortest bearer token serve takes without a
+// warning, and on a non-loopback listen at all: 32 characters, as 16
+// random bytes in hex (openssl rand -hex 32 makes 64).
+const minTokenLength = 32
+
+// errShortToken refuses a non-loopback listen with a token shorter than
+// minTokenLength.
+var errShortToken = errors.New("refusing to listen on a non-loopback address with bearer tokens shorter than 32 characters: whoever reaches the port could guess them (and the server proof lets an impostor test guesses offline); make each one 32 random bytes, e.g. openssl rand -hex 32")
+
+// shortTokens names the principals whose token is shorter than
+// minTokenLength, with its length.
+func shortTokens(ps []httpapi.Principal) []string {
+	var out []string
+	for _, p := range ps {
+		if n := utf8.RuneCountInString(p.Token); n < minTokenLength {
+			out = append(out, fmt.Sprintf("%s (%d characters)", p.Name, n))
+		}
+	}
+	return out
+}
 
 // errPublicWithoutToken refuses a non-loopback listen address without a
 // bearer token.
@@ -201,6 +224,13 @@ are retried with backoff and never hold a call up.`,
 			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.TLSCert == "" && !cfg.Server.BehindTLSProxy {
 				return fmt.Errorf("%w (listen %s)", errPlainPublicListen, cfg.Server.Listen)
 			}
+			if short := shortTokens(principals); len(short) > 0 {
+				if !isLoopbackListen(cfg.Server.Listen) {
+					return fmt.Errorf("%w (listen %s): %s", errShortToken, cfg.Server.Listen, strings.Join(short, ", "))
+				}
+				a.logger().Warn("short bearer tokens: a token under "+strconv.Itoa(minTokenLength)+" characters can be guessed; this server listens on loopback only, where that is allowed (a non-loopback listen refuses to start); make each one 32 random bytes, e.g. openssl rand -hex 32",
+					"principals", short)
+			}
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
 			}
@@ -297,6 +327,10 @@ func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
 	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger, Build: buildinfo.Read()}
+	// Failed tokens and sign-ins are counted per client; behind a proxy
+	// the client is the one the proxy names.
+	apiOpts.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: logger,
+		ForwardedFor: so.config != nil && so.config.Server.BehindTLSProxy})
 	apiOpts.EnsureDefaults()
 	if err := apiOpts.Validate(); err != nil {
 		return err
@@ -393,7 +427,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	apiOpts.MCP = mcpSrv.HTTPHandler()
 	ui, err := console.New(console.Options{Executor: ex, Principals: so.principals, Anonymous: apiOpts.Anonymous,
-		Dev: so.command == "dev", Secure: apiOpts.Secure, Audit: a.consoleAudit(ex), Logger: logger})
+		Dev: so.command == "dev", Secure: apiOpts.Secure, Throttle: apiOpts.Throttle, Audit: a.consoleAudit(ex), Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -92,6 +93,10 @@ type Options struct {
 	// SessionTTL is how long a sign-in lasts. The default value is
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Throttle limits failed sign-ins per source; pass the API's
+	// (httpapi.Options.Throttle) so that a source's failures count alike
+	// wherever it guesses. The default value is a Throttle of its own.
+	Throttle *httpapi.Throttle
 	// Logger receives the causes of internal errors. The default value is
 	// slog.Default().
 	Logger *slog.Logger
@@ -146,6 +151,9 @@ func newConsole(o Options) (*console, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Throttle == nil {
+		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
 	}
 	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now), key: []byte(randomToken())}
 	for _, p := range o.Principals {
@@ -463,12 +471,15 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
-	fail := func(status int, text string) {
-		c.opts.Logger.WarnContext(r.Context(), "console: sign-in refused", "why", text)
+	form := func(status int, text string) {
 		tok := randomToken()
 		c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
 		c.render(w, "signin", status, &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.PostFormValue("next")),
 			Notes: []note{{Error: true, Text: text}}})
+	}
+	fail := func(status int, text string) {
+		c.opts.Logger.WarnContext(r.Context(), "console: sign-in refused", "why", text)
+		form(status, text)
 	}
 	if why := crossSite(r); why != "" {
 		c.refuse(w, r, session{}, refusal{http.StatusForbidden, "refused: " + why + "; sign in from the console's own page"})
@@ -484,8 +495,16 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, "the sign-in form has expired or came from elsewhere; sign in again")
 		return
 	}
+	if wait, ok := c.opts.Throttle.Allow(r); !ok {
+		// The throttle's summary line stands for this request.
+		httpapi.NoteThrottled(r.Context())
+		w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(wait.Seconds())))))
+		form(http.StatusTooManyRequests, fmt.Sprintf("too many sign-ins with a wrong token came from here; try again in %s", wait.Round(time.Second)))
+		return
+	}
 	p, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
 	if !ok {
+		c.opts.Throttle.Failed(r)
 		fail(http.StatusUnauthorized, "no principal has this token")
 		return
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
@@ -712,6 +713,36 @@ func TestAnonymousRequestsKeepNoState(t *testing.T) {
 	}
 	if n, notes := e.ui.sessions.held(); n != 0 || notes != 0 {
 		t.Errorf("after the outcome was shown: %d sessions, %d sessions' notes kept", n, notes)
+	}
+}
+
+// TestSignInThrottled: a browser that keeps signing in with wrong tokens
+// is refused (429) after httpapi.AuthFailureBurst tries, before its token
+// is looked at, a right one included; each refused try is no WARN line of
+// its own.
+func TestSignInThrottled(t *testing.T) {
+	e := newEnv(t, principals, nil, false)
+	c := e.browser(t)
+	try := func(token string) int {
+		t.Helper()
+		_, form, _ := e.get(t, c, "/ui/signin")
+		code, _, _ := e.post(t, c, "/ui/signin", url.Values{"csrf": {csrfOf(t, form)}, "token": {token}}, nil)
+		return code
+	}
+	var got []int
+	for i := 0; i < 3*httpapi.AuthFailureBurst; i++ {
+		got = append(got, try(fmt.Sprint("guess-", i)))
+	}
+	for i, code := range got {
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusTooManyRequests}[i < httpapi.AuthFailureBurst]; code != want {
+			t.Fatalf("sign-in %d: %d, want %d (all: %v)", i+1, code, want, got)
+		}
+	}
+	if code := try(ritaTok); code != http.StatusTooManyRequests {
+		t.Errorf("a right token from a throttled browser: %d, want 429", code)
+	}
+	if n := strings.Count(e.log.String(), "level=WARN"); n != 2*httpapi.AuthFailureBurst+1 {
+		t.Errorf("%d WARN lines, want %d (a refusal and an access line per 401, one summary):\n%s", n, 2*httpapi.AuthFailureBurst+1, e.log.String())
 	}
 }
 

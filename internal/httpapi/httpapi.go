@@ -93,6 +93,11 @@ type Options struct {
 	// connhost_build_info and GET /openapi.json as info.x-connhost-version
 	// (Build.Short()). The default value (zero) reports neither.
 	Build buildinfo.Info
+	// Throttle limits failed authentications per source (bearer tokens
+	// and server proofs here; the console's sign-ins when it is given the
+	// same one). The default value is a new Throttle that logs to Logger
+	// and counts sources by their connection's address.
+	Throttle *Throttle
 	// Secure says clients reach the server over https, whether it
 	// terminates TLS itself or a proxy in front does: every answer then
 	// carries Strict-Transport-Security, so a browser that has been
@@ -121,6 +126,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Throttle == nil {
+		o.Throttle = NewThrottle(ThrottleOptions{Logger: o.Logger})
 	}
 }
 

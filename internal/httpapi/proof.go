@@ -116,6 +116,11 @@ func (a *api) proof(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ProofResponse{Auth: false})
 		return
 	}
+	// A token id stands for its token: guessing one is guessing the
+	// other, and is throttled alike.
+	if !a.admit(w, r) {
+		return
+	}
 	match := -1
 	for i := range a.creds {
 		if subtle.ConstantTimeCompare([]byte(req.TokenID), []byte(a.creds[i].id)) == 1 {
@@ -123,6 +128,7 @@ func (a *api) proof(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if match < 0 {
+		a.opts.Throttle.Failed(r)
 		writeProblem(w, NewProblem(CodeUnauthorized, "no principal of this server has a token with this id"))
 		return
 	}
