@@ -231,6 +231,10 @@ are retried with backoff and never hold a call up.`,
 				a.logger().Warn("short bearer tokens: a token under "+strconv.Itoa(minTokenLength)+" characters can be guessed; this server listens on loopback only, where that is allowed (a non-loopback listen refuses to start); make each one 32 random bytes, e.g. openssl rand -hex 32",
 					"principals", short)
 			}
+			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.PublicURL == "" {
+				a.logger().Warn("no [server] public_url: clients check the server's proof against the URL they dial, and the proof names only the listen address; set public_url to the URL clients use, or they will not send their tokens",
+					"listen", cfg.Server.Listen)
+			}
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
 			}
@@ -400,6 +404,13 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	url := scheme + "://" + ln.Addr().String()
 	public := publicURL(so.config, scheme, ln.Addr())
+	// The server proof signs the URLs the server is reached at: the
+	// public one and the listener's (as the discovery file names it).
+	listenURL := scheme + strings.TrimPrefix(clientURL(ln.Addr()), "http")
+	apiOpts.URLs = []string{listenURL}
+	if public != listenURL {
+		apiOpts.URLs = []string{public, listenURL}
+	}
 	// Browsers reach the server over https when it terminates TLS, when a
 	// proxy does, or when the URL humans are given says so: the console's
 	// cookies are then Secure and every answer carries HSTS.
@@ -446,7 +457,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	// The discovery file is written before the startup line, so that
 	// whoever waits for that line finds the file.
 	removeInfo, err := writeServerInfo(a.g.data, serverInfo{
-		URL: scheme + strings.TrimPrefix(clientURL(ln.Addr()), "http"), PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
+		URL: listenURL, PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
 	})
 	if err != nil {
 		// The API works without it; only the CLI's way to find it is lost.

@@ -93,6 +93,13 @@ type Options struct {
 	// connhost_build_info and GET /openapi.json as info.x-connhost-version
 	// (Build.Short()). The default value (zero) reports neither.
 	Build buildinfo.Info
+	// URLs are the base URLs clients reach the server at (its public URL,
+	// its listener's), which the server proof signs for a client that
+	// asks (see proof.go): a client compares them with the URL it
+	// dialled, so that a relay at another URL cannot pass the real
+	// server's proof on. The default value (none) signs none, and such a
+	// client refuses to send its token.
+	URLs []string
 	// Throttle limits failed authentications per source (bearer tokens
 	// and server proofs here; the console's sign-ins when it is given the
 	// same one). The default value is a new Throttle that logs to Logger

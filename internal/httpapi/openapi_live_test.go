@@ -304,7 +304,7 @@ func TestOpenAPILive(t *testing.T) {
 	nonce := strings.Repeat("ab", 32)
 	var pr ProofResponse
 	if err := json.Unmarshal(lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: nonce, TokenID: TokenID(rita)})}, 200, ""), &pr); err != nil ||
-		!pr.Auth || pr.Principal != "rita" || !VerifyServerProof(rita, nonce, "rita", pr.Proof) {
+		!pr.Auth || pr.Principal != "rita" || !VerifyServerProof(rita, nonce, "rita", nil, pr.Proof) {
 		t.Errorf("server proof for rita's token: %+v %v", pr, err)
 	}
 	lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: nonce, TokenID: TokenID("not a token of this server")})}, 401, CodeUnauthorized)
