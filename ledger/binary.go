@@ -63,6 +63,7 @@ const (
 	tagRecDuplicateWindow
 	tagRecDuplicateOf
 	tagRecRequestedBy
+	tagRecIntentDigest
 )
 
 // Approval field tags.
@@ -270,6 +271,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.int64(tagRecDuplicateWindow, int64(r.DuplicateWindow))
 	e.str(tagRecDuplicateOf, r.DuplicateOf)
 	e.str(tagRecRequestedBy, r.RequestedBy)
+	e.str(tagRecIntentDigest, r.IntentDigest)
 	return e.b, nil
 }
 
@@ -510,6 +512,8 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.DuplicateOf = d.str()
 		case tagRecRequestedBy:
 			r.RequestedBy = d.str()
+		case tagRecIntentDigest:
+			r.IntentDigest = d.str()
 		default:
 			d.unknown(t)
 		}
