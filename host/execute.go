@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/connhost/connhost/abi"
@@ -29,7 +30,8 @@ import (
 //     becomes recovery_required: "no record" does not prove "never ran"
 //     (a read simply runs: it has nothing to duplicate);
 //   - a new call of an operation with a duplicate window
-//     (manifests.Operation.DuplicateWindow) whose arguments repeat a call
+//     (manifests.Operation.DuplicateWindow) whose intent (the arguments
+//     of manifests.Operation.Intent, normalised as it says) repeats a call
 //     of the same session created within the window that succeeded or is
 //     still in flight is not dispatched: it is recorded as
 //     awaiting_approval with Result.DuplicateOf naming the earlier
@@ -127,8 +129,12 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		Resumed:        call.Resumed, MaxAttempts: op.op.MaxAttempts,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if op.op.Effect == manifests.EffectExternal {
+	if op.op.Effect == manifests.EffectExternal && op.op.DuplicateWindow > 0 {
 		rec.DuplicateWindow = op.op.DuplicateWindow
+		// The guard compares intents: the arguments the manifest says
+		// make one effect, normalised as it says, so that another
+		// spelling of a recent call ("USD" for "usd") is held too.
+		rec.IntentDigest = op.op.IntentDigest(doc)
 	}
 	if s, ok := ScopeFrom(ctx); ok {
 		rec.RequestedBy = s.Principal
@@ -241,7 +247,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		rec.Outcome = &ledger.Outcome{Kind: abi.OutcomeOK.String(), Result: earlier.Outcome.Result, Receipt: earlier.Outcome.Receipt,
 			Source: ledger.OutcomeSourceDuplicate}
 		ev.Decision = string(DecisionDuplicateAnswered)
-		ev.Evidence = "same arguments as " + what + " within the duplicate window of " + fmtWindow(op.op.DuplicateWindow) +
+		ev.Evidence = sameWhat(op, digest, earlier) + " as " + what + " within the duplicate window of " + fmtWindow(op.op.DuplicateWindow) +
 			": answered with its outcome (on_duplicate = \"answer\"), nothing dispatched"
 	} else {
 		rec.State = ledger.StateAwaitingApproval
@@ -250,7 +256,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 			RequestedAt: now, ExpiresAt: now.Add(op.op.ApprovalTTL), Decision: ledger.ApprovalPending,
 		}
 		ev.Decision = string(DecisionDuplicateHeld)
-		ev.Evidence = "possible duplicate of " + what + ": same arguments within the duplicate window of " +
+		ev.Evidence = "possible duplicate of " + what + ": " + sameWhat(op, digest, earlier) + " within the duplicate window of " +
 			fmtWindow(op.op.DuplicateWindow) + "; approval " + rec.Approval.ID + " requested, a human decides"
 	}
 	created, err := e.createUnfenced(ctx, rec, ev)
@@ -261,6 +267,23 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		"execution_id", created.ID, "duplicate_of", earlier.ID, "decision", ev.Decision, "tool", call.Tool)
 	crash.At(crash.AfterIntent)
 	return ResultOf(created), nil
+}
+
+// sameWhat says what a repeat shares with the earlier call: its very
+// arguments, or (spelled otherwise) its intent, which the reviewer is
+// told names which arguments.
+func sameWhat(op *operation, digest string, earlier ledger.Record) string {
+	if earlier.ArgsDigest == digest {
+		return "same arguments"
+	}
+	fields := make([]string, len(op.op.Intent))
+	for i, f := range op.op.Intent {
+		fields[i] = f.String()
+	}
+	if len(fields) == 0 {
+		return "same arguments once text is compared in Unicode NFC, numbers by value and empty values as absent"
+	}
+	return "same " + strings.Join(fields, ", ") + " (other arguments aside; text compared in Unicode NFC, empty values as absent)"
 }
 
 // driveRecorded answers a call whose execution is already recorded: the
