@@ -164,7 +164,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		}
 		if !known {
 			rec.State = ledger.StateRecoveryRequired
-			rec.DuplicateWindow = 0 // nothing is dispatched: nothing to guard
+			rec.DuplicateWindow, rec.IntentDigest = 0, "" // nothing is dispatched: nothing to guard
 			ev.Decision = string(DecisionResumedWithoutRecord)
 			ev.Reason = "call resumed from history that predates this ledger: no record does not prove it never ran"
 			created, err := e.create(ctx, rec, ev)
