@@ -105,7 +105,9 @@ import (
 // [server] has a token; "loopback" and "dev-loopback" are reserved for the
 // servers without credentials). Every principal needs a non-empty token of
 // its own: a token shared by two principals, or with [server], is an
-// error, because the audit trail could not tell them apart. Without an
+// error, because the audit trail could not tell them apart. serve refuses
+// a token shorter than 32 characters on a non-loopback listen, and warns
+// about one on loopback. Without an
 // approver, serve answers approve and reject with 403
 // approval_not_configured. Without any token serve listens only on
 // loopback and acts for the runtime-only principal "loopback".
