@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,30 +266,63 @@ func processWithArg(arg string) bool {
 	return false
 }
 
-// approve approves an approval out of band: through serve's API with
-// rita's token, or (stdio, no process running) with connhost approve on
-// the ledger.
-func (c *connhost) approve(t *testing.T, id, digest string) {
+// decide approves (or rejects) an approval out of band: through the API
+// of serve (with rita's token) or dev (its loopback reviewer), or, for
+// stdio once no connhost mcp runs, with connhost approve (reject) on the
+// ledger.
+func (c *connhost) decide(t *testing.T, id, digest string, approve bool) {
 	t.Helper()
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
 	switch c.kind {
-	case "serve":
-		c.approveVia(t, tokenRita, id, digest)
+	case "serve", "dev":
+		c.decideVia(t, c.reviewerToken(), verb, id, digest)
 	case "stdio":
 		c.awaitStdioExit(t)
-		out, err := exec.Command(shared.bin, "approve", id, "--digest", digest, "--by", "rita", "--data", c.data,
-			"--manifests", c.manifests, "--modules", shared.modules, "--config", c.config).CombinedOutput()
+		args := []string{verb, id, "--by", "rita", "--data", c.data, "--manifests", c.manifests, "--modules", shared.modules, "--config", c.config}
+		if approve {
+			args = append(args, "--digest", digest)
+		} else {
+			args = append(args, "--reason", "not this one")
+		}
+		out, err := exec.Command(shared.bin, args...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("connhost approve %s: %v\n%s", id, err, out)
+			t.Fatalf("connhost %s %s: %v\n%s", verb, id, err, out)
 		}
 	default:
-		t.Fatalf("approve over %s", c.kind)
+		t.Fatalf("decide over %s", c.kind)
 	}
+}
+
+// reviewerToken is the token of a reviewer of this deployment: rita's on
+// serve, none on dev (its loopback reviewer).
+func (c *connhost) reviewerToken() string {
+	if c.kind == "serve" {
+		return tokenRita
+	}
+	return ""
 }
 
 // report is what a scenario script prints.
 type report struct {
+	// Outputs are the tool results the model read, in order.
 	Outputs []string `json:"outputs"`
-	Final   string   `json:"final"`
+	// Final is the run's last answer.
+	Final string `json:"final"`
+	// ModelCalls is how many requests the scripted model answered in
+	// this process.
+	ModelCalls int `json:"modelCalls"`
+	// Awaiting are the approvals the run paused for.
+	Awaiting []approvalRef `json:"awaiting"`
+}
+
+// approvalRef is an approval a paused run reports.
+type approvalRef struct {
+	ApprovalID string `json:"approvalId"`
+	ArgsDigest string `json:"argsDigest"`
+	ToolCallID string `json:"toolCallId"`
 }
 
 // runtimeProc is one scenario script's process.
@@ -419,9 +451,6 @@ func releaseHeld(t *testing.T) {
 	}
 }
 
-// approvalRE finds the approval id and digest in the text the model read.
-var approvalRE = regexp.MustCompile(`approval (ap_[a-z0-9]+), arguments digest ([0-9a-f]{64})`)
-
 // syncBuffer is a bytes buffer safe for a process's writes and the
 // test's reads.
 type syncBuffer struct {
@@ -454,11 +483,11 @@ func count(s, substr string) int {
 	return n
 }
 
-// approveVia approves through the API with token ("" for dev's loopback
-// reviewer).
-func (c *connhost) approveVia(t *testing.T, token, id, digest string) {
+// decideVia approves or rejects (verb) through the API with token (""
+// for dev's loopback reviewer).
+func (c *connhost) decideVia(t *testing.T, token, verb, id, digest string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.url+"/v1/approvals/"+id+"/approve", strings.NewReader(fmt.Sprintf(`{"digest":%q}`, digest)))
+	req, _ := http.NewRequest(http.MethodPost, c.url+"/v1/approvals/"+id+"/"+verb, strings.NewReader(fmt.Sprintf(`{"digest":%q,"reason":"decided in a test"}`, digest)))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -469,28 +498,33 @@ func (c *connhost) approveVia(t *testing.T, token, id, digest string) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("approve %s: %s", id, resp.Status)
+		t.Fatalf("%s %s: %s", verb, id, resp.Status)
 	}
 }
 
 // listed is an execution as the API lists it.
 type listed struct {
 	ExecutionID string `json:"execution_id"`
+	SessionID   string `json:"session_id"`
 	Approval    *struct {
 		ID         string `json:"id"`
 		ArgsDigest string `json:"args_digest"`
 	} `json:"approval"`
 }
 
-// executions lists the executions of a server without tokens (dev) in
-// state ("" for all).
+// executions lists the executions of a serve or dev process in state (""
+// for all).
 func (c *connhost) executions(t *testing.T, state string) []listed {
 	t.Helper()
 	u := c.url + "/v1/executions"
 	if state != "" {
 		u += "?state=" + state
 	}
-	resp, err := http.Get(u)
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if tok := c.reviewerToken(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,14 +540,21 @@ func (c *connhost) executions(t *testing.T, state string) []listed {
 
 func (c *connhost) countExecutions(t *testing.T) int { return len(c.executions(t, "")) }
 
-// awaitAwaiting waits until the server holds one execution awaiting
-// approval while the runtime p still waits for its call.
-func (c *connhost) awaitAwaiting(t *testing.T, p *runtimeProc) listed {
+// awaitAwaiting waits until the server holds one execution of session
+// ("" for any) awaiting approval while the runtime p still waits for its
+// call.
+func (c *connhost) awaitAwaiting(t *testing.T, p *runtimeProc, session string) listed {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		if exs := c.executions(t, "awaiting_approval"); len(exs) == 1 && exs[0].Approval != nil {
-			return exs[0]
+		var mine []listed
+		for _, ex := range c.executions(t, "awaiting_approval") {
+			if session == "" || ex.SessionID == session {
+				mine = append(mine, ex)
+			}
+		}
+		if len(mine) == 1 && mine[0].Approval != nil {
+			return mine[0]
 		}
 		select {
 		case err := <-p.done:
