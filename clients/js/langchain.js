@@ -72,6 +72,7 @@ export async function loadConnhostTools(client, options = {}) {
         const call = { id: toolCallId, name: t.name, args };
         let result;
         try {
+          await awaitSaved(config, toolCallId);
           result = await callConnhost(ct, config, call, {});
           for (;;) {
             const waiting = awaitingApproval(result);
@@ -104,6 +105,39 @@ function inGraph(config) {
 // isGraphInterrupt is LangGraph's test of the error interrupt() throws.
 function isGraphInterrupt(error) {
   return error?.name === 'GraphInterrupt' || error?.name === 'NodeInterrupt';
+}
+
+// savedWithin is how long a call waits for the checkpoint that holds it:
+// LangGraph's default durability ("async") writes a step's checkpoint
+// while the next step runs.
+const savedWithin = 30_000;
+
+// awaitSaved returns once the thread's latest checkpoint holds the tool
+// call toolCallId, so that a restart finds the call (resumeThread) if the
+// process dies after it is sent. Outside a graph with a checkpointer
+// there is nothing to wait for.
+async function awaitSaved(config, toolCallId) {
+  const c = config?.configurable;
+  const saver = c?.__pregel_checkpointer;
+  if (!saver || typeof saver.getTuple !== 'function' || c.thread_id === undefined) return;
+  // The tool node's namespace is "tools:<task id>" under its graph's.
+  const ns = String(c.checkpoint_ns ?? '').split('|').slice(0, -1).join('|');
+  const deadline = Date.now() + savedWithin;
+  for (let pause = 5; ; pause = Math.min(pause * 2, 200)) {
+    const tuple = await saver.getTuple({ configurable: { thread_id: c.thread_id, checkpoint_ns: ns } });
+    if (holdsCall(tuple?.checkpoint?.channel_values, toolCallId)) return;
+    if (Date.now() > deadline) {
+      throw new Error(`connhost: the thread's checkpoint does not hold tool call ${toolCallId}, so a restart could not settle it; nothing was sent. Run the graph with durability "sync" or "async", not "exit"`);
+    }
+    await new Promise((r) => setTimeout(r, pause));
+  }
+}
+
+function holdsCall(values, toolCallId) {
+  for (const v of Object.values(values ?? {})) {
+    if (Array.isArray(v) && v.some((m) => (m?.tool_calls ?? m?.kwargs?.tool_calls)?.some?.((tc) => tc?.id === toolCallId))) return true;
+  }
+  return false;
 }
 
 // callConnhost sends one call ({id, name, args}) of tool ct.

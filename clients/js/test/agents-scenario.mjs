@@ -13,7 +13,8 @@
 // false: the runtime's own mcpServers integration), phase ("first": a new
 // run, saved to state at each pause; "resume": restored from state, as a
 // restarted process does, and continued), wait (seconds connhost holds a
-// gated call), session, callId, tool, arguments. It prints one JSON line:
+// gated call), killBeforeSend (SIGKILL this process as its call would be
+// sent), session, callId, tool, arguments. It prints one JSON line:
 // the tool outputs the model saw, the final output, the model requests
 // this process made and the approvals the run paused for.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -26,24 +27,25 @@ const cfg = JSON.parse(process.argv[2]);
 
 const textOf = (o) => (typeof o === 'string' ? o : (o?.text ?? JSON.stringify(o)));
 
-// ScriptedModel asks for cfg.tool once (under cfg.callId, as a model API
-// names its calls), then ends the turn with the tool's output.
+// ScriptedModel asks for cfg.tool (under cfg.callId, as a model API
+// names its calls), then ends the turn with the tool's output; told that
+// the call did not run, it issues it again under a new id.
 class ScriptedModel {
   requests = 0;
 
   async getResponse(request) {
     this.requests++;
     const items = Array.isArray(request.input) ? request.input : [];
-    const out = items.find((i) => i.type === 'function_call_result' && i.callId === cfg.callId);
-    if (!out) {
-      return {
-        usage: new Usage(),
-        output: [{ type: 'function_call', callId: cfg.callId, name: cfg.tool, arguments: JSON.stringify(cfg.arguments), status: 'completed' }],
-      };
-    }
+    const last = items.filter((i) => i.type === 'function_call_result').at(-1);
+    const ask = (callId) => ({
+      usage: new Usage(),
+      output: [{ type: 'function_call', callId, name: cfg.tool, arguments: JSON.stringify(cfg.arguments), status: 'completed' }],
+    });
+    if (!last) return ask(cfg.callId);
+    if (last.callId === cfg.callId && /did not run/i.test(textOf(last.output))) return ask(`${cfg.callId}_again`);
     return {
       usage: new Usage(),
-      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `tool said: ${textOf(out.output)}` }] }],
+      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `tool said: ${textOf(last.output)}` }] }],
     };
   }
 
@@ -70,6 +72,11 @@ if (cfg.adapter) {
   const tools = await connhostTools(server, { sessionId: cfg.session, ...(cfg.wait ? { wait: cfg.wait } : {}) });
   const agent = new Agent({ name: 'payer', instructions, model, tools });
   const save = (s) => writeFileSync(cfg.state, s);
+  if (cfg.killBeforeSend && cfg.phase === 'first') {
+    // The process dies as its call would leave it, after the adapter
+    // saved the run.
+    server.callToolResult = () => process.kill(process.pid, 'SIGKILL');
+  }
   if (cfg.phase === 'first') {
     result = await runWithConnhost(agent, 'Pay 500 cents.', { save });
   } else {

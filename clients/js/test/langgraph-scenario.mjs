@@ -14,7 +14,8 @@
 // adapter (true: @connhost/runtimes' loadConnhostTools and resumeThread;
 // false: @langchain/mcp-adapters' loadMcpTools), phase ("first": a new
 // thread; "resume": go on with the thread from its checkpoint, as a
-// restarted process does), wait (seconds connhost holds a gated call), db,
+// restarted process does), wait (seconds connhost holds a gated call),
+// killBeforeSend (SIGKILL this process as its call would be sent), db,
 // thread, callId, tool, arguments. It prints one JSON line: the tool
 // outputs the model saw, the last message, the model requests this
 // process made and the approvals the thread paused for.
@@ -42,10 +43,17 @@ const tools = cfg.adapter
   ? await loadConnhostTools(client, { timeoutMs: 300_000, ...(cfg.wait ? { wait: cfg.wait } : {}) })
   : await loadMcpTools('connhost', client);
 
+if (cfg.killBeforeSend && cfg.phase === 'first') {
+  // The process dies as its call would leave it, after the adapter saw
+  // the call in the thread's checkpoint.
+  client.callTool = () => process.kill(process.pid, 'SIGKILL');
+}
+
 const callMsg = { content: '', tool_calls: [{ id: cfg.callId, name: cfg.tool, args: cfg.arguments, type: 'tool_call' }] };
 const answer = (text) => ({ content: `tool said: ${text}` });
 
-// The model's script: a tool call first, then what the tool said. Every
+// The model's script: a tool call first, then what the tool said; told
+// that the call did not run, it issues it again under a new id. Every
 // call of the agent node is one model request.
 let modelCalls = 0;
 const model = new FakeListChatModel({ responses: [callMsg] }).bindTools(tools);
@@ -53,7 +61,11 @@ const callModel = async (state) => {
   modelCalls++;
   const last = state.messages.at(-1);
   if (ToolMessage.isInstance(last)) {
-    return { messages: [new AIMessage(answer(typeof last.content === 'string' ? last.content : JSON.stringify(last.content)))] };
+    const text = typeof last.content === 'string' ? last.content : JSON.stringify(last.content);
+    if (last.tool_call_id === cfg.callId && /did not run/i.test(text)) {
+      return { messages: [new AIMessage({ content: '', tool_calls: [{ ...callMsg.tool_calls[0], id: `${cfg.callId}_again` }] })] };
+    }
+    return { messages: [new AIMessage(answer(text))] };
   }
   return { messages: [await model.invoke(state.messages)] };
 };

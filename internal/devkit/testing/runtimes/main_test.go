@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -377,6 +378,21 @@ func (p *runtimeProc) wait(t *testing.T) report {
 		t.Fatalf("runtime did not finish\nstderr: %s", p.stderr.String())
 	}
 	return report{}
+}
+
+// waitKilled waits for a script that kills itself (SIGKILL) at a point
+// of its run.
+func (p *runtimeProc) waitKilled(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the runtime ended with %v, want killed by SIGKILL\nstdout: %s\nstderr: %s", err, p.stdout.String(), p.stderr.String())
+		}
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("the runtime did not die\nstderr: %s", p.stderr.String())
+	}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

@@ -107,6 +107,37 @@ func TestResumeAfterKill(t *testing.T) {
 	}
 }
 
+// TestResumeNeverSent: the runtime dies (SIGKILL) once its run is saved
+// with a call and before the call leaves it. Resumed from its saved
+// state, the run settles the call: connhost never saw its ids, records
+// them cancelled and answers that it did not run, the one case where the
+// model is asked again; it issues the call under a new id, which runs
+// once.
+func TestResumeNeverSent(t *testing.T) {
+	node := needNode(t)
+	c := newConnhost(t, "serve", shared.ungated)
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			before := charges()
+			startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, map[string]any{"killBeforeSend": true})).waitKilled(t)
+			if got := charges() - before; got != 0 {
+				t.Fatalf("the provider charged %d times before the call was sent", got)
+			}
+			rep := startRuntime(t, node, rt.script, scenario(c, rt, t, "resume", true, nil)).wait(t)
+			if len(rep.Outputs) != 2 || !strings.Contains(rep.Outputs[0], "did not run") {
+				t.Fatalf("the model read %q, want the settled call's \"did not run\", then the new call's outcome", rep.Outputs)
+			}
+			succeededWithReceipt(t, report{Outputs: rep.Outputs[1:], Final: rep.Final})
+			if rep.ModelCalls != 2 {
+				t.Errorf("the resumed run made %d model requests, want 2 (the call issued again, the receipt read)", rep.ModelCalls)
+			}
+			if got := charges() - before; got != 1 {
+				t.Fatalf("the provider charged %d times, want 1", got)
+			}
+		})
+	}
+}
+
 // TestApprovedWhileWaiting: a gated payment is held while the runtime
 // waits (io.connhost/wait); a reviewer approves it through serve's API;
 // the same call runs in the same request: one charge, and the run goes on
