@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -31,7 +32,7 @@ import (
 //	[server]
 //	listen = "127.0.0.1:8420"   # default; non-loopback needs a token
 //	token_env = "CONNHOST_TOKEN" # the runtime's token; or token = "…" (prefer the env form)
-//	data = "./.connhost"         # optional, like --data
+//	data = "./.connhost"         # optional, like --data (a relative path is relative to this file's directory, as are the others here)
 //	manifests = "./manifests"    # optional, like --manifests
 //	modules = "./build"          # optional, like --modules
 //	ledger_env = "CONNHOST_LEDGER" # optional, like --ledger: a shared ledger on PostgreSQL; or ledger = "postgres://…"
@@ -683,6 +684,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Ledger = val
 				}
 			}
+			c.Server.resolvePaths(filepath.Dir(path))
 			if tokenEnv != "" {
 				if c.Server.Token != "" {
 					bad("server.token_env", "set token or token_env, not both")
@@ -1261,3 +1263,15 @@ var quotedOrLongNumber = regexp.MustCompile(`"[^"]*"|'[^']*'|[0-9_]{6,}`)
 // redactQuoted replaces quoted text and long digit runs in a parser message
 // with "…".
 func redactQuoted(msg string) string { return quotedOrLongNumber.ReplaceAllString(msg, "…") }
+
+// resolvePaths makes the table's relative paths (data, manifests, modules,
+// witness, tls_cert, tls_key) relative to dir, the config file's
+// directory, so that a config means the same files whatever directory the
+// command runs in (a runtime launching connhost mcp from its own).
+func (s *ServerConfig) resolvePaths(dir string) {
+	for _, p := range []*string{&s.Data, &s.Manifests, &s.Modules, &s.Witness, &s.TLSCert, &s.TLSKey} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}
