@@ -148,7 +148,7 @@ func TestApprovedWhileWaiting(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			before := charges()
-			p := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, map[string]any{"wait": 300}))
+			p := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, map[string]any{"wait": 120}))
 			ex := c.awaitAwaiting(t, p, sessionOf(t))
 			c.decide(t, ex.Approval.ID, ex.Approval.ArgsDigest, true)
 			rep := p.wait(t)
