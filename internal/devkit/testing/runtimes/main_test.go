@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -297,6 +298,12 @@ func (c *connhost) decide(t *testing.T, id, digest string, approve bool) {
 	}
 }
 
+// approve approves an approval out of band (see decide).
+func (c *connhost) approve(t *testing.T, id, digest string) {
+	t.Helper()
+	c.decide(t, id, digest, true)
+}
+
 // reviewerToken is the token of a reviewer of this deployment: rita's on
 // serve, none on dev (its loopback reviewer).
 func (c *connhost) reviewerToken() string {
@@ -467,6 +474,9 @@ func releaseHeld(t *testing.T) {
 	}
 }
 
+// approvalRE finds the approval id and digest in the text the model read.
+var approvalRE = regexp.MustCompile(`approval (ap_[a-z0-9]+), arguments digest ([0-9a-f]{64})`)
+
 // syncBuffer is a bytes buffer safe for a process's writes and the
 // test's reads.
 type syncBuffer struct {
@@ -497,6 +507,13 @@ func count(s, substr string) int {
 		}
 	}
 	return n
+}
+
+// approveVia approves through the API with token ("" for dev's loopback
+// reviewer).
+func (c *connhost) approveVia(t *testing.T, token, id, digest string) {
+	t.Helper()
+	c.decideVia(t, token, "approve", id, digest)
 }
 
 // decideVia approves or rejects (verb) through the API with token (""
@@ -556,10 +573,17 @@ func (c *connhost) executions(t *testing.T, state string) []listed {
 
 func (c *connhost) countExecutions(t *testing.T) int { return len(c.executions(t, "")) }
 
-// awaitAwaiting waits until the server holds one execution of session
+// awaitAwaiting waits until the server holds one execution awaiting
+// approval while the runtime p still waits for its call.
+func (c *connhost) awaitAwaiting(t *testing.T, p *runtimeProc) listed {
+	t.Helper()
+	return c.awaitAwaitingIn(t, p, "")
+}
+
+// awaitAwaitingIn waits until the server holds one execution of session
 // ("" for any) awaiting approval while the runtime p still waits for its
 // call.
-func (c *connhost) awaitAwaiting(t *testing.T, p *runtimeProc, session string) listed {
+func (c *connhost) awaitAwaitingIn(t *testing.T, p *runtimeProc, session string) listed {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {

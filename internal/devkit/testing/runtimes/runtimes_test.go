@@ -149,7 +149,7 @@ func TestApprovedWhileWaiting(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			before := charges()
 			p := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, map[string]any{"wait": 120}))
-			ex := c.awaitAwaiting(t, p, sessionOf(t))
+			ex := c.awaitAwaitingIn(t, p, sessionOf(t))
 			c.decide(t, ex.Approval.ID, ex.Approval.ArgsDigest, true)
 			rep := p.wait(t)
 			succeededWithReceipt(t, rep)
@@ -179,7 +179,7 @@ func TestApprovedWhileStopped(t *testing.T) {
 				before := charges()
 				rep := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, nil)).wait(t)
 				ap := pausedFor(t, rep)
-				c.decide(t, ap.ApprovalID, ap.ArgsDigest, true)
+				c.approve(t, ap.ApprovalID, ap.ArgsDigest)
 				again := startRuntime(t, node, rt.script, scenario(c, rt, t, "resume", true, nil)).wait(t)
 				succeededWithReceipt(t, again)
 				if again.ModelCalls != 1 {
@@ -310,8 +310,8 @@ func TestWithoutAdapterDevHoldsGated(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			before, executions := charges(), c.countExecutions(t)
 			p := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", false, nil))
-			ex := c.awaitAwaiting(t, p, "")
-			c.decide(t, ex.Approval.ID, ex.Approval.ArgsDigest, true)
+			ex := c.awaitAwaiting(t, p)
+			c.approveVia(t, "", ex.Approval.ID, ex.Approval.ArgsDigest) // dev's loopback reviewer
 			rep := p.wait(t)
 			if len(rep.Outputs) != 1 || !strings.Contains(rep.Outputs[0], "Succeeded (") {
 				t.Fatalf("the held call answered %q, want success", rep.Outputs)
