@@ -40,9 +40,8 @@ const connhostOf = new WeakMap();
  * approval (after options.wait, if set) pauses the graph with interrupt():
  * the result holds __interrupt__ with the approval to decide, and the
  * thread's checkpoint holds the call. resumeThread goes on once it is
- * decided (so does invoking the graph with new Command({ resume: true })):
- * the same call id is sent again and an approved call runs, once, with no
- * new model request.
+ * decided: the same call id is settled and an approved call runs, once,
+ * with no new model request.
  *
  * @param {import('@modelcontextprotocol/sdk/client/index.js').Client} client connected
  * @param {{sessionId?: string | ((config: object) => string), namespace?: string, timeoutMs?: number, wait?: number}} [options]

@@ -162,6 +162,9 @@ function connhostToolOf(item) {
  */
 export async function runWithConnhost(agent, input, options = {}) {
   const { save, ...runOptions } = options;
+  if (runOptions.stream) {
+    throw new TypeError('runWithConnhost: stream is not supported: it reads each run\'s interruptions to send the calls, which a streamed result has only once consumed');
+  }
   let result;
   let state;
   // The calls of a state handed in are settled; calls the model makes
