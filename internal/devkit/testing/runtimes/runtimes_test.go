@@ -169,7 +169,7 @@ func TestApprovedWhileWaiting(t *testing.T) {
 // connhost approve on the ledger for stdio); the run is resumed from the
 // runtime's saved state and the same call id runs, once, with no model
 // request about it: the restarted process asks the model once, to read
-// the receipt.
+// the receipt. Resumed before the decision, it stays paused.
 func TestApprovedWhileStopped(t *testing.T) {
 	node := needNode(t)
 	for _, kind := range []string{"serve", "stdio"} {
@@ -179,6 +179,13 @@ func TestApprovedWhileStopped(t *testing.T) {
 				before := charges()
 				rep := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, nil)).wait(t)
 				ap := pausedFor(t, rep)
+				if kind == "serve" {
+					// Resumed before anyone decided: it stays paused.
+					early := startRuntime(t, node, rt.script, scenario(c, rt, t, "resume", true, nil)).wait(t)
+					if len(early.Awaiting) != 1 || early.Awaiting[0].ApprovalID != ap.ApprovalID || len(early.Outputs) != 0 || early.ModelCalls != 0 {
+						t.Fatalf("resumed before the decision, the run answered %+v, want it paused for %s with no model request", early, ap.ApprovalID)
+					}
+				}
 				c.approve(t, ap.ApprovalID, ap.ArgsDigest)
 				again := startRuntime(t, node, rt.script, scenario(c, rt, t, "resume", true, nil)).wait(t)
 				succeededWithReceipt(t, again)
