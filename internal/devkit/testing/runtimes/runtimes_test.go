@@ -98,6 +98,13 @@ func TestResumeAfterKill(t *testing.T) {
 				if len(rep.Awaiting) != 0 {
 					t.Errorf("the restarted run waits for a human: %+v", rep.Awaiting)
 				}
+				if kind == "serve" {
+					for _, ex := range c.executions(t, "") {
+						if ex.SessionID == sessionOf(t) && ex.Approval != nil {
+							t.Errorf("execution %s asks a human: %+v", ex.ExecutionID, ex.Approval)
+						}
+					}
+				}
 				if got := charges() - before; got != 1 {
 					t.Fatalf("the provider charged %d times for one call killed mid-charge and resumed, want 1", got)
 				}
