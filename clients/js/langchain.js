@@ -69,9 +69,10 @@ export async function loadConnhostTools(client, options = {}) {
           throw new Error(`connhost: ${t.name} was invoked without a tool call (config.toolCall.id): invoke it with the model's ToolCall, as ToolNode does`);
         }
         const call = { id: toolCallId, name: t.name, args };
+        // Throws, having sent nothing, if the thread never saves it.
+        await awaitSaved(config, toolCallId);
         let result;
         try {
-          await awaitSaved(config, toolCallId);
           result = await callConnhost(ct, config, call, {});
           for (;;) {
             const waiting = awaitingApproval(result);
