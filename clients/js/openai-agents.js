@@ -147,7 +147,8 @@ function connhostToolOf(item) {
  * decided: an approved call runs with no new model request, a rejected
  * one reaches the model as a refusal.
  *
- * Interruptions of other tools are returned as run() returns them. When a
+ * Interruptions of other tools are returned as run() returns them (their
+ * connhost calls in the same turn are sent first). When a
  * call's answer does not arrive (connhost unreachable), runWithConnhost
  * throws: the saved state still holds the call, to settle later.
  *
@@ -182,7 +183,14 @@ export async function runWithConnhost(agent, input, options = {}) {
   for (;;) {
     const pending = result ? result.interruptions ?? [] : state.getInterruptions();
     const ours = pending.filter((item) => connhostToolOf(item));
-    if (pending.length === 0 || ours.length < pending.length) {
+    if (ours.length === 0) {
+      if (!result && pending.length > 0) {
+        // A state handed in paused for the application's own tools only:
+        // the runtime applies its decisions.
+        result = await run(agent, state, runOptions);
+        state = result.state;
+        continue;
+      }
       // Ended, or paused for the application's own approvals.
       if (save) await save(state.toString());
       return withApprovals(result ?? new RunResult(state), []);
