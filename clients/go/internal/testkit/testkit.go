@@ -118,13 +118,14 @@ func (e *Env) Charges() int { return e.SB.Payments().Stats().ChargesSucceeded }
 // its payments connector pointed at the emulator: what an application
 // that embeds connhost writes.
 func (e *Env) Open(ctx context.Context, dataDir, manifestDir string) (*host.Executor, error) {
-	return Open(ctx, dataDir, manifestDir, e.Modules, e.SB.PaymentsURL())
+	return Open(ctx, dataDir, manifestDir, e.Modules, e.SB.PaymentsURL(), "")
 }
 
 // Open opens an executor on dataDir with the manifests in manifestDir and
 // the modules in modules, its payments connector pointed at the Stripe
-// API (or emulator) at stripeURL.
-func Open(ctx context.Context, dataDir, manifestDir, modules, stripeURL string) (*host.Executor, error) {
+// API (or emulator) at stripeURL; cacheDir ("": dataDir/cache) is the
+// compilation cache, which processes may share.
+func Open(ctx context.Context, dataDir, manifestDir, modules, stripeURL, cacheDir string) (*host.Executor, error) {
 	ms, err := manifests.LoadDir(manifestDir)
 	if err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func Open(ctx context.Context, dataDir, manifestDir, modules, stripeURL string) 
 		m.Capabilities.HTTP = append(m.Capabilities.HTTP, u.Scheme+"://"+u.Host)
 	}
 	return host.Open(ctx, host.Options{
-		DataDir: dataDir, Manifests: ms, ModuleDir: modules,
+		DataDir: dataDir, Manifests: ms, ModuleDir: modules, CacheDir: cacheDir,
 		Config: func(connector, key string) (string, bool) {
 			switch key {
 			case "api_key":
