@@ -27,7 +27,7 @@
 // The recipe (see clients/go/README.md):
 //
 //	ca, err := adk.New(ex, adk.Options{ApprovalWait: 10 * time.Minute})
-//	agent, err := llmagent.New(llmagent.Config{ /* … */ Tools: ca.Tools()})
+//	a, err := llmagent.New(llmagent.Config{ /* … */ Tools: ca.Tools()})
 //	// before each runner.Run of a session that may have stopped or paused:
 //	msg, err := ca.Resume(ctx, sess) // sess: the session service's Get
 //	for ev, err := range r.Run(ctx, userID, sessionID, msg, agent.RunConfig{}) { /* … */ }

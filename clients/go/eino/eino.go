@@ -34,9 +34,9 @@
 // The recipe (see clients/go/README.md):
 //
 //	ce, err := eino.New(ex, eino.Options{ApprovalWait: 10 * time.Minute})
-//	agent, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{ /* … */
+//	a, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{ /* … */
 //		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: compose.ToolsNodeConfig{Tools: ce.Tools()}}})
-//	r := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: store})
+//	r := adk.NewRunner(ctx, adk.RunnerConfig{Agent: a, CheckPointStore: store})
 //	iter := ce.Run(ctx, r, runID, msgs)    // instead of r.Run
 //	iter, err := ce.Resume(ctx, r, runID)  // after a stop, instead of r.Resume
 package eino
