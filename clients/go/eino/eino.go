@@ -208,7 +208,7 @@ func (t *connTool) InvokableRun(ctx context.Context, argumentsInJSON string, _ .
 	was, hasState, st := tool.GetInterruptState[*paused](ctx)
 	switch {
 	case !was || !hasState:
-		if saveFirst {
+		if saveFirst && !t.def.Read { // a read has nothing to duplicate
 			return "", tool.StatefulInterrupt(ctx, &Interrupt{Kind: KindSave, Tool: t.def.Tool, ToolCallID: callID}, &paused{Kind: KindSave})
 		}
 		res, err = t.a.ex.Execute(ctx, call)

@@ -29,6 +29,9 @@ type Def struct {
 	Description string
 	// Parameters is the operation's JSON Schema.
 	Parameters json.RawMessage
+	// Read: the operation's effect is "read"; it has nothing to
+	// duplicate.
+	Read bool
 }
 
 // Defs lists the tools of ex's connectors, sorted by name; with names,
@@ -49,7 +52,7 @@ func Defs(ex *host.Executor, names []string) ([]Def, error) {
 		}
 		delete(want, t.Name)
 		delete(want, t.ModelName)
-		out = append(out, Def{Tool: t.Name, Name: t.ModelName, Description: t.Description, Parameters: t.Parameters})
+		out = append(out, Def{Tool: t.Name, Name: t.ModelName, Description: t.Description, Parameters: t.Parameters, Read: t.Effect == "read"})
 	}
 	for n := range want {
 		return nil, fmt.Errorf("%w: no connector offers a tool %q", host.ErrUnknownTool, n)
