@@ -270,7 +270,7 @@ func (a *Adapter) Resume(ctx context.Context, sess session.Session) (*genai.Cont
 		}
 		res, err := toolcall.Settle(ctx, a.ex, call)
 		if err == nil && res.Status == host.StatusAwaitingApproval {
-			if res, err = a.await(ctx, res); err == nil && res.Status != host.StatusAwaitingApproval {
+			if res, err = a.await(ctx, res); err == nil && !toolcall.Undecided(res, time.Now()) {
 				res, err = toolcall.Settle(ctx, a.ex, call) // approved: it runs now, once
 			}
 		}
@@ -314,7 +314,12 @@ func (a *Adapter) decision(ctx context.Context, sessionID string, fc *genai.Func
 	if err != nil {
 		return host.Result{}, err
 	}
-	return a.await(ctx, host.ResultOf(rec))
+	res, err := a.await(ctx, host.ResultOf(rec))
+	if err == nil && res.Status == host.StatusAwaitingApproval && !toolcall.Undecided(res, time.Now()) {
+		// Expired undecided: settling records the expiry (it cannot run).
+		return toolcall.Settle(ctx, a.ex, call)
+	}
+	return res, err
 }
 
 // await waits up to Options.ApprovalWait for res to leave
@@ -325,7 +330,7 @@ func (a *Adapter) await(ctx context.Context, res host.Result) (host.Result, erro
 	}
 	wctx, cancel := context.WithTimeout(ctx, a.opts.ApprovalWait)
 	defer cancel()
-	got, err := toolcall.AwaitDecision(wctx, a.ex, res.ExecutionID)
+	got, err := a.ex.AwaitDecision(wctx, res.ExecutionID)
 	switch {
 	case err == nil:
 		return got, nil

@@ -126,6 +126,12 @@ func TestResumeCallThatNeverRan(t *testing.T) {
 	if got := f.env.Charges(); got != 0 {
 		t.Fatalf("settling a call that never ran charged %d times", got)
 	}
+	// The original request, were it still on its way, does not run now.
+	late, err := f.ex.Execute(f.ctx, host.ToolCall{SessionID: "s1", ToolCallID: "call-1", Tool: "payments.create_payment",
+		Arguments: []byte(`{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`)})
+	if err != nil || late.Status != host.StatusCancelled || f.env.Charges() != 0 {
+		t.Fatalf("the original request, late, answered %s (%v), %d charges; want cancelled, none", late.Status, err, f.env.Charges())
+	}
 
 	calls := f.run(t, msg)
 	if len(calls) != 1 || calls[0].ID != "call-1-2" {

@@ -44,7 +44,6 @@ package eino
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -344,8 +343,8 @@ func (a *Adapter) decided(ctx context.Context, approvals []*adk.InterruptCtx) bo
 	defer cancel()
 	for _, ic := range approvals {
 		in := ic.Info.(*Interrupt)
-		res, err := toolcall.AwaitDecision(wctx, a.ex, in.ExecutionID)
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) || res.Status == host.StatusAwaitingApproval {
+		res, err := a.ex.AwaitDecision(wctx, in.ExecutionID)
+		if err != nil || toolcall.Undecided(res, time.Now()) {
 			return false
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/connhost/connhost/clients/go/internal/scripted"
 	"github.com/connhost/connhost/clients/go/internal/testkit"
+	"github.com/connhost/connhost/host"
 )
 
 type memStore struct {
@@ -102,5 +103,12 @@ func TestResumeCallThatNeverRan(t *testing.T) {
 	}
 	if got := env.Charges(); got != 1 {
 		t.Fatalf("the provider charged %d times, want 1", got)
+	}
+	// The original call's ids are recorded as never run: a late request
+	// under them does not run.
+	late, err := ex.Execute(ctx, host.ToolCall{SessionID: "run-1", ToolCallID: "call-1", Tool: "payments.create_payment",
+		Arguments: []byte(`{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`)})
+	if err != nil || late.Status != host.StatusCancelled || late.Error != host.NeverReceived || env.Charges() != 1 {
+		t.Fatalf("the original request, late, answered %s %q (%v), %d charges; want cancelled, never received, 1 charge", late.Status, late.Error, err, env.Charges())
 	}
 }

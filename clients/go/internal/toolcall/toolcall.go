@@ -110,10 +110,6 @@ func (a Answer) Fields() map[string]any {
 	return m
 }
 
-// notReached is how host.Execute with Settle says that no execution had
-// the call's ids: it recorded them as cancelled, and nothing ran.
-const notReached = "never reached connhost"
-
 // Of is the answer to a call that ended with res, or with err (a call the
 // executor refused: nothing was recorded or dispatched for it).
 func Of(res host.Result, err error) Answer {
@@ -175,7 +171,7 @@ func Of(res host.Result, err error) Answer {
 		text.WriteString(". A reviewer refused this call. Do not issue it again; tell the user it was rejected.")
 	case host.StatusCancelled:
 		a.Final = true
-		if res.Attempt == 0 && strings.Contains(res.Error, notReached) {
+		if res.Attempt == 0 && res.Error == host.NeverReceived {
 			a.MayIssueAgain = true
 			fmt.Fprintf(&text, "Not done: this call never reached connhost before the run stopped, so it did not run (execution %s). If it is still wanted, issue it again.", res.ExecutionID)
 			break

@@ -39,7 +39,7 @@ func TestOf(t *testing.T) {
 			Approval: &ledger.Approval{ID: "ap_1", By: "rita", Reason: "wrong card"}},
 			status: "rejected", final: true, text: []string{"Not done: rejected (execution ex_1) by rita: wrong card.", "Do not issue it again"}},
 		{name: "never reached connhost", res: host.Result{ExecutionID: "ex_1", Status: host.StatusCancelled,
-			Error: "the call never reached connhost before the runtime settled it; it did not run"},
+			Error: host.NeverReceived},
 			status: "cancelled", final: true, again: true, text: []string{"did not run", "If it is still wanted, issue it again."}},
 		{name: "cancelled after a dispatch", res: host.Result{ExecutionID: "ex_1", Status: host.StatusCancelled, Attempt: 1, Error: "not applied"},
 			status: "cancelled", final: true, text: []string{"Not done: cancelled (execution ex_1): not applied.", "Do not issue it again unless the user asks."}},
