@@ -151,7 +151,12 @@ func WriteModules(dir string) error {
 		if err != nil {
 			return fmt.Errorf("connhost: %w", err)
 		}
-		_, werr := tmp.Write(b)
+		// Modules are no secret: readable by whoever runs the host, as
+		// a build writes them (CreateTemp makes the file its owner's).
+		werr := tmp.Chmod(0o644)
+		if werr == nil {
+			_, werr = tmp.Write(b)
+		}
 		if cerr := tmp.Close(); werr == nil {
 			werr = cerr
 		}

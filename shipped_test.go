@@ -41,6 +41,9 @@ func TestWriteModules(t *testing.T) {
 		d, err := wasmbuild.FileDigest(m.ModulePath(dir))
 		require.NoError(t, err)
 		require.Equal(t, m.Connector.SHA256, d)
+		fi, err := os.Stat(m.ModulePath(dir))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), "a module is readable by whoever runs the host")
 	}
 	tampered := filepath.Join(dir, "payments.wasm")
 	require.NoError(t, os.WriteFile(tampered, []byte("not a module"), 0o644))
