@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -381,6 +382,52 @@ func (a *api) recoverAll(w http.ResponseWriter, r *http.Request) {
 		rep.Uncertain = []host.UncertainCall{}
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// BackupRequest is the body of POST /v1/ledger/backup.
+type BackupRequest struct {
+	// Dir is where the backup goes: an absolute path on the server's
+	// machine, of a directory that does not exist yet.
+	Dir string `json:"dir"`
+}
+
+// backuper is a ledger that copies itself while it serves (the Pebble
+// ledger, ledger.DB.Backup).
+type backuper interface {
+	Backup(ctx context.Context, dir string) (ledger.BackupInfo, error)
+}
+
+// backup serves POST /v1/ledger/backup: a consistent copy of the ledger
+// taken while it serves. It copies every namespace's executions, so only
+// an operator of every namespace may take one.
+func (a *api) backup(w http.ResponseWriter, r *http.Request) {
+	var req BackupRequest
+	if !a.decode(w, r, &req, false) {
+		return
+	}
+	if s, ok := host.ScopeFrom(r.Context()); ok && len(s.Namespaces) > 0 {
+		writeProblem(w, NewProblem(CodeNamespaceForbidden, "a backup copies the executions of every namespace: only an operator of every namespace (namespaces = [\"*\"]) may take one"))
+		return
+	}
+	if !filepath.IsAbs(req.Dir) {
+		writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("dir %q must be an absolute path on the server's machine, of a directory that does not exist yet", req.Dir)))
+		return
+	}
+	b, ok := a.ex.Ledger().(backuper)
+	if !ok {
+		writeProblem(w, NewProblem(CodeBadRequest, "this server's ledger is shared on PostgreSQL: back it up with the database's own tools (pg_dump, point-in-time recovery), and restore it with connhost ledger accept-restore"))
+		return
+	}
+	info, err := b.Backup(r.Context(), filepath.Clean(req.Dir))
+	if errors.Is(err, ledger.ErrBackupExists) {
+		writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("%s exists: a backup goes into a new directory", filepath.Clean(req.Dir))))
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err, host.Result{})
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (a *api) tools(w http.ResponseWriter, r *http.Request) {
