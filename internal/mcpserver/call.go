@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,11 +26,17 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		// context a later SDK hands over.
 		ctx = host.WithScope(ctx, sc)
 	}
-	st := s.verifyState(req.Params.RequestState)
 	who := s.callerOf(req)
+	st, err := s.stateOf(req, who)
+	if err != nil {
+		return nil, stateProblem(err)
+	}
 	id, err := s.identityOf(req, st, who)
 	if err != nil {
 		return refused(identity{}, httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())), nil
+	}
+	if err := st.belongsTo(id); err != nil {
+		return nil, stateProblem(err)
 	}
 	tool := s.tools[req.Params.Name] // the SDK dispatched on a listed name
 	if id.Kind == IdentityPerRequest && tool.effects {
@@ -65,6 +72,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		if clientCancelled(ctx) {
 			return s.cancel(ctx, who, id, res, err), nil
 		}
+		if err == nil && !asked && note == "" {
+			note = stateNote(req, st, res)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				// The connection is gone (not a cancellation): nobody
@@ -89,10 +99,10 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 				if clientCancelled(ctx) {
 					return s.cancel(ctx, who, id, res, nil), nil
 				}
+				note = why
 				if decided {
 					continue // drive the call from its new state
 				}
-				note = why
 			}
 			if id.Kind == IdentityPerRequest && !held && s.opts.ApprovalWait > 0 {
 				// No retry could find this approval again: wait for
@@ -131,6 +141,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 }
 
+// errRequestGone ends a held stateless call whose HTTP request has ended:
+// nobody reads its answer, and the execution stays as recorded for the
+// client's re-send with the same ids.
+var errRequestGone = errors.New("mcpserver: the client's request has ended")
+
 // decisionPoll is how often a held call looks at its approval.
 const decisionPoll = 250 * time.Millisecond
 
@@ -168,6 +183,8 @@ func (s *Server) holdForDecision(ctx context.Context, req *mcp.CallToolRequest, 
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
+		case <-requestGone(ctx):
+			return false, errRequestGone
 		case <-tick.C:
 		}
 		rec, _, err := s.ex.Get(ctx, res.ExecutionID)
