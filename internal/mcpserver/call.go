@@ -104,7 +104,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 					continue // drive the call from its new state
 				}
 			}
-			if id.Kind == IdentityPerRequest && !held && s.opts.ApprovalWait > 0 {
+			if id.Kind == IdentityPerRequest && !held && s.opts.ApprovalWait > 0 && !answersWithTask(ctx) {
 				// No retry could find this approval again: wait for
 				// the reviewer here.
 				held = true
@@ -119,10 +119,10 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 					continue
 				}
 			}
-			return s.answer(id, res, note), nil
+			return s.answerOrTask(ctx, id, res, note), nil
 		case host.StatusPending:
 			if deadline.IsZero() || res.NextAttemptAt.IsZero() || res.NextAttemptAt.After(deadline) {
-				return s.answer(id, res, note), nil
+				return s.answerOrTask(ctx, id, res, note), nil
 			}
 			progress(res)
 			t := time.NewTimer(time.Until(res.NextAttemptAt))

@@ -302,7 +302,7 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 		Logger: opts.Logger,
 		Instructions: "Tools run durably: pass the model's tool-call id as _meta \"" + MetaToolCallID + "\" and your session as \"" +
 			MetaSessionID + "\", and send a call again with the same ids after a disconnect; connhost returns the recorded outcome instead of acting twice.",
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{ExtensionTasks: map[string]any{}}},
 	})
 	for _, t := range tools {
 		s.srv.AddTool(&mcp.Tool{
@@ -316,6 +316,7 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 		}, s.callTool)
 	}
 	s.srv.AddReceivingMiddleware(s.aliases)
+	s.registerTasks()
 	return s, nil
 }
 
