@@ -23,7 +23,11 @@
 // A client that declares the elicitation capability is asked to approve
 // or reject a gated call in its own dialog, when the connection's user may
 // approve (Options.Approver for stdio, the approver role over HTTP); the
-// answer is recorded as that user's decision. A client that cancels a call
+// answer is recorded as that user's decision. From protocol 2026-07-28
+// (stateless over HTTP, see streamableHandler) the dialog is an input
+// request whose requestState is single-use (see state.go), and a client
+// that declares the tasks extension gets a task for a call that waits
+// (see tasks.go). docs/mcp-2026-07-28.md describes both for users. A client that cancels a call
 // (notifications/cancelled) cancels the execution as Executor.Cancel does;
 // a client that gave a progress token hears of every retry.
 package mcpserver
