@@ -38,6 +38,13 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if err := st.belongsTo(id); err != nil {
 		return nil, stateProblem(err)
 	}
+	co, err := callOptionsOf(req.Params.Meta)
+	if err == nil {
+		err = co.check(id)
+	}
+	if err != nil {
+		return refused(id, httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())), nil
+	}
 	tool := s.tools[req.Params.Name] // the SDK dispatched on a listed name
 	if id.Kind == IdentityPerRequest && tool.effects {
 		switch s.opts.PerRequest {
@@ -104,11 +111,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 					continue // drive the call from its new state
 				}
 			}
-			if id.Kind == IdentityPerRequest && !held && s.opts.ApprovalWait > 0 && !answersWithTask(ctx) {
-				// No retry could find this approval again: wait for
-				// the reviewer here.
+			if hold := s.holdFor(ctx, id, co); !held && hold > 0 {
+				// The client asked to wait, or no retry could find
+				// this approval again: wait for the reviewer here.
 				held = true
-				decided, err := s.holdForDecision(ctx, req, res)
+				decided, err := s.holdForDecision(ctx, req, res, hold)
 				if clientCancelled(ctx) {
 					return s.cancel(ctx, who, id, res, nil), nil
 				}
@@ -152,17 +159,16 @@ const decisionPoll = 250 * time.Millisecond
 // holdProgressEvery is how often a held call sends the client progress.
 const holdProgressEvery = 5 * time.Second
 
-// holdForDecision waits, up to Options.ApprovalWait and the approval's
-// expiry, until the gated execution res is no longer awaiting approval
+// holdForDecision waits, up to wait and the approval's expiry, until the gated execution res is no longer awaiting approval
 // (a reviewer approved or rejected it, or it expired), sending the client
 // a progress notification now and then if it gave a progress token (a
 // client that resets its request timeout on progress keeps waiting). It
 // reports whether the execution left awaiting_approval; err is the
 // connection's end.
-func (s *Server) holdForDecision(ctx context.Context, req *mcp.CallToolRequest, res host.Result) (bool, error) {
+func (s *Server) holdForDecision(ctx context.Context, req *mcp.CallToolRequest, res host.Result, wait time.Duration) (bool, error) {
 	ap := res.Approval
 	start := time.Now()
-	until := start.Add(s.opts.ApprovalWait)
+	until := start.Add(wait)
 	if !ap.ExpiresAt.IsZero() && ap.ExpiresAt.Add(time.Second).Before(until) {
 		until = ap.ExpiresAt.Add(time.Second) // the executor expires it by then
 	}

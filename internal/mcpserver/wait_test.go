@@ -1,0 +1,154 @@
+package mcpserver_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/ledger"
+)
+
+// io.connhost/wait: a tools/call held open until a reviewer decides out
+// of band, over /mcp in both protocol generations, as a runtime that may
+// not approve (nobody is asked in the client).
+
+// waitVersions are the protocol revisions the wait tests run in over HTTP.
+var waitVersions = []string{modern, legacy}
+
+// heldCall starts a gated payment with ids and io.connhost/wait and a
+// progress token; decide is called with the approval once the server
+// reports (by its first progress notification) that it holds the call.
+// It returns the call's answer.
+func heldCall(t *testing.T, f *fixture, version, session string, decide func(ap *ledger.Approval, digest string)) (*mcp.CallToolResult, mcpserver.Result) {
+	t.Helper()
+	held := make(chan struct{}, 1)
+	cs := f.client(clientOpts{version: version, client: &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+		},
+	}})
+	meta := ids(session, "c1")
+	meta[mcpserver.MetaWait] = 600
+	meta["progressToken"] = "p-" + session
+	type answer struct {
+		res *mcp.CallToolResult
+		out mcpserver.Result
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, out := callTool(t, cs, "payments.create_payment", payment, maps.Clone(meta))
+		done <- answer{res, out}
+	}()
+	select {
+	case <-held:
+	case a := <-done:
+		t.Fatalf("answered before it was held: %s", text(a.res))
+	}
+	rec, err := f.ex.Ledger().Get(context.Background(), ledger.ExecutionID(ledger.DefaultNamespace, session, "c1"))
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateAwaitingApproval, rec.State)
+	decide(rec.Approval, rec.ArgsDigest)
+	a := <-done
+	return a.res, a.out
+}
+
+// TestWaitApproved: a reviewer approves while the call is held: the same
+// tools/call answers succeeded, one charge.
+func TestWaitApproved(t *testing.T) {
+	for _, v := range waitVersions {
+		t.Run(v, func(t *testing.T) {
+			f := newFixture(t, overHTTP)
+			before := charges()
+			res, out := heldCall(t, f, v, "s-wait-ok-"+v, func(ap *ledger.Approval, digest string) {
+				go func() {
+					_, err := f.ex.Approve(context.Background(), ap.ID, host.Decision{By: "olga", ArgsDigest: digest})
+					if err != nil {
+						t.Errorf("approve: %v", err)
+					}
+				}()
+			})
+			require.False(t, res.IsError, text(res))
+			require.Equal(t, "succeeded", out.Status)
+			require.False(t, out.Recorded, "run in the held request")
+			require.Equal(t, before+1, charges())
+		})
+	}
+}
+
+// TestWaitRejected: a reviewer rejects while the call is held: the same
+// tools/call answers rejected, nothing is charged.
+func TestWaitRejected(t *testing.T) {
+	for _, v := range waitVersions {
+		t.Run(v, func(t *testing.T) {
+			f := newFixture(t, overHTTP)
+			before := charges()
+			res, out := heldCall(t, f, v, "s-wait-no-"+v, func(ap *ledger.Approval, _ string) {
+				go func() {
+					if _, err := f.ex.Reject(context.Background(), ap.ID, host.Decision{By: "olga", Reason: "no"}); err != nil {
+						t.Errorf("reject: %v", err)
+					}
+				}()
+			})
+			require.True(t, res.IsError, text(res))
+			require.Equal(t, "rejected", out.Status)
+			require.Equal(t, before, charges())
+		})
+	}
+}
+
+// TestWaitUndecided: a wait that ends before anyone decides answers
+// awaiting_approval, as a call without it does.
+func TestWaitUndecided(t *testing.T) {
+	f := newFixture(t, overHTTP)
+	cs := f.client(clientOpts{})
+	meta := ids("s-wait-later", "c1")
+	meta[mcpserver.MetaWait] = 0.3
+	res, out := callTool(t, cs, "payments.create_payment", payment, meta)
+	require.False(t, res.IsError, text(res))
+	require.Equal(t, "awaiting_approval", out.Status)
+}
+
+// TestSettleAndWaitRefuseBadValues: settle and wait are read strictly; a
+// value of another type, a negative wait, or settle without the call's
+// ids is refused, naming the key, and nothing is recorded.
+func TestSettleAndWaitRefuseBadValues(t *testing.T) {
+	f := newFixture(t, overHTTP, fixtureOpts{mcp: func(o *mcpserver.Options) { o.PerRequest = mcpserver.PerRequestAllow }})
+	cs := f.client(clientOpts{})
+	with := func(kv ...any) mcp.Meta {
+		m := ids("s-bad", "c1")
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	for _, tt := range []struct {
+		name string
+		meta mcp.Meta
+		want string
+	}{
+		{"settle a string", with(mcpserver.MetaSettle, "true"), `"io.connhost/settle" must be a boolean, got a string`},
+		{"settle a number", with(mcpserver.MetaSettle, 1), `"io.connhost/settle" must be a boolean, got a number`},
+		{"wait a string", with(mcpserver.MetaWait, "60s"), `"io.connhost/wait" must be a number of seconds, got a string`},
+		{"wait a boolean", with(mcpserver.MetaWait, true), `"io.connhost/wait" must be a number of seconds, got a boolean`},
+		{"wait negative", with(mcpserver.MetaWait, -1), `"io.connhost/wait" must be a number of seconds of at least 0, got -1`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, out := callTool(t, cs, "payments.create_payment", payment, tt.meta)
+			require.True(t, res.IsError)
+			require.Equal(t, httpapi.CodeBadRequest, out.Code)
+			require.Contains(t, text(res), tt.want)
+		})
+	}
+	recs, err := f.ex.Ledger().List(context.Background(), ledger.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, recs, "nothing was recorded")
+}
