@@ -120,6 +120,10 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 					return s.cancel(ctx, who, id, res, nil), nil
 				}
 				if err != nil {
+					if errors.Is(err, errRequestGone) {
+						s.opts.Logger.InfoContext(ctx, "mcpserver: the request of a held call ended; the execution stays as recorded for the client's re-send",
+							"execution_id", res.ExecutionID)
+					}
 					return nil, err // the connection is gone
 				}
 				if decided {

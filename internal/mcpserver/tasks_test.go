@@ -25,40 +25,39 @@ import (
 
 var rpcIDs atomic.Int64
 
+// modernStream sends one 2026-07-28 request to /mcp as the principal of
+// tok (see modernRPC) and returns the response, its stream unread.
+func (f *fixture) modernStream(ctx context.Context, tok, method string, params map[string]any) *http.Response {
+	t := f.t
+	t.Helper()
+	req := f.modernRequest(tok, method, params, false, rpcIDs.Add(1))
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), resp.Header.Get("Content-Type"))
+	return resp
+}
+
+// waitForEvent reads an event stream until a message of method (true) or
+// its end (false).
+func waitForEvent(resp *http.Response, method string) bool {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"method":"`+method+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
 // modernRPC sends one 2026-07-28 request to /mcp as the principal of tok
 // (no initialize, no session), declaring the tasks extension when tasks
 // is set, and returns its answer.
 func (f *fixture) modernRPC(tok, method string, params map[string]any, tasks bool) rpcResponse {
 	t := f.t
 	t.Helper()
-	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
-	if tasks {
-		caps["extensions"] = map[string]any{mcpserver.ExtensionTasks: map[string]any{}}
-	}
-	meta, _ := params["_meta"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["io.modelcontextprotocol/protocolVersion"] = modern
-	meta["io.modelcontextprotocol/clientCapabilities"] = caps
-	params["_meta"] = meta
 	id := rpcIDs.Add(1)
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", modern)
-	req.Header.Set("Mcp-Method", method)
-	switch {
-	case method == "tools/call":
-		req.Header.Set("Mcp-Name", params["name"].(string))
-	case strings.HasPrefix(method, "tasks/"):
-		req.Header.Set("Mcp-Name", params["taskId"].(string))
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(f.modernRequest(tok, method, params, tasks, id))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Empty(t, resp.Header.Get("Mcp-Session-Id"), "stateless")
@@ -83,6 +82,40 @@ func (f *fixture) modernRPC(tok, method string, params map[string]any, tasks boo
 	}
 	t.Fatalf("%s: no answer to request %d in %s %s", method, id, resp.Status, raw)
 	return rpcResponse{}
+}
+
+// modernRequest is a 2026-07-28 request of method with id, its _meta
+// and headers as the specification has a client send them.
+func (f *fixture) modernRequest(tok, method string, params map[string]any, tasks bool, id int64) *http.Request {
+	t := f.t
+	t.Helper()
+	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
+	if tasks {
+		caps["extensions"] = map[string]any{mcpserver.ExtensionTasks: map[string]any{}}
+	}
+	meta, _ := params["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["io.modelcontextprotocol/protocolVersion"] = modern
+	meta["io.modelcontextprotocol/clientCapabilities"] = caps
+	params["_meta"] = meta
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", modern)
+	req.Header.Set("Mcp-Method", method)
+	switch {
+	case method == "tools/call":
+		req.Header.Set("Mcp-Name", params["name"].(string))
+	case strings.HasPrefix(method, "tasks/"):
+		req.Header.Set("Mcp-Name", params["taskId"].(string))
+	}
+	return req
 }
 
 // task is a task as the extension shapes it.

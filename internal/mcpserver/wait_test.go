@@ -2,8 +2,10 @@ package mcpserver_test
 
 import (
 	"context"
+	"io"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -151,4 +153,54 @@ func TestSettleAndWaitRefuseBadValues(t *testing.T) {
 	recs, err := f.ex.Ledger().List(context.Background(), ledger.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing was recorded")
+}
+
+// TestModernBrokenStreamResent: a 2026-07-28 client's stream breaks while
+// its call is held for a reviewer (the HTTP request ends; the
+// specification has the client re-send the request under a new JSON-RPC
+// id). The break cancels nothing: the execution still waits, the re-send
+// finds it by its _meta ids and is held in turn, and once approved the
+// payment is made once.
+func TestModernBrokenStreamResent(t *testing.T) {
+	f := newFixture(t, overHTTP)
+	before := charges()
+	call := func() map[string]any {
+		p := payCall("s-broken", "c1")
+		meta := p["_meta"].(map[string]any)
+		meta[mcpserver.MetaWait] = 600
+		meta["progressToken"] = "p1"
+		return p
+	}
+	// The first request: read its stream up to the first progress
+	// notification (the call is held), then break it.
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := f.modernStream(ctx, tokenRuntime, "tools/call", call())
+	require.True(t, waitForEvent(resp, "notifications/progress"), "the call was held")
+	cancel()
+	resp.Body.Close()
+	id := ledger.ExecutionID(ledger.DefaultNamespace, "s-broken", "c1")
+	f.log.waitFor(t, "the request of a held call ended")
+	require.NotContains(t, f.log.String(), "cancelled by the client")
+	rec, err := f.ex.Ledger().Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateAwaitingApproval, rec.State, "a broken stream cancels nothing")
+
+	// The re-send, under a new JSON-RPC id: held again; approved.
+	go func() {
+		resp := f.modernStream(context.Background(), tokenRuntime, "tools/call", call())
+		defer resp.Body.Close()
+		if waitForEvent(resp, "notifications/progress") {
+			_, _ = f.ex.Approve(context.Background(), rec.Approval.ID, host.Decision{By: "olga", ArgsDigest: rec.ArgsDigest})
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+	require.Eventually(t, func() bool {
+		r, err := f.ex.Ledger().Get(context.Background(), id)
+		return err == nil && r.State == ledger.StateSucceeded
+	}, time.Minute, 50*time.Millisecond)
+	require.Equal(t, before+1, charges())
+	// The answer the client reads on a later re-send is the recorded one.
+	again := f.modernRPC(tokenRuntime, "tools/call", payCall("s-broken", "c1"), false)
+	require.Contains(t, string(again.Result), `"recorded":true`)
+	require.Equal(t, before+1, charges())
 }
