@@ -94,11 +94,6 @@ func callOptionsOf(meta mcp.Meta) (callOptions, error) {
 // check refuses options that the call's identity cannot honour: a call
 // with an identity of its own request has no record to settle.
 func (co callOptions) check(id identity) error {
-	if co.settle {
-		// Until the executor settles (host.ToolCall.Settle), a settle
-		// would run a call connhost never saw: refuse it.
-		return fmt.Errorf("%w: _meta %q is not supported by this server yet; nothing was done", errMetaValue, MetaSettle)
-	}
 	if co.settle && id.Kind == IdentityPerRequest {
 		return fmt.Errorf("%w: _meta %q needs the call's ids (%q and %q, or a runtime's own tool-call id key): a call made up for one request has nothing to settle",
 			errMetaValue, MetaSettle, MetaSessionID, MetaToolCallID)

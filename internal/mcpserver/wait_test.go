@@ -139,6 +139,7 @@ func TestSettleAndWaitRefuseBadValues(t *testing.T) {
 	}{
 		{"settle a string", with(mcpserver.MetaSettle, "true"), `"io.connhost/settle" must be a boolean, got a string`},
 		{"settle a number", with(mcpserver.MetaSettle, 1), `"io.connhost/settle" must be a boolean, got a number`},
+		{"settle without ids", mcp.Meta{mcpserver.MetaSettle: true}, `"io.connhost/settle" needs the call's ids`},
 		{"wait a string", with(mcpserver.MetaWait, "60s"), `"io.connhost/wait" must be a number of seconds, got a string`},
 		{"wait a boolean", with(mcpserver.MetaWait, true), `"io.connhost/wait" must be a number of seconds, got a boolean`},
 		{"wait negative", with(mcpserver.MetaWait, -1), `"io.connhost/wait" must be a number of seconds of at least 0, got -1`},
@@ -203,4 +204,75 @@ func TestModernBrokenStreamResent(t *testing.T) {
 	again := f.modernRPC(tokenRuntime, "tools/call", payCall("s-broken", "c1"), false)
 	require.Contains(t, string(again.Result), `"recorded":true`)
 	require.Equal(t, before+1, charges())
+}
+
+// TestSettle: io.connhost/settle drives the recorded execution of the
+// call's ids without ever running a call connhost never saw. A succeeded
+// call answers its recorded outcome (no second charge); an unknown one is
+// recorded cancelled, and the original request arriving after it is
+// answered cancelled (no charge); a call waiting for its approval and
+// settled with io.connhost/wait runs in that request once approved.
+func TestSettle(t *testing.T) {
+	for _, v := range waitVersions {
+		t.Run(v, func(t *testing.T) {
+			f := newFixture(t, overHTTP)
+			cs := f.client(clientOpts{version: v})
+			settle := func(session, call string) mcp.Meta {
+				m := ids(session, call)
+				m[mcpserver.MetaSettle] = true
+				return m
+			}
+			before := charges()
+
+			// A call that ran: settled, its recorded outcome.
+			_, first := callTool(t, cs, "payments.create_payment", payment, ids("s-settle-"+v, "ran"))
+			require.Equal(t, "awaiting_approval", first.Status)
+			_, err := f.ex.Approve(context.Background(), first.Approval.ID, host.Decision{By: "olga", ArgsDigest: first.Approval.ArgsDigest})
+			require.NoError(t, err)
+			_, ran := callTool(t, cs, "payments.create_payment", payment, ids("s-settle-"+v, "ran"))
+			require.Equal(t, "succeeded", ran.Status)
+			require.Equal(t, before+1, charges())
+			res, settled := callTool(t, cs, "payments.create_payment", payment, settle("s-settle-"+v, "ran"))
+			require.Equal(t, "succeeded", settled.Status, text(res))
+			require.True(t, settled.Recorded)
+			require.Equal(t, ran.ExecutionID, settled.ExecutionID)
+			require.Equal(t, before+1, charges(), "settling charges nothing")
+
+			// A call connhost never saw: recorded cancelled, never run,
+			// and the original arriving late is answered cancelled.
+			res, never := callTool(t, cs, "payments.create_payment", payment, settle("s-settle-"+v, "lost"))
+			require.True(t, res.IsError, text(res))
+			require.Equal(t, "cancelled", never.Status)
+			require.Contains(t, text(res), "did not run")
+			res, late := callTool(t, cs, "payments.create_payment", payment, ids("s-settle-"+v, "lost"))
+			require.True(t, res.IsError, text(res))
+			require.Equal(t, "cancelled", late.Status)
+			require.Equal(t, never.ExecutionID, late.ExecutionID)
+			require.Equal(t, before+1, charges(), "the late original ran nothing")
+
+			// Other arguments under settled ids are an intent mismatch.
+			other := maps.Clone(payment)
+			other["amount"] = 501
+			res, mismatch := callTool(t, cs, "payments.create_payment", other, settle("s-settle-"+v, "ran"))
+			require.True(t, res.IsError)
+			require.Equal(t, httpapi.CodeIntentMismatch, mismatch.Code)
+
+			// A call waiting for its approval, settled with a wait: held,
+			// approved from elsewhere, run in the same request.
+			_, waiting := callTool(t, cs, "payments.create_payment", payment, ids("s-settle-"+v, "gated"))
+			require.Equal(t, "awaiting_approval", waiting.Status)
+			go func() {
+				_, err := f.ex.Approve(context.Background(), waiting.Approval.ID, host.Decision{By: "olga", ArgsDigest: waiting.Approval.ArgsDigest})
+				if err != nil {
+					t.Errorf("approve: %v", err)
+				}
+			}()
+			m := settle("s-settle-"+v, "gated")
+			m[mcpserver.MetaWait] = 600
+			res, done := callTool(t, cs, "payments.create_payment", payment, m)
+			require.Equal(t, "succeeded", done.Status, text(res))
+			require.Equal(t, waiting.ExecutionID, done.ExecutionID)
+			require.Equal(t, before+2, charges())
+		})
+	}
 }
