@@ -166,8 +166,9 @@ type Options struct {
 	// a reviewer decides, and answers awaiting_approval only after this
 	// long (a retry could not find the approval again). The client is
 	// sent progress meanwhile, if it asked for it. Calls with a stable
-	// identity answer awaiting_approval at once: the runtime's retry with
-	// the same ids finds the decision. The default value is
+	// identity answer awaiting_approval at once (the runtime's retry with
+	// the same ids finds the decision) unless they ask for a hold with
+	// MetaWait, which ApprovalWait caps. The default value is
 	// DefaultApprovalWait; a negative value never holds.
 	ApprovalWait time.Duration
 	// TrustedOrigins are the origins ("scheme://host[:port]") besides the
