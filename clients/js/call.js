@@ -150,8 +150,9 @@ export function outcomeOf(result) {
   // attempt 0, and nothing was dispatched.
   const neverRan = status === 'cancelled' && !(sc.attempt > 0);
   if (denied && !/do not issue/i.test(text)) {
+    const why = typeof sc.approval?.reason === 'string' && sc.approval.reason !== '' ? ` (${sc.approval.reason})` : '';
     text += status === 'rejected'
-      ? ' A reviewer rejected this call; it was not done. Do not issue it again: tell the user.'
+      ? ` A reviewer rejected this call${why}; it was not done. Do not issue it again: tell the user.`
       : ' Its approval expired before anyone decided; it was not done. Do not issue it again: tell the user, who can ask for it anew.';
   }
   if (neverRan && !/issue it again|may be issued again/i.test(text)) {

@@ -5,15 +5,192 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 )
 
-// The helpers of the AI SDK and Mastra tests: their scenario scripts
-// report more than the others' (how often the scripted model was asked,
-// the tool-call ids it issued, the calls left waiting for a reviewer), and
-// their gated calls are found and decided through serve's API.
+// The runtimes whose adapters resume by reconciliation: before a resumed
+// run asks the model again, the adapter settles the calls its saved state
+// holds without a result, by their original ids, and writes the answers
+// into the runtime's history; a call that awaits a reviewer is held on the
+// runtime's own pause. Their scenario scripts take the same configuration
+// and print the same report, and their scripted models issue a new
+// tool-call id whenever they are asked without a result, as a model API
+// does: a model asked again shows as a second id.
+type reconRuntime struct {
+	name   string
+	script string
+	// packages must be installed in clients/js.
+	packages []string
+	// pause names the runtime's own pause in failure messages.
+	pause string
+}
+
+var reconRuntimes = []reconRuntime{
+	// The application stores the conversation's messages after each step,
+	// as the SDK's documentation shows; the adapter stores a call before
+	// it runs through the same function.
+	{name: "ai-sdk", script: "aisdk-scenario.mjs", packages: []string{"ai", "@ai-sdk/mcp", "@modelcontextprotocol/sdk"},
+		pause: "the SDK's tool-approval-request"},
+	// The agent's memory and the snapshots of suspended runs in a libSQL
+	// file, as Mastra's documentation sets up state that survives a
+	// restart.
+	{name: "mastra", script: "mastra-scenario.mjs", packages: []string{"@mastra/core", "@mastra/libsql", "@mastra/memory", "@mastra/mcp", "ai", "@modelcontextprotocol/sdk"},
+		pause: "a suspended run"},
+}
+
+func needRecon(t *testing.T) string {
+	t.Helper()
+	var pkgs []string
+	for _, rt := range reconRuntimes {
+		pkgs = append(pkgs, rt.packages...)
+	}
+	return testenv.Node(t, shared.jsDir, pkgs...)
+}
+
+// TestReconcileKill: (a) the runtime process is killed (SIGKILL) while
+// the payment is held at the provider; restarted from its own saved state
+// (the stored messages, the memory thread), the adapter settles the
+// unanswered call by its original ids before the model is asked again,
+// and the run continues with the charge's receipt: one charge, no new
+// tool call, nobody asked. Over serve and over a stdio connhost mcp that
+// the killed runtime had launched. (d) the runtime's own MCP integration
+// (@ai-sdk/mcp's tools, @mastra/mcp's MCPClient) against serve is refused
+// for want of an identity, and nothing is charged.
+func TestReconcileKill(t *testing.T) {
+	node := needRecon(t)
+	serve := newConnhost(t, "serve", shared.ungated)
+	for _, rt := range reconRuntimes {
+		for _, kind := range []string{"serve", "stdio"} {
+			t.Run(rt.name+"/"+kind, func(t *testing.T) {
+				start := time.Now()
+				c := serve
+				if kind == "stdio" {
+					c = newConnhost(t, "stdio", shared.ungated)
+				}
+				before := charges()
+				holdNextCharge(t)
+				cfg := jsScenario(c, t, rt.name, "first", true, "call_kill_1")
+				first := startRuntime(t, node, rt.script, cfg)
+				awaitHeld(t, first)
+				first.kill(t)
+				releaseHeld(t)
+				c.awaitStdioExit(t)
+				rep := startRuntime(t, node, rt.script, jsScenario(c, t, rt.name, "resume", true, "call_kill_1")).waitJS(t)
+				if got := charges() - before; got != 1 {
+					t.Fatalf("the provider charged %d times for one call killed mid-charge and resumed, want 1", got)
+				}
+				receipt := newestIntent(t)
+				if !strings.Contains(rep.Final, receipt) {
+					t.Fatalf("the resumed run's answer %q does not carry the charge's receipt %s", rep.Final, receipt)
+				}
+				if len(rep.Issued) != 0 || rep.ModelRequests != 1 {
+					t.Fatalf("the resumed run asked the model %d times and it issued %q; want one request (the answer) and no new call", rep.ModelRequests, rep.Issued)
+				}
+				if kind == "serve" && c.awaitingIn(t, sessionOf(cfg)) != 0 {
+					t.Fatal("the resumed call is held for a human")
+				}
+				t.Logf("killed mid-charge and resumed over %s: %d charge, %d model request after the restart (%.1fs)", kind, charges()-before, rep.ModelRequests, time.Since(start).Seconds())
+			})
+		}
+		t.Run(rt.name+"/without-adapter", func(t *testing.T) {
+			before := charges()
+			rep := startRuntime(t, node, rt.script, jsScenario(serve, t, rt.name, "first", false, "call_plain_1")).waitJS(t)
+			if len(rep.Outputs) != 1 || !strings.Contains(rep.Outputs[0], "identity_required") {
+				t.Fatalf("the runtime's own MCP tool answered %q, want the identity_required refusal", rep.Outputs)
+			}
+			if got := charges() - before; got != 0 {
+				t.Fatalf("the provider charged %d times for a refused call", got)
+			}
+		})
+	}
+}
+
+// TestReconcileApproval: a gated payment through the adapter, on serve.
+// (b) approved through the API while the runtime waits (io.connhost/wait):
+// the same request runs it. (b) approved while the runtime is stopped on
+// its own pause: the resumed run settles the same call, which runs once,
+// and the model is asked only for its answer. (c) rejected while stopped:
+// nothing is charged and the model reads the refusal, and is not asked to
+// issue the call again.
+func TestReconcileApproval(t *testing.T) {
+	node := needRecon(t)
+	c := newConnhost(t, "serve", shared.gated)
+	for _, rt := range reconRuntimes {
+		t.Run(rt.name+"/approved-while-waiting", func(t *testing.T) {
+			start := time.Now()
+			before := charges()
+			cfg := jsScenario(c, t, rt.name, "first", true, "call_wait_1")
+			cfg["wait"] = 300
+			p := startRuntime(t, node, rt.script, cfg)
+			ex := c.gatedCall(t, p, sessionOf(cfg), "call_wait_1")
+			c.approveVia(t, tokenRita, ex.Approval.ID, ex.Approval.ArgsDigest)
+			rep := p.waitJS(t)
+			if got := charges() - before; got != 1 {
+				t.Fatalf("the provider charged %d times, want 1", got)
+			}
+			if !strings.Contains(rep.Final, newestIntent(t)) {
+				t.Fatalf("the answer %q does not carry the charge's receipt", rep.Final)
+			}
+			if !slices.Equal(rep.Issued, []string{"call_wait_1"}) || rep.ModelRequests != 2 {
+				t.Fatalf("the model got %d requests and issued %q; want 2 (the call, the answer) and the one call", rep.ModelRequests, rep.Issued)
+			}
+			t.Logf("approved while the runtime waited: %d charge (%.1fs)", charges()-before, time.Since(start).Seconds())
+		})
+
+		t.Run(rt.name+"/approved-while-stopped", func(t *testing.T) {
+			start := time.Now()
+			before := charges()
+			cfg := jsScenario(c, t, rt.name, "first", true, "call_stop_1")
+			first := startRuntime(t, node, rt.script, cfg).waitJS(t)
+			if !slices.Equal(first.Paused, []string{"call_stop_1"}) {
+				t.Fatalf("the run paused on %q, want %s for call_stop_1", first.Paused, rt.pause)
+			}
+			ex := c.gatedCall(t, nil, sessionOf(cfg), "call_stop_1")
+			c.approveVia(t, tokenRita, ex.Approval.ID, ex.Approval.ArgsDigest)
+			rep := startRuntime(t, node, rt.script, jsScenario(c, t, rt.name, "resume", true, "call_stop_1")).waitJS(t)
+			if got := charges() - before; got != 1 {
+				t.Fatalf("the provider charged %d times, want 1", got)
+			}
+			if !strings.Contains(rep.Final, newestIntent(t)) {
+				t.Fatalf("the resumed answer %q does not carry the charge's receipt", rep.Final)
+			}
+			if len(rep.Issued) != 0 || rep.ModelRequests != 1 {
+				t.Fatalf("after the approval the model got %d requests and issued %q; want 1 (the answer) and no call", rep.ModelRequests, rep.Issued)
+			}
+			if n := c.awaitingIn(t, sessionOf(cfg)); n != 0 {
+				t.Fatalf("%d approvals still asked of a human", n)
+			}
+			t.Logf("approved while the runtime was stopped: %d charge (%.1fs)", charges()-before, time.Since(start).Seconds())
+		})
+
+		t.Run(rt.name+"/rejected", func(t *testing.T) {
+			before := charges()
+			cfg := jsScenario(c, t, rt.name, "first", true, "call_reject_1")
+			first := startRuntime(t, node, rt.script, cfg).waitJS(t)
+			if !slices.Equal(first.Paused, []string{"call_reject_1"}) {
+				t.Fatalf("the run paused on %q, want %s for call_reject_1", first.Paused, rt.pause)
+			}
+			ex := c.gatedCall(t, nil, sessionOf(cfg), "call_reject_1")
+			c.rejectVia(t, ex.Approval.ID, ex.Approval.ArgsDigest, "not this customer")
+			rep := startRuntime(t, node, rt.script, jsScenario(c, t, rt.name, "resume", true, "call_reject_1")).waitJS(t)
+			if got := charges() - before; got != 0 {
+				t.Fatalf("the provider charged %d times for a rejected call", got)
+			}
+			if len(rep.Outputs) != 1 || !strings.Contains(rep.Outputs[0], "rejected") || !strings.Contains(rep.Outputs[0], "not issue it again") {
+				t.Fatalf("the model read %q, want the rejection and not to issue it again", rep.Outputs)
+			}
+			if len(rep.Issued) != 0 {
+				t.Fatalf("the model issued %q after the rejection", rep.Issued)
+			}
+			t.Logf("the model read: %s", rep.Outputs[0])
+		})
+	}
+}
 
 // jsReport is what aisdk-scenario.mjs and mastra-scenario.mjs print.
 type jsReport struct {
@@ -39,8 +216,10 @@ type jsReport struct {
 // and the same ids would make the same idempotency key there.
 func jsScenario(c *connhost, t *testing.T, state, phase string, adapter bool, callID string) map[string]any {
 	conv := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	// The AI SDK's session is the conversation's id, Mastra's the memory
+	// thread: the same string, so that the test finds the call by it.
 	cfg := map[string]any{
-		"adapter": adapter, "phase": phase, "session": "conv-" + conv, "thread": "thread-" + conv,
+		"adapter": adapter, "phase": phase, "session": "conv-" + conv, "thread": "conv-" + conv,
 		"callId": callID, "tool": payment,
 		"arguments": map[string]any{"amount": 500, "currency": "usd", "payment_method": "pm_card_visa"},
 		"state":     c.data + "/" + state + "-" + conv,
