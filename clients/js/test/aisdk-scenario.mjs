@@ -3,9 +3,9 @@
 // this process mid-call with SIGKILL, approves or rejects through the API
 // and counts the charges at the Stripe emulator). The model is the SDK's
 // MockLanguageModelV3 with a script (no model API is reachable): asked
-// without a result for its call, it issues one (cfg.callId the first time,
-// a new id each later time, as a model API does); shown a result, it
-// answers with it. Everything between is the SDK's own path:
+// without a result for its call, it issues one (cfg.callId the first time
+// in the first phase, a new id each other time, as a model API does);
+// shown a result, it answers with it. Everything between is the SDK's own path:
 // generateText's tool loop, needsApproval, the messages the application
 // stores after each step.
 //
@@ -54,7 +54,9 @@ const model = new MockLanguageModelV3({
     const results = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
     const last = results.at(-1);
     if (!last) {
-      const id = issued.length === 0 ? cfg.callId : `${cfg.callId}-again-${issued.length}`;
+      // A restarted process's model is a new request to the model API:
+      // its call has a new id.
+      const id = cfg.phase === 'first' && issued.length === 0 ? cfg.callId : `${cfg.callId}-${cfg.phase}-${issued.length}`;
       issued.push(id);
       return {
         content: [{ type: 'tool-call', toolCallId: id, toolName: cfg.tool, input: JSON.stringify(cfg.arguments) }],
