@@ -19,10 +19,11 @@ export interface AiSdkOptions {
   timeoutMs?: number;
 }
 
-/** A call that still awaits a reviewer in connhost. */
+/** A call without an outcome yet: it awaits a reviewer, or connhost is still finishing it. */
 export interface PendingCall {
   toolCallId: string;
   toolName: string;
+  status: 'awaiting_approval' | 'pending';
   approvalId?: string;
   executionId?: string;
 }
@@ -30,7 +31,7 @@ export interface PendingCall {
 export interface ResumeResult {
   /** The conversation with the settled calls' results (and approval responses) written in. */
   messages: ModelMessage[];
-  /** Calls still awaiting a reviewer: the SDK cannot continue the conversation until they are decided. */
+  /** Calls without an outcome yet: the SDK cannot continue the conversation until they have one. */
   pending: PendingCall[];
   /** Calls settled now, with connhost's status. */
   settled: Array<{ toolCallId: string; toolName: string; status: string }>;

@@ -110,7 +110,8 @@ export async function connhostAiSdk(target, options = {}) {
    * connhost is recorded as not run), and its answer is written into the
    * messages as the call's result. A call that still awaits a reviewer
    * stays on the SDK's pause (a tool-approval-request) and is listed in
-   * pending: the SDK cannot continue the conversation until it is decided.
+   * pending, as is one connhost is still finishing: the SDK cannot
+   * continue the conversation until they have outcomes.
    *
    * @param {Array<object>} saved the conversation's ModelMessage[]
    * @param {{wait?: number}} [opts] wait: seconds to hold each undecided call for a reviewer
@@ -144,8 +145,14 @@ export async function connhostAiSdk(target, options = {}) {
         // Decided in the SDK already: its next run executes or denies it.
         if (req && responded.has(req.approvalId)) continue;
         const out = await send(p.toolName, p.input ?? {}, p.toolCallId, { settle: true, wait: w });
+        if (out.status === 'pending') {
+          // connhost is still finishing it (a retry is scheduled): no
+          // outcome to write yet.
+          pending.push({ toolCallId: p.toolCallId, toolName: p.toolName, status: out.status, executionId: out.executionId });
+          continue;
+        }
         if (out.status === 'awaiting_approval') {
-          pending.push({ toolCallId: p.toolCallId, toolName: p.toolName, approvalId: out.approval?.id, executionId: out.executionId });
+          pending.push({ toolCallId: p.toolCallId, toolName: p.toolName, status: out.status, approvalId: out.approval?.id, executionId: out.executionId });
           if (!req) {
             // Killed before the SDK paused: pause it now, as the SDK would.
             content = [...content, {

@@ -17,8 +17,8 @@ export interface MastraOptions {
 export interface MastraResumeResult {
   /** The continued run's output (resumeGenerate or generate), or undefined when nothing was continued. */
   output: any;
-  /** Calls still awaiting a reviewer. */
-  pending: Array<{ toolCallId: string; toolName: string; approvalId?: string; executionId?: string; runId?: string }>;
+  /** Calls without an outcome yet: awaiting a reviewer, or still being finished by connhost. */
+  pending: Array<{ toolCallId: string; toolName: string; status: 'awaiting_approval' | 'pending'; approvalId?: string; executionId?: string; runId?: string }>;
   /** Unanswered calls settled now and written into the thread, with connhost's status. */
   settled: Array<{ toolCallId: string; toolName: string; status: string }>;
   /** The suspended runs found for connhost's calls. */

@@ -158,8 +158,9 @@ export async function connhostMastra(target, options = {}) {
           tool: inv.toolName, args: inv.args ?? {}, sessionId: sessionOf({ agent: { threadId } }),
           toolCallId: inv.toolCallId, namespace, settle: true, wait: w, timeoutMs,
         });
-        if (out.status === 'awaiting_approval') {
-          pending.push({ toolCallId: inv.toolCallId, toolName: inv.toolName, approvalId: out.approval?.id, executionId: out.executionId });
+        if (out.status === 'awaiting_approval' || out.status === 'pending') {
+          // Undecided, or still being finished: no outcome to write yet.
+          pending.push({ toolCallId: inv.toolCallId, toolName: inv.toolName, status: out.status, approvalId: out.approval?.id, executionId: out.executionId });
           parts.push(p);
           continue;
         }
@@ -182,7 +183,7 @@ export async function connhostMastra(target, options = {}) {
     for (const s of suspended) {
       output = await agent.resumeGenerate(w !== undefined ? { wait: w } : {}, { ...run, runId: s.runId, toolCallId: s.toolCallId });
       if (output?.finishReason === 'suspended') {
-        pending.push({ toolCallId: s.toolCallId, toolName: s.toolName, runId: s.runId, approvalId: output.suspendPayload?.suspendPayload?.approval_id });
+        pending.push({ toolCallId: s.toolCallId, toolName: s.toolName, status: 'awaiting_approval', runId: s.runId, approvalId: output.suspendPayload?.suspendPayload?.approval_id });
         return { output, pending, settled, suspended };
       }
     }
