@@ -16,7 +16,8 @@
 // phase ("first": a new conversation; "resume": the conversation restored
 // from state, reconciled, continued), state (the file the conversation's
 // messages are stored in), session, callId, tool, arguments, wait
-// (seconds the adapter holds a gated call for a reviewer). It prints one
+// (seconds the adapter holds a gated call for a reviewer), crashAfterSave
+// (SIGKILL itself once a call is stored, before it reaches connhost). It prints one
 // JSON line: the tool outputs the model saw, its final answer, how many
 // requests it got, the tool-call ids it issued, and the calls still
 // awaiting a reviewer.
@@ -53,7 +54,10 @@ const model = new MockLanguageModelV3({
     requests++;
     const results = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
     const last = results.at(-1);
-    if (!last) {
+    // Told a call did not run, a model issues it again if it is still
+    // wanted: once here.
+    const again = last && issued.length === 0 && /did not run/.test(textOf(last.output));
+    if (!last || again) {
       // A restarted process's model is a new request to the model API:
       // its call has a new id.
       const id = cfg.phase === 'first' && issued.length === 0 ? cfg.callId : `${cfg.callId}-${cfg.phase}-${issued.length}`;
@@ -78,6 +82,12 @@ const store = {
   save: async (messages) => {
     writeFileSync(`${cfg.state}.tmp`, JSON.stringify(messages));
     renameSync(`${cfg.state}.tmp`, cfg.state);
+    // crashAfterSave: the process dies as soon as a call is stored, before
+    // it reaches connhost.
+    const last = messages.at(-1);
+    if (cfg.crashAfterSave && last?.role === 'assistant' && Array.isArray(last.content) && last.content.some((p) => p.type === 'tool-call')) {
+      process.kill(process.pid, 'SIGKILL');
+    }
   },
 };
 

@@ -15,7 +15,9 @@
 // adapter (true: @connhost/runtimes/mastra; false: @mastra/mcp's
 // MCPClient tools), phase ("first": a new thread; "resume": the thread
 // continued after a restart with the adapter's resume), state (the libSQL
-// file), thread, callId, tool, arguments, wait. It prints one JSON line:
+// file), thread, callId, tool, arguments, wait, crashAfterSave (SIGKILL
+// itself once the thread holds a call, before it reaches connhost). It
+// prints one JSON line:
 // the tool outputs the model saw, its final answer, how many requests it
 // got, the tool-call ids it issued, and the calls left for a reviewer.
 import { Mastra } from '@mastra/core';
@@ -54,7 +56,10 @@ const model = new MockLanguageModelV3({
     requests++;
     const results = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.type === 'tool-result');
     const last = results.at(-1);
-    if (!last) {
+    // Told a call did not run, a model issues it again if it is still
+    // wanted: once here.
+    const again = last && issued.length === 0 && /did not run/.test(textOf(last.output));
+    if (!last || again) {
       // A restarted process's model is a new request to the model API:
       // its call has a new id.
       const id = cfg.phase === 'first' && issued.length === 0 ? cfg.callId : `${cfg.callId}-${cfg.phase}-${issued.length}`;
@@ -78,6 +83,18 @@ const target = cfg.transport === 'stdio'
 
 const storage = new LibSQLStore({ id: 'scenario', url: `file:${cfg.state}` });
 const memory = new Memory({ storage });
+if (cfg.crashAfterSave) {
+  // The process dies as soon as the thread holds a tool call, before the
+  // call reaches connhost.
+  const save = memory.saveMessages.bind(memory);
+  memory.saveMessages = async (args) => {
+    const out = await save(args);
+    const calls = (args?.messages ?? []).flatMap((m) => m.content?.parts ?? [])
+      .filter((p) => p.type === 'tool-invocation' && p.toolInvocation?.state === 'call');
+    if (calls.length > 0) process.kill(process.pid, 'SIGKILL');
+    return out;
+  };
+}
 const thread = { thread: cfg.thread, resource: 'customer-1' };
 
 let connhost;

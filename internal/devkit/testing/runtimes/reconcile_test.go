@@ -2,11 +2,14 @@ package runtimes_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,7 +63,9 @@ func needRecon(t *testing.T) string {
 // tool call, nobody asked. Over serve and over a stdio connhost mcp that
 // the killed runtime had launched. (d) the runtime's own MCP integration
 // (@ai-sdk/mcp's tools, @mastra/mcp's MCPClient) against serve is refused
-// for want of an identity, and nothing is charged.
+// for want of an identity, and nothing is charged. And a call the runtime
+// stored but never sent (the process died in between) is settled as never
+// run: the model is told so, and only then issues it again.
 func TestReconcileKill(t *testing.T) {
 	node := needRecon(t)
 	serve := newConnhost(t, "serve", shared.ungated)
@@ -97,6 +102,28 @@ func TestReconcileKill(t *testing.T) {
 				t.Logf("killed mid-charge and resumed over %s: %d charge, %d model request after the restart (%.1fs)", kind, charges()-before, rep.ModelRequests, time.Since(start).Seconds())
 			})
 		}
+		t.Run(rt.name+"/never-reached", func(t *testing.T) {
+			before := charges()
+			cfg := jsScenario(serve, t, rt.name, "first", true, "call_never_1")
+			cfg["crashAfterSave"] = true
+			startRuntime(t, node, rt.script, cfg).awaitKilled(t)
+			if got := charges() - before; got != 0 {
+				t.Fatalf("the provider charged %d times for a call killed before it was sent", got)
+			}
+			rep := startRuntime(t, node, rt.script, jsScenario(serve, t, rt.name, "resume", true, "call_never_1")).waitJS(t)
+			if len(rep.Outputs) < 1 || !strings.Contains(rep.Outputs[0], "did not run") {
+				t.Fatalf("the model read %q for the call that never reached connhost, want that it did not run", rep.Outputs)
+			}
+			if len(rep.Issued) != 1 {
+				t.Fatalf("the model issued %q, want the one call it was told did not run, under a new id", rep.Issued)
+			}
+			if got := charges() - before; got != 1 {
+				t.Fatalf("the provider charged %d times, want 1 (the call issued again)", got)
+			}
+			if !strings.Contains(rep.Final, newestIntent(t)) {
+				t.Fatalf("the answer %q does not carry the charge's receipt", rep.Final)
+			}
+		})
 		t.Run(rt.name+"/without-adapter", func(t *testing.T) {
 			before := charges()
 			rep := startRuntime(t, node, rt.script, jsScenario(serve, t, rt.name, "first", false, "call_plain_1")).waitJS(t)
@@ -242,6 +269,24 @@ func (p *runtimeProc) waitJS(t *testing.T) jsReport {
 		t.Fatalf("runtime did not finish\nstderr: %s", p.stderr.String())
 	}
 	return jsReport{}
+}
+
+// awaitKilled waits for a scenario script that SIGKILLs itself
+// (crashAfterSave) to die so.
+func (p *runtimeProc) awaitKilled(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("the runtime exited with %v, want killed by SIGKILL\nstdout: %s\nstderr: %s", err, p.stdout.String(), p.stderr.String())
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the runtime exited with %v, want killed by SIGKILL\nstdout: %s\nstderr: %s", err, p.stdout.String(), p.stderr.String())
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the runtime did not kill itself\nstderr: %s", p.stderr.String())
+	}
 }
 
 // gatedExecution is an execution awaiting approval, as serve lists it.
