@@ -16,7 +16,7 @@
 // over an @modelcontextprotocol/sdk Client, which sends _meta.
 import { jsonSchema, tool } from 'ai';
 
-import { callConnhost, connect, listTools, modelView, objectSchema } from './call.js';
+import { callConnhost, checkSettled, connect, listTools, modelView, objectSchema } from './call.js';
 
 /**
  * connhostAiSdk connects to connhost and returns its tools for the AI
@@ -111,7 +111,9 @@ export async function connhostAiSdk(target, options = {}) {
    * messages as the call's result. A call that still awaits a reviewer
    * stays on the SDK's pause (a tool-approval-request) and is listed in
    * pending, as is one connhost is still finishing: the SDK cannot
-   * continue the conversation until they have outcomes.
+   * continue the conversation until they have outcomes. A call connhost
+   * refuses to settle, or whose answer does not arrive, throws, and the
+   * messages are left as they were.
    *
    * @param {Array<object>} saved the conversation's ModelMessage[]
    * @param {{wait?: number}} [opts] wait: seconds to hold each undecided call for a reviewer
@@ -144,7 +146,7 @@ export async function connhostAiSdk(target, options = {}) {
         const req = requests.get(p.toolCallId);
         // Decided in the SDK already: its next run executes or denies it.
         if (req && responded.has(req.approvalId)) continue;
-        const out = await send(p.toolName, p.input ?? {}, p.toolCallId, { settle: true, wait: w });
+        const out = checkSettled(await send(p.toolName, p.input ?? {}, p.toolCallId, { settle: true, wait: w }), p.toolName, p.toolCallId);
         if (out.status === 'pending') {
           // connhost is still finishing it (a retry is scheduled): no
           // outcome to write yet.

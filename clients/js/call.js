@@ -168,6 +168,29 @@ export function outcomeOf(result) {
 }
 
 /**
+ * checkSettled throws when a settle got no answer to write into a
+ * runtime's history: connhost refused the settle itself (nothing was
+ * done: a fenced session, an intent mismatch, a rate limit, a server that
+ * does not settle), or its answer did not arrive. Written in as the
+ * call's result, such an answer would end the call for the runtime while
+ * connhost still holds it; thrown, it leaves the saved state as it was,
+ * and a later resume settles the call again.
+ *
+ * @param {Outcome} out
+ * @param {string} tool
+ * @param {string} toolCallId
+ * @returns {Outcome} out
+ */
+export function checkSettled(out, tool, toolCallId) {
+  if (out.status === 'refused' || out.status === 'unknown') {
+    const err = new Error(`connhost: the saved call ${tool} (tool-call id ${toolCallId}) could not be settled, and the conversation was left as it was: ${out.text}`);
+    err.outcome = out;
+    throw err;
+  }
+  return out;
+}
+
+/**
  * modelView is the plain object a runtime hands the model as the tool's
  * result (for runtimes that show the model the returned value, as
  * Mastra does): the status, the text with what the model may do, and the

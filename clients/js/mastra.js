@@ -19,7 +19,7 @@
 // (which pass no ids, and hand the model only the structured content).
 import { createTool } from '@mastra/core/tools';
 
-import { callConnhost, connect, listTools, modelView, objectSchema } from './call.js';
+import { callConnhost, checkSettled, connect, listTools, modelView, objectSchema } from './call.js';
 
 /**
  * connhostMastra connects to connhost and returns its tools for a Mastra
@@ -85,11 +85,15 @@ export async function connhostMastra(target, options = {}) {
           wait: resumed && typeof a.resumeData.wait === 'number' ? a.resumeData.wait : wait,
           signal: ctx?.abortSignal, timeoutMs,
         });
-        if (out.status === 'awaiting_approval' && typeof a.suspend === 'function') {
-          // Mastra's own pause: the run's snapshot is stored, and
-          // listSuspendedRuns finds it after a restart.
+        // Mastra's own pause: the run's snapshot is stored, and
+        // listSuspendedRuns finds it after a restart. A resumed call that
+        // connhost refused to settle, or whose answer did not arrive,
+        // suspends again: answered, it would end for the run while connhost
+        // still holds it.
+        const hold = out.status === 'awaiting_approval' || (resumed && (out.status === 'refused' || out.status === 'unknown'));
+        if (hold && typeof a.suspend === 'function') {
           return await a.suspend({
-            connhost: 'awaiting_approval',
+            connhost: out.status,
             ...(out.approval ? { approval_id: out.approval.id } : {}),
             ...(out.executionId ? { execution_id: out.executionId } : {}),
             text: out.text,
@@ -113,7 +117,8 @@ export async function connhostMastra(target, options = {}) {
    * results were written. A call that still awaits a reviewer stays
    * suspended (or, if the process was killed before it suspended,
    * unanswered) and is listed in pending; output is then undefined or the
-   * run suspended again.
+   * run suspended again. A call connhost refuses to settle, or whose answer
+   * does not arrive, throws, and the thread is left as it was.
    *
    * @param {import('@mastra/core/agent').Agent} agent
    * @param {{thread: string | {id: string}, resource: string}} memory
@@ -154,10 +159,10 @@ export async function connhostMastra(target, options = {}) {
           parts.push(p);
           continue;
         }
-        const out = await callConnhost(client, {
+        const out = checkSettled(await callConnhost(client, {
           tool: inv.toolName, args: inv.args ?? {}, sessionId: sessionOf({ agent: { threadId } }),
           toolCallId: inv.toolCallId, namespace, settle: true, wait: w, timeoutMs,
-        });
+        }), inv.toolName, inv.toolCallId);
         if (out.status === 'awaiting_approval' || out.status === 'pending') {
           // Undecided, or still being finished: no outcome to write yet.
           pending.push({ toolCallId: inv.toolCallId, toolName: inv.toolName, status: out.status, approvalId: out.approval?.id, executionId: out.executionId });
@@ -183,7 +188,11 @@ export async function connhostMastra(target, options = {}) {
     for (const s of suspended) {
       output = await agent.resumeGenerate(w !== undefined ? { wait: w } : {}, { ...run, runId: s.runId, toolCallId: s.toolCallId });
       if (output?.finishReason === 'suspended') {
-        pending.push({ toolCallId: s.toolCallId, toolName: s.toolName, status: 'awaiting_approval', runId: s.runId, approvalId: output.suspendPayload?.suspendPayload?.approval_id });
+        const held = output.suspendPayload?.suspendPayload ?? {};
+        if (held.connhost === 'refused' || held.connhost === 'unknown') {
+          throw new Error(`connhost: the suspended call ${s.toolName} (tool-call id ${s.toolCallId}) could not be settled, and its run stays suspended: ${held.text}`);
+        }
+        pending.push({ toolCallId: s.toolCallId, toolName: s.toolName, status: 'awaiting_approval', runId: s.runId, approvalId: held.approval_id });
         return { output, pending, settled, suspended };
       }
     }
