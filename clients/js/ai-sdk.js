@@ -86,6 +86,15 @@ export async function connhostAiSdk(target, options = {}) {
       // for that decision.
       needsApproval: async (input, { toolCallId, messages }) => {
         const out = await submit(t.name, input, toolCallId, messages);
+        if (out.status === 'unknown') {
+          // The answer did not arrive: the run stops here (generateText
+          // rejects) instead of telling the model a guess. The stored
+          // conversation holds the call without a result, and resume()
+          // settles it.
+          const err = new Error(`connhost: the answer to ${t.name} (tool-call id ${toolCallId}) did not arrive; the stored conversation holds the call, and resume() settles it: ${out.text}`);
+          err.outcome = out;
+          throw err;
+        }
         if (out.status === 'awaiting_approval') return true;
         answered.set(toolCallId, out);
         return false;
