@@ -86,11 +86,11 @@ export async function connhostMastra(target, options = {}) {
           signal: ctx?.abortSignal, timeoutMs,
         });
         // Mastra's own pause: the run's snapshot is stored, and
-        // listSuspendedRuns finds it after a restart. A resumed call that
-        // connhost refused to settle, or whose answer did not arrive,
-        // suspends again: answered, it would end for the run while connhost
-        // still holds it.
-        const hold = out.status === 'awaiting_approval' || (resumed && (out.status === 'refused' || out.status === 'unknown'));
+        // listSuspendedRuns finds it after a restart. A call whose answer
+        // did not arrive suspends too (resume() settles it), and so does a
+        // resumed call connhost refused to settle: answered, either would
+        // end for the run while connhost still holds it.
+        const hold = out.status === 'awaiting_approval' || out.status === 'unknown' || (resumed && out.status === 'refused');
         if (hold && typeof a.suspend === 'function') {
           return await a.suspend({
             connhost: out.status,
