@@ -21,6 +21,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 // liveCheck sends requests to real servers over the API and validates each
@@ -401,6 +402,31 @@ func TestOpenAPILive(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc.send(closedSrv, exec("s1", "c1", "noop.echo", `{}`), 503, CodeUnavailable)
+
+	// A connector whose one instance another call holds: connector_busy,
+	// with nothing recorded.
+	sleeper, err := manifests.Parse("sleeper.toml", []byte(sleeperManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyEnv := newTestExecutorWith(t, func(o *host.Options) { o.InstanceWait = 50 * time.Millisecond }, sleeper)
+	busySrv := busyEnv.serve(t, Options{Principals: principals}).URL
+	holding := make(chan error, 1)
+	go func() {
+		_, err := busyEnv.ex.Execute(ctx, host.ToolCall{SessionID: "s1", ToolCallID: "hold", Tool: "sleeper.hostsleep", Arguments: json.RawMessage(`{"ms":3000}`)})
+		holding <- err
+	}()
+	for st, _ := busyEnv.ex.PoolStats("sleeper"); st.Busy == 0; st, _ = busyEnv.ex.PoolStats("sleeper") {
+		time.Sleep(time.Millisecond)
+	}
+	var bp Problem
+	_ = json.Unmarshal(lc.send(busySrv, exec("s1", "c1", "sleeper.hostsleep", `{"ms":1}`), 503, CodeConnectorBusy), &bp)
+	if bp.RetryAfter < 1 || bp.ExecutionID != "" {
+		t.Errorf("connector_busy: retry_after %d, execution %q; want a retry_after and no execution (none was recorded)", bp.RetryAfter, bp.ExecutionID)
+	}
+	if err := <-holding; err != nil {
+		t.Fatal(err)
+	}
 	lc.send(closedSrv, exchange{method: "GET", path: "/v1/executions", token: agent}, 500, CodeInternal)
 
 	// /mcp carries another protocol (MCP over streamable HTTP, answered by
@@ -432,6 +458,25 @@ func TestOpenAPILive(t *testing.T) {
 		t.Errorf("problem codes never produced: %v", missingCodes)
 	}
 }
+
+// sleeperManifest is the httpprobe module under a connector of one
+// instance whose hostsleep holds it.
+const sleeperManifest = `
+[connector]
+name = "sleeper"
+version = "0.1.0"
+abi = 1
+module = "httpprobe.wasm"
+
+[limits]
+instances = 1
+
+[[operation]]
+name = "hostsleep"
+description = "Sleep through the host for ms milliseconds."
+effect = "read"
+input_schema = '{"type": "object"}'
+`
 
 func (e exchange) withToken(tok string) exchange { e.token = tok; return e }
 func (e exchange) withBody(b string) exchange    { e.body = b; return e }

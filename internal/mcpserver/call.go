@@ -301,7 +301,7 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
 	case CodeIdentityRequired:
 		text += " Do not issue this call again: it will be refused the same way. Tell the user the tool is not set up to run from here."
-	case httpapi.CodeRateLimited:
+	case httpapi.CodeRateLimited, httpapi.CodeConnectorBusy:
 		text += fmt.Sprintf(" Nothing was done; call the tool again with the same arguments and ids in %d s.", p.RetryAfter)
 	case httpapi.CodePendingApprovalsLimit:
 		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
