@@ -215,6 +215,26 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		crash.At(crash.AfterIntent)
 		return ResultOf(created), nil
 	}
+	// The call needs one of its connector's instances before its dispatch
+	// is recorded: a call that cannot have one in time is refused with
+	// nothing recorded, and sent again later. With none free now, a call
+	// sent again is answered from its record first, without one.
+	slot, err := op.conn.Reserve(ctx, call.Namespace, -1)
+	if err != nil {
+		existing, gerr := e.led.Get(ctx, id)
+		switch {
+		case gerr == nil:
+			return e.driveRecorded(ctx, call, op, digest, existing)
+		case errors.Is(gerr, ledger.ErrPruned):
+			return Result{}, prunedError(id)
+		case !errors.Is(gerr, ledger.ErrNotFound):
+			return Result{}, gerr
+		}
+		if slot, err = e.reserve(ctx, op, call.Namespace, id, false); err != nil {
+			return Result{}, err
+		}
+	}
+	defer slot.Release() // unless the connector call took it
 	// The intent of an ungated call is its dispatch record: one synced
 	// write before the connector runs (see RATIONALE.md).
 	rec.State = ledger.StateDispatched
@@ -230,7 +250,28 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
-	return e.attempt(ctx, ctx, op, created)
+	return e.attempt(ctx, ctx, op, created, slot)
+}
+
+// reserve waits, Options.InstanceWait at most, for an instance of op's
+// connector for the call id of namespace ns (see wasmrt.Connector.Reserve:
+// fairly between namespaces). Beyond it, it returns a *BusyError;
+// recorded says whether the call is recorded (it stays as it is).
+func (e *Executor) reserve(ctx context.Context, op *operation, ns, id string, recorded bool) (*wasmrt.Slot, error) {
+	slot, err := op.conn.Reserve(ctx, ns, e.opts.InstanceWait)
+	if errors.Is(err, wasmrt.ErrBusy) {
+		e.opts.Logger.WarnContext(ctx, "call not dispatched: every instance of its connector stayed busy; the runtime is told to send it again",
+			"connector", op.m.Connector.Name, "namespace", ns, "execution_id", id, "waited", e.opts.InstanceWait)
+		return nil, &BusyError{Connector: op.m.Connector.Name, Namespace: ns, ExecutionID: id, Waited: e.opts.InstanceWait,
+			RetryAfter: max(time.Second, e.opts.InstanceWait), Recorded: recorded}
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("host: execution[%s]: %w", id, err)
+	}
+	// Any other failure (the connector closed under the executor) is the
+	// connector call's to meet and report, as a call that never entered
+	// the guest.
+	return slot, nil
 }
 
 // settleUnrecorded records a settled call that has no record as
@@ -401,11 +442,11 @@ type observed struct {
 	detail string
 }
 
-// attempt calls the connector for the freshly dispatched record rec and
-// advances the execution from its answer.
-func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record) (Result, error) {
+// attempt calls the connector for the freshly dispatched record rec, on
+// slot if it is not nil, and advances the execution from its answer.
+func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	return e.advance(ctx, caller, rec, e.call(ctx, op, rec))
+	return e.advance(ctx, caller, rec, e.call(ctx, op, rec, slot))
 }
 
 // advance moves rec forward, one step of the decision table (decide.go) at
@@ -522,8 +563,21 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: dispatch without a loaded operation", rec.ID)
 			}
+			// An instance first, then the dispatch record: a call that
+			// cannot have one in time stays as it is. A live call waits
+			// for one (InstanceWait at most); a pass does not wait, and
+			// looks again at its next round.
+			var slot *wasmrt.Slot
+			if caller != nil {
+				if slot, err = e.reserve(caller, op, rec.Namespace, rec.ID, true); err != nil {
+					return Result{}, err
+				}
+			} else if slot, err = op.conn.Reserve(ctx, rec.Namespace, -1); errors.Is(err, wasmrt.ErrBusy) {
+				return ResultOf(rec), nil
+			}
 			next, err := e.apply(ctx, rec, e.dispatchTransition(rec, op, act, obs, why))
 			if err != nil {
+				slot.Release()
 				if rec, obs, err = e.raced(ctx, rec, obs, err, &raced); err != nil {
 					return Result{}, err
 				}
@@ -531,7 +585,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			}
 			rec, worked = next, true
 			crash.At(crash.AfterDispatchRecord)
-			obs = e.call(ctx, op, rec)
+			obs = e.call(ctx, op, rec, slot)
 
 		case stepReconcile:
 			if op == nil {
@@ -822,10 +876,12 @@ func exportFor(op *operation) string {
 	return abi.ExportExecute
 }
 
-// call runs the dispatched attempt of rec and says what it told.
-func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) observed {
+// call runs the dispatched attempt of rec, on slot if it is not nil (the
+// slot is given back either way), and says what it told.
+func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) observed {
+	defer slot.Release() // unless the connector call took it
 	export := exportFor(op)
-	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args, Slot: slot}
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}

@@ -123,6 +123,16 @@ type Options struct {
 	// answer counts) before returning status "pending" with NextAttemptAt;
 	// later calls (or Recover, or Run) drive it. The default value is 5s.
 	MaxInlineRetryWait time.Duration
+	// InstanceWait bounds how long a call waits for one of its
+	// connector's instances before it is dispatched. The instances are
+	// shared fairly between namespaces (a freed one goes to the waiting
+	// call whose namespace holds the fewest), and the wait ends before
+	// anything is recorded: beyond it Execute answers a *BusyError
+	// (ErrConnectorBusy) having recorded nothing for a new call and left
+	// a recorded one as it was, and a recovery pass leaves the call for
+	// its next round. So a tenant whose calls hold every instance delays
+	// another's by at most this much. The default value is 5s.
+	InstanceWait time.Duration
 	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
 	// caps). CacheDir, Logger, Config, NamespaceConfig and Observer are
 	// set from the fields of Options.
@@ -154,6 +164,9 @@ type Options struct {
 	// The default value is none.
 	ApprovalKeys map[string][]byte
 }
+
+// DefaultInstanceWait is the default Options.InstanceWait.
+const DefaultInstanceWait = 5 * time.Second
 
 // EnsureDefaults fills zero fields with their default values.
 func (o *Options) EnsureDefaults() {
@@ -187,6 +200,9 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxInlineRetryWait == 0 {
 		o.MaxInlineRetryWait = 5 * time.Second
 	}
+	if o.InstanceWait == 0 {
+		o.InstanceWait = DefaultInstanceWait
+	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
@@ -216,6 +232,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
+	}
+	if o.InstanceWait < 0 {
+		errs = append(errs, errors.New("InstanceWait is negative"))
 	}
 	for name, key := range o.ApprovalKeys {
 		if len(key) < 16 {
@@ -304,6 +323,7 @@ func DefaultInFlightBackoff(attempt int) time.Duration {
 // implements it.
 type invoker interface {
 	Call(ctx context.Context, req wasmrt.CallRequest) (abi.Outcome, error)
+	Reserve(ctx context.Context, ns string, wait time.Duration) (*wasmrt.Slot, error)
 	Description() abi.Description
 	ModuleDigest() string
 }

@@ -81,7 +81,7 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 		if err != nil {
 			return Result{}, err
 		}
-		return e.attempt(ctx, nil, op, rec)
+		return e.attempt(ctx, nil, op, rec, nil)
 	default:
 		ev.Decision = string(DecisionOperatorAbandon)
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateAbandoned, Resolution: res, Event: ev})

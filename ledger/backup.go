@@ -96,32 +96,40 @@ func ReadBackup(dir string) (BackupInfo, error) {
 }
 
 // RestoreBackup restores the backup in dir (taken by Backup) in place of
-// the ledger in opts.Dir, which must not be open: the ledger there and
-// its mark are set aside (renamed with the suffix ".replaced-<time>", not
-// deleted), the backup's copy is put in their place, and the restore is
-// accepted as AcceptRestore does, with acc: every execution the backup
-// holds unfinished and every session the witness saw written after it is
-// fenced for an operator. The witness (opts.WitnessPath) stays where it
-// is; without one, the sessions written after the backup cannot be named
-// and acc.Unnamed must say that is accepted.
+// the ledger in opts.Dir, which must not be open: the ledger there is set
+// aside (renamed with the suffix ".replaced-<time>", not deleted), the
+// backup's copy is put in its place, and the restore is accepted as
+// AcceptRestore does, with acc: every execution the backup holds
+// unfinished and every session the witness saw written after it is fenced
+// for an operator. The acceptance is made whatever the mark and the
+// witness say: they lag the last writes by up to a second, and the
+// backup is behind what it replaced in any case. The mark and the witness
+// (opts.WitnessPath) stay where they are, so that a backup of another
+// ledger is refused; without a witness, the sessions written after the
+// backup cannot be named and acc.Unnamed must say that is accepted.
 func RestoreBackup(ctx context.Context, opts Options, dir string, acc RestoreAcceptance) (RestoreReport, BackupInfo, error) {
+	if acc.By == "" || acc.Reason == "" {
+		return RestoreReport{}, BackupInfo{}, fmt.Errorf("%w: restoring a backup needs the operator's name and a reason", ErrInvalid)
+	}
 	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return RestoreReport{}, BackupInfo{}, err
+	}
 	info, err := ReadBackup(dir)
 	if err != nil {
 		return RestoreReport{}, BackupInfo{}, err
 	}
-	suffix := ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
-	for _, p := range []string{opts.Dir, opts.MarkPath} {
-		if _, err := os.Lstat(p); err == nil {
-			if err := os.Rename(p, p+suffix); err != nil {
-				return RestoreReport{}, info, fmt.Errorf("ledger: set aside %s: %w", p, err)
-			}
+	if _, err := os.Lstat(opts.Dir); err == nil {
+		aside := opts.Dir + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
+		if err := os.Rename(opts.Dir, aside); err != nil {
+			return RestoreReport{}, info, fmt.Errorf("ledger: set aside %s: %w", opts.Dir, err)
 		}
 	}
 	if err := copyDir(filepath.Join(dir, "ledger"), opts.Dir); err != nil {
 		return RestoreReport{}, info, fmt.Errorf("ledger: restore %s: %w", dir, err)
 	}
-	rep, err := AcceptRestore(ctx, opts, acc)
+	opts.replaced = true
+	rep, err := acceptRestore(ctx, opts, acc)
 	return rep, info, err
 }
 

@@ -72,3 +72,27 @@ func TestBackupWhileOpen(t *testing.T) {
 	_, err = ReadBackup(dir)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
+
+// TestRestoreBackupWhereWitnessLags: the mark and the witness lag the last
+// writes, so a backup put back may not be behind what they say; it is
+// behind what it replaced all the same, and its approved call is fenced.
+func TestRestoreBackupWhereWitnessLags(t *testing.T) {
+	ctx := context.Background()
+	dp := newDeployment(t)
+	db := dp.mustOpen()
+	_, err := db.Create(ctx, gatedRecord("pay", "s1"), Event{})
+	require.NoError(t, err)
+	approve(t, db, "pay")
+	dir := filepath.Join(t.TempDir(), "backup")
+	info, err := db.Backup(ctx, dir)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	require.Equal(t, info.Position, dp.readWitness().Position, "nothing written since the backup")
+
+	rep, _, err := RestoreBackup(ctx, dp.options(), dir, RestoreAcceptance{By: "ops", Reason: "r"})
+	require.NoError(t, err)
+	require.True(t, rep.Accepted, "a backup put back is accepted as a restore, fencing what it holds unfinished")
+	require.Len(t, rep.Executions, 1)
+	_, _, err = RestoreBackup(ctx, dp.options(), dir, RestoreAcceptance{})
+	require.ErrorIs(t, err, ErrInvalid, "a restore names its operator and reason")
+}

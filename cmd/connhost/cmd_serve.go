@@ -486,7 +486,7 @@ func (a *app) startNotifier(ctx context.Context, so serveOptions, ann *waiting.A
 	if len(chans) == 0 {
 		return nil
 	}
-	nt, err := notify.New(notify.Options{Logger: logger, Registry: reg}, chans...)
+	nt, err := notify.New(notify.Options{Logger: logger, Registry: reg, PublicURL: base}, chans...)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,7 @@ import (
 //	tls_key = "/etc/connhost/tls/key.pem"
 //	behind_tls_proxy = false     # true: a TLS-terminating proxy is in front (a non-loopback listen without TLS is refused otherwise)
 //	public_url = "https://connhost.example.com"  # optional: the base of console links (default: the listen address's URL)
+//	instance_wait = "5s"         # how long a call waits for a connector instance before 503 connector_busy (default 5s)
 //
 //	namespaces = ["default"]     # optional: the runtime token's namespaces (see below)
 //
@@ -333,6 +334,12 @@ type ServerConfig struct {
 	// base of the console links in notifications. The default value is
 	// the listen address's URL.
 	PublicURL string
+	// InstanceWait (instance_wait) is how long a call waits for one of
+	// its connector's instances, shared fairly between namespaces, before
+	// it is answered 503 connector_busy with nothing dispatched (see
+	// host.Options.InstanceWait). The default value (0) is
+	// host.DefaultInstanceWait, 5s.
+	InstanceWait time.Duration
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
 }
@@ -638,6 +645,12 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "lease_ttl must be a positive duration such as \"15s\"")
 					}
 					c.Server.LeaseTTL = d
+				case "instance_wait":
+					d, err := time.ParseDuration(str(key, v))
+					if err != nil || d <= 0 {
+						bad(key, "instance_wait must be a positive duration such as \"5s\"")
+					}
+					c.Server.InstanceWait = d
 				case "require_signoff":
 					b, ok := v.(bool)
 					if !ok {
@@ -662,7 +675,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "public_url must be an http or https URL such as \"https://connhost.example.com\" (no credentials, query or fragment)")
 					}
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
 				}
 			}
 			if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {

@@ -536,6 +536,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	}
 	if cfg != nil {
 		opts.NamespaceConfig = cfg.namespaceConfig()
+		opts.InstanceWait = cfg.Server.InstanceWait
 	}
 	if dsn != "" {
 		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})

@@ -154,6 +154,7 @@ var (
 	approverOnly = []Role{RoleApprover}
 	deciders     = []Role{RoleApprover, RoleOperator}
 	cancellers   = []Role{RoleRuntime, RoleOperator}
+	operatorOnly = []Role{RoleOperator}
 )
 
 func routes() []route {
@@ -167,6 +168,7 @@ func routes() []route {
 		{method: "POST", path: "/v1/approvals/{id}/approve", handler: (*api).approve, roles: approverOnly, decision: true},
 		{method: "POST", path: "/v1/approvals/{id}/reject", handler: (*api).reject, roles: approverOnly, decision: true},
 		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll, roles: cancellers},
+		{method: "POST", path: "/v1/ledger/backup", handler: (*api).backup, roles: operatorOnly},
 		{method: "GET", path: "/v1/tools", handler: (*api).tools, roles: anyRole},
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
 		{method: "POST", path: "/v1/auth/proof", handler: (*api).proof, open: true},

@@ -47,7 +47,11 @@ const (
 	CodeUnsupportedMediaType   Code = "unsupported_media_type"
 	CodeMethodNotAllowed       Code = "method_not_allowed"
 	CodeUnavailable            Code = "unavailable"
-	CodeInternal               Code = "internal"
+	// CodeConnectorBusy: every instance of the call's connector stayed
+	// taken by other calls; nothing was dispatched (nothing recorded for
+	// a new call), so the same call may be sent again after Retry-After.
+	CodeConnectorBusy Code = "connector_busy"
+	CodeInternal      Code = "internal"
 	// CodeLedgerDamaged is the CLI's (see cliOnly): the ledger is
 	// missing, damaged or behind its mark, so the command did not start.
 	CodeLedgerDamaged Code = "ledger_damaged"
@@ -86,6 +90,7 @@ var codes = map[Code]codeInfo{
 	CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Request body must be application/json"},
 	CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
 	CodeUnavailable:            {http.StatusServiceUnavailable, "Executor unavailable"},
+	CodeConnectorBusy:          {http.StatusServiceUnavailable, "Every instance of the connector is busy; send the same call again later"},
 	CodeInternal:               {http.StatusInternalServerError, "Internal error"},
 	CodeLedgerDamaged:          {http.StatusInternalServerError, "Ledger damaged or missing"},
 }
@@ -128,7 +133,8 @@ type Problem struct {
 	// approval_not_configured).
 	RequiredRoles []Role `json:"required_roles,omitempty"`
 	// RetryAfter is how many seconds to wait before sending the same call
-	// again (rate_limited); the HTTP answer carries it as Retry-After too.
+	// again (rate_limited, connector_busy); the HTTP answer carries it as
+	// Retry-After too.
 	RetryAfter int `json:"retry_after,omitempty"`
 	// Execution is the execution as it stands when an operation was
 	// refused because of it (not_awaiting_approval, not_recovery_required,
@@ -159,6 +165,7 @@ func ProblemOf(err error, res host.Result) *Problem {
 		ut *host.UnknownToolError
 		ae *manifests.ArgsError
 		rl *host.RateLimitedError
+		be *host.BusyError
 	)
 	detail := host.Detail(err)
 	if detail == "" {
@@ -218,6 +225,13 @@ func ProblemOf(err error, res host.Result) *Problem {
 	case errors.As(err, &rl):
 		p = NewProblem(CodeRateLimited, detail)
 		p.RetryAfter = max(1, int(math.Ceil(rl.RetryAfter.Seconds())))
+		return p
+	case errors.As(err, &be):
+		p = NewProblem(CodeConnectorBusy, detail)
+		p.RetryAfter = max(1, int(math.Ceil(be.RetryAfter.Seconds())))
+		if be.Recorded {
+			p.ExecutionID = be.ExecutionID
+		}
 		return p
 	case errors.Is(err, host.ErrPendingApprovalsLimit):
 		return NewProblem(CodePendingApprovalsLimit, detail)

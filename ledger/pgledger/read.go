@@ -242,10 +242,12 @@ func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (_ b
 }
 
 // List implements ledger.Ledger: records without pruned ones, filtered by
-// the database, in id order after f.After, or (ledger.OrderNewest) by
-// created_ns and id descending after the record f.After names.
+// the database, in id order after f.After, (ledger.OrderNewest) by
+// created_ns and id descending after the record f.After names, or
+// (ledger.OrderDue) by due_ns and id from the due index, after the
+// position (f.AfterDue, f.After).
 func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err error) {
-	if f.Order != ledger.OrderID && f.Order != ledger.OrderNewest {
+	if f.Order != ledger.OrderID && f.Order != ledger.OrderNewest && f.Order != ledger.OrderDue {
 		return nil, fmt.Errorf("pgledger: list order %d: %w", f.Order, ledger.ErrInvalid)
 	}
 	if err := d.enter(ctx); err != nil {
@@ -297,6 +299,12 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err 
 				return nil, fmt.Errorf("pgledger: list after execution[%s]: %w", f.After, ledger.ErrPruned)
 			}
 			add("(created_ns, id) < (?, ?)", *created, []byte(f.After))
+		}
+	case f.Order == ledger.OrderDue:
+		order = "due_ns, id"
+		where = append(where, "due_ns IS NOT NULL")
+		if f.After != "" {
+			add("(due_ns, id) > (?, ?)", ledger.DueUnixNano(f.AfterDue), []byte(f.After))
 		}
 	case f.After != "":
 		add("id > ?", []byte(f.After))

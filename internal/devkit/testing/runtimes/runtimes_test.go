@@ -35,11 +35,11 @@ var receiptRE = regexp.MustCompile(`receipt (pi_[A-Za-z0-9_]+)`)
 // options (wait).
 func scenario(c *connhost, rt runtime, t *testing.T, phase string, adapter bool, extra map[string]any) map[string]any {
 	cfg := map[string]any{
-		"adapter": adapter, "phase": phase, "session": sessionOf(t), "thread": sessionOf(t),
-		"callId": "call_" + strings.ReplaceAll(sessionOf(t), "-", "_"), "tool": payment,
+		"adapter": adapter, "phase": phase, "session": testSession(t), "thread": testSession(t),
+		"callId": "call_" + strings.ReplaceAll(testSession(t), "-", "_"), "tool": payment,
 		"arguments": map[string]any{"amount": 500, "currency": "usd", "payment_method": "pm_card_visa"},
 	}
-	cfg[rt.state] = c.data + "/" + sessionOf(t) + "-state"
+	cfg[rt.state] = c.data + "/" + testSession(t) + "-state"
 	for k, v := range extra {
 		cfg[k] = v
 	}
@@ -47,8 +47,8 @@ func scenario(c *connhost, rt runtime, t *testing.T, phase string, adapter bool,
 	return cfg
 }
 
-// sessionOf is the session (and thread) id of test t's run.
-func sessionOf(t *testing.T) string {
+// testSession is the session (and thread) id of test t's run.
+func testSession(t *testing.T) string {
 	return "s-" + strings.NewReplacer("/", "-", " ", "-", "_", "-").Replace(t.Name())
 }
 
@@ -100,7 +100,7 @@ func TestResumeAfterKill(t *testing.T) {
 				}
 				if kind == "serve" {
 					for _, ex := range c.executions(t, "") {
-						if ex.SessionID == sessionOf(t) && ex.Approval != nil {
+						if ex.SessionID == testSession(t) && ex.Approval != nil {
 							t.Errorf("execution %s asks a human: %+v", ex.ExecutionID, ex.Approval)
 						}
 					}
@@ -156,7 +156,7 @@ func TestApprovedWhileWaiting(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			before := charges()
 			p := startRuntime(t, node, rt.script, scenario(c, rt, t, "first", true, map[string]any{"wait": 120}))
-			ex := c.awaitAwaitingIn(t, p, sessionOf(t))
+			ex := c.awaitAwaitingIn(t, p, testSession(t))
 			c.decide(t, ex.Approval.ID, ex.Approval.ArgsDigest, true)
 			rep := p.wait(t)
 			succeededWithReceipt(t, rep)
