@@ -27,6 +27,18 @@ export interface AwaitingApproval {
   toolCallId: string;
 }
 
+/** A call connhost has not finished: awaiting a human's approval, or pending (still being finished). */
+export interface UnsettledCall {
+  status: 'awaiting_approval' | 'pending';
+  executionId: string;
+  sessionId: string;
+  toolCallId: string;
+  approvalId?: string;
+  argsDigest?: string;
+  expiresAt?: string;
+  nextAttemptAt?: string;
+}
+
 type CallToolResultLike = { content?: Array<{ type: string; text?: string }>; structuredContent?: unknown; isError?: boolean };
 
 /** The _meta object of one tools/call; throws TypeError on an id connhost would refuse. */
@@ -37,5 +49,7 @@ export declare function resultText(result: CallToolResultLike): string;
 export declare function callStatus(result: CallToolResultLike): string | undefined;
 /** The approval a result awaits, or undefined. */
 export declare function awaitingApproval(result: CallToolResultLike): AwaitingApproval | undefined;
+/** The call a result leaves unfinished (awaiting approval, pending), or undefined. */
+export declare function unsettled(result: CallToolResultLike): UnsettledCall | undefined;
 /** The text for the model when a call's answer did not arrive. */
 export declare function unknownOutcome(tool: string, error: unknown): string;

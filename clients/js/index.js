@@ -135,6 +135,30 @@ export function awaitingApproval(result) {
 }
 
 /**
+ * unsettled describes a call connhost has not finished: one that awaits a
+ * human's approval (status awaiting_approval, with approvalId and
+ * argsDigest), or one it is still finishing (status pending, with
+ * nextAttemptAt). A run that holds such a call stays paused: resumed
+ * later, the same ids answer its outcome. Undefined for any other result.
+ *
+ * @param {{structuredContent?: unknown}} result
+ * @returns {{status: string, executionId: string, sessionId: string, toolCallId: string, approvalId?: string, argsDigest?: string, expiresAt?: string, nextAttemptAt?: string} | undefined}
+ */
+export function unsettled(result) {
+  const status = callStatus(result);
+  if (status === 'awaiting_approval') return { status, ...awaitingApproval(result) };
+  if (status !== 'pending') return undefined;
+  const s = result.structuredContent;
+  return {
+    status,
+    executionId: s.execution_id,
+    sessionId: s.session_id,
+    toolCallId: s.tool_call_id,
+    ...(s.next_attempt_at ? { nextAttemptAt: s.next_attempt_at } : {}),
+  };
+}
+
+/**
  * unknownOutcome is the text for the model when the call's answer never
  * arrived (connhost unreachable, the connection dropped): the call may or
  * may not have run, and only the same call again (the same ids, which the

@@ -22,7 +22,7 @@
 import { ToolMessage } from '@langchain/core/messages';
 import { DynamicStructuredTool } from '@langchain/core/tools';
 
-import { awaitingApproval, identityMeta, resultText, unknownOutcome } from './index.js';
+import { callStatus, identityMeta, resultText, unknownOutcome, unsettled } from './index.js';
 
 // How each connhost tool reaches connhost: tool → {client, name, options}.
 const connhostOf = new WeakMap();
@@ -37,7 +37,8 @@ const connhostOf = new WeakMap();
  * the thread.
  *
  * In a LangGraph graph with a checkpointer, a call that awaits a human's
- * approval (after options.wait, if set) pauses the graph with interrupt():
+ * approval (after options.wait, if set), or that connhost is still
+ * finishing (pending), pauses the graph with interrupt():
  * the result holds __interrupt__ with the approval to decide, and the
  * thread's checkpoint holds the call. resumeThread goes on once it is
  * decided: the same call id is settled and an approved call runs, once,
@@ -75,11 +76,12 @@ export async function loadConnhostTools(client, options = {}) {
         try {
           result = await callConnhost(ct, config, call, {});
           for (;;) {
-            const waiting = awaitingApproval(result);
+            const waiting = unsettled(result);
             if (!waiting || !inGraph(config)) break;
-            // Pauses the graph here; returns when it is resumed.
+            // Pauses the graph here (for a human's decision, or until
+            // connhost finishes the call); returns when it is resumed.
             const { interrupt } = await import('@langchain/langgraph');
-            interrupt({ connhost: 'awaiting_approval', tool: t.name, ...waiting, text: resultText(result) });
+            interrupt({ connhost: waiting.status, tool: t.name, ...waiting, text: resultText(result) });
             result = await callConnhost(ct, config, call, { settle: true });
           }
         } catch (error) {
@@ -166,8 +168,10 @@ async function callConnhost(ct, config, call, { settle }) {
  * not run, and only then may the model issue it again. The answers are
  * written into the thread as the tool node's ToolMessages
  * (graph.updateState), and the graph goes on (graph.invoke(null, config)).
- * While a call still awaits a human, the thread stays paused (the result
- * holds __interrupt__).
+ * While a call still awaits a human, or connhost is still finishing it,
+ * the thread stays paused (the result holds __interrupt__). A saved call
+ * connhost refuses to settle (nothing was done) throws, and the thread is
+ * left as it was.
  *
  * @param {object} graph a compiled graph with a checkpointer
  * @param {{configurable: {thread_id: string}}} config
@@ -193,8 +197,17 @@ export async function resumeThread(graph, config, tools, options = {}) {
   }
   const callConfig = { ...config, configurable: { ...config.configurable } };
   const results = await Promise.all(ours.map((tc) => callConnhost(byName.get(tc.name), callConfig, tc, { settle: true })));
-  if (results.some((r) => awaitingApproval(r))) {
-    // Still undecided: the tool node runs again and pauses the thread.
+  results.forEach((r, i) => {
+    if (callStatus(r) === 'refused') {
+      // Nothing was done, and the call is not settled: written in as its
+      // result it would end the call for the thread while connhost still
+      // holds it. The thread stays as it was.
+      throw new Error(`connhost: the saved call ${ours[i].name} (tool-call id ${ours[i].id}) could not be settled, and the thread was left as it was: ${resultText(r)}`);
+    }
+  });
+  if (results.some((r) => unsettled(r))) {
+    // Still undecided, or still being finished: the tool node runs again
+    // and pauses the thread.
     return graph.invoke(null, config);
   }
   const asNode = options.asNode ?? (snap.next?.length === 1 ? snap.next[0] : undefined);

@@ -1,6 +1,6 @@
 import type { Agent, AgentInputItem, FunctionTool, MCPServer, RunContext, RunResult, RunState } from '@openai/agents';
 
-import type { AwaitingApproval } from './index.js';
+import type { AwaitingApproval, UnsettledCall } from './index.js';
 
 export interface ConnhostToolsOptions<TContext = unknown> {
   /** The conversation the run belongs to, the same when it is resumed; or a function of the run context. */
@@ -28,7 +28,7 @@ export declare function runWithConnhost<TContext = unknown, TAgent extends Agent
   agent: TAgent,
   input: string | AgentInputItem[] | RunState<TContext, TAgent>,
   options?: RunWithConnhostOptions,
-): Promise<RunResult<TContext, TAgent> & { awaitingApproval: AwaitingApproval[] }>;
+): Promise<RunResult<TContext, TAgent> & { awaitingApproval: AwaitingApproval[]; unsettled: UnsettledCall[] }>;
 
 /** RunState.fromString for a run that uses connhostTools; { resumed: true } marks its pending calls io.connhost/resumed. */
 export declare function restoreRunState<TContext = unknown>(agent: Agent<TContext, any>, serialized: string, options?: { resumed?: boolean }): Promise<RunState<TContext, Agent<TContext, any>>>;

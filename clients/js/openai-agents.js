@@ -25,7 +25,7 @@
 // never reached connhost comes back to the model as not done.
 import { RunResult, RunState, run, tool } from '@openai/agents';
 
-import { awaitingApproval, identityMeta, resultText, unknownOutcome } from './index.js';
+import { callStatus, identityMeta, resultText, unknownOutcome, unsettled } from './index.js';
 
 // How each connhost tool reaches connhost: tool → {server, name, options}.
 const connhostOf = new WeakMap();
@@ -145,12 +145,15 @@ function connhostToolOf(item) {
  * result.awaitingApproval says which approval to decide. Call
  * runWithConnhost(agent, result.state) (or the restored state) once it is
  * decided: an approved call runs with no new model request, a rejected
- * one reaches the model as a refusal.
+ * one reaches the model as a refusal. A call connhost is still finishing
+ * (pending: a retry scheduled later) pauses the run the same way;
+ * result.unsettled lists every call the run waits on.
  *
  * Interruptions of other tools are returned as run() returns them (their
  * connhost calls in the same turn are sent first). When a
  * call's answer does not arrive (connhost unreachable), runWithConnhost
- * throws: the saved state still holds the call, to settle later.
+ * throws: the saved state still holds the call, to settle later; so does
+ * a saved call connhost refuses to settle (nothing was done).
  *
  * @param {import('@openai/agents').Agent} agent
  * @param {string | import('@openai/agents').AgentInputItem[] | RunState} input
@@ -159,7 +162,7 @@ function connhostToolOf(item) {
  *   and awaited, before each connhost call leaves the run, when the run
  *   pauses and when it ends. Without it a crash leaves nothing to resume.
  *   The other options are run()'s.
- * @returns {Promise<import('@openai/agents').RunResult & {awaitingApproval: Array<object>}>}
+ * @returns {Promise<import('@openai/agents').RunResult & {awaitingApproval: Array<object>, unsettled: Array<object>}>}
  */
 export async function runWithConnhost(agent, input, options = {}) {
   const { save, ...runOptions } = options;
@@ -193,19 +196,28 @@ export async function runWithConnhost(agent, input, options = {}) {
       }
       // Ended, or paused for the application's own approvals.
       if (save) await save(state.toString());
-      return withApprovals(result ?? new RunResult(state), []);
+      return withPause(result ?? new RunResult(state), []);
     }
     if (save) await save(state.toString());
     // A call whose answer does not arrive throws: the saved state still
     // holds it, and runWithConnhost on that state settles it.
     const answers = await Promise.all(ours.map((item) =>
       callConnhost(connhostToolOf(item), state._context, item.rawItem, { settle: settle.has(item.rawItem.callId) })));
-    const waiting = answers.map(awaitingApproval).filter(Boolean);
-    if (waiting.length > 0) {
-      // The run stays at its interruption until a human decides; every
-      // call is settled again when it goes on (the answered ones answer
-      // their recorded outcome).
-      return withApprovals(result ?? new RunResult(state), waiting);
+    ours.forEach((item, i) => {
+      if (settle.has(item.rawItem.callId) && callStatus(answers[i]) === 'refused') {
+        // Nothing was done, and the call is not settled (a fenced
+        // session, other arguments under its id): written in as its
+        // result it would end the call for the run while connhost still
+        // holds it. The saved state stays as it was.
+        throw new Error(`connhost: the saved call ${item.rawItem.name} (tool-call id ${item.rawItem.callId}) could not be settled, and the run was left as it was: ${resultText(answers[i])}`);
+      }
+    });
+    const held = answers.map(unsettled).filter(Boolean);
+    if (held.length > 0) {
+      // The run stays at its interruption until a human decides (or
+      // connhost finishes the call); every call is settled again when it
+      // goes on (the answered ones answer their recorded outcome).
+      return withPause(result ?? new RunResult(state), held);
     }
     let got = answered.get(state._context);
     if (!got) answered.set(state._context, (got = new Map()));
@@ -219,8 +231,10 @@ export async function runWithConnhost(agent, input, options = {}) {
   }
 }
 
-function withApprovals(result, waiting) {
-  Object.defineProperty(result, 'awaitingApproval', { value: waiting, enumerable: true, configurable: true });
+function withPause(result, held) {
+  const define = (name, value) => Object.defineProperty(result, name, { value, enumerable: true, configurable: true });
+  define('unsettled', held);
+  define('awaitingApproval', held.filter((h) => h.status === 'awaiting_approval'));
   return result;
 }
 
