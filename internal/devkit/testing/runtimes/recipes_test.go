@@ -63,6 +63,48 @@ class __ScriptedChatModel extends __BaseChatModel {
 }
 const chatModel = new __ScriptedChatModel({});
 `,
+	"ai-sdk": `import { existsSync as __exists, readFileSync as __read, writeFileSync as __write } from 'node:fs';
+import { MockLanguageModelV3 as __MockModel } from 'ai/test';
+const chatId = process.env.RECIPE_SESSION;
+const newMessages = [{ role: 'user', content: 'Pay 5 dollars.' }];
+const store = {
+  load: async (id) => (__exists(id + '.json') ? JSON.parse(__read(id + '.json', 'utf8')) : []),
+  save: async (id, messages) => __write(id + '.json', JSON.stringify(messages)),
+};
+const __text = (o) => (o?.type === 'text' || o?.type === 'error-text' ? o.value : JSON.stringify(o?.value ?? o));
+const __usage = { inputTokens: { total: 1, noCache: 1 }, outputTokens: { total: 1, text: 1 } };
+const model = new __MockModel({
+  doGenerate: async ({ prompt }) => {
+    const done = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).find((p) => p.type === 'tool-result');
+    return done
+      ? { content: [{ type: 'text', text: 'tool said: ' + __text(done.output) }], finishReason: { unified: 'stop', raw: 'stop' }, usage: __usage, warnings: [] }
+      : { content: [{ type: 'tool-call', toolCallId: 'call_' + chatId, toolName: 'payments_create_payment',
+          input: JSON.stringify({ amount: 500, currency: 'usd', payment_method: 'pm_card_visa' }) }],
+        finishReason: { unified: 'tool-calls', raw: 'tool_calls' }, usage: __usage, warnings: [] };
+  },
+});
+`,
+	"mastra": `import { LibSQLStore as __LibSQLStore } from '@mastra/libsql';
+import { Memory as __Memory } from '@mastra/memory';
+const thread = process.env.RECIPE_SESSION;
+const resource = 'customer-1';
+const instructions = 'Pay what you are asked to.';
+const memory = new __Memory({ storage: new __LibSQLStore({ id: 'recipe', url: 'file:mastra.db' }) });
+const __text = (o) => (o?.type === 'text' || o?.type === 'error-text' ? o.value : (o?.value?.text ?? JSON.stringify(o?.value ?? o)));
+const __usage = { inputTokens: { total: 1, noCache: 1 }, outputTokens: { total: 1, text: 1 } };
+const model = {
+  specificationVersion: 'v3', provider: 'scripted', modelId: 'scripted', supportedUrls: {},
+  async doGenerate({ prompt }) {
+    const done = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).find((p) => p.type === 'tool-result');
+    return done
+      ? { content: [{ type: 'text', text: 'tool said: ' + __text(done.output) }], finishReason: { unified: 'stop', raw: 'stop' }, usage: __usage, warnings: [] }
+      : { content: [{ type: 'tool-call', toolCallId: 'call_' + thread, toolName: 'payments_create_payment',
+          input: JSON.stringify({ amount: 500, currency: 'usd', payment_method: 'pm_card_visa' }) }],
+        finishReason: { unified: 'tool-calls', raw: 'tool_calls' }, usage: __usage, warnings: [] };
+  },
+  async doStream() { throw new Error('not streamed'); },
+};
+`,
 }
 
 // TestRecipesAsPasted: each runtime recipe of clients/js/README.md works
