@@ -715,8 +715,9 @@ type Result struct {
 	// (succeeded, Source "duplicate").
 	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// DuplicateWindow is the operation's duplicate-intent window when the
-	// execution was created (in JSON, nanoseconds); 0 when not guarded.
-	DuplicateWindow time.Duration `json:"duplicate_window,omitempty"`
+	// execution was created (in JSON, a duration string such as "10m0s");
+	// 0 when not guarded.
+	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
 // Err converts statuses a runtime must branch on into typed errors:
@@ -756,7 +757,7 @@ func ResultOf(rec ledger.Record) Result {
 		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
 		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
 		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed, RequestedBy: rec.RequestedBy,
-		DuplicateOf: rec.DuplicateOf, DuplicateWindow: rec.DuplicateWindow,
+		DuplicateOf: rec.DuplicateOf, DuplicateWindow: Duration(rec.DuplicateWindow),
 	}
 	if o := rec.Outcome; o != nil {
 		r.Receipt, r.Source, r.OutcomeKind = o.Receipt, o.Source, o.Kind
@@ -780,6 +781,29 @@ func ResultOf(rec ledger.Record) Result {
 		r.Error = NeverReceived
 	}
 	return r
+}
+
+// Duration is a time.Duration that JSON spells as a string, as Go and the
+// manifests write durations ("10m0s"), not as a count of nanoseconds.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("host: a duration is a string such as \"10m0s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	*d = Duration(v)
+	return nil
 }
 
 // NeverReceived is Result.Error of a call a runtime settled on resume
