@@ -376,7 +376,18 @@ type observed struct {
 // advances the execution from its answer.
 func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	return e.advance(ctx, caller, rec, e.call(ctx, op, rec))
+	return e.advance(ctx, caller, rec, e.claimAndCall(ctx, op, rec))
+}
+
+// claimAndCall calls the connector for the freshly dispatched record rec,
+// once the journal of consumed approvals has recorded the dispatch (a
+// gated call on a shared ledger, see journal.go); a dispatch the journal
+// holds already is not called (evidence repeat).
+func (e *Executor) claimAndCall(ctx context.Context, op *operation, rec ledger.Record) observed {
+	if obs, ok := e.claim(rec, op); !ok {
+		return obs
+	}
+	return e.call(ctx, op, rec)
 }
 
 // advance moves rec forward, one step of the decision table (decide.go) at
@@ -420,8 +431,16 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return Result{}, err
 			}
 		}
+		replayed, err := e.repeated(rec, op)
+		if err != nil {
+			return Result{}, err
+		}
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
 		f.Elsewhere = elsewhere != nil
+		f.Replayed = replayed
+		if obs.ev == evRepeat {
+			f.Replayed = obs.detail
+		}
 		act := decide(f)
 		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
 			// A node without any approver's key verifies nothing: ending
@@ -434,7 +453,6 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 		} else if obs.ev == evUncertain {
 			why = obs.detail
 		}
-		var err error
 		switch act.Step {
 		case stepAnswer:
 			res := ResultOf(rec)
@@ -502,7 +520,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			}
 			rec, worked = next, true
 			crash.At(crash.AfterDispatchRecord)
-			obs = e.call(ctx, op, rec)
+			obs = e.claimAndCall(ctx, op, rec)
 
 		case stepReconcile:
 			if op == nil {
@@ -727,6 +745,9 @@ func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action
 		t.Event.Evidence = evidence
 	case ledger.StateRecoveryRequired:
 		t.Event.Evidence = evidence
+		if act.Decision == DecisionLedgerDamaged {
+			t.Event.Evidence = act.Reason
+		}
 		if act.Decision == DecisionKeyRetentionPassed {
 			t.Event.Evidence = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again",
 				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))
@@ -834,6 +855,7 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 	switch out.Kind {
 	case abi.OutcomeOK:
 		obs.ev, obs.detail = evOK, out.Receipt
+		e.noteApplied(rec, op)
 	case abi.OutcomeRetryable:
 		obs.ev = evRetryable
 	case abi.OutcomeUncertain:
@@ -870,6 +892,7 @@ func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.
 	o := ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "reconciled"}
 	switch out.Kind {
 	case abi.OutcomeApplied:
+		e.noteApplied(rec, op)
 		return observed{ev: evApplied, out: o, detail: out.Receipt}, nil
 	case abi.OutcomeNotApplied:
 		return observed{ev: evNotApplied, out: o, detail: out.Error}, nil

@@ -82,6 +82,9 @@ func (e *Executor) unverified(rec ledger.Record) string {
 	if a.Decision != ledger.ApprovalApproved {
 		return fmt.Sprintf("its approval %s is %s, not approved", a.ID, a.Decision)
 	}
+	if e.now().After(a.ExpiresAt.Add(ConsumedRetention)) {
+		return fmt.Sprintf("approval %s expired at %s, more than %s ago: the journal of consumed approvals keeps a dispatch that long, so a dispatch of it now could not be told from a repeat", a.ID, a.ExpiresAt.UTC().Format(time.RFC3339), ConsumedRetention)
+	}
 	if _, digest, err := parseArgs(rec.Args); err != nil || digest != a.ArgsDigest || digest != rec.ArgsDigest {
 		return fmt.Sprintf("its recorded arguments do not have the approved digest %s", short(a.ArgsDigest))
 	}

@@ -541,6 +541,9 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 		opts.Ledger, opts.CloseLedger = db, true
 		opts.Node = a.nodeID(cfg, o.server)
+		if cfg != nil {
+			opts.ConsumedDir = cfg.Server.ConsumedDir
+		}
 		opts.LeaseTTL = o.leaseTTL
 		if opts.LeaseTTL == 0 && cfg != nil {
 			opts.LeaseTTL = cfg.Server.LeaseTTL
