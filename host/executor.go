@@ -154,6 +154,17 @@ type Options struct {
 	// files owns the process too. The executor does not modify the map.
 	// The default value is none.
 	ApprovalKeys map[string][]byte
+	// ApprovalNamespaces are the namespaces each reviewer decides in, by
+	// principal name: Approve and Reject refuse a decision by a reviewer
+	// on a call of another namespace (ErrNamespaceForbidden), whoever
+	// calls them (a node's API, or a command on the shared ledger
+	// directly), and on a shared ledger an approval by a reviewer of a
+	// call outside that reviewer's namespaces does not verify (it is not
+	// dispatched, as an unsigned one). A reviewer it does not name, or
+	// names with no namespace, decides in every namespace. Every node of
+	// a fleet needs the same. The executor does not modify the map. The
+	// default value is none: every reviewer decides in every namespace.
+	ApprovalNamespaces map[string][]string
 	// ConsumedDir is the journal of consumed approvals on a shared ledger
 	// (see journal.go): a directory outside the database where the node
 	// records each dispatch of an approval-gated call before making it,

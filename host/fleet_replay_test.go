@@ -152,8 +152,12 @@ func TestFleetReplayedRetryIsNotDispatchedAgain(t *testing.T) {
 // dir (one every node is given is the fleet's shared journal).
 func (f *fleet) startJournal(name, dir string) *host.Executor {
 	f.t.Helper()
-	return f.startOn(name, nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, dir, func(db *pgledger.DB) ledger.Fleet { return db })
+	return f.startAdjusted(name, plainFleet, func(o *host.Options) {
+		o.ApprovalKeys, o.ConsumedDir = map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, dir
+	})
 }
+
+func plainFleet(db *pgledger.DB) ledger.Fleet { return db }
 
 // editRowSQL rewrites a record's row in SQL, past the ledger's grammar.
 func editRowSQL(t *testing.T, f *fleet, id string, edit func(*ledger.Record)) {
@@ -168,4 +172,61 @@ func editRowSQL(t *testing.T, f *fleet, id string, edit func(*ledger.Record)) {
 	require.NoError(t, err)
 	require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `UPDATE connhost_executions SET record = $1, state = $2, attempt = $3, terminal_ns = NULL, due_ns = 0 WHERE id = $4`,
 		v, string(rec.State), rec.Attempt, []byte(id)))
+}
+
+// TestFleetReviewerOutsideHerNamespaces is issue 37's second attack: rita
+// approves in namespace tenant-a only. Through a node's API her scope
+// already answers tenant-b's calls as unknown; with her token and the
+// connection string, though, a decision made on the shared ledger
+// directly (the executor without a scope, as `connhost approve --ledger
+// … --by rita` runs it) was recorded and signed, and every node
+// dispatched it. Now the decision is refused, and an approval signed
+// with her key anyway (by a tool that does not check, here an executor
+// without her namespaces) is not dispatched: the provider sees nothing.
+// Tenant-a's call she approves runs, as a control.
+func TestFleetReviewerOutsideHerNamespaces(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	ritaKeys := map[string][]byte{"rita": host.ApprovalKey(ritaToken)}
+	node := f.startAdjusted("a", plainFleet, func(o *host.Options) {
+		o.ApprovalKeys, o.ApprovalNamespaces = ritaKeys, map[string][]string{"rita": {"tenant-a"}}
+	})
+	// What rita can run herself: her key, no namespaces to check.
+	rogue := f.startAdjusted("rogue", plainFleet, func(o *host.Options) { o.ApprovalKeys = ritaKeys })
+
+	inB := call("s1", "c1", `{"n":1}`)
+	inB.Namespace = "tenant-b"
+	res, err := node.Execute(ctx, inB)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusAwaitingApproval, res.Status)
+
+	_, err = node.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.ErrorIs(t, err, host.ErrNamespaceForbidden)
+	require.ErrorContains(t, err, `rita reviews the calls of namespace "tenant-a" only`)
+	_, err = node.Reject(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.ErrorIs(t, err, host.ErrNamespaceForbidden)
+	rec, _, err := node.Get(ctx, res.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateAwaitingApproval, rec.State, "a refused decision changed the call")
+
+	_, err = rogue.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.NoError(t, err)
+	again, err := node.Execute(ctx, inB)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusExpired, again.Status)
+	last := lastEvent(t, node, res.ExecutionID)
+	require.Equal(t, string(host.DecisionApprovalUnverified), last.Decision)
+	require.Contains(t, last.Reason, `rita, who reviews the calls of namespace "tenant-a" only, not of namespace "tenant-b"`)
+	require.Equal(t, 0, f.h.prov.count(), "effects at the provider of tenant-b's call")
+
+	inA := call("s2", "c2", `{"n":2}`)
+	inA.Namespace = "tenant-a"
+	res, err = node.Execute(ctx, inA)
+	require.NoError(t, err)
+	_, err = node.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.NoError(t, err)
+	res, err = node.Execute(ctx, inA)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 1, f.h.prov.count())
 }

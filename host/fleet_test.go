@@ -61,24 +61,28 @@ func (f *fleet) start(name string, obs host.Observer) *host.Executor {
 // startWith is start with the approval keys keys.
 func (f *fleet) startWith(name string, obs host.Observer, keys map[string][]byte) *host.Executor {
 	f.t.Helper()
-	return f.startOn(name, obs, keys, "", func(db *pgledger.DB) ledger.Fleet { return db })
+	return f.startOn(name, obs, keys, func(db *pgledger.DB) ledger.Fleet { return db })
 }
 
-// startOn is startWith on the fleet ledger wrap makes of the node's own,
-// with its journal of consumed approvals in journal (a directory of its
-// own when "").
-func (f *fleet) startOn(name string, obs host.Observer, keys map[string][]byte, journal string, wrap func(*pgledger.DB) ledger.Fleet) *host.Executor {
+// startOn is startWith on the fleet ledger wrap makes of the node's own.
+func (f *fleet) startOn(name string, obs host.Observer, keys map[string][]byte, wrap func(*pgledger.DB) ledger.Fleet) *host.Executor {
+	f.t.Helper()
+	return f.startAdjusted(name, wrap, func(o *host.Options) { o.Observer, o.ApprovalKeys = obs, keys })
+}
+
+// startAdjusted opens node name on the fleet ledger wrap makes of the
+// node's own, with the options adjust sets; its journal of consumed
+// approvals is a directory of its own unless adjust names one.
+func (f *fleet) startAdjusted(name string, wrap func(*pgledger.DB) ledger.Fleet, adjust func(*host.Options)) *host.Executor {
 	f.t.Helper()
 	ctx := context.Background()
 	db, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(f.t, err)
 	led := wrap(db)
 	o := f.h.options()
-	o.Ledger, o.Node, o.LeaseTTL, o.Observer = led, name, time.Hour, obs
-	o.ApprovalKeys, o.ConsumedDir = keys, journal
-	if journal == "" {
-		o.ConsumedDir = f.t.TempDir()
-	}
+	o.Ledger, o.Node, o.LeaseTTL = led, name, time.Hour
+	o.ConsumedDir = f.t.TempDir()
+	adjust(&o)
 	ex, err := host.Open(ctx, o)
 	require.NoError(f.t, err)
 	f.t.Cleanup(func() {
@@ -422,7 +426,7 @@ func TestFleetApprovalDecidedThroughTwoNodes(t *testing.T) {
 	f := newFleet(t, "manual", withApproval())
 	b := f.start("b", nil)
 	race := &decidedFirst{}
-	a := f.startOn("a", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, "", func(db *pgledger.DB) ledger.Fleet {
+	a := f.startOn("a", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, func(db *pgledger.DB) ledger.Fleet {
 		race.DB = db
 		return race
 	})
@@ -609,7 +613,7 @@ func TestFleetFencedSession(t *testing.T) {
 	f := newFleet(t, "manual")
 	a := f.start("a", nil)
 	reads := &fenceReads{}
-	b := f.startOn("b", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, "", func(db *pgledger.DB) ledger.Fleet {
+	b := f.startOn("b", nil, map[string][]byte{"rita": host.ApprovalKey(ritaToken)}, func(db *pgledger.DB) ledger.Fleet {
 		reads.DB = db
 		return reads
 	})
@@ -758,7 +762,7 @@ func TestFleetFenceLiftedWhileRefusing(t *testing.T) {
 	f := newFleet(t, "manual")
 	a := f.start("a", nil)
 	lifter := &fleetFenceLifter{}
-	b := f.startOn("b", nil, nil, "", func(db *pgledger.DB) ledger.Fleet {
+	b := f.startOn("b", nil, nil, func(db *pgledger.DB) ledger.Fleet {
 		lifter.DB = db
 		return lifter
 	})

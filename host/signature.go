@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,9 @@ func (e *Executor) unverified(rec ledger.Record) string {
 	if _, digest, err := parseArgs(rec.Args); err != nil || digest != a.ArgsDigest || digest != rec.ArgsDigest {
 		return fmt.Sprintf("its recorded arguments do not have the approved digest %s", short(a.ArgsDigest))
 	}
+	if !e.reviews(a.By, rec.Namespace) {
+		return fmt.Sprintf("approval %s names %s, who reviews the calls of namespace %s only, not of namespace %q: a reviewer's token approves nothing outside the reviewer's namespaces", a.ID, a.By, quoteList(e.opts.ApprovalNamespaces[a.By]), rec.Namespace)
+	}
 	key, ok := e.opts.ApprovalKeys[a.By]
 	if !ok {
 		return fmt.Sprintf("approval %s names %q, which is no approver of this node's configuration: only a principal's token signs an approval", a.ID, a.By)
@@ -105,6 +109,13 @@ func (e *Executor) unverified(rec ledger.Record) string {
 		return fmt.Sprintf("approval %s by %s does not verify with %s's key: the record was changed after it was approved", a.ID, a.By, a.By)
 	}
 	return ""
+}
+
+// reviews reports whether reviewer decides in namespace ns
+// (Options.ApprovalNamespaces).
+func (e *Executor) reviews(reviewer, ns string) bool {
+	nss := e.opts.ApprovalNamespaces[reviewer]
+	return len(nss) == 0 || slices.Contains(nss, ns)
 }
 
 // parseSignature splits a signature into its key id and MAC.
