@@ -442,11 +442,18 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			f.Replayed = obs.detail
 		}
 		act := decide(f)
-		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
-			// A node without any approver's key verifies nothing: ending
-			// the call here would make a misconfigured node destroy
-			// every approval it is asked about. It is left as it is.
-			return Result{}, fmt.Errorf("host: execution[%s]: this node holds no approver keys (Options.ApprovalKeys; [[principals]] with role approver in connhost.toml), so it cannot verify the approval of a gated call on the shared ledger, and does not dispatch it: send the call to a node that reads the deployment's approvers", rec.ID)
+		if act.Decision == DecisionApprovalUnverified {
+			// A node whose configuration lacks the reviewer (or the
+			// reviewer's namespace) cannot judge the approval: ending the
+			// call here would make a node with a stale or partial config
+			// destroy the approvals the others accept. It is left as it
+			// is, neither dispatched nor ended.
+			if why, unconfigured := e.verify(rec); unconfigured {
+				e.opts.Logger.Error("a gated call's approval names a reviewer this node's configuration does not authorise; the call is left as it is",
+					"execution_id", rec.ID, "reviewer", rec.Approval.By, "namespace", rec.Namespace, "why", why)
+				return ResultOf(rec), refuse(ErrApproverNotConfigured, "execution %s is %s on an approval by %s, whom this node's configuration does not authorise for namespace %q ([[principals]] with role approver, its token and namespaces): this node cannot verify the approval, so it neither runs nor ends the call; send it to a node that reads the deployment's approvers, or give this node %s's entry (%s)",
+					rec.ID, rec.State, rec.Approval.By, rec.Namespace, rec.Approval.By, why)
+			}
 		}
 		if obs.ev == evNone && rec.State == ledger.StateDispatched {
 			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)

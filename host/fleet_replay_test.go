@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -182,7 +183,8 @@ func editRowSQL(t *testing.T, f *fleet, id string, edit func(*ledger.Record)) {
 // … --by rita` runs it) was recorded and signed, and every node
 // dispatched it. Now the decision is refused, and an approval signed
 // with her key anyway (by a tool that does not check, here an executor
-// without her namespaces) is not dispatched: the provider sees nothing.
+// without her namespaces) is not dispatched, and expires with its
+// approval: the provider sees nothing.
 // Tenant-a's call she approves runs, as a control.
 func TestFleetReviewerOutsideHerNamespaces(t *testing.T) {
 	ctx := context.Background()
@@ -211,12 +213,20 @@ func TestFleetReviewerOutsideHerNamespaces(t *testing.T) {
 
 	_, err = rogue.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
 	require.NoError(t, err)
+	// The node does not run it. It leaves the call as it is, as for any
+	// reviewer its configuration does not authorise there (a node with a
+	// config that lags the others' must not end their approvals), and a
+	// pass leaves it too, until its approval expires.
+	_, err = node.Execute(ctx, inB)
+	require.ErrorIs(t, err, host.ErrApproverNotConfigured)
+	require.ErrorContains(t, err, `rita, who reviews the calls of namespace "tenant-a" only, not of namespace "tenant-b"`)
+	_, err = node.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, f.h.prov.count(), "effects at the provider of tenant-b's call")
+	f.h.advance(2 * time.Hour) // past the approval's expiry (approval_ttl 1h)
 	again, err := node.Execute(ctx, inB)
 	require.NoError(t, err)
 	require.Equal(t, host.StatusExpired, again.Status)
-	last := lastEvent(t, node, res.ExecutionID)
-	require.Equal(t, string(host.DecisionApprovalUnverified), last.Decision)
-	require.Contains(t, last.Reason, `rita, who reviews the calls of namespace "tenant-a" only, not of namespace "tenant-b"`)
 	require.Equal(t, 0, f.h.prov.count(), "effects at the provider of tenant-b's call")
 
 	inA := call("s2", "c2", `{"n":2}`)
@@ -226,6 +236,44 @@ func TestFleetReviewerOutsideHerNamespaces(t *testing.T) {
 	_, err = node.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
 	require.NoError(t, err)
 	res, err = node.Execute(ctx, inA)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	require.Equal(t, 1, f.h.prov.count())
+}
+
+// TestFleetRollingApproverChange is a rolling configuration change: rita
+// is added as an approver, node a has the new config, node b still the old
+// one. Rita approves a call through a; the runtime sends it again through
+// b. Before, b expired it (approval_unverified: it had no key for rita),
+// destroying her approval; now b answers an error naming rita and leaves
+// the call approved, its recovery pass too, and the call runs once b is
+// restarted with the new config.
+func TestFleetRollingApproverChange(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	a := f.start("a", nil)
+	olga := map[string][]byte{"olga": host.ApprovalKey("tok-olga-0123456789abcdef")}
+	b := f.startWith("b", nil, olga)
+
+	c := call("s1", "c1", `{"n":1}`)
+	res, err := a.Execute(ctx, c)
+	require.NoError(t, err)
+	_, err = a.Approve(ctx, res.Approval.ID, host.Decision{By: "rita", ArgsDigest: res.Approval.ArgsDigest})
+	require.NoError(t, err)
+
+	_, err = b.Execute(ctx, c)
+	require.ErrorIs(t, err, host.ErrApproverNotConfigured)
+	require.ErrorContains(t, err, "approval by rita, whom this node's configuration does not authorise")
+	_, err = b.Recover(ctx)
+	require.NoError(t, err)
+	rec, _, err := b.Get(ctx, res.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StateApproved, rec.State, "node b ended rita's approval")
+	require.Equal(t, 0, f.h.prov.count())
+
+	require.NoError(t, b.Close(ctx))
+	b = f.start("b", nil) // restarted with rita's entry
+	res, err = b.Execute(ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, host.StatusSucceeded, res.Status)
 	require.Equal(t, 1, f.h.prov.count())

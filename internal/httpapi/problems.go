@@ -225,6 +225,8 @@ func ProblemOf(err error, res host.Result) *Problem {
 		return NewProblem(CodeArgumentsTooLarge, detail)
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
+	case errors.Is(err, host.ErrApproverNotConfigured):
+		p = NewProblem(CodeUnavailable, detail)
 	case errors.Is(err, host.ErrLeaseLost):
 		return NewProblem(CodeUnavailable, "this node holds no live lease on the shared ledger and takes no new work; send the call to another node")
 	case errors.Is(err, ledger.ErrUnavailable):
