@@ -385,6 +385,9 @@ type Executor struct {
 	journal *consumed.Journal
 	pruneMu sync.Mutex
 	pruned  time.Time
+	// corruptLogged is when each execution whose record does not decode
+	// was last logged (recover.go).
+	corruptLogged sync.Map
 }
 
 // Open opens (or, on a first run, creates) the ledger, loads every

@@ -278,3 +278,42 @@ func TestFleetRollingApproverChange(t *testing.T) {
 	require.Equal(t, host.StatusSucceeded, res.Status)
 	require.Equal(t, 1, f.h.prov.count())
 }
+
+// TestFleetCorruptRowFencesItsExecution copies one execution's record over
+// another's row in the database (the row then holds a record of another
+// id) while the node is down. Before, the node did not start again: its
+// recovery read every pending record and stopped at the first that did
+// not decode. Now that execution alone is fenced: the node starts, the
+// call answers ErrCorrupt (ledger_damaged over HTTP) and is neither run nor
+// ended, and every other call is served.
+func TestFleetCorruptRowFencesItsExecution(t *testing.T) {
+	ctx := context.Background()
+	f := newFleet(t, "manual", withApproval())
+	a := f.start("a", nil)
+	c1, c2 := call("s1", "c1", `{"n":1}`), call("s2", "c2", `{"n":2}`)
+	r1, err := a.Execute(ctx, c1)
+	require.NoError(t, err)
+	r2, err := a.Execute(ctx, c2)
+	require.NoError(t, err)
+	_, err = a.Approve(ctx, r2.Approval.ID, host.Decision{By: "rita", ArgsDigest: r2.Approval.ArgsDigest})
+	require.NoError(t, err)
+	require.NoError(t, a.Close(ctx))
+
+	require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `UPDATE connhost_executions SET record = (SELECT record FROM connhost_executions WHERE id = convert_to('`+r2.ExecutionID+`', 'UTF8'))
+WHERE id = convert_to('`+r1.ExecutionID+`', 'UTF8')`))
+	a = f.start("a", nil) // fails the test if Open fails
+
+	_, err = a.Execute(ctx, c1)
+	require.ErrorIs(t, err, ledger.ErrCorrupt)
+	res, err := a.Execute(ctx, c2)
+	require.NoError(t, err)
+	require.Equal(t, host.StatusSucceeded, res.Status)
+	res, err = a.Execute(ctx, call("s3", "c3", `{"n":3}`))
+	require.NoError(t, err)
+	require.Equal(t, host.StatusAwaitingApproval, res.Status)
+	rep, err := a.Recover(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Errors, 1)
+	require.Contains(t, rep.Errors[0], r1.ExecutionID)
+	require.Equal(t, 1, f.h.prov.count(), "effects at the provider: c2's only")
+}
