@@ -546,6 +546,12 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				continue
 			}
 			rec, worked = next, true
+			if act.To == ledger.StateSucceeded {
+				// After the outcome's write, not before: a crash between
+				// the two leaves an attempt whose outcome recovery
+				// re-derives (its policy's row), not a refused repeat.
+				e.noteApplied(rec, op)
+			}
 			switch act.To {
 			case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRetryWait:
 				crash.At(crash.AfterOutcomeRecord)
@@ -862,7 +868,6 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) o
 	switch out.Kind {
 	case abi.OutcomeOK:
 		obs.ev, obs.detail = evOK, out.Receipt
-		e.noteApplied(rec, op)
 	case abi.OutcomeRetryable:
 		obs.ev = evRetryable
 	case abi.OutcomeUncertain:
@@ -899,7 +904,6 @@ func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.
 	o := ledger.Outcome{Kind: out.Kind.String(), Result: out.Result, Receipt: out.Receipt, Error: out.Error, Source: "reconciled"}
 	switch out.Kind {
 	case abi.OutcomeApplied:
-		e.noteApplied(rec, op)
 		return observed{ev: evApplied, out: o, detail: out.Receipt}, nil
 	case abi.OutcomeNotApplied:
 		return observed{ev: evNotApplied, out: o, detail: out.Error}, nil

@@ -27,8 +27,8 @@ import (
 // fenced; the node goes on serving every other call). Right after its
 // dispatch record is written, and before the connector is called, the
 // node claims the attempt in the journal (an exclusive create, synced);
-// once the connector or reconcile answers that it was applied, it records
-// that too. A node's own journal knows its own dispatches; nodes given
+// once it has recorded the call succeeded (the connector or reconcile
+// answered applied, or an operator said so), it records that too. A node's own journal knows its own dispatches; nodes given
 // one directory they share know each other's. See RATIONALE.md ("Why a
 // journal of consumed approvals outside the database?").
 
