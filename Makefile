@@ -6,6 +6,10 @@ PKGS      ?= ./...
 # Packages with real concurrency (ledger stripes, executor flights, pools,
 # the HTTP server): run them under the race detector too.
 RACE_PKGS ?= ./ledger/... ./host/... ./internal/wasmrt/... ./internal/httpapi/... ./internal/devkit/sandbox/... ./internal/console/...
+# clients/go is a module of its own (the ADK and Eino adapters), so that the
+# core module does not take those frameworks' dependencies: test, lint and
+# tidy-check run there too.
+GO_CLIENTS ?= clients/go
 # cmd/connhost runs connhost as real processes through every crash point;
 # on a loaded 2-core machine it outlasts go test's default 10m.
 TIMEOUT   ?= 40m
@@ -15,6 +19,7 @@ TIMEOUT   ?= 40m
 ## test: the whole suite (builds connectors and the pinned Mailpit on demand), then the race run.
 test:
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
+	cd $(GO_CLIENTS) && $(GO) test -count=1 -timeout $(TIMEOUT) ./...
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
 
 race:
@@ -26,10 +31,12 @@ fmt:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd $(GO_CLIENTS) && $(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/... ./internal/devkit/testing/testconnectors/...
 
 tidy-check:
 	$(GO) mod tidy -diff
+	cd $(GO_CLIENTS) && $(GO) mod tidy -diff
 
 check: lint tidy-check test
 

@@ -109,6 +109,7 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 		return Result{}, err
 	}
 	rec = next
+	e.decided.signal()
 	if approve {
 		crash.At(crash.AfterApproval)
 	}

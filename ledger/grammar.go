@@ -24,6 +24,9 @@ import "fmt"
 //	succeeded          attempt 0, only as a duplicate answered with an earlier
 //	                   execution's outcome (DuplicateOf set, Outcome source
 //	                   "duplicate" for attempt 0): nothing is dispatched
+//	cancelled          attempt 0 (a call a runtime settled on resume that had
+//	                   no record: it never ran, and the original request,
+//	                   should it still arrive, is answered cancelled)
 //
 // A record created with DuplicateOf set (the duplicate-intent guard found
 // it repeats that execution) starts only in awaiting_approval or, so
@@ -276,9 +279,9 @@ func CheckCreate(rec Record) error {
 		if !answered {
 			return fmt.Errorf("execution[%s] cannot be created %q: %w", rec.ID, rec.State, ErrIllegalTransition)
 		}
-	case StateAwaitingApproval:
+	case StateAwaitingApproval, StateCancelled:
 		if rec.Attempt != 0 {
-			return fmt.Errorf("execution[%s] created awaiting_approval at attempt %d, must be 0: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
+			return fmt.Errorf("execution[%s] created %s at attempt %d, must be 0: %w", rec.ID, rec.State, rec.Attempt, ErrIllegalTransition)
 		}
 	case StateDispatched:
 		if rec.Attempt != 1 {

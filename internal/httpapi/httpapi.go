@@ -96,7 +96,14 @@ type Options struct {
 	// Now is the clock of the ages /metrics reports (how long the oldest
 	// call has waited). The default value is time.Now.
 	Now func() time.Time
+	// MaxApprovalWait caps the wait parameter of POST /v1/executions: how
+	// long one request may be held while its call awaits a reviewer's
+	// decision. The default value is DefaultMaxApprovalWait.
+	MaxApprovalWait time.Duration
 }
+
+// DefaultMaxApprovalWait is the default Options.MaxApprovalWait.
+const DefaultMaxApprovalWait = 10 * time.Minute
 
 // EnsureDefaults fills zero fields with their default values.
 func (o *Options) EnsureDefaults() {
@@ -115,6 +122,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxApprovalWait <= 0 {
+		o.MaxApprovalWait = DefaultMaxApprovalWait
 	}
 }
 
