@@ -43,6 +43,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			})
 		}
 	}
+	if p, err := s.waitStarted(ctx, req); err != nil || p != nil {
+		if err != nil {
+			return nil, err // the connection is gone
+		}
+		return refused(id, p), nil
+	}
 	args := req.Params.Arguments
 	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 		args = json.RawMessage(`{}`)
@@ -271,6 +277,8 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 		text += " Do not issue this call again: it will be refused the same way. Tell the user the tool is not set up to run from here."
 	case httpapi.CodeRateLimited:
 		text += fmt.Sprintf(" Nothing was done; call the tool again with the same arguments and ids in %d s.", p.RetryAfter)
+	case CodeStartFailed:
+		text += " Do not issue this call again: it fails the same way until connhost is fixed and restarted. Tell the user why connhost could not start."
 	case httpapi.CodePendingApprovalsLimit:
 		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
 	}
