@@ -150,7 +150,16 @@ In a desktop client's MCP configuration:
 			logger.Info("serving MCP on stdio", "data", a.g.data, "tools_from", a.g.manifests, "approver", approver, "calls_without_ids", string(mo.PerRequest))
 			err = srv.RunStdio(ctx, a.stdin, a.stdout)
 			stopStart()
-			<-done
+			select {
+			case <-done:
+			case <-time.After(mcpStartGrace):
+				// A connector's compilation does not stop when asked:
+				// leave now rather than hold the ledger (and a core) for
+				// a client that has gone; what the start had begun is
+				// taken up by the next one, as after a crash.
+				logger.Warn("the client has gone while connhost was still starting; exiting without waiting for the start to end")
+				return nil
+			}
 			if ex != nil {
 				if cerr := ex.Close(context.WithoutCancel(ctx)); cerr != nil {
 					logger.Error("close executor", "err", cerr)
@@ -168,6 +177,10 @@ In a desktop client's MCP configuration:
 		},
 	}
 }
+
+// mcpStartGrace is how long connhost mcp, once its client has gone,
+// waits for a start still under way to end.
+const mcpStartGrace = 2 * time.Second
 
 // loadMCPConfig loads --config for connhost mcp (nil without one). A
 // config whose only problems are environment variables that are unset or
