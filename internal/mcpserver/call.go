@@ -270,7 +270,10 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 	text := fmt.Sprintf("Refused (%s): %s", p.Code, p.Detail)
 	switch p.Code {
 	case httpapi.CodeIntentMismatch:
-		text += " This tool-call id was already used with other arguments; nothing was done. Use a new tool-call id for a new call."
+		// The host's detail speaks to the integrator whose runtime
+		// reused an id (it is in the problem); the model chooses no ids.
+		text = fmt.Sprintf("Refused (%s): this tool-call id already names a call with other arguments (execution %s); nothing was done. "+
+			"Do not issue this call again; tell the user the runtime reused a tool-call id.", p.Code, p.ExecutionID)
 	case httpapi.CodeSessionFenced:
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
 	case CodeIdentityRequired:
@@ -282,6 +285,7 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 	case httpapi.CodePendingApprovalsLimit:
 		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
 	}
+	guide(&r, nextAfterRefusal(p.Code), text, "")
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
@@ -297,6 +301,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 	}
 	var text strings.Builder
 	isError := false
+	resultPart := "" // the result in the text, which Message leaves out
 	switch res.Status {
 	case host.StatusSucceeded:
 		fmt.Fprintf(&text, "Succeeded (execution %s", res.ExecutionID)
@@ -312,7 +317,8 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		}
 		text.WriteString(".")
 		if len(res.Result) > 0 {
-			fmt.Fprintf(&text, " Result: %s", compact(res.Result))
+			resultPart = " Result: " + compact(res.Result)
+			text.WriteString(resultPart)
 		}
 	case host.StatusAwaitingApproval:
 		ap := res.Approval
@@ -357,6 +363,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 			text.WriteString(" (This deployment allows calls without identity.)")
 		}
 	}
+	guide(&r, nextAfter(res.Status), text.String(), resultPart)
 	return &mcp.CallToolResult{IsError: isError, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}
 }
 

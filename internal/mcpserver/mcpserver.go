@@ -539,4 +539,10 @@ type Result struct {
 	*host.Result
 	// Problem is the HTTP API's problem document of a refused call.
 	Problem *httpapi.Problem `json:"problem,omitempty"`
+	// Next says what the model may do now, for runtimes that show the
+	// model only the structured content (Mastra): see Next. Message says
+	// the same as the result's text, on one line (without a succeeded
+	// call's result, which is above).
+	Next    Next   `json:"next"`
+	Message string `json:"message"`
 }
