@@ -48,8 +48,9 @@ _meta:
 
 Sending a call again with the same ids returns the recorded outcome
 instead of acting twice. Claude Code's own "claudecode/toolUseId" is
-understood as the tool-call id (in the default session of the principal,
-unless a session is given). clients/js in the repository has adapters for
+understood as the tool-call id; unless a session is given, the call runs
+in the session of the Claude Code conversation that launched connhost mcp
+(CLAUDE_CODE_SESSION_ID), or else of this process. clients/js in the repository has adapters for
 @openai/agents and LangChain/LangGraph that pass the ids. Without ids, the
 ids are made up for the request alone, and a retry after a disconnect is a
 new call: with a config, a side-effecting call without ids is refused
@@ -108,6 +109,9 @@ In a desktop client's MCP configuration:
 				}
 			}
 			mo.Logger, mo.Version = logger, buildinfo.Read().Short()
+			// The runtime that launched this process may name its
+			// conversation here (Claude Code: CLAUDE_CODE_SESSION_ID).
+			mo.StdioEnv = os.LookupEnv
 			srv, err := mcpserver.NewStarting(ms, mo)
 			if err != nil {
 				return errors.Join(startErr, err)

@@ -79,8 +79,9 @@ const (
 	IdentityClient Identity = "client"
 	// IdentityRuntime: the tool-call id came from a runtime's own _meta
 	// key (RuntimeKeys), the session from MetaSessionID or, without it,
-	// the principal's DefaultSession. A retry with the same id is the
-	// same call.
+	// from the runtime's conversation (ConversationSession) or the MCP
+	// connection (DefaultSession). A retry with the same id in the same
+	// session is the same call.
 	IdentityRuntime Identity = "runtime"
 	// IdentityPerRequest: the request had no ids, so connhost made them
 	// up for this request alone ("mcp:<connection>", "mcp-req:<random>").
@@ -143,6 +144,12 @@ type Options struct {
 	// without an authenticated principal. The default value is
 	// DefaultStdioActor.
 	Actor string
+	// StdioEnv looks up the environment of the process serving stdio
+	// (connhost mcp passes os.LookupEnv): a runtime that launched it may
+	// name its conversation there (RuntimeKey.SessionEnv). It is never
+	// read for HTTP connections, whose server was not launched by their
+	// runtime. The default value looks nothing up.
+	StdioEnv func(key string) (string, bool)
 	// MaxWait bounds how long one tools/call waits, beyond the executor's
 	// own inline wait, for an execution that is pending (a retry scheduled
 	// later, an attempt that has to settle) before it answers status
@@ -490,6 +497,19 @@ type caller struct {
 	// approver is recorded as the reviewer of an approval given in the
 	// client's dialog; "" when this caller may not approve.
 	approver string
+	// env is the environment in which the runtime that launched this
+	// process names its conversation (stdio only; nil over HTTP).
+	env func(string) (string, bool)
+}
+
+// conversation returns the conversation the runtime of key k named in
+// the environment of a stdio server it launched, if it named one.
+func (c caller) conversation(k RuntimeKey) (string, bool) {
+	if c.env == nil || k.SessionEnv == "" {
+		return "", false
+	}
+	v, ok := c.env(k.SessionEnv)
+	return v, ok && v != ""
 }
 
 func (s *Server) callerOf(req *mcp.CallToolRequest) caller {
@@ -502,7 +522,7 @@ func (s *Server) callerOf(req *mcp.CallToolRequest) caller {
 			return c
 		}
 	}
-	return caller{actor: s.opts.Actor, approver: s.opts.Approver}
+	return caller{actor: s.opts.Actor, approver: s.opts.Approver, env: s.opts.StdioEnv}
 }
 
 // scopeOf returns the host.Scope of the HTTP principal a tools/call acts
