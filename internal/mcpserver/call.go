@@ -43,7 +43,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			})
 		}
 	}
-	if p, err := s.waitStarted(ctx, req); err != nil || p != nil {
+	if p, err := s.waitStarted(ctx); err != nil || p != nil {
 		if err != nil {
 			return nil, err // the connection is gone
 		}

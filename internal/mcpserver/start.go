@@ -96,53 +96,29 @@ func (s *Server) startError() error {
 }
 
 // waitStarted waits, up to Options.StartWait, until the server has
-// started (at once for a server made by New), sending the client a
-// progress notification every holdProgressEvery if it gave a progress
-// token. It returns nil once s.ex can serve the call, else the problem to
-// refuse it with (CodeStarting, CodeStartFailed); err is the
-// connection's end.
-func (s *Server) waitStarted(ctx context.Context, req *mcp.CallToolRequest) (*httpapi.Problem, error) {
+// started (at once for a server made by New). It sends no progress: a
+// progress token's values must increase, and the call's own progress
+// (attempt numbers, see progressFunc) follows. It returns nil once s.ex
+// can serve the call, else the problem to refuse it with (CodeStarting,
+// CodeStartFailed); err is the connection's end.
+func (s *Server) waitStarted(ctx context.Context) (*httpapi.Problem, error) {
 	select {
 	case <-s.ready:
 	default:
-		start := time.Now()
-		var timeout <-chan time.Time
-		if s.opts.StartWait > 0 {
-			t := time.NewTimer(s.opts.StartWait)
-			defer t.Stop()
-			timeout = t.C
-		} else {
-			c := make(chan time.Time)
-			close(c)
-			timeout = c
-		}
-		token := req.Params.GetProgressToken()
-		tick := time.NewTicker(holdProgressEvery)
-		defer tick.Stop()
-		for waiting := true; waiting; {
-			if token != nil {
-				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: time.Since(start).Seconds(),
-					Message: "connhost is starting (opening its ledger, compiling connectors, recovery); the call runs when it is done"}); err != nil {
-					s.opts.Logger.DebugContext(ctx, "mcpserver: progress notification", "err", err)
-				}
-			}
+		wait := time.NewTimer(max(s.opts.StartWait, 0))
+		defer wait.Stop()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait.C:
 			select {
 			case <-s.ready:
-				waiting = false
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-timeout:
-				select {
-				case <-s.ready:
-					waiting = false
-					continue
-				default:
-				}
+			default:
 				return &httpapi.Problem{Type: httpapi.ProblemTypePrefix + string(CodeStarting), Title: "Starting",
 					Status: http.StatusServiceUnavailable, Code: CodeStarting, RetryAfter: 5, Detail: fmt.Sprintf(
 						"connhost is still starting (opening its ledger, compiling connectors, recovery) after %s; nothing was done. "+
-							"Send the same call again (same arguments, same ids) in a few seconds", s.opts.StartWait.Round(time.Second))}, nil
-			case <-tick.C:
+							"Send the same call again (same arguments, same ids) in a few seconds", max(s.opts.StartWait, 0).Round(time.Second))}, nil
 			}
 		}
 	}
