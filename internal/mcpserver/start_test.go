@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +18,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/ledger"
 )
 
 // rawStdio is a `connhost mcp` process driven line by line, as a client
@@ -194,4 +198,64 @@ func TestStdioStartFailed(t *testing.T) {
 	require.Contains(t, f.log.String(), "CONNHOST_TEST_UNSET_KEY")
 	_, err = os.Stat(filepath.Join(f.data, "ledger"))
 	require.True(t, os.IsNotExist(err), "a ledger was created: %v", err)
+}
+
+// TestCallWaitsForStart: a server made with NewStarting lists its tools
+// before its executor is there; a tools/call waits for Started, up to
+// StartWait (then "starting", retry_same_ids: nothing was recorded), and
+// a failed start answers every call with its reason (start_failed,
+// do_not_retry).
+func TestCallWaitsForStart(t *testing.T) {
+	f := newFixture(t, overHTTP)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	connect := func(srv *mcpserver.Server) *mcp.ClientSession {
+		t.Helper()
+		st, ct := mcp.NewInMemoryTransports()
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go func() { _ = srv.Run(ctx, st) }()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "connhost-test", Version: "0"}, nil).Connect(ctx, ct, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	srv, err := mcpserver.NewStarting(f.ex.Manifests(), mcpserver.Options{StartWait: 200 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	cs := connect(srv)
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, tools.Tools)
+
+	res, out := callTool(t, cs, "noop_echo", map[string]any{"msg": "early"}, ids("s-start", "c1"))
+	require.True(t, res.IsError)
+	require.Equal(t, mcpserver.CodeStarting, out.Code, text(res))
+	require.Equal(t, mcpserver.NextRetrySameIDs, out.Next)
+	_, _, err = f.ex.Get(context.Background(), ledger.ExecutionID(ledger.DefaultNamespace, "s-start", "c1"))
+	require.ErrorIs(t, err, host.ErrNotFound, "nothing recorded for a call refused while starting")
+
+	srv2, err := mcpserver.NewStarting(f.ex.Manifests(), mcpserver.Options{Logger: quiet})
+	require.NoError(t, err)
+	cs2 := connect(srv2)
+	done := make(chan mcpserver.Result, 1)
+	go func() {
+		_, out := callTool(t, cs2, "noop_echo", map[string]any{"msg": "waits"}, ids("s-start", "c2"))
+		done <- out
+	}()
+	time.Sleep(100 * time.Millisecond)
+	srv2.Started(f.ex, nil)
+	select {
+	case out := <-done:
+		require.Equal(t, "succeeded", out.Status)
+	case <-time.After(time.Minute):
+		t.Fatal("the waiting call never ran")
+	}
+
+	srv3, err := mcpserver.NewStarting(f.ex.Manifests(), mcpserver.Options{Logger: quiet})
+	require.NoError(t, err)
+	srv3.Started(nil, errors.New("connhost.toml:3: environment variable STRIPE_KEY (api_key_env) is not set"))
+	res, out = callTool(t, connect(srv3), "noop_echo", map[string]any{"msg": "never"}, ids("s-start", "c3"))
+	require.True(t, res.IsError)
+	require.Equal(t, mcpserver.CodeStartFailed, out.Code)
+	require.Equal(t, mcpserver.NextDoNotRetry, out.Next)
+	require.Contains(t, text(res), "STRIPE_KEY (api_key_env) is not set")
 }
