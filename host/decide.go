@@ -109,6 +109,9 @@ const (
 	DecisionConnectorUnavailable  DecisionCode = "connector_unavailable"
 	DecisionResumedWithoutRecord  DecisionCode = "resumed_without_record"
 	DecisionInvalidRecord         DecisionCode = "invalid_record"
+	// DecisionSettledWithoutRecord: a call a runtime settled on resume
+	// had no record; it is recorded cancelled, never run.
+	DecisionSettledWithoutRecord DecisionCode = "settled_without_record"
 	// DecisionApprovalUnverified: a gated call's approval does not verify
 	// on a shared ledger (no signature of the reviewer it names, or one
 	// over other values); it is not dispatched. Also an expiry's and a

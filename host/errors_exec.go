@@ -44,6 +44,9 @@ var (
 	// ErrNotAwaitingApproval: approve/reject on an execution that is not
 	// waiting for one (already decided, or never needed one).
 	ErrNotAwaitingApproval = errors.New("host: execution is not awaiting approval")
+	// ErrStateUsed: a decision names the request state whose answer was
+	// recorded already (Decision.StateNonce): nothing was decided again.
+	ErrStateUsed = errors.New("host: request state already used")
 	// ErrNotRecoveryRequired: resolve on an execution that is not
 	// recovery_required.
 	ErrNotRecoveryRequired = errors.New("host: execution is not recovery_required")

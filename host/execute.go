@@ -28,6 +28,11 @@ import (
 //   - a new call flagged Resumed in a session the ledger does not know
 //     becomes recovery_required: "no record" does not prove "never ran"
 //     (a read simply runs: it has nothing to duplicate);
+//   - a call flagged Settle (a runtime settling, on resume, a call its
+//     saved state holds without a result) is never run as a new call:
+//     with no record it is recorded cancelled at attempt 0 (it never
+//     reached the host, so nothing ran), and the original request, should
+//     it arrive later, finds that record and does not run either;
 //   - a new call of an operation with a duplicate window
 //     (manifests.Operation.DuplicateWindow) whose arguments repeat a call
 //     of the same session created within the window that succeeded or is
@@ -93,10 +98,10 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 
 	// A fenced session takes no new call: the create of a new call
 	// refuses it (createUnfenced), and a recorded call is still driven.
-	// A resumed call, the rare path, is judged by its session's history
-	// before anything is created, so it looks at the record and the fence
-	// first.
-	if call.Resumed {
+	// A resumed or settled call, the rare path, is judged by its session's
+	// history before anything is created, so it looks at the record and
+	// the fence first.
+	if call.Resumed || call.Settle {
 		fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID)
 		if err != nil {
 			return Result{}, err
@@ -110,7 +115,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		case !errors.Is(err, ledger.ErrNotFound):
 			return Result{}, err
 		}
-		if len(fenced) > 0 {
+		if len(fenced) > 0 && call.Resumed {
 			return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
 		}
 	}
@@ -168,6 +173,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 			return ResultOf(created), nil
 		}
 	}
+	if call.Settle {
+		return e.settleUnrecorded(ctx, call, op, digest, rec, ev)
+	}
 	if op.op.RequiresApproval {
 		if err := e.admitApproval(ctx); err != nil {
 			// At the limit, a call already recorded is still answered:
@@ -223,6 +231,27 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
 	return e.attempt(ctx, ctx, op, created)
+}
+
+// settleUnrecorded records a settled call that has no record as
+// cancelled at attempt 0: the runtime that saved it is settling it on
+// resume, and the host never received it (an intent is recorded before
+// any dispatch), so it never ran. The record answers the original
+// request too, should it still arrive (a request still in the
+// runtime's connection, a process not yet stopped): it finds the
+// execution cancelled and does not run. The runtime tells its model the
+// call did not run; asking again is the model's to decide, under a new
+// tool-call id.
+func (e *Executor) settleUnrecorded(ctx context.Context, call ToolCall, op *operation, digest string, rec ledger.Record, ev ledger.Event) (Result, error) {
+	rec.State, rec.Attempt, rec.Deadline = ledger.StateCancelled, 0, time.Time{}
+	rec.DuplicateWindow = 0 // nothing is dispatched: nothing to guard
+	ev.Decision = string(DecisionSettledWithoutRecord)
+	ev.Reason = "settled by the runtime on resume with no record: the call never reached the host, so it did not run; a request with these ids will not run either"
+	created, err := e.create(ctx, rec, ev)
+	if err != nil {
+		return e.createFailed(ctx, call, op, digest, created, err)
+	}
+	return ResultOf(created), nil
 }
 
 // duplicate records the new call rec, which the ledger found repeats the

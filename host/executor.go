@@ -339,10 +339,12 @@ type Executor struct {
 	ownsLedger bool
 	// shared: base is a ledger.Fleet, which others than this process
 	// write, so approvals are signed and verified (signature.go).
-	shared    bool
-	rt        *wasmrt.Runtime
-	conns     map[string]*loaded
-	flights   flights
+	shared  bool
+	rt      *wasmrt.Runtime
+	conns   map[string]*loaded
+	flights flights
+	// decided wakes AwaitDecision when this executor records a decision.
+	decided   decisions
 	closed    chan struct{}
 	closeOnce sync.Once
 	// warming is the background pre-warm of the pools; Close cancels it
@@ -578,6 +580,16 @@ type ToolCall struct {
 	// ledger: with no record in a session the ledger does not know, it
 	// becomes recovery_required instead of executing.
 	Resumed bool `json:"resumed,omitempty"`
+	// Settle marks a call a runtime settles on resume: one its saved
+	// state holds without a result, sent again under its original ids
+	// before the runtime's next model request. A recorded execution is
+	// driven as the same call sent again is (its recorded outcome, an
+	// approved call dispatched once, a pending approval, recovery by its
+	// policy). With no record it is not run: it is recorded cancelled at
+	// attempt 0, since the host never received it and so it never ran,
+	// and the original request, should it arrive later, is answered
+	// cancelled too. With Resumed also set, the Resumed rule comes first.
+	Settle bool `json:"settle,omitempty"`
 	// Note, when set, is recorded as the reason of a new execution's first
 	// audit event: what the runtime wants the audit trail to say about
 	// how the call reached the host (e.g. that its identity was derived
@@ -741,10 +753,25 @@ func ResultOf(rec ledger.Record) Result {
 	if rec.State == ledger.StateRetryWait {
 		r.NextAttemptAt = rec.NextAttemptAt
 	}
-	if rec.State == ledger.StateRecoveryRequired && r.Error == "" {
+	switch {
+	case rec.State == ledger.StateRecoveryRequired && r.Error == "":
 		r.Error = "outcome unknown; an operator must resolve it"
+	case settledWithoutRecord(rec):
+		r.Error = NeverReceived
 	}
 	return r
+}
+
+// NeverReceived is Result.Error of a call a runtime settled on resume
+// that the host had never received (ToolCall.Settle).
+const NeverReceived = "the call never reached connhost before the runtime settled it on resume: it did not run, and a request with these ids will not run either"
+
+// settledWithoutRecord reports whether rec is the record of a settled call
+// the host had never received: the one record cancelled at attempt 0
+// without an approval (a gated call cancelled carries its approval; an
+// ungated call is created at attempt 1).
+func settledWithoutRecord(rec ledger.Record) bool {
+	return rec.State == ledger.StateCancelled && rec.Attempt == 0 && rec.Approval == nil
 }
 
 // inlineJSON returns b for inlining as JSON when it is valid JSON, as a

@@ -54,6 +54,11 @@ var (
 	// for a guarded record (see Record.DuplicateWindow); it returns that
 	// execution's record.
 	ErrDuplicate = errors.New("ledger: duplicate of a recent execution")
+	// ErrStateUsed: a decision names the request-state nonce that the
+	// record's approval already holds: the state was consumed by the
+	// decision that recorded it (Approval.StateNonce), and a replay of it
+	// decides nothing.
+	ErrStateUsed = errors.New("ledger: request state already used")
 )
 
 // DamageKind says what Open found wrong with a ledger (see DamageError).

@@ -184,6 +184,13 @@ type Approval struct {
 	// stores it and never checks it: the executor does, before it
 	// dispatches a gated call on a shared ledger.
 	Signature string `json:"signature,omitempty"`
+	// StateNonce is the nonce of the single-use request state whose
+	// answer made the decision (an MCP client's answer to the input
+	// request that asked its user to approve: see internal/mcpserver);
+	// "" for a decision made otherwise. The decision that records it
+	// consumes the state: a later decision naming the same nonce is
+	// refused with ErrStateUsed (grammar.go, rule 12).
+	StateNonce string `json:"state_nonce,omitempty"`
 }
 
 // Outcome is a recorded result.

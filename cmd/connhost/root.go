@@ -116,6 +116,9 @@ type app struct {
 	// warnedDSN: the warning about a password on the command line was
 	// printed.
 	warnedDSN bool
+	// shipped: the command runs on the connectors built into this binary
+	// (see useShipped), not on --manifests.
+	shipped bool
 }
 
 // providerSandbox is what dev and sandbox need from internal/devkit/sandbox.

@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
@@ -19,6 +22,10 @@ import (
 // ("connector_operation", or the older "connector__operation"; see
 // package tooldefs).
 func (a *api) execute(w http.ResponseWriter, r *http.Request) {
+	wait, ok := a.waitParam(w, r)
+	if !ok {
+		return
+	}
 	var req host.ToolCall
 	if !a.decode(w, r, &req, false) {
 		return
@@ -47,6 +54,12 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 		req.Tool = tool
 	}
 	res, err := a.ex.Execute(r.Context(), req)
+	if err == nil && wait > 0 && res.Status == host.StatusAwaitingApproval {
+		res, err = a.holdForDecision(r, req, res, wait)
+		if r.Context().Err() != nil {
+			return // the client is gone; the call stays as recorded
+		}
+	}
 	if err != nil {
 		a.fail(w, r, err, res)
 		return
@@ -56,6 +69,38 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 	// unsynced): the crash point after_answer is here.
 	_ = http.NewResponseController(w).Flush()
 	crash.At(crash.AfterAnswer)
+}
+
+// waitParam parses the wait parameter of POST /v1/executions: a Go
+// duration ("90s", "5m") of at most Options.MaxApprovalWait. Absent, it
+// is 0 (no hold).
+func (a *api) waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > a.opts.MaxApprovalWait {
+		writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("wait=%q: want a duration such as 60s or 5m, at most %s", v, a.opts.MaxApprovalWait)))
+		return 0, false
+	}
+	return d, true
+}
+
+// holdForDecision holds a call that awaits approval for up to wait, until
+// a reviewer decides it (or its approval expires), then sends the same
+// call again, which runs it once if approved. Still undecided, it answers
+// res: awaiting approval, as without the hold.
+func (a *api) holdForDecision(r *http.Request, call host.ToolCall, res host.Result, wait time.Duration) (host.Result, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	if _, err := a.ex.AwaitDecision(ctx, res.ExecutionID); err != nil {
+		if ctx.Err() != nil {
+			return res, nil
+		}
+		return res, err
+	}
+	return a.ex.Execute(r.Context(), call)
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
@@ -337,6 +382,52 @@ func (a *api) recoverAll(w http.ResponseWriter, r *http.Request) {
 		rep.Uncertain = []host.UncertainCall{}
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// BackupRequest is the body of POST /v1/ledger/backup.
+type BackupRequest struct {
+	// Dir is where the backup goes: an absolute path on the server's
+	// machine, of a directory that does not exist yet.
+	Dir string `json:"dir"`
+}
+
+// backuper is a ledger that copies itself while it serves (the Pebble
+// ledger, ledger.DB.Backup).
+type backuper interface {
+	Backup(ctx context.Context, dir string) (ledger.BackupInfo, error)
+}
+
+// backup serves POST /v1/ledger/backup: a consistent copy of the ledger
+// taken while it serves. It copies every namespace's executions, so only
+// an operator of every namespace may take one.
+func (a *api) backup(w http.ResponseWriter, r *http.Request) {
+	var req BackupRequest
+	if !a.decode(w, r, &req, false) {
+		return
+	}
+	if s, ok := host.ScopeFrom(r.Context()); ok && len(s.Namespaces) > 0 {
+		writeProblem(w, NewProblem(CodeNamespaceForbidden, "a backup copies the executions of every namespace: only an operator of every namespace (namespaces = [\"*\"]) may take one"))
+		return
+	}
+	if !filepath.IsAbs(req.Dir) {
+		writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("dir %q must be an absolute path on the server's machine, of a directory that does not exist yet", req.Dir)))
+		return
+	}
+	b, ok := a.ex.Ledger().(backuper)
+	if !ok {
+		writeProblem(w, NewProblem(CodeBadRequest, "this server's ledger is shared on PostgreSQL: back it up with the database's own tools (pg_dump, point-in-time recovery), and restore it with connhost ledger accept-restore"))
+		return
+	}
+	info, err := b.Backup(r.Context(), filepath.Clean(req.Dir))
+	if errors.Is(err, ledger.ErrBackupExists) {
+		writeProblem(w, NewProblem(CodeBadRequest, fmt.Sprintf("%s exists: a backup goes into a new directory", filepath.Clean(req.Dir))))
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err, host.Result{})
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (a *api) tools(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -297,6 +298,11 @@ func TestOpenAPILive(t *testing.T) {
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?limit=2", token: agent}, 200, "")
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?state=succeeded&session_id=s1&namespace=default&limit=1&after=" + ok.ExecutionID, token: olga}, 200, "")
 	lc.send(srv, exchange{method: "POST", path: "/v1/recover", token: olga}, 200, "")
+	backupDir := filepath.Join(t.TempDir(), "backup")
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: olga, body: jsonBody(BackupRequest{Dir: backupDir})}, 200, "")
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: olga, body: jsonBody(BackupRequest{Dir: backupDir})}, 400, CodeBadRequest)
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: olga, body: `{"dir":"relative/backup"}`}, 400, CodeBadRequest)
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: rita, body: jsonBody(BackupRequest{Dir: backupDir + "-2"})}, 403, CodeForbiddenRole)
 	for _, f := range []string{"openai", "anthropic", "mcp"} {
 		lc.send(srv, exchange{method: "GET", path: "/v1/tools?format=" + f, token: agent}, 200, "")
 	}

@@ -57,7 +57,8 @@ var RuntimeKeys = []RuntimeKey{
 // RuntimeKey and that named no session, when the runtime names no
 // conversation either: "default:", the principal's name (over stdio,
 // Options.Actor), ":" and the MCP connection (the Mcp-Session-Id over
-// HTTP, a random id per process over stdio). A recovery_required call
+// HTTP, a random id per process over stdio; stateless 2026-07-28 requests
+// have no connection, and share the server process's id). A recovery_required call
 // fences it, as it fences any session: the calls of that connection then
 // wait for the operator, and other connections' calls do not. A client
 // that reconnects starts another session: the same runtime id sent over a

@@ -188,6 +188,8 @@ type fixture struct {
 	// mcpConfig is added to the [mcp] table of connhost mcp's config
 	// (stdio).
 	mcpConfig string
+	// opts are the HTTP fixture's options, for restart.
+	opts fixtureOpts
 }
 
 // fixtureOpts tunes newFixture.
@@ -212,10 +214,17 @@ func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
 		binary(t)
 		return f
 	}
-	var o fixtureOpts
 	if len(fo) > 0 {
-		o = fo[0]
+		f.opts = fo[0]
 	}
+	f.open()
+	return f
+}
+
+// open opens the HTTP fixture's executor, MCP server and HTTP API on its
+// data directory.
+func (f *fixture) open() {
+	t, o := f.t, f.opts
 	ms, err := manifests.LoadDir(shared.manifests)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +279,19 @@ func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
 	}
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
-	return f
+}
+
+// restart closes the HTTP fixture's server and executor, as a process
+// that exits does, and opens new ones on the same data directory: a new
+// process (a new URL, a new random key of its own), the same ledger and
+// the same principals.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.srv.Close()
+	if err := f.ex.Close(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	f.open()
 }
 
 func origin(t testing.TB, base string) string {

@@ -23,7 +23,11 @@
 // A client that declares the elicitation capability is asked to approve
 // or reject a gated call in its own dialog, when the connection's user may
 // approve (Options.Approver for stdio, the approver role over HTTP); the
-// answer is recorded as that user's decision. A client that cancels a call
+// answer is recorded as that user's decision. From protocol 2026-07-28
+// (stateless over HTTP, see streamableHandler) the dialog is an input
+// request whose requestState is single-use (see state.go), and a client
+// that declares the tasks extension gets a task for a call that waits
+// (see tasks.go). docs/mcp-2026-07-28.md describes both for users. A client that cancels a call
 // (notifications/cancelled) cancels the execution as Executor.Cancel does;
 // a client that gave a progress token hears of every retry.
 package mcpserver
@@ -181,8 +185,9 @@ type Options struct {
 	// a reviewer decides, and answers awaiting_approval only after this
 	// long (a retry could not find the approval again). The client is
 	// sent progress meanwhile, if it asked for it. Calls with a stable
-	// identity answer awaiting_approval at once: the runtime's retry with
-	// the same ids finds the decision. The default value is
+	// identity answer awaiting_approval at once (the runtime's retry with
+	// the same ids finds the decision) unless they ask for a hold with
+	// MetaWait, which ApprovalWait caps. The default value is
 	// DefaultApprovalWait; a negative value never holds.
 	ApprovalWait time.Duration
 	// TrustedOrigins are the origins ("scheme://host[:port]") besides the
@@ -282,8 +287,9 @@ type Server struct {
 	ready     chan struct{}
 	startErr  error
 	startOnce sync.Once
-	// key signs the request state of multi-round-trip approvals.
-	key [32]byte
+	// key signs the request states issued on connections without a
+	// principal's token (stdio; see state.go).
+	key []byte
 	// conn names this server's connections without an MCP session id
 	// (stdio) in derived session ids.
 	conn string
@@ -340,7 +346,8 @@ func NewStarting(ms []*manifests.Manifest, opts Options) (*Server, error) {
 			}
 		}
 	}
-	_, _ = rand.Read(s.key[:])
+	s.key = make([]byte, 32)
+	_, _ = rand.Read(s.key)
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "connhost", Title: "connhost", Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       opts.Logger,
 		Instructions: instructions,
@@ -358,6 +365,7 @@ func NewStarting(ms []*manifests.Manifest, opts Options) (*Server, error) {
 		}, s.callTool)
 	}
 	s.srv.AddReceivingMiddleware(s.aliases, s.lifecycle)
+	s.registerTasks()
 	return s, nil
 }
 
@@ -386,7 +394,7 @@ const instructions = "Tools run durably: pass the model's tool-call id as _meta 
 // capabilities are the server's capabilities, as initialize and
 // server/discover announce them.
 func capabilities() *mcp.ServerCapabilities {
-	return &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	return &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{ExtensionTasks: map[string]any{}}}
 }
 
 // aliases lets a tools/call name its tool by the dotted name (or the
@@ -431,6 +439,9 @@ func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 const (
 	principalKey = "connhost.principal"
 	scopeKey     = "connhost.scope"
+	// stateKeyKey is the TokenInfo.Extra key of the key of the request
+	// states issued to the principal (stateKey of its token).
+	stateKeyKey = "connhost.state_key"
 )
 
 // HTTPHandler returns the streamable HTTP handler that httpapi mounts at
@@ -439,15 +450,11 @@ const (
 // httpapi.PrincipalFromContext) is the connection's user, and each MCP
 // session is bound to it (another principal's request for the session is
 // refused with 403). Its tool calls run within the principal's scope
-// (host.Scope: its namespaces and limits), as its API requests do. Sessions are stateful, so that the server can ask the
-// client for approval while a call runs; a client of protocol 2026-07-28
-// is answered with the versions that allows, and falls back.
+// (host.Scope: its namespaces and limits), as its API requests do. Clients
+// of protocol 2026-07-28 are served statelessly, those of earlier
+// revisions in stateful sessions (see streamableHandler).
 func (s *Server) HTTPHandler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
-		Logger:              s.opts.Logger,
-		SessionTimeout:      s.opts.SessionTimeout,
-		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
-	})
+	h := s.streamableHandler()
 	// The SDK hands a request's identity to tool handlers (and binds
 	// sessions to it) only through a TokenInfo that its bearer middleware
 	// puts into the context. httpapi has authenticated the request
@@ -457,8 +464,12 @@ func (s *Server) HTTPHandler() http.Handler {
 		if !ok {
 			return nil, fmt.Errorf("%w: no authenticated principal", auth.ErrInvalidToken)
 		}
+		extra := map[string]any{}
+		if p.Token != "" {
+			extra[stateKeyKey] = stateKey(p.Token)
+		}
 		p.Token = ""
-		extra := map[string]any{principalKey: p}
+		extra[principalKey] = p
 		if sc, ok := host.ScopeFrom(r.Context()); ok {
 			extra[scopeKey] = sc
 		}
@@ -497,6 +508,9 @@ type caller struct {
 	// approver is recorded as the reviewer of an approval given in the
 	// client's dialog; "" when this caller may not approve.
 	approver string
+	// stateKey signs and verifies the request states issued to this
+	// caller (see state.go).
+	stateKey []byte
 	// env is the environment in which the runtime that launched this
 	// process names its conversation (stdio only; nil over HTTP).
 	env func(string) (string, bool)
@@ -512,26 +526,36 @@ func (c caller) conversation(k RuntimeKey) (string, bool) {
 	return v, ok && v != ""
 }
 
-func (s *Server) callerOf(req *mcp.CallToolRequest) caller {
-	if req.Extra != nil && req.Extra.TokenInfo != nil {
-		if p, ok := req.Extra.TokenInfo.Extra[principalKey].(httpapi.Principal); ok {
-			c := caller{actor: p.Name}
+func (s *Server) callerOf(req *mcp.CallToolRequest) caller { return s.callerFrom(req.Extra) }
+
+// callerFrom is who a request with extra acts for.
+func (s *Server) callerFrom(extra *mcp.RequestExtra) caller {
+	if extra != nil && extra.TokenInfo != nil {
+		if p, ok := extra.TokenInfo.Extra[principalKey].(httpapi.Principal); ok {
+			c := caller{actor: p.Name, stateKey: s.key}
+			if k, ok := extra.TokenInfo.Extra[stateKeyKey].([]byte); ok {
+				c.stateKey = k
+			}
 			if p.Has(httpapi.RoleApprover) {
 				c.approver = p.Name
 			}
 			return c
 		}
 	}
-	return caller{actor: s.opts.Actor, approver: s.opts.Approver, env: s.opts.StdioEnv}
+	return caller{actor: s.opts.Actor, approver: s.opts.Approver, stateKey: s.key, env: s.opts.StdioEnv}
 }
 
 // scopeOf returns the host.Scope of the HTTP principal a tools/call acts
 // for; a connection without one (stdio) is unscoped.
-func scopeOf(req *mcp.CallToolRequest) (host.Scope, bool) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
+func scopeOf(req *mcp.CallToolRequest) (host.Scope, bool) { return scopeFromExtra(req.Extra) }
+
+// scopeFromExtra is the host.Scope of the HTTP principal of a request
+// with extra.
+func scopeFromExtra(extra *mcp.RequestExtra) (host.Scope, bool) {
+	if extra == nil || extra.TokenInfo == nil {
 		return host.Scope{}, false
 	}
-	sc, ok := req.Extra.TokenInfo.Extra[scopeKey].(host.Scope)
+	sc, ok := extra.TokenInfo.Extra[scopeKey].(host.Scope)
 	return sc, ok
 }
 
