@@ -34,7 +34,8 @@ type RuntimeKey struct {
 // names no session (no MetaSessionID) needs no session to tell it from
 // another: it runs in the session of the conversation the runtime names
 // (RuntimeKey.SessionEnv, over stdio), else in the session of its MCP
-// connection (DefaultSession), so that one conversation's calls neither
+// connection (DefaultSession), else (a stateless request) in a session of
+// its own (CallSession), so that one conversation's calls neither
 // count as duplicates of another's nor are fenced by another's uncertain
 // call. A retry of the same call carries the same id again.
 //
@@ -66,6 +67,16 @@ var RuntimeKeys = []RuntimeKey{
 // call again after a reconnect: it reports the failure to the model).
 func DefaultSession(principal, connection string) string {
 	return "default:" + principal + ":" + connection
+}
+
+// CallSession is the session of a call whose tool-call id came from a
+// RuntimeKey, that named no session and came in a stateless request (no
+// conversation, no connection): "call:", the principal's name, ":" and
+// the tool-call id. The call is alone in it: its retries (the same id)
+// find it, no other call is held as its duplicate, and its fence, if it
+// becomes recovery_required, stops no other call.
+func CallSession(principal, toolCallID string) string {
+	return "call:" + principal + ":" + toolCallID
 }
 
 // ConversationSession is the session of a call whose tool-call id came
@@ -148,6 +159,12 @@ func (s *Server) identityOf(req *mcp.CallToolRequest, st *requestState, who call
 			id.SessionID = ConversationSession(who.actor, conv)
 			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in the session of %s's conversation %s (%s)",
 				rk.Key, rk.Runtime, rk.Runtime, conv, rk.SessionEnv)
+		case req.Session.ID() == "" && !who.stdio:
+			// A stateless request (2026-07-28 over HTTP) has no
+			// connection either: the call is a session of its own.
+			id.SessionID = CallSession(who.actor, rcall)
+			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in a session of its own (a stateless request of %s; %s names no conversation)",
+				rk.Key, rk.Runtime, who.actor, rk.Runtime)
 		default:
 			id.SessionID = DefaultSession(who.actor, s.connection(req))
 			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in the session of this MCP connection of %s (%s names no conversation)",

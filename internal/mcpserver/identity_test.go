@@ -33,11 +33,14 @@ func TestRuntimeToolCallID(t *testing.T) {
 		require.False(t, res.IsError, text(res))
 		require.Equal(t, mcpserver.IdentityRuntime, out.Identity)
 		if kind == overHTTP {
-			require.Equal(t, mcpserver.DefaultSession("runtime", cs.ID()), out.SessionID)
+			// The SDK's default client speaks 2026-07-28 statelessly:
+			// no connection, so the call is a session of its own.
+			require.Equal(t, mcpserver.CallSession("runtime", "toolu_01AbCdEfhttp"), out.SessionID)
+			require.Contains(t, out.IdentitySource, "a session of its own")
 		} else {
 			require.True(t, strings.HasPrefix(out.SessionID, mcpserver.DefaultSession(mcpserver.DefaultStdioActor, "")), out.SessionID)
+			require.Contains(t, out.IdentitySource, "this MCP connection")
 		}
-		require.Contains(t, out.IdentitySource, "this MCP connection")
 		require.Equal(t, "toolu_01AbCdEf"+string(kind), out.ToolCallID)
 		require.Contains(t, out.IdentitySource, "claudecode/toolUseId")
 		require.NotContains(t, text(res), "Warning")
@@ -64,7 +67,7 @@ func TestRuntimeToolCallID(t *testing.T) {
 
 		require.NoError(t, cs.Close())
 		require.Contains(t, f.events(out.ExecutionID)[0].Reason, "claudecode/toolUseId")
-		require.Contains(t, f.events(out.ExecutionID)[0].Reason, "in the session of this MCP connection")
+		require.Contains(t, f.events(out.ExecutionID)[0].Reason, "claudecode/toolUseId (Claude Code's tool-call id, unique across sessions) in ")
 		require.Contains(t, f.events(own.ExecutionID)[0].Reason, "_meta io.connhost/session_id and io.connhost/tool_call_id")
 	})
 }

@@ -514,6 +514,8 @@ type caller struct {
 	// env is the environment in which the runtime that launched this
 	// process names its conversation (stdio only; nil over HTTP).
 	env func(string) (string, bool)
+	// stdio: the connection has no principal (stdio, in-process).
+	stdio bool
 }
 
 // conversation returns the conversation the runtime of key k named in
@@ -542,7 +544,7 @@ func (s *Server) callerFrom(extra *mcp.RequestExtra) caller {
 			return c
 		}
 	}
-	return caller{actor: s.opts.Actor, approver: s.opts.Approver, stateKey: s.key, env: s.opts.StdioEnv}
+	return caller{actor: s.opts.Actor, approver: s.opts.Approver, stateKey: s.key, env: s.opts.StdioEnv, stdio: true}
 }
 
 // scopeOf returns the host.Scope of the HTTP principal a tools/call acts
