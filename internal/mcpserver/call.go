@@ -395,7 +395,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 			text.WriteString(" (This deployment allows calls without identity.)")
 		}
 	}
-	guide(&r, nextAfter(res.Status), text.String(), resultPart)
+	guide(&r, nextAfter(res), text.String(), resultPart)
 	return &mcp.CallToolResult{IsError: isError, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}
 }
 

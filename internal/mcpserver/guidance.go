@@ -29,11 +29,19 @@ const (
 	// cancelled, refused); issuing it again would fail the same way or
 	// act anew: tell the user instead.
 	NextDoNotRetry Next = "do_not_retry"
+	// NextMayIssueAgain: the call never ran: it never reached connhost
+	// before the runtime settled it on resume (host.NeverReceived), and
+	// these ids will not run it. If the user still wants it, the model may
+	// issue it as a new call.
+	NextMayIssueAgain Next = "may_issue_again"
 )
 
-// nextAfter is what a model may do after an execution answered status.
-func nextAfter(status host.Status) Next {
-	switch status {
+// nextAfter is what a model may do after an execution answered res.
+func nextAfter(res host.Result) Next {
+	if res.Status == host.StatusCancelled && res.Error == host.NeverReceived {
+		return NextMayIssueAgain
+	}
+	switch res.Status {
 	case host.StatusSucceeded:
 		return NextDone
 	case host.StatusAwaitingApproval, host.StatusRecoveryRequired:
@@ -48,9 +56,9 @@ func nextAfter(status host.Status) Next {
 // code (nothing was recorded or dispatched for it).
 func nextAfterRefusal(code httpapi.Code) Next {
 	switch code {
-	case httpapi.CodeRateLimited, httpapi.CodeUnavailable, httpapi.CodeInternal, CodeStarting:
+	case httpapi.CodeRateLimited, httpapi.CodeUnavailable, httpapi.CodeInternal, httpapi.CodeConnectorBusy, CodeStarting:
 		return NextRetrySameIDs
-	case httpapi.CodeSessionFenced, httpapi.CodeRecoveryRequired, httpapi.CodePendingApprovalsLimit:
+	case httpapi.CodeSessionFenced, httpapi.CodeRecoveryRequired, httpapi.CodePendingApprovalsLimit, httpapi.CodeLedgerDamaged:
 		return NextWaitForHuman
 	}
 	return NextDoNotRetry

@@ -84,6 +84,12 @@ func TestGuidanceInStructuredContent(t *testing.T) {
 			res, _ := callTool(t, cs, "effect_apply", map[string]any{"n": 2}, nil)
 			return res
 		}, "refused", mcpserver.CodeIdentityRequired, mcpserver.NextDoNotRetry},
+		{"settled, never received", func() *mcp.CallToolResult {
+			settled := ids("s-guide-settle", "c-never")
+			settled[mcpserver.MetaSettle] = true
+			res, _ := callTool(t, cs, "noop_echo", map[string]any{"msg": "hi"}, settled)
+			return res
+		}, "cancelled", "", mcpserver.NextMayIssueAgain},
 		{"invalid arguments", func() *mcp.CallToolResult {
 			res, _ := callTool(t, cs, "effect_apply", map[string]any{"n": "two"}, ids("s-guide", "c-bad"))
 			return res
