@@ -178,7 +178,16 @@ func (s *Server) identityOf(req *mcp.CallToolRequest, st *requestState, who call
 	case st != nil:
 		return st.ID, nil
 	}
-	return identity{Namespace: ns, SessionID: "mcp:" + s.connection(req), ToolCallID: "mcp-req:" + rand.Text(), Kind: IdentityPerRequest,
+	conn := s.connection(req)
+	if req.Session.ID() == "" && !who.stdio {
+		// A stateless request (2026-07-28 over HTTP) has no connection:
+		// the process's own id would put every such call of every client
+		// in one session, where one client's call is held as another's
+		// duplicate and one's recovery fences all. It is a session of its
+		// own.
+		conn = "request-" + rand.Text()[:16]
+	}
+	return identity{Namespace: ns, SessionID: "mcp:" + conn, ToolCallID: "mcp-req:" + rand.Text(), Kind: IdentityPerRequest,
 		Source: "made up for this request"}, nil
 }
 
