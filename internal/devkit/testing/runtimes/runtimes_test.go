@@ -281,10 +281,8 @@ func TestWithoutAdapterServeRefuses(t *testing.T) {
 // see, and the log warns once. Killed mid-call and started again (the
 // agents' run starts over; LangGraph resumes its thread), the call is a
 // new one, which the adapter prevents: either the provider charges again,
-// or, where the new call falls into the first one's session (a stateless
-// HTTP client's calls all share the server's one per-request session),
-// connhost's duplicate-intent guard holds it for a human, who rejects it
-// here.
+// or, should the new call fall into the first one's session, connhost's
+// duplicate-intent guard holds it for a human, who rejects it here.
 func TestWithoutAdapterDevWarns(t *testing.T) {
 	node := needNode(t)
 	for _, rt := range runtimes {
