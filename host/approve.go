@@ -19,6 +19,12 @@ type Decision struct {
 	// refuses a digest other than the recorded one.
 	ArgsDigest string `json:"digest"`
 	Reason     string `json:"reason,omitempty"`
+	// StateNonce, when set, is the nonce of the single-use request state
+	// through which the reviewer answered (an MCP input request; see
+	// ledger.Approval.StateNonce). The decision records it, which consumes
+	// the state: a second decision naming it is refused with
+	// ErrStateUsed, whatever the execution became since.
+	StateNonce string `json:"-"`
 }
 
 // Approve approves an execution's approval request. The approval is bound to
@@ -55,6 +61,17 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 	if err != nil {
 		return Result{}, err
 	}
+	if d.StateNonce != "" && rec.Approval.StateNonce == d.StateNonce {
+		return ResultOf(rec), stateUsed(approvalID, rec)
+	}
+	if !e.reviews(d.By, rec.Namespace) {
+		// The same answer whoever asks: a node's API (whose scope already
+		// answers such an id as unknown) or a command on the shared
+		// ledger directly, with a reviewer's token and the connection
+		// string.
+		return Result{}, refuse(ErrNamespaceForbidden, "%s reviews the calls of namespace %s only; approval %s is of a call in namespace %q: nothing was recorded",
+			d.By, quoteList(e.opts.ApprovalNamespaces[d.By]), approvalID, rec.Namespace)
+	}
 	if rec.State != ledger.StateAwaitingApproval {
 		return ResultOf(rec), refuse(ErrNotAwaitingApproval, "approval %s is %s, not pending (execution %s is %s)", approvalID, rec.Approval.Decision, id, rec.State)
 	}
@@ -69,7 +86,7 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 		return res, refuse(ErrApprovalExpired, "approval %s expired at %s; the execution is expired and will not run", approvalID, rec.Approval.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	a := *rec.Approval
-	a.By, a.Reason, a.DecidedAt = d.By, d.Reason, e.now()
+	a.By, a.Reason, a.DecidedAt, a.StateNonce = d.By, d.Reason, e.now(), d.StateNonce
 	t := ledger.Transition{Approval: &a, Event: ledger.Event{Actor: d.By, Reason: d.Reason, Evidence: "digest " + d.ArgsDigest}}
 	if approve {
 		a.Decision, t.To, t.Event.Decision = ledger.ApprovalApproved, ledger.StateApproved, string(DecisionApproved)
@@ -89,6 +106,14 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 			d.By)
 	}
 	next, err := e.apply(ctx, rec, t)
+	if errors.Is(err, ledger.ErrStateUsed) {
+		// The same state's answer was recorded meanwhile (through another
+		// node of a fleet, or a concurrent replay).
+		if now, gerr := e.led.Get(ctx, id); gerr == nil && now.Approval != nil {
+			return ResultOf(now), stateUsed(approvalID, now)
+		}
+		return Result{}, refuse(ErrStateUsed, "approval %s: the answer of this request state was recorded already; nothing was decided again", approvalID)
+	}
 	if errors.Is(err, ledger.ErrConflict) {
 		// Another node of a fleet wrote the execution since it was read
 		// here: a decision through it, most likely.
@@ -101,8 +126,17 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 		return Result{}, err
 	}
 	rec = next
+	e.decided.signal()
 	if approve {
 		crash.At(crash.AfterApproval)
 	}
 	return ResultOf(rec), nil
+}
+
+// stateUsed is the refusal of a decision through a request state whose
+// answer rec's approval records already.
+func stateUsed(approvalID string, rec ledger.Record) error {
+	a := rec.Approval
+	return refuse(ErrStateUsed, "approval %s: this request state was used already: its answer was recorded (%s by %s at %s), and nothing was decided again (execution %s is %s)",
+		approvalID, a.Decision, a.By, a.DecidedAt.UTC().Format(time.RFC3339), rec.ID, rec.State)
 }

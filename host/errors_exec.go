@@ -44,6 +44,9 @@ var (
 	// ErrNotAwaitingApproval: approve/reject on an execution that is not
 	// waiting for one (already decided, or never needed one).
 	ErrNotAwaitingApproval = errors.New("host: execution is not awaiting approval")
+	// ErrStateUsed: a decision names the request state whose answer was
+	// recorded already (Decision.StateNonce): nothing was decided again.
+	ErrStateUsed = errors.New("host: request state already used")
 	// ErrNotRecoveryRequired: resolve on an execution that is not
 	// recovery_required.
 	ErrNotRecoveryRequired = errors.New("host: execution is not recovery_required")
@@ -52,9 +55,21 @@ var (
 	ErrPruned = errors.New("host: execution pruned by retention")
 	// ErrClosed: the executor was closed.
 	ErrClosed = errors.New("host: closed")
+	// ErrConnectorBusy: every instance of the call's connector stayed
+	// taken by other calls for Options.InstanceWait, so the call was not
+	// dispatched: nothing was recorded for a new call, and a recorded one
+	// is as it was. Send the same call again later; see *BusyError.
+	ErrConnectorBusy = errors.New("host: connector busy")
 	// ErrMissingConfig: a config key a manifest requires has no value.
 	// Open refuses to start; see *MissingConfigError.
 	ErrMissingConfig = errors.New("host: required config has no value")
+	// ErrApproverNotConfigured: on a shared ledger, a gated call's
+	// approval names a reviewer this node's configuration does not
+	// authorise for the call's namespace (Options.ApprovalKeys,
+	// Options.ApprovalNamespaces), so it cannot verify it: the call is
+	// left as it is, neither dispatched nor ended, for a node whose
+	// configuration holds the reviewer.
+	ErrApproverNotConfigured = errors.New("host: the approval's reviewer is not configured on this node")
 	// ErrConfigURLDenied: a configured URL (base_url, *_url) points at an
 	// origin the connector may not reach. Open refuses to start; see
 	// *ConfigURLError.
@@ -272,4 +287,35 @@ func short(digest string) string {
 		return digest[:12]
 	}
 	return digest
+}
+
+// BusyError reports a call not dispatched because every instance of its
+// connector stayed taken by other calls for Options.InstanceWait. It
+// unwraps to ErrConnectorBusy. Nothing was dispatched: the same call, sent
+// again, runs once an instance is free.
+type BusyError struct {
+	Connector   string
+	Namespace   string
+	ExecutionID string
+	Waited      time.Duration
+	// RetryAfter is when to send the call again.
+	RetryAfter time.Duration
+	// Recorded: the execution is recorded (an approved call, or a retry)
+	// and stays as it was; otherwise nothing was recorded.
+	Recorded bool
+}
+
+func (e *BusyError) Error() string { return "host: " + e.Detail() }
+
+// Unwrap returns ErrConnectorBusy.
+func (e *BusyError) Unwrap() error { return ErrConnectorBusy }
+
+// Detail says what was not done and when to call again.
+func (e *BusyError) Detail() string {
+	what := "nothing was recorded or dispatched"
+	if e.Recorded {
+		what = "the call was not dispatched and stays as recorded"
+	}
+	return fmt.Sprintf("every instance of connector %s stayed busy with other calls for %s; %s: send the same call again (same ids and arguments) in %s",
+		e.Connector, e.Waited.Round(time.Millisecond), what, e.RetryAfter.Round(time.Second))
 }

@@ -29,6 +29,11 @@ import (
 //   - a new call flagged Resumed in a session the ledger does not know
 //     becomes recovery_required: "no record" does not prove "never ran"
 //     (a read simply runs: it has nothing to duplicate);
+//   - a call flagged Settle (a runtime settling, on resume, a call its
+//     saved state holds without a result) is never run as a new call:
+//     with no record it is recorded cancelled at attempt 0 (it never
+//     reached the host, so nothing ran), and the original request, should
+//     it arrive later, finds that record and does not run either;
 //   - a new call of an operation with a duplicate window
 //     (manifests.Operation.DuplicateWindow) whose intent (the arguments
 //     of manifests.Operation.Intent, normalised as it says) repeats a call
@@ -95,10 +100,10 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 
 	// A fenced session takes no new call: the create of a new call
 	// refuses it (createUnfenced), and a recorded call is still driven.
-	// A resumed call, the rare path, is judged by its session's history
-	// before anything is created, so it looks at the record and the fence
-	// first.
-	if call.Resumed {
+	// A resumed or settled call, the rare path, is judged by its session's
+	// history before anything is created, so it looks at the record and
+	// the fence first.
+	if call.Resumed || call.Settle {
 		fenced, err := e.led.Fenced(ctx, call.Namespace, call.SessionID)
 		if err != nil {
 			return Result{}, err
@@ -112,7 +117,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		case !errors.Is(err, ledger.ErrNotFound):
 			return Result{}, err
 		}
-		if len(fenced) > 0 {
+		if len(fenced) > 0 && call.Resumed {
 			return Result{}, fencedError(call.Namespace, call.SessionID, fenced)
 		}
 	}
@@ -174,6 +179,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 			return ResultOf(created), nil
 		}
 	}
+	if call.Settle {
+		return e.settleUnrecorded(ctx, call, op, digest, rec, ev)
+	}
 	if op.op.RequiresApproval {
 		if err := e.admitApproval(ctx); err != nil {
 			// At the limit, a call already recorded is still answered:
@@ -213,6 +221,26 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		crash.At(crash.AfterIntent)
 		return ResultOf(created), nil
 	}
+	// The call needs one of its connector's instances before its dispatch
+	// is recorded: a call that cannot have one in time is refused with
+	// nothing recorded, and sent again later. With none free now, a call
+	// sent again is answered from its record first, without one.
+	slot, err := op.conn.Reserve(ctx, call.Namespace, -1)
+	if err != nil {
+		existing, gerr := e.led.Get(ctx, id)
+		switch {
+		case gerr == nil:
+			return e.driveRecorded(ctx, call, op, digest, existing)
+		case errors.Is(gerr, ledger.ErrPruned):
+			return Result{}, prunedError(id)
+		case !errors.Is(gerr, ledger.ErrNotFound):
+			return Result{}, gerr
+		}
+		if slot, err = e.reserve(ctx, op, call.Namespace, id, false); err != nil {
+			return Result{}, err
+		}
+	}
+	defer slot.Release() // unless the connector call took it
 	// The intent of an ungated call is its dispatch record: one synced
 	// write before the connector runs (see RATIONALE.md).
 	rec.State = ledger.StateDispatched
@@ -228,7 +256,49 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	crash.At(crash.AfterIntent)
 	crash.At(crash.AfterDispatchRecord)
-	return e.attempt(ctx, ctx, op, created)
+	return e.attempt(ctx, ctx, op, created, slot)
+}
+
+// reserve waits, Options.InstanceWait at most, for an instance of op's
+// connector for the call id of namespace ns (see wasmrt.Connector.Reserve:
+// fairly between namespaces). Beyond it, it returns a *BusyError;
+// recorded says whether the call is recorded (it stays as it is).
+func (e *Executor) reserve(ctx context.Context, op *operation, ns, id string, recorded bool) (*wasmrt.Slot, error) {
+	slot, err := op.conn.Reserve(ctx, ns, e.opts.InstanceWait)
+	if errors.Is(err, wasmrt.ErrBusy) {
+		e.opts.Logger.WarnContext(ctx, "call not dispatched: every instance of its connector stayed busy; the runtime is told to send it again",
+			"connector", op.m.Connector.Name, "namespace", ns, "execution_id", id, "waited", e.opts.InstanceWait)
+		return nil, &BusyError{Connector: op.m.Connector.Name, Namespace: ns, ExecutionID: id, Waited: e.opts.InstanceWait,
+			RetryAfter: max(time.Second, e.opts.InstanceWait), Recorded: recorded}
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("host: execution[%s]: %w", id, err)
+	}
+	// Any other failure (the connector closed under the executor) is the
+	// connector call's to meet and report, as a call that never entered
+	// the guest.
+	return slot, nil
+}
+
+// settleUnrecorded records a settled call that has no record as
+// cancelled at attempt 0: the runtime that saved it is settling it on
+// resume, and the host never received it (an intent is recorded before
+// any dispatch), so it never ran. The record answers the original
+// request too, should it still arrive (a request still in the
+// runtime's connection, a process not yet stopped): it finds the
+// execution cancelled and does not run. The runtime tells its model the
+// call did not run; asking again is the model's to decide, under a new
+// tool-call id.
+func (e *Executor) settleUnrecorded(ctx context.Context, call ToolCall, op *operation, digest string, rec ledger.Record, ev ledger.Event) (Result, error) {
+	rec.State, rec.Attempt, rec.Deadline = ledger.StateCancelled, 0, time.Time{}
+	rec.DuplicateWindow = 0 // nothing is dispatched: nothing to guard
+	ev.Decision = string(DecisionSettledWithoutRecord)
+	ev.Reason = "settled by the runtime on resume with no record: the call never reached the host, so it did not run; a request with these ids will not run either"
+	created, err := e.create(ctx, rec, ev)
+	if err != nil {
+		return e.createFailed(ctx, call, op, digest, created, err)
+	}
+	return ResultOf(created), nil
 }
 
 // duplicate records the new call rec, which the ledger found repeats the
@@ -395,11 +465,24 @@ type observed struct {
 	detail string
 }
 
-// attempt calls the connector for the freshly dispatched record rec and
-// advances the execution from its answer.
-func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record) (Result, error) {
+// attempt calls the connector for the freshly dispatched record rec, on
+// slot if it is not nil, and advances the execution from its answer.
+func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	return e.advance(ctx, caller, rec, e.call(ctx, op, rec))
+	return e.advance(ctx, caller, rec, e.claimAndCall(ctx, op, rec, slot))
+}
+
+// claimAndCall calls the connector for the freshly dispatched record rec,
+// on slot if it is not nil (given back either way), once the journal of
+// consumed approvals has recorded the dispatch (a gated call on a shared
+// ledger, see journal.go); a dispatch the journal holds already is not
+// called (evidence repeat).
+func (e *Executor) claimAndCall(ctx context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) observed {
+	if obs, ok := e.claim(rec, op); !ok {
+		slot.Release()
+		return obs
+	}
+	return e.call(ctx, op, rec, slot)
 }
 
 // advance moves rec forward, one step of the decision table (decide.go) at
@@ -443,21 +526,35 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return Result{}, err
 			}
 		}
+		replayed, err := e.repeated(rec, op)
+		if err != nil {
+			return Result{}, err
+		}
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
 		f.Elsewhere = elsewhere != nil
+		f.Replayed = replayed
+		if obs.ev == evRepeat {
+			f.Replayed = obs.detail
+		}
 		act := decide(f)
-		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
-			// A node without any approver's key verifies nothing: ending
-			// the call here would make a misconfigured node destroy
-			// every approval it is asked about. It is left as it is.
-			return Result{}, fmt.Errorf("host: execution[%s]: this node holds no approver keys (Options.ApprovalKeys; [[principals]] with role approver in connhost.toml), so it cannot verify the approval of a gated call on the shared ledger, and does not dispatch it: send the call to a node that reads the deployment's approvers", rec.ID)
+		if act.Decision == DecisionApprovalUnverified {
+			// A node whose configuration lacks the reviewer (or the
+			// reviewer's namespace) cannot judge the approval: ending the
+			// call here would make a node with a stale or partial config
+			// destroy the approvals the others accept. It is left as it
+			// is, neither dispatched nor ended.
+			if why, unconfigured := e.verify(rec); unconfigured {
+				e.opts.Logger.Error("a gated call's approval names a reviewer this node's configuration does not authorise; the call is left as it is",
+					"execution_id", rec.ID, "reviewer", rec.Approval.By, "namespace", rec.Namespace, "why", why)
+				return ResultOf(rec), refuse(ErrApproverNotConfigured, "execution %s is %s on an approval by %s, whom this node's configuration does not authorise for namespace %q ([[principals]] with role approver, its token and namespaces): this node cannot verify the approval, so it neither runs nor ends the call; send it to a node that reads the deployment's approvers, or give this node %s's entry (%s)",
+					rec.ID, rec.State, rec.Approval.By, rec.Namespace, rec.Approval.By, why)
+			}
 		}
 		if obs.ev == evNone && rec.State == ledger.StateDispatched {
 			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)
 		} else if obs.ev == evUncertain {
 			why = obs.detail
 		}
-		var err error
 		switch act.Step {
 		case stepAnswer:
 			res := ResultOf(rec)
@@ -516,8 +613,21 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: dispatch without a loaded operation", rec.ID)
 			}
+			// An instance first, then the dispatch record: a call that
+			// cannot have one in time stays as it is. A live call waits
+			// for one (InstanceWait at most); a pass does not wait, and
+			// looks again at its next round.
+			var slot *wasmrt.Slot
+			if caller != nil {
+				if slot, err = e.reserve(caller, op, rec.Namespace, rec.ID, true); err != nil {
+					return Result{}, err
+				}
+			} else if slot, err = op.conn.Reserve(ctx, rec.Namespace, -1); errors.Is(err, wasmrt.ErrBusy) {
+				return ResultOf(rec), nil
+			}
 			next, err := e.apply(ctx, rec, e.dispatchTransition(rec, op, act, obs, why))
 			if err != nil {
+				slot.Release()
 				if rec, obs, err = e.raced(ctx, rec, obs, err, &raced); err != nil {
 					return Result{}, err
 				}
@@ -525,7 +635,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			}
 			rec, worked = next, true
 			crash.At(crash.AfterDispatchRecord)
-			obs = e.call(ctx, op, rec)
+			obs = e.claimAndCall(ctx, op, rec, slot)
 
 		case stepReconcile:
 			if op == nil {
@@ -544,6 +654,12 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				continue
 			}
 			rec, worked = next, true
+			if act.To == ledger.StateSucceeded {
+				// After the outcome's write, not before: a crash between
+				// the two leaves an attempt whose outcome recovery
+				// re-derives (its policy's row), not a refused repeat.
+				e.noteApplied(rec, op)
+			}
 			switch act.To {
 			case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRetryWait:
 				crash.At(crash.AfterOutcomeRecord)
@@ -750,6 +866,9 @@ func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action
 		t.Event.Evidence = evidence
 	case ledger.StateRecoveryRequired:
 		t.Event.Evidence = evidence
+		if act.Decision == DecisionLedgerDamaged {
+			t.Event.Evidence = act.Reason
+		}
 		if act.Decision == DecisionKeyRetentionPassed {
 			t.Event.Evidence = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again",
 				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))
@@ -816,10 +935,12 @@ func exportFor(op *operation) string {
 	return abi.ExportExecute
 }
 
-// call runs the dispatched attempt of rec and says what it told.
-func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record) observed {
+// call runs the dispatched attempt of rec, on slot if it is not nil (the
+// slot is given back either way), and says what it told.
+func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) observed {
+	defer slot.Release() // unless the connector call took it
 	export := exportFor(op)
-	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args}
+	req := wasmrt.CallRequest{Export: export, Operation: op.op.Name, ExecutionID: rec.ID, Namespace: rec.Namespace, Args: rec.Args, Slot: slot}
 	if export == abi.ExportExecuteWithKey {
 		req.Key = rec.IdempotencyKey
 	}

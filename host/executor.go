@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/consumed"
 	"github.com/connhost/connhost/internal/lease"
 	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
@@ -123,6 +124,16 @@ type Options struct {
 	// answer counts) before returning status "pending" with NextAttemptAt;
 	// later calls (or Recover, or Run) drive it. The default value is 5s.
 	MaxInlineRetryWait time.Duration
+	// InstanceWait bounds how long a call waits for one of its
+	// connector's instances before it is dispatched. The instances are
+	// shared fairly between namespaces (a freed one goes to the waiting
+	// call whose namespace holds the fewest), and the wait ends before
+	// anything is recorded: beyond it Execute answers a *BusyError
+	// (ErrConnectorBusy) having recorded nothing for a new call and left
+	// a recorded one as it was, and a recovery pass leaves the call for
+	// its next round. So a tenant whose calls hold every instance delays
+	// another's by at most this much. The default value is 5s.
+	InstanceWait time.Duration
 	// Runtime passes extra options to the wasm runtime (HTTP dialing, body
 	// caps). CacheDir, Logger, Config, NamespaceConfig and Observer are
 	// set from the fields of Options.
@@ -153,7 +164,34 @@ type Options struct {
 	// files owns the process too. The executor does not modify the map.
 	// The default value is none.
 	ApprovalKeys map[string][]byte
+	// ApprovalNamespaces are the namespaces each reviewer decides in, by
+	// principal name: Approve and Reject refuse a decision by a reviewer
+	// on a call of another namespace (ErrNamespaceForbidden), whoever
+	// calls them (a node's API, or a command on the shared ledger
+	// directly), and on a shared ledger an approval by a reviewer of a
+	// call outside that reviewer's namespaces does not verify (it is not
+	// dispatched, as an unsigned one). A reviewer it does not name, or
+	// names with no namespace, decides in every namespace. Every node of
+	// a fleet needs the same. The executor does not modify the map. The
+	// default value is none: every reviewer decides in every namespace.
+	ApprovalNamespaces map[string][]string
+	// ConsumedDir is the journal of consumed approvals on a shared ledger
+	// (see journal.go): a directory outside the database where the node
+	// records each dispatch of an approval-gated call before making it,
+	// and refuses a dispatch recorded there already (the row was restored
+	// or edited in the database after the call ran): that execution
+	// becomes recovery_required (decision ledger_damaged). Give every
+	// node of a fleet the same directory (a shared filesystem the
+	// database's credentials do not reach) and a dispatch one node made
+	// is refused on all; a node's own directory refuses only its own
+	// repeats. Unused on the Pebble ledger. The default value is the
+	// witness's path with ".witness" replaced by ".consumed"
+	// ("data.consumed" beside "data"); on a shared ledger one is required.
+	ConsumedDir string
 }
+
+// DefaultInstanceWait is the default Options.InstanceWait.
+const DefaultInstanceWait = 5 * time.Second
 
 // EnsureDefaults fills zero fields with their default values.
 func (o *Options) EnsureDefaults() {
@@ -162,6 +200,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.WitnessPath == "" && o.DataDir != "" {
 		o.WitnessPath = filepath.Clean(o.DataDir) + ledger.WitnessSuffix
+	}
+	if o.ConsumedDir == "" {
+		o.ConsumedDir = defaultConsumedDir(o.WitnessPath)
 	}
 	if o.Namespace == "" {
 		o.Namespace = ledger.DefaultNamespace
@@ -186,6 +227,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxInlineRetryWait == 0 {
 		o.MaxInlineRetryWait = 5 * time.Second
+	}
+	if o.InstanceWait == 0 {
+		o.InstanceWait = DefaultInstanceWait
 	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
@@ -217,6 +261,9 @@ func (o *Options) Validate() error {
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
 	}
+	if o.InstanceWait < 0 {
+		errs = append(errs, errors.New("InstanceWait is negative"))
+	}
 	for name, key := range o.ApprovalKeys {
 		if len(key) < 16 {
 			errs = append(errs, fmt.Errorf("ApprovalKeys[%q] has %d bytes; use ApprovalKey of the principal's token", name, len(key)))
@@ -237,6 +284,9 @@ func (o *Options) Validate() error {
 		}
 		if o.LeaseTTL < 0 {
 			errs = append(errs, errors.New("LeaseTTL is negative"))
+		}
+		if o.ConsumedDir == "" {
+			errs = append(errs, errors.New("ConsumedDir is required on a fleet ledger (or DataDir or WitnessPath, beside which it is kept): without it a row restored in the database would dispatch an approved call again"))
 		}
 	}
 	missing := missingConfig(o.Manifests, "", o.Config)
@@ -304,6 +354,7 @@ func DefaultInFlightBackoff(attempt int) time.Duration {
 // implements it.
 type invoker interface {
 	Call(ctx context.Context, req wasmrt.CallRequest) (abi.Outcome, error)
+	Reserve(ctx context.Context, ns string, wait time.Duration) (*wasmrt.Slot, error)
 	Description() abi.Description
 	ModuleDigest() string
 }
@@ -339,16 +390,26 @@ type Executor struct {
 	ownsLedger bool
 	// shared: base is a ledger.Fleet, which others than this process
 	// write, so approvals are signed and verified (signature.go).
-	shared    bool
-	rt        *wasmrt.Runtime
-	conns     map[string]*loaded
-	flights   flights
+	shared  bool
+	rt      *wasmrt.Runtime
+	conns   map[string]*loaded
+	flights flights
+	// decided wakes AwaitDecision when this executor records a decision.
+	decided   decisions
 	closed    chan struct{}
 	closeOnce sync.Once
 	// warming is the background pre-warm of the pools; Close cancels it
 	// and waits for it.
 	stopWarming context.CancelFunc
 	warming     sync.WaitGroup
+	// journal is the journal of consumed approvals on a shared ledger
+	// (journal.go); pruned is when it was last pruned.
+	journal *consumed.Journal
+	pruneMu sync.Mutex
+	pruned  time.Time
+	// corruptLogged is when each execution whose record does not decode
+	// was last logged (recover.go).
+	corruptLogged sync.Map
 }
 
 // Open opens (or, on a first run, creates) the ledger, loads every
@@ -390,6 +451,10 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 			return nil, err
 		}
 		e.led, e.shared = l, true
+		if e.journal, err = consumed.Open(opts.ConsumedDir); err != nil {
+			return nil, fmt.Errorf("host: the journal of consumed approvals: %w", err)
+		}
+		e.maybePrune()
 	} else {
 		e.led = solo{e.base}
 	}
@@ -578,6 +643,16 @@ type ToolCall struct {
 	// ledger: with no record in a session the ledger does not know, it
 	// becomes recovery_required instead of executing.
 	Resumed bool `json:"resumed,omitempty"`
+	// Settle marks a call a runtime settles on resume: one its saved
+	// state holds without a result, sent again under its original ids
+	// before the runtime's next model request. A recorded execution is
+	// driven as the same call sent again is (its recorded outcome, an
+	// approved call dispatched once, a pending approval, recovery by its
+	// policy). With no record it is not run: it is recorded cancelled at
+	// attempt 0, since the host never received it and so it never ran,
+	// and the original request, should it arrive later, is answered
+	// cancelled too. With Resumed also set, the Resumed rule comes first.
+	Settle bool `json:"settle,omitempty"`
 	// Note, when set, is recorded as the reason of a new execution's first
 	// audit event: what the runtime wants the audit trail to say about
 	// how the call reached the host (e.g. that its identity was derived
@@ -683,8 +758,9 @@ type Result struct {
 	// (succeeded, Source "duplicate").
 	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// DuplicateWindow is the operation's duplicate-intent window when the
-	// execution was created (in JSON, nanoseconds); 0 when not guarded.
-	DuplicateWindow time.Duration `json:"duplicate_window,omitempty"`
+	// execution was created (in JSON, a duration string such as "10m0s");
+	// 0 when not guarded.
+	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
 // Err converts statuses a runtime must branch on into typed errors:
@@ -724,7 +800,7 @@ func ResultOf(rec ledger.Record) Result {
 		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
 		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
 		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed, RequestedBy: rec.RequestedBy,
-		DuplicateOf: rec.DuplicateOf, DuplicateWindow: rec.DuplicateWindow,
+		DuplicateOf: rec.DuplicateOf, DuplicateWindow: Duration(rec.DuplicateWindow),
 	}
 	if o := rec.Outcome; o != nil {
 		r.Receipt, r.Source, r.OutcomeKind = o.Receipt, o.Source, o.Kind
@@ -741,10 +817,48 @@ func ResultOf(rec ledger.Record) Result {
 	if rec.State == ledger.StateRetryWait {
 		r.NextAttemptAt = rec.NextAttemptAt
 	}
-	if rec.State == ledger.StateRecoveryRequired && r.Error == "" {
+	switch {
+	case rec.State == ledger.StateRecoveryRequired && r.Error == "":
 		r.Error = "outcome unknown; an operator must resolve it"
+	case settledWithoutRecord(rec):
+		r.Error = NeverReceived
 	}
 	return r
+}
+
+// Duration is a time.Duration that JSON spells as a string, as Go and the
+// manifests write durations ("10m0s"), not as a count of nanoseconds.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("host: a duration is a string such as \"10m0s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// NeverReceived is Result.Error of a call a runtime settled on resume
+// that the host had never received (ToolCall.Settle).
+const NeverReceived = "the call never reached connhost before the runtime settled it on resume: it did not run, and a request with these ids will not run either"
+
+// settledWithoutRecord reports whether rec is the record of a settled call
+// the host had never received: the one record cancelled at attempt 0
+// without an approval (a gated call cancelled carries its approval; an
+// ungated call is created at attempt 1).
+func settledWithoutRecord(rec ledger.Record) bool {
+	return rec.State == ledger.StateCancelled && rec.Attempt == 0 && rec.Approval == nil
 }
 
 // inlineJSON returns b for inlining as JSON when it is valid JSON, as a

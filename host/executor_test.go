@@ -128,6 +128,40 @@ func TestApprovalRoundTrip(t *testing.T) {
 	require.Equal(t, "intent>awaiting_approval#0 approved>approved#0 dispatch>dispatched#1 outcome>succeeded#1", joined(h.events(done.ExecutionID)))
 }
 
+// TestApprovalThroughRequestStateIsSingleUse: a decision through a
+// request state (an MCP input request's answer) records its nonce, and a
+// replay of that answer decides nothing: approve or reject, before and
+// after the call ran, it is refused as used, and the call runs once.
+func TestApprovalThroughRequestStateIsSingleUse(t *testing.T) {
+	h := newHarness(t, "manual", withApproval())
+	c := call("s1", "c1", `{"n":7}`)
+	first := h.exec(c)
+	ap := first.Approval
+	d := host.Decision{By: "rita", ArgsDigest: ap.ArgsDigest, StateNonce: "nonce-1"}
+	_, err := h.ex.Approve(context.Background(), ap.ID, d)
+	require.NoError(t, err)
+	rec, _, err := h.ex.Get(context.Background(), first.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, "nonce-1", rec.Approval.StateNonce)
+
+	_, err = h.ex.Approve(context.Background(), ap.ID, d)
+	require.ErrorIs(t, err, host.ErrStateUsed)
+	require.Contains(t, host.Detail(err), "used already")
+	_, err = h.ex.Reject(context.Background(), ap.ID, d)
+	require.ErrorIs(t, err, host.ErrStateUsed)
+
+	require.Equal(t, host.StatusSucceeded, h.exec(c).Status)
+	_, err = h.ex.Approve(context.Background(), ap.ID, d)
+	require.ErrorIs(t, err, host.ErrStateUsed, "after the call ran too")
+	require.True(t, h.exec(c).Recorded)
+	require.Equal(t, 1, h.prov.count())
+
+	// Another state's answer to the decided approval is no replay: the
+	// approval is simply not pending.
+	_, err = h.ex.Approve(context.Background(), ap.ID, host.Decision{By: "rita", ArgsDigest: ap.ArgsDigest, StateNonce: "nonce-2"})
+	require.ErrorIs(t, err, host.ErrNotAwaitingApproval)
+}
+
 func TestApprovalRejectedAndExpired(t *testing.T) {
 	h := newHarness(t, "manual", withApproval())
 	r1 := h.exec(call("s1", "c1", `{"n":1}`))

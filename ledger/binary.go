@@ -79,6 +79,7 @@ const (
 	tagApDecidedAt
 	tagApConsumedBy
 	tagApSignature
+	tagApStateNonce
 )
 
 // Outcome field tags.
@@ -236,6 +237,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 			err = errors.Join(err, e.time(tagApDecidedAt, a.DecidedAt))
 			e.int(tagApConsumedBy, a.ConsumedBy)
 			e.str(tagApSignature, a.Signature)
+			e.str(tagApStateNonce, a.StateNonce)
 			return err
 		})
 		if err != nil {
@@ -547,6 +549,8 @@ func decodeApproval(d *decoder) *Approval {
 			a.ConsumedBy = s.int()
 		case tagApSignature:
 			a.Signature = s.str()
+		case tagApStateNonce:
+			a.StateNonce = s.str()
 		default:
 			s.unknown(t)
 		}

@@ -19,7 +19,7 @@ func fullRecord() Record {
 		State: StateRetryWait, Attempt: 2, MaxAttempts: 3,
 		CreatedAt: t0, UpdatedAt: t0.Add(time.Second), Deadline: t0.Add(time.Minute), NextAttemptAt: t0.Add(time.Hour),
 		Approval: &Approval{ID: "ap", ArgsDigest: "ad", PolicyVersion: "pv", RequestedAt: t0, ExpiresAt: t0.Add(24 * time.Hour),
-			Decision: ApprovalApproved, By: "alice", Reason: "ok", DecidedAt: t0.Add(2 * time.Second), ConsumedBy: 1, Signature: "hmac-sha256:k:s"},
+			Decision: ApprovalApproved, By: "alice", Reason: "ok", DecidedAt: t0.Add(2 * time.Second), ConsumedBy: 1, Signature: "hmac-sha256:k:s", StateNonce: "n1"},
 		Outcome:         &Outcome{Kind: "retryable_error", Result: []byte(`{"r":1}`), Receipt: "pi_1", Error: "busy \xff", Source: "connector", Attempt: 2},
 		Resolution:      &Resolution{Applied: true, Retry: true, By: "bob", Reason: "checked", At: t0.Add(3 * time.Second)},
 		CancelRequested: true, Events: 7, DuplicateWindow: 10 * time.Minute, DuplicateOf: "ex_0", RequestedBy: "agent-runtime",

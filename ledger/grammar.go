@@ -24,6 +24,9 @@ import "fmt"
 //	succeeded          attempt 0, only as a duplicate answered with an earlier
 //	                   execution's outcome (DuplicateOf set, Outcome source
 //	                   "duplicate" for attempt 0): nothing is dispatched
+//	cancelled          attempt 0 (a call a runtime settled on resume that had
+//	                   no record: it never ran, and the original request,
+//	                   should it still arrive, is answered cancelled)
 //
 // A record created with DuplicateOf set (the duplicate-intent guard found
 // it repeats that execution) starts only in awaiting_approval or, so
@@ -81,9 +84,21 @@ import "fmt"
 //     is synced before it is acknowledged.
 //  11. awaiting_approval and approved enter recovery_required only marked
 //     Uncertain: an operator accepted a restore of the ledger from a
-//     backup (AcceptRestore), so what happened to the call after the
-//     backup — an approval, a dispatch — is unknown, and a dispatch now
-//     could be its second. Else ErrIllegalTransition.
+//     backup (AcceptRestore), or a fleet node's journal of consumed
+//     approvals holds the dispatch of an approved record (its row was put
+//     back in the database after the call ran), so what happened to the
+//     call since — an approval, a dispatch — is unknown, and a dispatch
+//     now could be its second. Else ErrIllegalTransition.
+//  12. Single-use request states. A decision made through a request
+//     state (an MCP client's answer to an input request) carries the
+//     state's nonce in t.Approval.StateNonce, and recording it consumes
+//     the state. A transition from awaiting_approval naming the nonce the
+//     record's approval already holds is ErrStateUsed, checked before
+//     every other rule: a replayed answer is told as such, whatever the
+//     record became since. A nonce is set only by the decision
+//     (awaiting_approval → approved or rejected), and a later transition
+//     that carries the approval keeps the recorded nonce: else
+//     ErrIllegalTransition.
 var transitions = map[State][]State{
 	StateAwaitingApproval: {StateApproved, StateRejected, StateExpired, StateCancelled, StateRecoveryRequired},
 	StateApproved:         {StateDispatched, StateExpired, StateCancelled, StateRecoveryRequired},
@@ -122,6 +137,10 @@ func allowed(from, to State) bool {
 // ledger may apply it. Backends call it through Step.
 func CheckTransition(rec Record, t Transition) error {
 	id := rec.ID
+	// 12. (checked first) A consumed request state decides nothing again.
+	if err := checkStateNonce(rec, t); err != nil {
+		return err
+	}
 	// 1. Terminal records never change.
 	if rec.State.Terminal() {
 		if t.Outcome != nil && rec.Outcome != nil && rec.Outcome.Attempt == t.Outcome.Attempt {
@@ -209,7 +228,7 @@ func CheckTransition(rec Record, t Transition) error {
 			id, t.From, t.To, ErrIllegalTransition)
 	}
 	// 11. A call at rest before its dispatch is parked only by an accepted
-	// restore.
+	// restore, or by a node that knows it was dispatched since.
 	if (t.From == StateAwaitingApproval || t.From == StateApproved) && t.To == StateRecoveryRequired && !t.Uncertain {
 		return fmt.Errorf("execution[%s] %s → recovery_required only marked uncertain (an accepted restore forgot what followed): %w",
 			id, t.From, ErrIllegalTransition)
@@ -225,6 +244,31 @@ func CheckTransition(rec Record, t Transition) error {
 			id, t.From, t.To, rec.Policy, ErrIllegalTransition)
 	}
 	return nil
+}
+
+// checkStateNonce applies rule 12 to t against rec.
+func checkStateNonce(rec Record, t Transition) error {
+	if t.Approval == nil {
+		return nil
+	}
+	recorded := ""
+	if rec.Approval != nil {
+		recorded = rec.Approval.StateNonce
+	}
+	nonce := t.Approval.StateNonce
+	switch {
+	case nonce == "" && recorded == "":
+		return nil
+	case t.From == StateAwaitingApproval && nonce != "" && nonce == recorded:
+		return fmt.Errorf("execution[%s] %s: the request state's answer was recorded already (approval %s): %w",
+			rec.ID, rec.State, rec.Approval.Decision, ErrStateUsed)
+	case t.From == StateAwaitingApproval && (nonce == "" || t.To == StateApproved || t.To == StateRejected):
+		return nil // the decision consumes the state; rule 2 judges a stale From
+	case t.From != StateAwaitingApproval && nonce == recorded:
+		return nil // the approval carried on as recorded
+	}
+	return fmt.Errorf("execution[%s] %s → %s sets request-state nonce %q over %q: only the decision records one: %w",
+		rec.ID, t.From, t.To, nonce, recorded, ErrIllegalTransition)
 }
 
 // Recovery policies as Record.Policy spells them (rule 10).
@@ -274,9 +318,9 @@ func CheckCreate(rec Record) error {
 		if !answered {
 			return fmt.Errorf("execution[%s] cannot be created %q: %w", rec.ID, rec.State, ErrIllegalTransition)
 		}
-	case StateAwaitingApproval:
+	case StateAwaitingApproval, StateCancelled:
 		if rec.Attempt != 0 {
-			return fmt.Errorf("execution[%s] created awaiting_approval at attempt %d, must be 0: %w", rec.ID, rec.Attempt, ErrIllegalTransition)
+			return fmt.Errorf("execution[%s] created %s at attempt %d, must be 0: %w", rec.ID, rec.State, rec.Attempt, ErrIllegalTransition)
 		}
 	case StateDispatched:
 		if rec.Attempt != 1 {

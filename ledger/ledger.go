@@ -191,6 +191,13 @@ type Approval struct {
 	// stores it and never checks it: the executor does, before it
 	// dispatches a gated call on a shared ledger.
 	Signature string `json:"signature,omitempty"`
+	// StateNonce is the nonce of the single-use request state whose
+	// answer made the decision (an MCP client's answer to the input
+	// request that asked its user to approve: see internal/mcpserver);
+	// "" for a decision made otherwise. The decision that records it
+	// consumes the state: a later decision naming the same nonce is
+	// refused with ErrStateUsed (grammar.go, rule 12).
+	StateNonce string `json:"state_nonce,omitempty"`
 }
 
 // Outcome is a recorded result.
@@ -304,6 +311,16 @@ const (
 	// fixed), so paging with After neither skips nor repeats a record;
 	// records created after a listing began appear only on a new one.
 	OrderNewest
+	// OrderDue lists the records a recovery pass must look at, soonest
+	// first by the time DueAt gives them, and by id among records due at
+	// the same instant: for records awaiting approval (or approved), the
+	// soonest to expire first. Records that are never due
+	// (recovery_required, terminal) are not listed. It walks the due
+	// index, so a page reads what it returns and what the filter skips,
+	// never the history. After and AfterDue continue a listing after a
+	// position, not after a record: the record that ended the previous
+	// page may have been decided since.
+	OrderDue
 )
 
 // Filter selects records for List. Zero fields match everything.
@@ -318,8 +335,11 @@ type Filter struct {
 	// After continues a listing after this execution id: the last record
 	// of the previous page. With OrderNewest it must name a record the
 	// ledger holds (List returns ErrNotFound, or ErrPruned once the
-	// record has been pruned).
-	After string
+	// record has been pruned). With OrderDue, After and AfterDue are the
+	// id and the due time (DueAt) of the last record of the previous page,
+	// which need not exist any more.
+	After    string
+	AfterDue time.Time
 	// Limit caps the number of records; 0 means 100.
 	Limit int
 	// Order is the order of the records. The default value is OrderID.

@@ -333,6 +333,12 @@ func (d *DB) setup(mk *mark, w *witness.File) error {
 			d.noteRestored(what, w.Generation, w.Position)
 		}
 	}
+	if d.opts.replaced && d.restored == nil {
+		// The mark and the witness lag the last writes by up to their
+		// interval: a backup put in place is behind what it replaced,
+		// whatever they say.
+		d.noteRestored(fmt.Sprintf("the ledger in %s was replaced by a backup holding %d committed writes", d.opts.Dir, stored), gen, stored)
+	}
 	if err := d.checkProtocol(); err != nil {
 		return err
 	}

@@ -146,6 +146,10 @@ type Options struct {
 	// accepting is set by AcceptRestore: a ledger behind its mark or its
 	// witness opens, and what it is behind is recorded instead.
 	accepting bool
+	// replaced is set by RestoreBackup with accepting: a backup was put
+	// in place of the ledger, so it is behind what it replaced even where
+	// the mark and the witness had not caught up with the last writes.
+	replaced bool
 }
 
 // EnsureDefaults fills every zero field that has a default and returns o.

@@ -116,6 +116,8 @@ func (d *DB) List(ctx context.Context, f Filter) ([]Record, error) {
 	case OrderID:
 	case OrderNewest:
 		return d.listNewest(ctx, f, limit)
+	case OrderDue:
+		return d.listDue(ctx, f, limit)
 	default:
 		return nil, fmt.Errorf("%w: list order %d", ErrInvalid, f.Order)
 	}
@@ -176,6 +178,46 @@ func (d *DB) listNewest(ctx context.Context, f Filter, limit int) ([]Record, err
 			// The entry goes with the record in the same batch (Create,
 			// Prune): a record missing behind it is damage.
 			return fmt.Errorf("ledger: creation index entry of execution[%s]: %w", id, err)
+		}
+		if !f.matches(rec) {
+			return nil
+		}
+		recs = append(recs, rec)
+		if len(recs) >= limit {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return recs, err
+}
+
+// listDue is List in OrderDue: the due index from f's position on, each
+// entry's record read from one snapshot.
+func (d *DB) listDue(ctx context.Context, f Filter, limit int) ([]Record, error) {
+	lower := []byte(prefixDue)
+	if f.After != "" {
+		lower = append(dueKey(f.AfterDue, f.After), 0)
+	}
+	snap := d.db.NewSnapshot()
+	defer snap.Close()
+	var recs []Record
+	errStop := errors.New("stop")
+	err := scanRange(snap, lower, prefixEnd([]byte(prefixDue)), func(k, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		id, ok := idFromTimeKey(prefixDue, k)
+		if !ok {
+			return fmt.Errorf("%w: due key %q", ErrCorrupt, k)
+		}
+		rec, err := getRecord(snap, id)
+		if err != nil {
+			// The entry goes with the record in the same batch: a record
+			// missing behind it is damage.
+			return fmt.Errorf("ledger: due index entry of execution[%s]: %w", id, err)
 		}
 		if !f.matches(rec) {
 			return nil

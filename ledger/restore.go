@@ -275,6 +275,12 @@ func AcceptRestore(ctx context.Context, opts Options, acc RestoreAcceptance) (Re
 	if err := opts.Validate(); err != nil {
 		return RestoreReport{}, err
 	}
+	return acceptRestore(ctx, opts, acc)
+}
+
+// acceptRestore is AcceptRestore after its checks; opts.replaced forces
+// the acceptance (RestoreBackup).
+func acceptRestore(ctx context.Context, opts Options, acc RestoreAcceptance) (RestoreReport, error) {
 	opts.Create, opts.accepting = CreateNever, true
 	d, err := open(opts)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost"
 	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
@@ -68,6 +69,7 @@ every check holds and 1 otherwise.`,
   connhost demo --json | jq -c 'select(.kind == "summary")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.shipped = a.useShipped(cmd)
 			return a.runDemo(cmd.Context(), keep)
 		},
 	}
@@ -214,7 +216,12 @@ func (d *demo) setup(ctx context.Context) error {
 		m := ms[i]
 		from := m.ModulePath(d.a.g.modules)
 		how := "from " + from
-		if _, err := os.Stat(from); err != nil {
+		if d.a.shipped {
+			if err := connhost.WriteModules(d.mods); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			from, how = m.ModulePath(d.mods), "built into this binary"
+		} else if _, err := os.Stat(from); err != nil {
 			src := filepath.Join("plugins", name)
 			built, _, err := wasmbuild.Cached(ctx, src)
 			if err != nil {
@@ -223,14 +230,16 @@ func (d *demo) setup(ctx context.Context) error {
 			from, how = built, "built from "+src+" (build cache)"
 		}
 		dst := m.ModulePath(d.mods)
-		if err := copyFileTo(from, dst); err != nil {
-			return fmt.Errorf("demo: %w", err)
+		if from != dst {
+			if err := copyFileTo(from, dst); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
 		}
 		digest, err := wasmbuild.FileDigest(dst)
 		if err != nil {
 			return err
 		}
-		text, err := os.ReadFile(m.Path)
+		text, err := d.a.manifestText(m)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}

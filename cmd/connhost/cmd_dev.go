@@ -5,8 +5,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost"
 	"github.com/connhost/connhost/internal/console"
 	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/httpapi"
@@ -104,11 +107,8 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				return usagef("dev serves without a token and only listens on loopback (got --listen %s); use connhost serve", listen)
 			}
 			ctx := cmd.Context()
-			ms, err := a.loadManifests()
+			ms, err := a.devConnectors(ctx, cmd)
 			if err != nil {
-				return err
-			}
-			if err := a.buildMissing(ctx, ms); err != nil {
 				return err
 			}
 			needPayments, needEmail := emulatorsFor(ms, paymentsURL, emailURL)
@@ -358,6 +358,55 @@ func renderDevBanner(w io.Writer, api, payments, email, tool, args string) {
 func writeJSONLine(w io.Writer, v any) {
 	b, _ := jsonMarshal(v)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// useShipped reports whether dev and demo run on the connectors built
+// into this binary (package connhost): --manifests was left at its
+// default and there is no such directory here, as when the binary alone
+// is run in an empty directory.
+func (a *app) useShipped(cmd *cobra.Command) bool {
+	if cmd.Flags().Changed("manifests") {
+		return false
+	}
+	_, err := os.Stat(a.g.manifests)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// manifestText returns the bytes m was parsed from.
+func (a *app) manifestText(m *manifests.Manifest) ([]byte, error) {
+	if a.shipped {
+		return connhost.ManifestText(m.Connector.Name)
+	}
+	return os.ReadFile(m.Path)
+}
+
+// devConnectors returns the manifests dev runs on, their modules in
+// --modules: those of --manifests, with the modules missing from
+// --modules built from plugins/ (a source tree); or, where useShipped,
+// the shipped connectors, their modules written to --modules (by default
+// <data>/modules) and verified against their pins.
+func (a *app) devConnectors(ctx context.Context, cmd *cobra.Command) ([]*manifests.Manifest, error) {
+	if !a.useShipped(cmd) {
+		ms, err := a.loadManifests()
+		if err != nil {
+			return nil, err
+		}
+		return ms, a.buildMissing(ctx, ms)
+	}
+	a.shipped = true
+	if !cmd.Flags().Changed("modules") {
+		// Inside the data directory, which is the ledger's: created as
+		// the ledger creates it (owner only), not by the modules' write.
+		if err := os.MkdirAll(a.g.data, 0o700); err != nil {
+			return nil, err
+		}
+		a.g.modules = filepath.Join(a.g.data, "modules")
+	}
+	if err := connhost.WriteModules(a.g.modules); err != nil {
+		return nil, err
+	}
+	a.logger().Info("no "+a.g.manifests+" here: running the connectors built into this binary", "connectors", "email, payments", "modules", a.g.modules)
+	return a.loadManifests()
 }
 
 // buildMissing builds plugins/<connector> for every manifest whose module

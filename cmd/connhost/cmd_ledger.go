@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +24,7 @@ import (
 const timeFormat = "2006-01-02T15:04:05Z"
 
 func (a *app) lsCommand() *cobra.Command {
-	var state, session, namespace, after string
+	var state, session, namespace, after, order string
 	var limit int
 	var df decisionFlags
 	c := &cobra.Command{
@@ -35,10 +36,13 @@ no connector config. Operators start here: connhost ls --state
 recovery_required shows the calls recovery could not decide.
 
 A full page ends with the --after to pass for the next one; paging never
-skips or repeats an execution. With --json it prints what
-GET /v1/executions answers.
+skips or repeats an execution. --order expiry lists the calls awaiting
+approval (or approved) whose approval expires soonest first, across all of
+them, under the count of all the calls awaiting approval. With --json it
+prints what GET /v1/executions answers.
 ` + readHelp,
 		Example: `  connhost ls --state recovery_required
+  connhost ls --state awaiting_approval --order expiry
   connhost ls --session s1 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,19 +51,27 @@ GET /v1/executions answers.
 				lim = fmt.Sprint(limit)
 			}
 			f, err := httpapi.ParseFilter(state, session, namespace, after, lim)
+			if err == nil {
+				err = httpapi.SetOrder(&f, order)
+			}
 			if err != nil {
 				return usagef("%v", err)
 			}
 			var lr httpapi.ListResponse
-			remote, err := a.throughServer(cmd.Context(), df, request{method: "GET", path: "/v1/executions" + listQuery(state, session, namespace, after, limit), out: &lr})
+			remote, err := a.throughServer(cmd.Context(), df, request{method: "GET", path: "/v1/executions" + listQuery(state, session, namespace, after, order, limit), out: &lr})
 			if err != nil {
 				return err
 			}
 			if !remote {
 				var recs []ledger.Record
+				var total int
+				var counted bool
 				err = a.withLedger(cmd.Context(), func(led ledger.Ledger) error {
 					var err error
-					recs, err = led.List(cmd.Context(), f)
+					if recs, err = led.List(cmd.Context(), f); err != nil {
+						return err
+					}
+					total, counted, err = httpapi.CountAwaiting(cmd.Context(), led, f)
 					return err
 				})
 				switch {
@@ -71,6 +83,9 @@ GET /v1/executions answers.
 					return err
 				}
 				lr = httpapi.NewListResponse(recs, f)
+				if counted {
+					lr.Total = &total
+				}
 			}
 			if a.g.json {
 				writeJSON(a.stdout, lr)
@@ -80,7 +95,9 @@ GET /v1/executions answers.
 			if lr.Next != "" {
 				fprintf(a.stdout, "(more: --after %s)\n", lr.Next)
 			}
-			if n := awaiting(lr.Executions); n > 0 {
+			if lr.Total != nil && *lr.Total > 0 {
+				fmt.Fprintf(a.stdout, "(%d awaiting approval in all: connhost approve <approval-id> without --digest shows each call whole)\n", *lr.Total)
+			} else if n := awaiting(lr.Executions); n > 0 {
 				fmt.Fprintf(a.stdout, "(%d awaiting approval: connhost approve <approval-id> without --digest shows each call whole)\n", n)
 			}
 			return nil
@@ -90,7 +107,8 @@ GET /v1/executions answers.
 	f.StringVar(&state, "state", "", "only this state (awaiting_approval, approved, dispatched, retry_wait, recovery_required, succeeded, failed, rejected, expired, abandoned, cancelled)")
 	f.StringVar(&session, "session", "", "only this session")
 	f.StringVar(&namespace, "namespace", "", "only this namespace")
-	f.StringVar(&after, "after", "", "continue after this execution id (the last one of the previous page)")
+	f.StringVar(&after, "after", "", "continue after this execution id (the last one of the previous page), or the position --order expiry printed")
+	f.StringVar(&order, "order", "", "newest (the default): the most recently created first; expiry: the approvals that expire soonest first (with --state awaiting_approval or approved)")
 	f.IntVar(&limit, "limit", 0, "at most this many executions (default 100, at most 1000)")
 	df.registerRead(c)
 	return c
@@ -245,7 +263,7 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 		if r.State == ledger.StateSucceeded && r.Source == ledger.OutcomeSourceDuplicate {
 			how = "answered with its outcome"
 		}
-		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(r.DuplicateWindow), how)
+		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(time.Duration(r.DuplicateWindow)), how)
 	}
 	if r.Resumed {
 		row("resumed", "yes (replayed from older history)")

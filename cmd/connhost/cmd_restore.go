@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
 )
@@ -16,7 +19,7 @@ import (
 func (a *app) ledgerCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ledger",
-		Short: "Operate on the ledger itself (accept a restore from a backup)",
+		Short: "Operate on the ledger itself (back it up, restore a backup, accept a restore)",
 		Long: `ledger groups the operations on the ledger itself rather than on its
 executions.
 
@@ -30,7 +33,155 @@ place would run again the calls it forgot. connhost ledger accept-restore
 is the deliberate way to use a restored ledger.`,
 		Args: cobra.NoArgs,
 	}
-	c.AddCommand(a.acceptRestoreCommand())
+	c.AddCommand(a.acceptRestoreCommand(), a.backupCommand(), a.restoreBackupCommand())
+	return c
+}
+
+func (a *app) backupCommand() *cobra.Command {
+	var df decisionFlags
+	c := &cobra.Command{
+		Use:   "backup DIR",
+		Short: "Take a consistent copy of the ledger, also while serve or dev runs",
+		Long: `backup writes a consistent copy of the Pebble ledger in --data into DIR, a
+directory that must not exist yet: a checkpoint of the ledger (DIR/ledger)
+and what it holds (DIR/backup.json: the ledger's identity, generation, and
+at least how many committed writes it holds).
+
+While connhost serve or dev holds the ledger (it writes server.json in
+--data), the copy is taken by that process through its API, without
+stopping it: with an operator's token in $CONNHOST_APPROVER_TOKEN (or the
+variable --token-env names), of an operator of every namespace; DIR is
+then a path on the server's machine. Otherwise the ledger is opened and
+copied directly.
+
+connhost ledger restore DIR puts a backup back. A shared ledger on
+PostgreSQL is backed up with the database's own tools.`,
+		Example: `  connhost ledger backup /var/backups/connhost/$(date +%F)
+  CONNHOST_APPROVER_TOKEN=$OPS_TOKEN connhost ledger backup /srv/backups/connhost-1 --server https://connhost.internal`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := os.Lstat(dir); err == nil {
+				return usagef("%s exists: a backup goes into a new directory", dir)
+			}
+			if dsn, _, err := a.sharedLedger(); err != nil {
+				return err
+			} else if dsn != "" {
+				return usagef("the ledger is shared on PostgreSQL: back it up with the database's own tools (pg_dump, point-in-time recovery), and use a restored copy with connhost ledger accept-restore")
+			}
+			var info ledger.BackupInfo
+			ctx := cmd.Context()
+			if si, discovered, ok := a.findServer(ctx, df); ok {
+				if _, err := a.remote(ctx, df, si, discovered, request{path: "/v1/ledger/backup", body: httpapi.BackupRequest{Dir: dir}, out: &info}); err != nil {
+					return err
+				}
+			} else {
+				_, cfg, err := a.sharedLedger()
+				if err != nil {
+					return err
+				}
+				if err := mustExist("--data", a.g.data); err != nil {
+					return err
+				}
+				quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+				db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(a.g.data, "ledger"), WitnessPath: a.witnessPath(cfg), Logger: quiet})
+				if err = lockedError(ctx, a.g.data, err); err != nil {
+					return err
+				}
+				info, err = db.Backup(ctx, dir)
+				if cerr := db.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if a.g.json {
+				writeJSON(a.stdout, info)
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "Backed up ledger %s (generation %d, at least %d committed writes) into %s at %s.\n",
+				info.Identity, info.Generation, info.Position, info.Dir, info.TakenAt.Format(time.RFC3339))
+			fmt.Fprintf(a.stdout, "Restore it with: connhost ledger restore %s --reason TEXT (with the server stopped).\n", info.Dir)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&df.server, "server", "", "ask the connhost server at this URL to take the backup (default: $"+ServerEnv+", else the one running on --data, found through its server.json)")
+	f.StringVar(&df.tokenEnv, "token-env", DefaultTokenEnv, "environment variable holding your operator token, sent to the server")
+	return c
+}
+
+func (a *app) restoreBackupCommand() *cobra.Command {
+	var (
+		by, reason string
+		unnamed    bool
+	)
+	c := &cobra.Command{
+		Use:   "restore DIR --reason TEXT [--by NAME]",
+		Short: "Put a backup taken by connhost ledger backup back in place, fencing what it does not know",
+		Long: `restore puts the backup in DIR (taken by connhost ledger backup) in place
+of the ledger in --data, with no server running on it: the ledger there
+and its mark are set aside (renamed with the suffix .replaced-<time>, not
+deleted), the copy takes their place, and the restore is accepted as
+connhost ledger accept-restore does (see its help): every execution the
+backup holds unfinished, and every session the witness saw written after
+the backup, becomes recovery_required for an operator to resolve, so that
+nothing the ledger did after the backup runs again.
+
+The witness stays where it is (beside --data, or [server] witness): it is
+what names the sessions written after the backup. The provider emulators
+of dev keep their own state in --data/sandbox, which a restore of the
+ledger alone does not roll back.`,
+		Example: `  connhost ledger restore /var/backups/connhost/2026-12-06 --by rita --reason "the disk failed at 14:02"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if reason == "" {
+				return usagef("restore needs --reason: it is recorded with every fence")
+			}
+			if by == "" {
+				by = localActor()
+			}
+			if dsn, _, err := a.sharedLedger(); err != nil {
+				return err
+			} else if dsn != "" {
+				return usagef("the ledger is shared on PostgreSQL: restore the database with its own tools, then run connhost ledger accept-restore")
+			}
+			_, cfg, err := a.sharedLedger()
+			if err != nil {
+				return err
+			}
+			if si, err := readServerInfo(a.g.data); err == nil {
+				if live, _ := si.answers(cmd.Context(), 5*time.Second); live {
+					return fmt.Errorf("%s runs on %s: stop it before restoring its ledger", si, a.g.data)
+				}
+			}
+			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+			acc := ledger.RestoreAcceptance{By: by, Reason: reason, Unnamed: unnamed}
+			rep, info, err := ledger.RestoreBackup(cmd.Context(), ledger.Options{Dir: filepath.Join(a.g.data, "ledger"), WitnessPath: a.witnessPath(cfg), Logger: quiet}, args[0], acc)
+			if err = lockedError(cmd.Context(), a.g.data, err); err != nil {
+				return err
+			}
+			if a.g.json {
+				writeJSON(a.stdout, struct {
+					Backup  ledger.BackupInfo    `json:"backup"`
+					Restore ledger.RestoreReport `json:"restore"`
+				}{info, rep})
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "Restored the backup of %s (at least %d committed writes) into %s; the replaced ledger is set aside beside it.\n",
+				info.TakenAt.Format(time.RFC3339), info.Position, a.g.data)
+			renderRestoreReport(a.stdout, rep)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&by, "by", "", `operator name recorded with every fence (default "local:<OS user>")`)
+	f.StringVar(&reason, "reason", "", "what was restored and why (required; recorded with every fence)")
+	f.BoolVar(&unnamed, "accept-unnamed-sessions", false, "accept the restore even where no witness names every session written after the backup: calls of those sessions are not fenced")
 	return c
 }
 

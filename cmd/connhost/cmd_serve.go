@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/buildinfo"
@@ -536,7 +537,7 @@ func (a *app) startNotifier(ctx context.Context, so serveOptions, ann *waiting.A
 	if len(chans) == 0 {
 		return nil
 	}
-	nt, err := notify.New(notify.Options{Logger: logger, Registry: reg}, chans...)
+	nt, err := notify.New(notify.Options{Logger: logger, Registry: reg, PublicURL: base}, chans...)
 	if err != nil {
 		return err
 	}
@@ -620,8 +621,12 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, o))
 }
 
-// loadManifests loads every manifest in --manifests.
+// loadManifests loads every manifest in --manifests, or the shipped
+// connectors' when the command runs on them (a.shipped).
 func (a *app) loadManifests() ([]*manifests.Manifest, error) {
+	if a.shipped {
+		return connhost.Manifests()
+	}
 	if err := mustExist("--manifests", a.g.manifests); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -31,18 +32,20 @@ import (
 //	[server]
 //	listen = "127.0.0.1:8420"   # default; non-loopback needs a token
 //	token_env = "CONNHOST_TOKEN" # the runtime's token; or token = "…" (prefer the env form)
-//	data = "./.connhost"         # optional, like --data
+//	data = "./.connhost"         # optional, like --data (a relative path is relative to this file's directory, as are the others here)
 //	manifests = "./manifests"    # optional, like --manifests
 //	modules = "./build"          # optional, like --modules
 //	ledger_env = "CONNHOST_LEDGER" # optional, like --ledger: a shared ledger on PostgreSQL; or ledger = "postgres://…"
 //	node = "node-1"              # optional, like --node: this node's id in the fleet (default: the host name)
 //	lease_ttl = "15s"            # optional, like serve --lease-ttl
 //	witness = "/var/lib/connhost-state/ledger.witness"  # optional, like --witness: where a restore of data (or of the database) does not reach
+//	consumed_dir = "/mnt/fleet/connhost-consumed"  # optional: the journal of consumed approvals every node shares (default: <data>.consumed, this node's own)
 //	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //	tls_cert = "/etc/connhost/tls/cert.pem"  # optional, with tls_key: serve HTTPS, reloaded on SIGHUP
 //	tls_key = "/etc/connhost/tls/key.pem"
 //	behind_tls_proxy = false     # true: a TLS-terminating proxy is in front (a non-loopback listen without TLS is refused otherwise)
 //	public_url = "https://connhost.example.com"  # optional: the base of console links (default: the listen address's URL)
+//	instance_wait = "5s"         # how long a call waits for a connector instance before 503 connector_busy (default 5s)
 //
 //	namespaces = ["default"]     # optional: the runtime token's namespaces (see below)
 //
@@ -313,6 +316,12 @@ type ServerConfig struct {
 	// Witness is the ledger's witness file (witness, like --witness):
 	// the default is the data directory's path plus ".witness".
 	Witness string
+	// ConsumedDir is the journal of consumed approvals on a shared ledger
+	// (consumed_dir, host.Options.ConsumedDir): a directory every node of
+	// the fleet shares, which the database's credentials do not reach.
+	// The default is the witness's path with ".witness" replaced by
+	// ".consumed": this node's own, which refuses only its own repeats.
+	ConsumedDir string
 	// RequireSignoff refuses to run a connector whose manifest or module
 	// changed since a reviewer signed it off (connhost audit --sign), or
 	// that has no sign-off. The default value is false.
@@ -334,6 +343,12 @@ type ServerConfig struct {
 	// base of the console links in notifications. The default value is
 	// the listen address's URL.
 	PublicURL string
+	// InstanceWait (instance_wait) is how long a call waits for one of
+	// its connector's instances, shared fairly between namespaces, before
+	// it is answered 503 connector_busy with nothing dispatched (see
+	// host.Options.InstanceWait). The default value (0) is
+	// host.DefaultInstanceWait, 5s.
+	InstanceWait time.Duration
 	// tokenLine is where the token came from, for errors.
 	tokenLine int
 }
@@ -633,12 +648,20 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Node = str(key, v)
 				case "witness":
 					c.Server.Witness = str(key, v)
+				case "consumed_dir":
+					c.Server.ConsumedDir = str(key, v)
 				case "lease_ttl":
 					d, err := time.ParseDuration(str(key, v))
 					if err != nil || d <= 0 {
 						bad(key, "lease_ttl must be a positive duration such as \"15s\"")
 					}
 					c.Server.LeaseTTL = d
+				case "instance_wait":
+					d, err := time.ParseDuration(str(key, v))
+					if err != nil || d <= 0 {
+						bad(key, "instance_wait must be a positive duration such as \"5s\"")
+					}
+					c.Server.InstanceWait = d
 				case "require_signoff":
 					b, ok := v.(bool)
 					if !ok {
@@ -663,7 +686,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "public_url must be an http or https URL such as \"https://connhost.example.com\" (no credentials, query or fragment)")
 					}
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, consumed_dir, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
 				}
 			}
 			if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
@@ -685,6 +708,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Ledger = val
 				}
 			}
+			c.Server.resolvePaths(filepath.Dir(path))
 			if tokenEnv != "" {
 				if c.Server.Token != "" {
 					bad("server.token_env", "set token or token_env, not both")
@@ -1263,3 +1287,15 @@ var quotedOrLongNumber = regexp.MustCompile(`"[^"]*"|'[^']*'|[0-9_]{6,}`)
 // redactQuoted replaces quoted text and long digit runs in a parser message
 // with "…".
 func redactQuoted(msg string) string { return quotedOrLongNumber.ReplaceAllString(msg, "…") }
+
+// resolvePaths makes the table's relative paths (data, manifests, modules,
+// witness, tls_cert, tls_key) relative to dir, the config file's
+// directory, so that a config means the same files whatever directory the
+// command runs in (a runtime launching connhost mcp from its own).
+func (s *ServerConfig) resolvePaths(dir string) {
+	for _, p := range []*string{&s.Data, &s.Manifests, &s.Modules, &s.Witness, &s.TLSCert, &s.TLSKey} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func TestExecRefusesWithoutRequiredConfig(t *testing.T) {
 	}
 	copyTo(wasm, filepath.Join(mods, "payments.wasm"))
 	// The shipped manifest, pinned to the module built from today's
-	// sources (TestShippedManifestsArePinned checks the shipped pin).
+	// sources (TestShippedModulesAreBuiltFromPlugins checks the shipped pin).
 	src, err := os.ReadFile(filepath.Join(root, "manifests", "payments.toml"))
 	if err != nil {
 		t.Fatal(err)

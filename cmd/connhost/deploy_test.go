@@ -53,6 +53,13 @@ func TestDockerfileFollowsMakefile(t *testing.T) {
 			if cmd == "go mod download" {
 				continue
 			}
+			if dirs, ok := strings.CutPrefix(cmd, "mkdir -p "); ok {
+				// The volumes' mount points, copied with their owner.
+				for _, d := range strings.Fields(dirs) {
+					written[d] = true
+				}
+				continue
+			}
 			found := false
 			for _, b := range build {
 				found = found || b == cmd
@@ -73,9 +80,12 @@ func TestDockerfileFollowsMakefile(t *testing.T) {
 			if from {
 				args = args[1:]
 			}
+			if len(args) > 0 && strings.HasPrefix(args[0], "--chown=") {
+				args = args[1:]
+			}
 			for _, src := range args[:len(args)-1] {
 				p := strings.TrimPrefix(src, "/src/")
-				if src == "." || written[p] {
+				if src == "." || written[p] || from && mkdirParent(written, src) {
 					continue
 				}
 				if _, err := os.Stat(filepath.Join(root, p)); err != nil {
@@ -103,4 +113,15 @@ func TestSystemdUnitVerifies(t *testing.T) {
 			t.Errorf("systemd-analyze verify: %s", l)
 		}
 	}
+}
+
+// mkdirParent reports whether dir is a directory a RUN mkdir -p made, or
+// the parent of one.
+func mkdirParent(written map[string]bool, dir string) bool {
+	for d := range written {
+		if d == dir || strings.HasPrefix(d, strings.TrimSuffix(dir, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }

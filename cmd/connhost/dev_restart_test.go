@@ -114,7 +114,7 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	// The shipped connectors and manifests, pinned to the modules built
-	// from today's sources (TestShippedManifestsArePinned checks the
+	// from today's sources (TestShippedModulesAreBuiltFromPlugins checks the
 	// shipped pins).
 	modules, manifests := filepath.Join(dir, "modules"), filepath.Join(dir, "manifests")
 	for _, d := range []string{modules, manifests} {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,57 @@ input_schema = """
 	if !strings.Contains(buf.String(), `"arguments":ARGS}`) || !strings.Contains(buf.String(), "ARGS: an object its input schema accepts") ||
 		strings.Contains(buf.String(), "payments") || strings.Contains(buf.String(), `"arguments":{}`) {
 		t.Errorf("banner:\n%s", buf.String())
+	}
+}
+
+// TestDevBinaryAlone: `connhost dev` with no flags in an empty directory,
+// as after go install, runs the connectors built into the binary against
+// the provider emulators, and answers the README's first call.
+func TestDevBinaryAlone(t *testing.T) {
+	t.Chdir(t.TempDir())
+	pr, pw := io.Pipe()
+	a := newApp(strings.NewReader(""), pw, io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- a.execute(ctx, []string{"--json", "dev", "--listen", "127.0.0.1:0"})
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("startup line: %v (exit %d?)", err, <-done)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	var urls map[string]string
+	if err := json.Unmarshal([]byte(line), &urls); err != nil || urls["api"] == "" || urls["payments"] == "" || urls["email"] == "" {
+		t.Fatalf("startup line %q: %v (want the API and both emulators)", line, err)
+	}
+	body := `{"session_id":"s1","tool_call_id":"call_1","tool":"payments.create_payment","arguments":{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}}`
+	resp, err := http.Post(urls["api"]+"/v1/executions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"awaiting_approval"`) {
+		t.Fatalf("the README's first call via dev: %d %s", resp.StatusCode, b)
+	}
+	for _, m := range []string{"payments.wasm", "email.wasm"} {
+		if _, err := os.Stat(filepath.Join(".connhost", "modules", m)); err != nil {
+			t.Errorf("the shipped module %s is not in .connhost/modules: %v", m, err)
+		}
+	}
+	if _, err := os.Stat("manifests"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("dev wrote a manifests directory into the working directory: %v", err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Fatalf("dev exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
 	}
 }

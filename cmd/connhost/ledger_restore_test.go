@@ -357,6 +357,68 @@ func TestRestoredDataDirProcess(t *testing.T) {
 	r.refused(t, data, pay, "generation")
 }
 
+// TestBackupWhileServingProcess: `connhost ledger backup` asks a running
+// dev for a copy of its ledger while a gated manual call waits approved;
+// dev then runs it (one effect) and a call of another session, and stops.
+// `connhost ledger restore` puts the copy back: the witness accepts it
+// (dev starts), the approved call is recovery_required and the other
+// session fenced, and neither runs again: the provider sees each once.
+func TestBackupWhileServingProcess(t *testing.T) {
+	r := newRestoreRig(t)
+	data := filepath.Join(r.dir, "data")
+	pay, other := call{"s1", "call_1", "effect.apply"}, call{"s2", "call_9", "effect.plain"}
+
+	dev, api := startDamagedDev(t, r.bin, r.devArgs(data))
+	res := postJSON(t, api+"/v1/executions", pay.body())
+	if res.Status != "awaiting_approval" {
+		t.Fatalf("gated call: %s", res.Status)
+	}
+	postJSON(t, api+"/v1/approvals/"+res.Approval.ID+"/approve", fmt.Sprintf(`{"digest":%q}`, res.Approval.ArgsDigest))
+	backup := filepath.Join(r.dir, "backup-1")
+	b := runConnhost(t, r.bin, append(r.global(data), "--json", "ledger", "backup", backup)...)
+	var info struct {
+		Dir      string
+		Position uint64
+	}
+	if b.code != ExitOK || json.Unmarshal([]byte(b.stdout), &info) != nil || info.Dir != backup || info.Position == 0 {
+		t.Fatalf("ledger backup while dev runs: exit %d, stdout %q, stderr %s", b.code, b.stdout, b.stderr)
+	}
+	id := runCall(t, api, pay).ExecutionID
+	otherID := runCall(t, api, other).ExecutionID
+	// The witness sees the writes within its interval (about a second):
+	// what it has not seen when the process dies cannot be named (the
+	// trust section says so).
+	waitWitness(t, data+".witness", info.Position+4-1) // pay: dispatch, outcome; other: two
+	dev.Kill()
+	if n := r.effectsOf(id); n != 1 {
+		t.Fatalf("the provider saw %d requests of %s before the restore", n, id)
+	}
+
+	rs := runConnhost(t, r.bin, append(r.global(data), "--json", "ledger", "restore", backup, "--by", "ops", "--reason", "the disk failed")...)
+	if rs.code != ExitOK || !strings.Contains(rs.stdout, id) || !strings.Contains(rs.stdout, `"s2"`) {
+		t.Fatalf("ledger restore: exit %d, stdout %q, stderr %s", rs.code, rs.stdout, rs.stderr)
+	}
+	dev, api = startDamagedDev(t, r.bin, r.devArgs(data))
+	for _, c := range []struct {
+		call
+		want string
+	}{{pay, "recovery_required"}, {other, "session_fenced"}} {
+		resp, err := http.Post(api+"/v1/executions", "application/json", strings.NewReader(c.body()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.want) {
+			t.Errorf("%+v sent again after the restore: %d %s, want %s", c.call, resp.StatusCode, body, c.want)
+		}
+	}
+	dev.Kill()
+	if n, m := r.effectsOf(id), r.effectsOf(otherID); n != 1 || m != 1 {
+		t.Fatalf("after the restore the provider saw %d and %d requests of the two calls, want 1 each", n, m)
+	}
+}
+
 // TestDeletedDataDirProcess: `rm -rf data` under a stopped dev. Before the
 // witness, dev started a fresh ledger without a word and the runtime's
 // resent call ran again; now dev and exec refuse (exit 6), and --init

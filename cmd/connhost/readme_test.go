@@ -153,8 +153,12 @@ func sectionBlocks(t *testing.T, lines []string, name, lang string) [][]recipeLi
 }
 
 // recipeRoot returns a directory laid out like the repository's root: each
-// of its entries linked, except what the recipes write (build/ is a
-// directory of its own holding modules, named as the manifests name them).
+// of its entries linked, except .git and what .gitignore names at the top
+// (what the recipes and the README's first command write: build/, bin/,
+// dev's .connhost/ and its witness .connhost.witness, .sandbox/), so that a
+// `connhost dev` run in the same clone before the tests leaves nothing a
+// recipe could pick up. build/ is a directory of its own holding modules,
+// named as the manifests name them.
 func recipeRoot(t *testing.T, repo string, modules map[string][]byte) string {
 	t.Helper()
 	root := t.TempDir()
@@ -162,8 +166,9 @@ func recipeRoot(t *testing.T, repo string, modules map[string][]byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	skip := append(topIgnored(t, repo), ".git")
 	for _, e := range entries {
-		if slices.Contains([]string{".git", "build", "bin", ".connhost", ".sandbox"}, e.Name()) {
+		if slices.Contains(skip, e.Name()) {
 			continue
 		}
 		if err := os.Symlink(filepath.Join(repo, e.Name()), filepath.Join(root, e.Name())); err != nil {
@@ -177,6 +182,24 @@ func recipeRoot(t *testing.T, repo string, modules map[string][]byte) string {
 		writeFile(t, filepath.Join(root, "build"), name, string(b))
 	}
 	return root
+}
+
+// topIgnored lists the top-level names repo's .gitignore names with a
+// leading slash ("/build/", "/.connhost.witness").
+func topIgnored(t *testing.T, repo string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if name, ok := strings.CutPrefix(line, "/"); ok && name != "" {
+			names = append(names, strings.TrimSuffix(name, "/"))
+		}
+	}
+	return names
 }
 
 // recipePorts are the free ports that stand in for the recipes' fixed

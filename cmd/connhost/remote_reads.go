@@ -46,9 +46,9 @@ func (a *app) throughServer(ctx context.Context, df decisionFlags, req request) 
 }
 
 // listQuery is the query of GET /v1/executions for ls's flags.
-func listQuery(state, session, namespace, after string, limit int) string {
+func listQuery(state, session, namespace, after, order string, limit int) string {
 	q := url.Values{}
-	for k, v := range map[string]string{"state": state, "session_id": session, "namespace": namespace, "after": after} {
+	for k, v := range map[string]string{"state": state, "session_id": session, "namespace": namespace, "after": after, "order": order} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -116,6 +116,9 @@ type app struct {
 	// warnedDSN: the warning about a password on the command line was
 	// printed.
 	warnedDSN bool
+	// shipped: the command runs on the connectors built into this binary
+	// (see useShipped), not on --manifests.
+	shipped bool
 }
 
 // providerSandbox is what dev and sandbox need from internal/devkit/sandbox.
@@ -498,6 +501,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 	}
 	var approvalKeys map[string][]byte
+	var approvalNamespaces map[string][]string
 	if cfg != nil {
 		if o.config == nil {
 			if err := cfg.check(ms); err != nil {
@@ -506,7 +510,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			o.config = cfg.lookup
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
-		approvalKeys = cfg.approvalKeys()
+		approvalKeys, approvalNamespaces = cfg.approvalKeys(), cfg.approvalNamespaces()
 		if cfg.Server.RequireSignoff {
 			if err := a.checkSignoffs(ms); err != nil {
 				return nil, err
@@ -518,21 +522,23 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		create = ledger.CreateInit
 	}
 	opts := host.Options{
-		DataDir:          a.g.data,
-		WitnessPath:      a.witnessPath(cfg),
-		LedgerCreate:     create,
-		PrewarmInstances: prewarmInstances(o.prewarm),
-		Manifests:        ms,
-		ModuleDir:        a.g.modules,
-		AllowUnpinned:    o.allowUnpinned,
-		Config:           o.config,
-		Logger:           o.logger,
-		Observer:         o.observer,
-		RecoveryProgress: o.progress,
-		ApprovalKeys:     approvalKeys,
+		DataDir:            a.g.data,
+		WitnessPath:        a.witnessPath(cfg),
+		LedgerCreate:       create,
+		PrewarmInstances:   prewarmInstances(o.prewarm),
+		Manifests:          ms,
+		ModuleDir:          a.g.modules,
+		AllowUnpinned:      o.allowUnpinned,
+		Config:             o.config,
+		Logger:             o.logger,
+		Observer:           o.observer,
+		RecoveryProgress:   o.progress,
+		ApprovalKeys:       approvalKeys,
+		ApprovalNamespaces: approvalNamespaces,
 	}
 	if cfg != nil {
 		opts.NamespaceConfig = cfg.namespaceConfig()
+		opts.InstanceWait = cfg.Server.InstanceWait
 	}
 	if dsn != "" {
 		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})
@@ -541,6 +547,9 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 		opts.Ledger, opts.CloseLedger = db, true
 		opts.Node = a.nodeID(cfg, o.server)
+		if cfg != nil {
+			opts.ConsumedDir = cfg.Server.ConsumedDir
+		}
 		opts.LeaseTTL = o.leaseTTL
 		if opts.LeaseTTL == 0 && cfg != nil {
 			opts.LeaseTTL = cfg.Server.LeaseTTL

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/argview"
@@ -157,35 +158,130 @@ func (c *console) allOf(ctx context.Context, s session, state ledger.State) ([]h
 	return c.list(ctx, s, f)
 }
 
+// The inbox's page: how many calls one page shows, and how much of each
+// it shows inline. A call folded here is approved from its own page,
+// which shows it whole.
+const (
+	// inboxPage is how many calls a page of the inbox lists.
+	inboxPage = 50
+	// foldValue is the longest value a card shows whole; a longer one
+	// shows its first foldKeep bytes.
+	foldValue, foldKeep = 1024, 512
+	// foldFields is how many fields a card shows (review fields first).
+	foldFields = 40
+)
+
 // pending is one call of the inbox: the execution and what its reviewer
 // is shown.
 type pending struct {
 	httpapi.Execution
 	View    host.ApprovalView
 	ViewErr string
+	// Fields are View.Fields as the card shows them: at most foldFields,
+	// each value at most foldValue bytes.
+	Fields []shownField
+	// Folded: some of the call is not on the card (HiddenFields fields,
+	// or a value cut), so it is approved from its own page.
+	Folded       bool
+	HiddenFields int
 }
 
+// shownField is an argument as a card shows it: Cut is how many bytes of
+// its value are not shown.
+type shownField struct {
+	host.ArgField
+	Cut int
+}
+
+// inboxData is the Approvals page.
+type inboxData struct {
+	Calls []pending
+	// Total is how many calls await approval within the page's
+	// namespaces, counted from the ledger's approval index.
+	Total int
+	// From is the number of the page's first call in the listing (1 on
+	// the first page), when known; Next continues the listing.
+	From      int
+	Namespace string
+	Next      string
+	Paged     bool
+}
+
+// fold returns the card's fields of v.
+func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
+	for i, f := range v.Fields {
+		if i == foldFields {
+			return fields, len(v.Fields) - i, true
+		}
+		sf := shownField{ArgField: f}
+		if len(f.Value) > foldValue {
+			keep := foldKeep
+			for keep > 0 && !utf8.RuneStart(f.Value[keep]) {
+				keep--
+			}
+			sf.Value, sf.Cut = f.Value[:keep], len(f.Value)-keep
+			folded = true
+		}
+		fields = append(fields, sf)
+	}
+	return fields, 0, folded
+}
+
+// approvals is the inbox: the calls awaiting approval within the
+// principal's namespaces (or the one the namespace parameter names), the
+// soonest to expire first across all of them, a page at a time, under a
+// count of them all.
 func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Approvals", "approvals"
 	ctx := scoped(r.Context(), s.principal)
-	execs, err := c.allOf(ctx, s, ledger.StateAwaitingApproval)
+	q := r.URL.Query()
+	d := &inboxData{Namespace: q.Get("namespace"), Paged: q.Get("after") != ""}
+	v.Data = d
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Namespace, q.Get("after"), fmt.Sprint(inboxPage))
+	if err == nil {
+		err = httpapi.SetOrder(&f, httpapi.OrderExpiry)
+	}
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "approvals", http.StatusBadRequest
+	}
+	if len(s.principal.Namespaces) > 0 {
+		if f.Namespace != "" && !slices.Contains(s.principal.Namespaces, f.Namespace) {
+			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("principal %q acts in namespaces %s, not %q",
+				s.principal.Name, strings.Join(s.principal.Namespaces, ", "), f.Namespace)})
+			return "approvals", http.StatusForbidden
+		}
+		f.Namespaces = s.principal.Namespaces
+	}
+	led := c.opts.Executor.Ledger()
+	recs, err := led.List(ctx, f)
 	if err != nil {
 		v.Notes = append(v.Notes, c.problem(r, err))
 		return "approvals", http.StatusOK
 	}
-	var out []pending
-	for _, e := range execs {
-		if e.Approval == nil {
-			continue
-		}
-		p := pending{Execution: e}
-		if p.View, err = c.opts.Executor.ApprovalView(ctx, e.Approval.ID); err != nil {
-			p.ViewErr = err.Error()
-		}
-		out = append(out, p)
+	if d.Total, _, err = httpapi.CountAwaiting(ctx, led, f); err != nil {
+		v.Notes = append(v.Notes, c.problem(r, err))
+		return "approvals", http.StatusOK
 	}
-	slices.SortStableFunc(out, func(a, b pending) int { return a.Approval.ExpiresAt.Compare(b.Approval.ExpiresAt) })
-	v.Data = out
+	if !d.Paged {
+		d.From = 1
+	}
+	if len(recs) == inboxPage {
+		d.Next = httpapi.ExpiryCursor(recs[len(recs)-1])
+	}
+	for _, rec := range recs {
+		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
+		if rec.Approval == nil {
+			p.ViewErr, p.Folded = "no approval request is recorded for this call", true
+		} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
+			p.ViewErr = err.Error()
+			p.Folded = true
+		}
+		var folded bool
+		p.Fields, p.HiddenFields, folded = fold(p.View)
+		p.Folded = p.Folded || folded
+		d.Calls = append(d.Calls, p)
+	}
 	return "approvals", http.StatusOK
 }
 

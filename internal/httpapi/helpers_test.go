@@ -77,6 +77,13 @@ type testEnv struct {
 // executor is closed when the test ends.
 func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 	t.Helper()
+	return newTestExecutorWith(t, nil, extra...)
+}
+
+// newTestExecutorWith is newTestExecutor with the executor's options
+// adjusted by adjust (if not nil) before it opens.
+func newTestExecutorWith(t *testing.T, adjust func(*host.Options), extra ...*manifests.Manifest) *testEnv {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	modDir := filepath.Join(dir, "modules")
@@ -102,7 +109,7 @@ func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 	}
 	ms = append(ms, extra...)
 	env := &testEnv{reg: prometheus.NewRegistry(), clock: &testClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}, dir: dir}
-	ex, err := host.Open(ctx, host.Options{
+	opts := host.Options{
 		DataDir:       filepath.Join(dir, "data"),
 		CacheDir:      cacheDir,
 		Manifests:     ms,
@@ -111,7 +118,11 @@ func newTestExecutor(t *testing.T, extra ...*manifests.Manifest) *testEnv {
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:           env.clock.Now,
 		Observer:      NewObserver(env.reg),
-	})
+	}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	ex, err := host.Open(ctx, opts)
 	if err != nil {
 		t.Fatalf("open executor: %v", err)
 	}

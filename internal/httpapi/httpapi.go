@@ -114,7 +114,14 @@ type Options struct {
 	// Now is the clock of the ages /metrics reports (how long the oldest
 	// call has waited). The default value is time.Now.
 	Now func() time.Time
+	// MaxApprovalWait caps the wait parameter of POST /v1/executions: how
+	// long one request may be held while its call awaits a reviewer's
+	// decision. The default value is DefaultMaxApprovalWait.
+	MaxApprovalWait time.Duration
 }
+
+// DefaultMaxApprovalWait is the default Options.MaxApprovalWait.
+const DefaultMaxApprovalWait = 10 * time.Minute
 
 // EnsureDefaults fills zero fields with their default values.
 func (o *Options) EnsureDefaults() {
@@ -136,6 +143,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Throttle == nil {
 		o.Throttle = NewThrottle(ThrottleOptions{Logger: o.Logger})
+	}
+	if o.MaxApprovalWait <= 0 {
+		o.MaxApprovalWait = DefaultMaxApprovalWait
 	}
 }
 
@@ -165,6 +175,7 @@ var (
 	approverOnly = []Role{RoleApprover}
 	deciders     = []Role{RoleApprover, RoleOperator}
 	cancellers   = []Role{RoleRuntime, RoleOperator}
+	operatorOnly = []Role{RoleOperator}
 )
 
 func routes() []route {
@@ -178,6 +189,7 @@ func routes() []route {
 		{method: "POST", path: "/v1/approvals/{id}/approve", handler: (*api).approve, roles: approverOnly, decision: true},
 		{method: "POST", path: "/v1/approvals/{id}/reject", handler: (*api).reject, roles: approverOnly, decision: true},
 		{method: "POST", path: "/v1/recover", handler: (*api).recoverAll, roles: cancellers},
+		{method: "POST", path: "/v1/ledger/backup", handler: (*api).backup, roles: operatorOnly},
 		{method: "GET", path: "/v1/tools", handler: (*api).tools, roles: anyRole},
 		{method: "GET", path: "/healthz", handler: (*api).healthz, open: true},
 		{method: "POST", path: "/v1/auth/proof", handler: (*api).proof, open: true},

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 // liveCheck sends requests to real servers over the API and validates each
@@ -297,6 +300,11 @@ func TestOpenAPILive(t *testing.T) {
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?limit=2", token: agent}, 200, "")
 	lc.send(srv, exchange{method: "GET", path: "/v1/executions?state=succeeded&session_id=s1&namespace=default&limit=1&after=" + ok.ExecutionID, token: olga}, 200, "")
 	lc.send(srv, exchange{method: "POST", path: "/v1/recover", token: olga}, 200, "")
+	backupDir := filepath.Join(t.TempDir(), "backup")
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: olga, body: jsonBody(BackupRequest{Dir: backupDir})}, 200, "")
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: olga, body: jsonBody(BackupRequest{Dir: backupDir})}, 400, CodeBadRequest)
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: olga, body: `{"dir":"relative/backup"}`}, 400, CodeBadRequest)
+	lc.send(srv, exchange{method: "POST", path: "/v1/ledger/backup", token: rita, body: jsonBody(BackupRequest{Dir: backupDir + "-2"})}, 403, CodeForbiddenRole)
 	for _, f := range []string{"openai", "anthropic", "mcp"} {
 		lc.send(srv, exchange{method: "GET", path: "/v1/tools?format=" + f, token: agent}, 200, "")
 	}
@@ -395,7 +403,48 @@ func TestOpenAPILive(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc.send(closedSrv, exec("s1", "c1", "noop.echo", `{}`), 503, CodeUnavailable)
+
+	// A connector whose one instance another call holds: connector_busy,
+	// with nothing recorded.
+	sleeper, err := manifests.Parse("sleeper.toml", []byte(sleeperManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyEnv := newTestExecutorWith(t, func(o *host.Options) { o.InstanceWait = 50 * time.Millisecond }, sleeper)
+	busySrv := busyEnv.serve(t, Options{Principals: principals}).URL
+	holding := make(chan error, 1)
+	go func() {
+		_, err := busyEnv.ex.Execute(ctx, host.ToolCall{SessionID: "s1", ToolCallID: "hold", Tool: "sleeper.hostsleep", Arguments: json.RawMessage(`{"ms":3000}`)})
+		holding <- err
+	}()
+	for st, _ := busyEnv.ex.PoolStats("sleeper"); st.Busy == 0; st, _ = busyEnv.ex.PoolStats("sleeper") {
+		time.Sleep(time.Millisecond)
+	}
+	var bp Problem
+	_ = json.Unmarshal(lc.send(busySrv, exec("s1", "c1", "sleeper.hostsleep", `{"ms":1}`), 503, CodeConnectorBusy), &bp)
+	if bp.RetryAfter < 1 || bp.ExecutionID != "" {
+		t.Errorf("connector_busy: retry_after %d, execution %q; want a retry_after and no execution (none was recorded)", bp.RetryAfter, bp.ExecutionID)
+	}
+	if err := <-holding; err != nil {
+		t.Fatal(err)
+	}
 	lc.send(closedSrv, exchange{method: "GET", path: "/v1/executions", token: agent}, 500, CodeInternal)
+
+	// A node whose ledger was found rolled back while it runs (a shared
+	// ledger's witness check then fails every operation): ledger_damaged.
+	rb := &rolledBack{}
+	broken := newTestExecutorWith(t, func(o *host.Options) {
+		led, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(t.TempDir(), "ledger")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb.Ledger = led
+		o.Ledger, o.CloseLedger = rb, true
+	})
+	brokenSrv := broken.serve(t, Options{Principals: principals}).URL
+	rb.broken.Store(true)
+	lc.send(brokenSrv, exec("s1", "c1", "noop.echo", `{}`), 503, CodeLedgerDamaged)
+	lc.send(brokenSrv, exchange{method: "GET", path: "/v1/executions/ex_1", token: agent}, 503, CodeLedgerDamaged)
 
 	// /mcp carries another protocol (MCP over streamable HTTP, answered by
 	// the MCP SDK behind Options.MCP; internal/mcpserver's tests drive it).
@@ -427,5 +476,58 @@ func TestOpenAPILive(t *testing.T) {
 	}
 }
 
+// sleeperManifest is the httpprobe module under a connector of one
+// instance whose hostsleep holds it.
+const sleeperManifest = `
+[connector]
+name = "sleeper"
+version = "0.1.0"
+abi = 1
+module = "httpprobe.wasm"
+
+[limits]
+instances = 1
+
+[[operation]]
+name = "hostsleep"
+description = "Sleep through the host for ms milliseconds."
+effect = "read"
+input_schema = '{"type": "object"}'
+`
+
 func (e exchange) withToken(tok string) exchange { e.token = tok; return e }
 func (e exchange) withBody(b string) exchange    { e.body = b; return e }
+
+// rolledBack is a ledger whose reads and writes fail, once broken is set,
+// as a shared ledger's do after its witness check found the database
+// rolled back under the running node.
+type rolledBack struct {
+	ledger.Ledger
+	broken atomic.Bool
+}
+
+func (r *rolledBack) err() error {
+	return &ledger.DamageError{Kind: ledger.DamageBehind, Dir: "database connhost on db.internal:5432",
+		What: "while this process had it open, the ledger in the database connhost on db.internal:5432 went behind its witness"}
+}
+
+func (r *rolledBack) Get(ctx context.Context, id string) (ledger.Record, error) {
+	if r.broken.Load() {
+		return ledger.Record{}, r.err()
+	}
+	return r.Ledger.Get(ctx, id)
+}
+
+func (r *rolledBack) Create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	if r.broken.Load() {
+		return ledger.Record{}, r.err()
+	}
+	return r.Ledger.Create(ctx, rec, ev)
+}
+
+func (r *rolledBack) Fenced(ctx context.Context, ns, session string) ([]ledger.Record, error) {
+	if r.broken.Load() {
+		return nil, r.err()
+	}
+	return r.Ledger.Fenced(ctx, ns, session)
+}

@@ -47,9 +47,16 @@ const (
 	CodeUnsupportedMediaType   Code = "unsupported_media_type"
 	CodeMethodNotAllowed       Code = "method_not_allowed"
 	CodeUnavailable            Code = "unavailable"
-	CodeInternal               Code = "internal"
-	// CodeLedgerDamaged is the CLI's (see cliOnly): the ledger is
-	// missing, damaged or behind its mark, so the command did not start.
+	// CodeConnectorBusy: every instance of the call's connector stayed
+	// taken by other calls; nothing was dispatched (nothing recorded for
+	// a new call), so the same call may be sent again after Retry-After.
+	CodeConnectorBusy Code = "connector_busy"
+	CodeInternal      Code = "internal"
+	// CodeLedgerDamaged: the ledger is not what this node acknowledged
+	// (a shared ledger found restored, emptied or dropped while the node
+	// runs), or holds a record of the call the node cannot read; the
+	// CLI's code too, when the ledger is missing, damaged or behind its
+	// mark or witness, so the command did not start.
 	CodeLedgerDamaged Code = "ledger_damaged"
 )
 
@@ -86,13 +93,14 @@ var codes = map[Code]codeInfo{
 	CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Request body must be application/json"},
 	CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
 	CodeUnavailable:            {http.StatusServiceUnavailable, "Executor unavailable"},
+	CodeConnectorBusy:          {http.StatusServiceUnavailable, "Every instance of the connector is busy; send the same call again later"},
 	CodeInternal:               {http.StatusInternalServerError, "Internal error"},
-	CodeLedgerDamaged:          {http.StatusInternalServerError, "Ledger damaged or missing"},
+	CodeLedgerDamaged:          {http.StatusServiceUnavailable, "Ledger damaged or missing"},
 }
 
 // cliOnly holds the codes no HTTP handler emits: the CLI's problems share
 // the table and the document's enum.
-var cliOnly = map[Code]bool{CodeLedgerDamaged: true}
+var cliOnly = map[Code]bool{}
 
 // ProblemTypePrefix prefixes a problem's code to form its type URI.
 const ProblemTypePrefix = "urn:connhost:problem:"
@@ -128,7 +136,8 @@ type Problem struct {
 	// approval_not_configured).
 	RequiredRoles []Role `json:"required_roles,omitempty"`
 	// RetryAfter is how many seconds to wait before sending the same call
-	// again (rate_limited); the HTTP answer carries it as Retry-After too.
+	// again (rate_limited, connector_busy); the HTTP answer carries it as
+	// Retry-After too.
 	RetryAfter int `json:"retry_after,omitempty"`
 	// Execution is the execution as it stands when an operation was
 	// refused because of it (not_awaiting_approval, not_recovery_required,
@@ -159,6 +168,8 @@ func ProblemOf(err error, res host.Result) *Problem {
 		ut *host.UnknownToolError
 		ae *manifests.ArgsError
 		rl *host.RateLimitedError
+		be *host.BusyError
+		de *ledger.DamageError
 	)
 	detail := host.Detail(err)
 	if detail == "" {
@@ -219,12 +230,28 @@ func ProblemOf(err error, res host.Result) *Problem {
 		p = NewProblem(CodeRateLimited, detail)
 		p.RetryAfter = max(1, int(math.Ceil(rl.RetryAfter.Seconds())))
 		return p
+	case errors.As(err, &be):
+		p = NewProblem(CodeConnectorBusy, detail)
+		p.RetryAfter = max(1, int(math.Ceil(be.RetryAfter.Seconds())))
+		if be.Recorded {
+			p.ExecutionID = be.ExecutionID
+		}
+		return p
 	case errors.Is(err, host.ErrPendingApprovalsLimit):
 		return NewProblem(CodePendingApprovalsLimit, detail)
 	case errors.Is(err, host.ErrArgumentsTooLarge):
 		return NewProblem(CodeArgumentsTooLarge, detail)
+	case errors.As(err, &de):
+		// Before ErrLeaseLost: a node whose ledger is damaged loses its
+		// lease too, and the damage is what the caller must know. The
+		// detail names no database, path or witness: the log has them.
+		return NewProblem(CodeLedgerDamaged, "the ledger is not what this node acknowledged: it was restored from an older copy, emptied or replaced; this node runs nothing and records nothing until an operator restores it or accepts the restore (connhost ledger accept-restore); see the server log")
+	case errors.Is(err, ledger.ErrCorrupt):
+		return NewProblem(CodeLedgerDamaged, "the ledger holds a record of this call that this node cannot read (edited or copied in the database): the call is neither run nor ended; an operator restores the record; see the server log")
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
+	case errors.Is(err, host.ErrApproverNotConfigured):
+		p = NewProblem(CodeUnavailable, detail)
 	case errors.Is(err, host.ErrLeaseLost):
 		return NewProblem(CodeUnavailable, "this node holds no live lease on the shared ledger and takes no new work; send the call to another node")
 	case errors.Is(err, ledger.ErrUnavailable):

@@ -1,12 +1,7 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -59,17 +54,20 @@ func (s *Server) askApproval(ctx context.Context, req *mcp.CallToolRequest, who 
 		return nil, false, why
 	}
 	var answer *mcp.ElicitResult
+	nonce := "" // the request state the answer came through
 	if req.ProtocolVersion() >= mrtrVersion {
 		resp, ok := req.Params.InputResponses[approvalInput]
-		if !ok || st == nil || st.Approval != ap.ID || st.Digest != ap.ArgsDigest || st.ID != id {
+		if !ok || st == nil || st.Execution != res.ExecutionID || st.Approval != ap.ID || st.Digest != ap.ArgsDigest {
 			return &mcp.CallToolResult{
 				InputRequests: mcp.InputRequestMap{approvalInput: params},
-				RequestState:  s.signState(requestState{ID: id, Approval: ap.ID, Digest: ap.ArgsDigest}),
+				RequestState: signState(who.stateKey, requestState{ID: id, Execution: res.ExecutionID, Approval: ap.ID,
+					Digest: ap.ArgsDigest, Principal: who.actor, Nonce: newNonce()}),
 			}, false, ""
 		}
 		if answer, ok = resp.(*mcp.ElicitResult); !ok {
 			return nil, false, "the client answered the approval request with something else than an elicitation result"
 		}
+		nonce = st.Nonce
 	} else {
 		ectx, stop := context.WithDeadline(ctx, ap.ExpiresAt)
 		defer stop()
@@ -82,12 +80,12 @@ func (s *Server) askApproval(ctx context.Context, req *mcp.CallToolRequest, who 
 			return nil, false, "the client could not show the approval dialog: " + firstLine(err.Error())
 		}
 	}
-	return s.decide(ctx, who, res, answer)
+	return s.decide(ctx, who, res, answer, nonce)
 }
 
 // decide records the user's answer: accept approves, decline rejects,
 // cancel (the dialog dismissed) leaves the call waiting for a reviewer.
-func (s *Server) decide(ctx context.Context, who caller, res host.Result, answer *mcp.ElicitResult) (*mcp.CallToolResult, bool, string) {
+func (s *Server) decide(ctx context.Context, who caller, res host.Result, answer *mcp.ElicitResult, nonce string) (*mcp.CallToolResult, bool, string) {
 	ap := res.Approval
 	reason := ""
 	if r, ok := answer.Content["reason"].(string); ok {
@@ -98,14 +96,17 @@ func (s *Server) decide(ctx context.Context, who caller, res host.Result, answer
 	var err error
 	switch answer.Action {
 	case "accept":
-		_, err = s.ex.Approve(dctx, ap.ID, host.Decision{By: who.approver, ArgsDigest: ap.ArgsDigest, Reason: withPrefix("approved in the MCP client's dialog", reason)})
+		_, err = s.ex.Approve(dctx, ap.ID, host.Decision{By: who.approver, ArgsDigest: ap.ArgsDigest, Reason: withPrefix("approved in the MCP client's dialog", reason), StateNonce: nonce})
 	case "decline":
-		_, err = s.ex.Reject(dctx, ap.ID, host.Decision{By: who.approver, ArgsDigest: ap.ArgsDigest, Reason: withPrefix("rejected in the MCP client's dialog", reason)})
+		_, err = s.ex.Reject(dctx, ap.ID, host.Decision{By: who.approver, ArgsDigest: ap.ArgsDigest, Reason: withPrefix("rejected in the MCP client's dialog", reason), StateNonce: nonce})
 	default:
 		return nil, false, "the approval dialog was dismissed; a reviewer can still approve or reject the call"
 	}
 	switch {
 	case err == nil:
+	case errors.Is(err, host.ErrStateUsed):
+		// A concurrent replay recorded this state's answer first.
+		return nil, true, usedNote("its answer was recorded by a request before this one")
 	case errors.Is(err, host.ErrNotAwaitingApproval), errors.Is(err, host.ErrApprovalExpired):
 		// Decided elsewhere meanwhile, or expired: the execution says which.
 	default:
@@ -179,52 +180,4 @@ func (s *Server) approvalRequest(ctx context.Context, call host.ToolCall, res ho
 		},
 		Meta: mcp.Meta{MetaApprovalID: ap.ID, MetaArgsDigest: ap.ArgsDigest},
 	}, ""
-}
-
-// requestState is what a multi-round-trip approval carries from the
-// input request to the client's retry: the call's identity (a made-up one
-// included, or the retry would be another call) and the approval it
-// answers. The client echoes it, so it is signed with a key of this
-// process; a state from elsewhere, or altered, is ignored.
-type requestState struct {
-	ID       identity `json:"id"`
-	Approval string   `json:"a"`
-	Digest   string   `json:"d"`
-}
-
-func (s *Server) signState(st requestState) string {
-	b, _ := json.Marshal(st)
-	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(s.mac(b))
-}
-
-func (s *Server) mac(b []byte) []byte {
-	m := hmac.New(sha256.New, s.key[:])
-	m.Write(b)
-	return m.Sum(nil)
-}
-
-// verifyState returns the request state v names, or nil when v is empty,
-// malformed or not signed by this server.
-func (s *Server) verifyState(v string) *requestState {
-	if v == "" || len(v) > 4096 {
-		return nil
-	}
-	p, sig, ok := strings.Cut(v, ".")
-	if !ok {
-		return nil
-	}
-	// Strict: the unused bits of the last character must be zero, so
-	// that one state has one spelling.
-	b, err1 := base64.RawURLEncoding.Strict().DecodeString(p)
-	mac, err2 := base64.RawURLEncoding.Strict().DecodeString(sig)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(b)) {
-		return nil
-	}
-	var st requestState
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil || st.ID.SessionID == "" || st.ID.ToolCallID == "" {
-		return nil
-	}
-	return &st
 }

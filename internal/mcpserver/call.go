@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/ledger"
 )
 
 // callTool is the tools/call handler of every tool.
@@ -25,11 +25,24 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		// context a later SDK hands over.
 		ctx = host.WithScope(ctx, sc)
 	}
-	st := s.verifyState(req.Params.RequestState)
 	who := s.callerOf(req)
+	st, err := s.stateOf(req, who)
+	if err != nil {
+		return nil, stateProblem(err)
+	}
 	id, err := s.identityOf(req, st, who)
 	if err != nil {
 		return refused(identity{}, httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())), nil
+	}
+	if err := st.belongsTo(id); err != nil {
+		return nil, stateProblem(err)
+	}
+	co, err := callOptionsOf(req.Params.Meta)
+	if err == nil {
+		err = co.check(id)
+	}
+	if err != nil {
+		return refused(id, httpapi.NewProblem(httpapi.CodeBadRequest, err.Error())), nil
 	}
 	tool := s.tools[req.Params.Name] // the SDK dispatched on a listed name
 	if id.Kind == IdentityPerRequest && tool.effects {
@@ -43,13 +56,19 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			})
 		}
 	}
+	if p, err := s.waitStarted(ctx); err != nil || p != nil {
+		if err != nil {
+			return nil, err // the connection is gone
+		}
+		return refused(id, p), nil
+	}
 	args := req.Params.Arguments
 	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	call := host.ToolCall{
 		Namespace: id.Namespace, SessionID: id.SessionID, ToolCallID: id.ToolCallID,
-		Tool: tool.canon, Arguments: args, Resumed: id.Resumed, Note: id.note(s.opts.PerRequest),
+		Tool: tool.canon, Arguments: args, Resumed: id.Resumed, Settle: co.settle, Note: id.note(s.opts.PerRequest),
 	}
 	progress := s.progressFunc(ctx, req)
 	xctx := host.WithWaitNotify(ctx, func(r host.Result) { progress(r) })
@@ -64,6 +83,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		res, err := s.ex.Execute(xctx, call)
 		if clientCancelled(ctx) {
 			return s.cancel(ctx, who, id, res, err), nil
+		}
+		if err == nil && !asked && note == "" {
+			note = stateNote(req, st, res)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -89,30 +111,34 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 				if clientCancelled(ctx) {
 					return s.cancel(ctx, who, id, res, nil), nil
 				}
+				note = why
 				if decided {
 					continue // drive the call from its new state
 				}
-				note = why
 			}
-			if id.Kind == IdentityPerRequest && !held && s.opts.ApprovalWait > 0 {
-				// No retry could find this approval again: wait for
-				// the reviewer here.
+			if hold := s.holdFor(ctx, id, co); !held && hold > 0 {
+				// The client asked to wait, or no retry could find
+				// this approval again: wait for the reviewer here.
 				held = true
-				decided, err := s.holdForDecision(ctx, req, res)
+				decided, err := s.holdForDecision(ctx, req, res, hold)
 				if clientCancelled(ctx) {
 					return s.cancel(ctx, who, id, res, nil), nil
 				}
 				if err != nil {
+					if errors.Is(err, errRequestGone) {
+						s.opts.Logger.InfoContext(ctx, "mcpserver: the request of a held call ended; the execution stays as recorded for the client's re-send",
+							"execution_id", res.ExecutionID)
+					}
 					return nil, err // the connection is gone
 				}
 				if decided {
 					continue
 				}
 			}
-			return s.answer(id, res, note), nil
+			return s.answerOrTask(ctx, id, res, note), nil
 		case host.StatusPending:
 			if deadline.IsZero() || res.NextAttemptAt.IsZero() || res.NextAttemptAt.After(deadline) {
-				return s.answer(id, res, note), nil
+				return s.answerOrTask(ctx, id, res, note), nil
 			}
 			progress(res)
 			t := time.NewTimer(time.Until(res.NextAttemptAt))
@@ -131,58 +157,70 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 }
 
-// decisionPoll is how often a held call looks at its approval.
-const decisionPoll = 250 * time.Millisecond
+// errRequestGone ends a held stateless call whose HTTP request has ended:
+// nobody reads its answer, and the execution stays as recorded for the
+// client's re-send with the same ids.
+var errRequestGone = errors.New("mcpserver: the client's request has ended")
 
 // holdProgressEvery is how often a held call sends the client progress.
 const holdProgressEvery = 5 * time.Second
 
-// holdForDecision waits, up to Options.ApprovalWait and the approval's
-// expiry, until the gated execution res is no longer awaiting approval
-// (a reviewer approved or rejected it, or it expired), sending the client
-// a progress notification now and then if it gave a progress token (a
-// client that resets its request timeout on progress keeps waiting). It
-// reports whether the execution left awaiting_approval; err is the
-// connection's end.
-func (s *Server) holdForDecision(ctx context.Context, req *mcp.CallToolRequest, res host.Result) (bool, error) {
+// holdForDecision waits, up to wait and the approval's expiry, until the
+// gated execution res is no longer awaiting approval (a reviewer approved
+// or rejected it, or it was cancelled or expired: host's AwaitDecision),
+// sending the client a progress notification every holdProgressEvery if
+// it gave a progress token (a client that resets its request timeout on
+// progress keeps waiting). It reports whether the hold ended with the
+// decision (or the expiry), for the caller to drive the call from there;
+// err is the connection's end, or errRequestGone when the HTTP request of
+// a stateless call ended.
+func (s *Server) holdForDecision(ctx context.Context, req *mcp.CallToolRequest, res host.Result, wait time.Duration) (bool, error) {
 	ap := res.Approval
 	start := time.Now()
-	until := start.Add(s.opts.ApprovalWait)
+	until := start.Add(wait)
 	if !ap.ExpiresAt.IsZero() && ap.ExpiresAt.Add(time.Second).Before(until) {
-		until = ap.ExpiresAt.Add(time.Second) // the executor expires it by then
+		until = ap.ExpiresAt.Add(time.Second) // AwaitDecision returns by then
+	}
+	hctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if gone := requestGone(ctx); gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				stop(errRequestGone)
+			case <-hctx.Done():
+			}
+		}()
 	}
 	token := req.Params.GetProgressToken()
-	var lastProgress time.Time
-	tick := time.NewTicker(decisionPoll)
-	defer tick.Stop()
-	for n := 1; ; n++ {
-		if token != nil && time.Since(lastProgress) >= holdProgressEvery {
-			lastProgress = time.Now()
-			msg := fmt.Sprintf("waiting for a human to approve (approval %s); waiting up to %s more", ap.ID, time.Until(until).Round(time.Second))
+	for {
+		left := time.Until(until)
+		if left <= 0 {
+			return false, nil
+		}
+		if token != nil {
+			msg := fmt.Sprintf("waiting for a human to approve (approval %s); waiting up to %s more", ap.ID, left.Round(time.Second))
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: token, Progress: time.Since(start).Seconds(), Message: msg,
 			}); err != nil {
 				s.opts.Logger.DebugContext(ctx, "mcpserver: progress notification", "err", err)
 			}
+			left = min(left, holdProgressEvery)
 		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-tick.C:
-		}
-		rec, _, err := s.ex.Get(ctx, res.ExecutionID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			s.opts.Logger.WarnContext(ctx, "mcpserver: read a held call's execution", "execution_id", res.ExecutionID, "err", err)
-			continue
-		}
-		if rec.State != ledger.StateAwaitingApproval {
+		actx, cancel := context.WithTimeout(hctx, left)
+		_, err := s.ex.AwaitDecision(actx, res.ExecutionID)
+		cancel()
+		switch {
+		case err == nil:
 			return true, nil
-		}
-		if time.Now().After(until) {
-			return false, nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case hctx.Err() != nil:
+			return false, context.Cause(hctx)
+		case errors.Is(err, context.DeadlineExceeded):
+			// The slice ended: progress, then wait on.
+		default:
+			return false, err
 		}
 	}
 }
@@ -264,16 +302,22 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 	text := fmt.Sprintf("Refused (%s): %s", p.Code, p.Detail)
 	switch p.Code {
 	case httpapi.CodeIntentMismatch:
-		text += " This tool-call id was already used with other arguments; nothing was done. Use a new tool-call id for a new call."
+		// The host's detail speaks to the integrator whose runtime
+		// reused an id (it is in the problem); the model chooses no ids.
+		text = fmt.Sprintf("Refused (%s): this tool-call id already names a call with other arguments (execution %s); nothing was done. "+
+			"Do not issue this call again; tell the user the runtime reused a tool-call id.", p.Code, p.ExecutionID)
 	case httpapi.CodeSessionFenced:
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
 	case CodeIdentityRequired:
 		text += " Do not issue this call again: it will be refused the same way. Tell the user the tool is not set up to run from here."
-	case httpapi.CodeRateLimited:
+	case httpapi.CodeRateLimited, httpapi.CodeConnectorBusy:
 		text += fmt.Sprintf(" Nothing was done; call the tool again with the same arguments and ids in %d s.", p.RetryAfter)
+	case CodeStartFailed:
+		text += " Do not issue this call again: it fails the same way until connhost is fixed and restarted. Tell the user why connhost could not start."
 	case httpapi.CodePendingApprovalsLimit:
 		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
 	}
+	guide(&r, nextAfterRefusal(p.Code), text, "")
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
@@ -289,6 +333,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 	}
 	var text strings.Builder
 	isError := false
+	resultPart := "" // the result in the text, which Message leaves out
 	switch res.Status {
 	case host.StatusSucceeded:
 		fmt.Fprintf(&text, "Succeeded (execution %s", res.ExecutionID)
@@ -304,7 +349,8 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		}
 		text.WriteString(".")
 		if len(res.Result) > 0 {
-			fmt.Fprintf(&text, " Result: %s", compact(res.Result))
+			resultPart = " Result: " + compact(res.Result)
+			text.WriteString(resultPart)
 		}
 	case host.StatusAwaitingApproval:
 		ap := res.Approval
@@ -349,6 +395,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 			text.WriteString(" (This deployment allows calls without identity.)")
 		}
 	}
+	guide(&r, nextAfter(res), text.String(), resultPart)
 	return &mcp.CallToolResult{IsError: isError, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}
 }
 

@@ -188,6 +188,8 @@ type fixture struct {
 	// mcpConfig is added to the [mcp] table of connhost mcp's config
 	// (stdio).
 	mcpConfig string
+	// opts are the HTTP fixture's options, for restart.
+	opts fixtureOpts
 }
 
 // fixtureOpts tunes newFixture.
@@ -212,10 +214,17 @@ func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
 		binary(t)
 		return f
 	}
-	var o fixtureOpts
 	if len(fo) > 0 {
-		o = fo[0]
+		f.opts = fo[0]
 	}
+	f.open()
+	return f
+}
+
+// open opens the HTTP fixture's executor, MCP server and HTTP API on its
+// data directory.
+func (f *fixture) open() {
+	t, o := f.t, f.opts
 	ms, err := manifests.LoadDir(shared.manifests)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +279,19 @@ func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
 	}
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
-	return f
+}
+
+// restart closes the HTTP fixture's server and executor, as a process
+// that exits does, and opens new ones on the same data directory: a new
+// process (a new URL, a new random key of its own), the same ledger and
+// the same principals.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.srv.Close()
+	if err := f.ex.Close(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	f.open()
 }
 
 func origin(t testing.TB, base string) string {
@@ -343,8 +364,7 @@ func (f *fixture) client(co clientOpts) *mcp.ClientSession {
 func (f *fixture) stdioArgs(approver bool) []string {
 	t := f.t
 	t.Helper()
-	cfg := fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
-		sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
+	cfg := stdioConfig(t)
 	if approver || f.mcpConfig != "" {
 		cfg += "\n[mcp]\n" + f.mcpConfig
 	}
@@ -356,6 +376,14 @@ func (f *fixture) stdioArgs(approver bool) []string {
 		t.Fatal(err)
 	}
 	return []string{"mcp", "--data", f.data, "--manifests", shared.manifests, "--modules", shared.modules, "--config", path}
+}
+
+// stdioConfig is the connectors' part of connhost mcp's config: the
+// payments connector against the Stripe emulator, the effect connector
+// against its provider.
+func stdioConfig(t testing.TB) string {
+	return fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
+		sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
 }
 
 // logWriter keeps a connhost process's stderr, shown when the test

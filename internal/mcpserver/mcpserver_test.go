@@ -336,9 +336,9 @@ func (h *approvalHandler) count() int {
 }
 
 // variants are the transports and protocol revisions of the elicitation
-// tests: stdio with the SDK's latest revision (input requests) and with
-// the last revision of elicitation/create, HTTP (negotiated down to the
-// latter: its sessions are stateful).
+// tests: stdio and HTTP with the SDK's latest revision (input requests;
+// stateless over HTTP) and with the last revision of elicitation/create
+// (stateful sessions over HTTP).
 var variants = []struct {
 	name    string
 	kind    transport
@@ -347,6 +347,7 @@ var variants = []struct {
 	{"stdio", overStdio, ""},
 	{"stdio-" + legacy, overStdio, legacy},
 	{"http", overHTTP, ""},
+	{"http-" + legacy, overHTTP, legacy},
 }
 
 // TestElicitationApproveAndReject: a user who may approve sees the exact
@@ -529,7 +530,7 @@ func TestHTTPAuthentication(t *testing.T) {
 	require.Equal(t, 403, post(tokenApprover, ""))
 	require.Equal(t, 200, post(tokenRuntime, ""))
 
-	cs := f.client(clientOpts{})
+	cs := f.client(clientOpts{version: legacy}) // 2026-07-28 has no sessions
 	require.NotEmpty(t, cs.ID())
 	require.Equal(t, 403, post(tokenRita, cs.ID()), "another principal cannot use the runtime's session")
 }

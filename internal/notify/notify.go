@@ -6,12 +6,17 @@
 // webhook-signature "v1,<base64 HMAC-SHA256>"), and, under connhost dev,
 // an e-mail through the local Mailpit's send API.
 //
-// Nothing here may slow a call down: Notify never blocks. A Notice that
-// finds the queue full is dropped, logged and counted
-// (connhost_notifications_total{outcome="dropped"}); a delivery that
-// fails is retried with backoff a bounded number of times, then logged
-// and counted as failed. What waits stays in the ledger either way: the
-// log, the gauges and the console still show it.
+// Nothing here may slow a call down: Notify never blocks. Each channel
+// keeps a queue per namespace and delivers from them in turn, one notice
+// of each namespace that has any, so that one tenant's flood delays
+// another's notice by one delivery at most. A notice that finds its
+// namespace's queue full is not dropped but coalesced: counted by type,
+// logged once per burst (connhost_notifications_total{outcome=
+// "coalesced"}), and told in one summary notice (TypeCoalesced: "N calls
+// await approval in namespace X") once that queue has drained. A delivery
+// that fails is retried with backoff a bounded number of times, then
+// logged and counted as failed. What waits stays in the ledger either
+// way: the log, the gauges and the console still show it.
 package notify
 
 import (
@@ -22,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -44,6 +50,12 @@ const (
 	// TypeSessionFenced: a session refuses new calls until an operator
 	// resolves its recovery_required calls.
 	TypeSessionFenced = "session.fenced"
+	// TypeCoalesced: notices of one namespace that did not fit its
+	// queue, told together once the queue has drained: Coalesced counts
+	// them by type (how many calls started to await approval, to need an
+	// operator, how many sessions were fenced), Since is when the first
+	// of them came.
+	TypeCoalesced = "namespace.notices_coalesced"
 )
 
 // Notice is one thing that started to wait for a human. It is the data
@@ -72,6 +84,9 @@ type Notice struct {
 	ConsoleURL string `json:"console_url"`
 	// Command is the CLI line that acts on it.
 	Command string `json:"command,omitempty"`
+	// Coalesced counts, by type, the notices of the namespace that its
+	// queue did not hold (TypeCoalesced only).
+	Coalesced map[string]int `json:"coalesced,omitempty"`
 }
 
 // ID is the notice's webhook-id: the same for every delivery of one wait
@@ -80,8 +95,11 @@ type Notice struct {
 // deduplicate on it, as the Standard Webhooks spec says.
 func (n Notice) ID() string {
 	key := n.ExecutionID
-	if n.Type == TypeSessionFenced {
+	switch n.Type {
+	case TypeSessionFenced:
 		key = n.Namespace + "\x00" + n.SessionID + "\x00" + strings.Join(n.Calls, ",")
+	case TypeCoalesced:
+		key = n.Namespace + "\x00" + fmt.Sprint(n.Coalesced)
 	}
 	sum := sha256.Sum256([]byte(n.Type + "\x00" + key + "\x00" + n.Since.UTC().Format(time.RFC3339Nano)))
 	return "msg_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
@@ -96,6 +114,22 @@ func (n Notice) Subject() string {
 		return fmt.Sprintf("connhost: %s needs an operator: recovery_required (session %s)", n.Tool, n.SessionID)
 	case TypeSessionFenced:
 		return fmt.Sprintf("connhost: session %s is fenced until an operator resolves its calls", n.SessionID)
+	case TypeCoalesced:
+		var parts []string
+		for _, k := range []struct{ typ, one, many string }{
+			{TypeAwaitingApproval, "call awaits approval", "calls await approval"},
+			{TypeRecoveryRequired, "call needs an operator", "calls need an operator"},
+			{TypeSessionFenced, "session is fenced", "sessions are fenced"},
+		} {
+			switch c := n.Coalesced[k.typ]; c {
+			case 0:
+			case 1:
+				parts = append(parts, "1 more "+k.one)
+			default:
+				parts = append(parts, fmt.Sprintf("%d more %s", c, k.many))
+			}
+		}
+		return fmt.Sprintf("connhost: %s in namespace %s (too many to tell one by one)", strings.Join(parts, ", "), n.Namespace)
 	}
 	return "connhost: " + n.Type
 }
@@ -141,9 +175,14 @@ type Options struct {
 	// Registry, if set, receives connhost_notifications_total{channel,
 	// outcome}.
 	Registry prometheus.Registerer
-	// QueueSize bounds the notices waiting per channel. The default
-	// value is 256.
+	// QueueSize bounds the notices waiting per namespace and channel;
+	// what does not fit is coalesced into one summary. The default value
+	// is 256.
 	QueueSize int
+	// PublicURL is the server's public URL (without a trailing slash):
+	// a summary (TypeCoalesced) links to the namespace's inbox under it.
+	// The default value ("") gives a summary no link.
+	PublicURL string
 	// MaxAttempts bounds the deliveries of one notice. The default value
 	// is 8.
 	MaxAttempts int
@@ -174,18 +213,37 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// Notifier delivers notices to its channels, each from a queue of its
-// own worked by one goroutine, in order. It is safe for concurrent use.
+// Notifier delivers notices to its channels, each from queues of its
+// own (one per namespace, worked in turn) by one goroutine. It is safe for
+// concurrent use.
 type Notifier struct {
 	o       Options
-	queues  []queue
+	queues  []*queue
 	outcome *prometheus.CounterVec
 	wg      sync.WaitGroup
 }
 
+// queue is one channel's notices: a FIFO per namespace, and the order in
+// which the namespaces that have notices take their turns.
 type queue struct {
-	ch Channel
-	q  chan Notice
+	ch   Channel
+	wake chan struct{}
+
+	mu   sync.Mutex
+	byNS map[string]*nsQueue
+	// turns are the namespaces with notices, in the order of their
+	// turns; next is the index of the next one.
+	turns []string
+	next  int
+}
+
+// nsQueue is one namespace's notices on one channel.
+type nsQueue struct {
+	notices []Notice
+	// held counts, by type, the notices that did not fit since the last
+	// summary; since is when the first of them came.
+	held  map[string]int
+	since time.Time
 }
 
 // New returns a Notifier delivering to channels; Start it.
@@ -193,11 +251,11 @@ func New(o Options, channels ...Channel) (*Notifier, error) {
 	o.EnsureDefaults()
 	n := &Notifier{o: o, outcome: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "connhost_notifications_total",
-		Help: "Notifications of what waits for a human, by channel and outcome (delivered, retried, failed, dropped).",
+		Help: "Notifications of what waits for a human, by channel and outcome (delivered, retried, failed, coalesced into a later summary, dropped).",
 	}, []string{"channel", "outcome"})}
 	for _, c := range channels {
-		n.queues = append(n.queues, queue{ch: c, q: make(chan Notice, o.QueueSize)})
-		for _, oc := range []string{"delivered", "retried", "failed", "dropped"} {
+		n.queues = append(n.queues, &queue{ch: c, wake: make(chan struct{}, 1), byNS: map[string]*nsQueue{}})
+		for _, oc := range []string{"delivered", "retried", "failed", "coalesced", "dropped"} {
 			n.outcome.WithLabelValues(c.Name(), oc)
 		}
 	}
@@ -224,28 +282,108 @@ func (n *Notifier) Start(ctx context.Context) {
 // Wait returns once every queue has stopped (after Start's ctx is done).
 func (n *Notifier) Wait() { n.wg.Wait() }
 
-// Notify queues notice for every channel, never blocking: a full queue
-// drops it, with a log line and a count.
+// Notify queues notice for every channel, never blocking. A notice that
+// finds its namespace's queue full is coalesced: counted, and told in the
+// summary that follows once the queue has drained.
 func (n *Notifier) Notify(notice Notice) {
 	for _, q := range n.queues {
-		select {
-		case q.q <- notice:
-		default:
-			n.outcome.WithLabelValues(q.ch.Name(), "dropped").Inc()
-			n.o.Logger.Warn("notification dropped: its queue is full (the receiver is slow or down)", "channel", q.ch.Name(),
-				"type", notice.Type, "execution_id", notice.ExecutionID, "session_id", notice.SessionID, "webhook_id", notice.ID())
+		queued, first := q.add(notice, n.o.QueueSize)
+		if queued {
+			continue
+		}
+		n.outcome.WithLabelValues(q.ch.Name(), "coalesced").Inc()
+		if first {
+			n.o.Logger.Warn("notifications coalesced: the namespace's queue is full (a flood of its calls, or a slow receiver); its further notices are counted and told in one summary once the queue drains",
+				"channel", q.ch.Name(), "namespace", notice.Namespace, "queue", n.o.QueueSize, "type", notice.Type, "execution_id", notice.ExecutionID)
 		}
 	}
 }
 
-func (n *Notifier) work(ctx context.Context, q queue) {
-	for {
+// add queues notice, or counts it among the held ones when its
+// namespace's queue holds size notices; it reports whether it queued it,
+// and whether it is the first held since the namespace's last summary.
+func (q *queue) add(notice Notice, size int) (queued, first bool) {
+	q.mu.Lock()
+	defer func() {
+		q.mu.Unlock()
 		select {
-		case <-ctx.Done():
-			return
-		case notice := <-q.q:
-			n.deliver(ctx, q.ch, notice)
+		case q.wake <- struct{}{}:
+		default:
 		}
+	}()
+	nq := q.byNS[notice.Namespace]
+	if nq == nil {
+		nq = &nsQueue{}
+		q.byNS[notice.Namespace] = nq
+		q.turns = append(q.turns, notice.Namespace)
+	}
+	if len(nq.notices) < size {
+		nq.notices = append(nq.notices, notice)
+		return true, false
+	}
+	if nq.held == nil {
+		nq.held, nq.since, first = map[string]int{}, notice.Since, true
+	}
+	nq.held[notice.Type]++
+	return false, first
+}
+
+// take returns the next notice to deliver: the head of the queue of the
+// namespace whose turn it is, or, once that queue has drained, the
+// summary of what it held meanwhile.
+func (q *queue) take(base string) (Notice, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.turns) > 0 {
+		if q.next >= len(q.turns) {
+			q.next = 0
+		}
+		ns := q.turns[q.next]
+		nq := q.byNS[ns]
+		if len(nq.notices) == 0 && nq.held != nil {
+			nq.notices = append(nq.notices, summary(ns, nq.held, nq.since, base))
+			nq.held = nil
+		}
+		if len(nq.notices) == 0 {
+			// Nothing left of this namespace: it leaves the turns.
+			delete(q.byNS, ns)
+			q.turns = slices.Delete(q.turns, q.next, q.next+1)
+			continue
+		}
+		notice := nq.notices[0]
+		nq.notices[0] = Notice{}
+		nq.notices = nq.notices[1:]
+		q.next++
+		return notice, true
+	}
+	return Notice{}, false
+}
+
+// summary is the notice of the held notices of namespace ns.
+func summary(ns string, held map[string]int, since time.Time, base string) Notice {
+	n := Notice{Type: TypeCoalesced, Namespace: ns, Since: since, Coalesced: maps.Clone(held),
+		Command: "connhost ls --state awaiting_approval --order expiry --namespace " + ns}
+	if base != "" {
+		n.ConsoleURL = base + consoleApprovals + "?namespace=" + url.QueryEscape(ns)
+	}
+	return n
+}
+
+func (n *Notifier) work(ctx context.Context, q *queue) {
+	for {
+		notice, ok := q.take(n.o.PublicURL)
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.wake:
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		n.deliver(ctx, q.ch, notice)
 	}
 }
 
@@ -285,6 +423,7 @@ func (n *Notifier) deliver(ctx context.Context, ch Channel, notice Notice) {
 const (
 	consoleRecovery   = "/ui/recovery"
 	consoleExecutions = "/ui/executions/"
+	consoleApprovals  = "/ui/approvals"
 )
 
 // FromWait is the notice of w, linking to the console under base (the

@@ -256,7 +256,7 @@ func TestWebhookRefusals(t *testing.T) {
 }
 
 // TestNotifyNeverBlocks: while the receiver hangs, Notify returns at
-// once; what does not fit the queue is dropped and counted.
+// once; what does not fit the queue is coalesced and counted.
 func TestNotifyNeverBlocks(t *testing.T) {
 	hang := make(chan struct{})
 	inFlight := make(chan struct{}, 1)
@@ -287,10 +287,10 @@ func TestNotifyNeverBlocks(t *testing.T) {
 	for range size + 5 {
 		n.Notify(approvalNotice()) // a blocking Notify hangs the test here
 	}
-	if c := count(t, reg, "dropped"); c != 5 {
-		t.Fatalf("dropped %v, want 5", c)
+	if c := count(t, reg, "coalesced"); c != 5 {
+		t.Fatalf("coalesced %v, want 5", c)
 	}
-	for _, oc := range []string{"delivered", "failed", "retried"} {
+	for _, oc := range []string{"delivered", "failed", "retried", "dropped"} {
 		if c := count(t, reg, oc); c != 0 {
 			t.Errorf("%s %v, want 0", oc, c)
 		}

@@ -37,6 +37,11 @@ type CallRequest struct {
 	Namespace string
 	// Args are the operation's JSON arguments.
 	Args []byte
+	// Slot, if set, is the instance slot Reserve returned for this call:
+	// the call runs on it without waiting, and gives it back. Without
+	// one, the call waits for a slot (fairly between namespaces, see
+	// Reserve) until ctx is done.
+	Slot *Slot
 }
 
 // phase says what an instance is doing; host functions with effects (http)
@@ -82,7 +87,9 @@ func callOf(ctx context.Context) *callCtx {
 // instance is one instantiated module. It serves one call at a time; the
 // pool guarantees that.
 type instance struct {
-	c   *Connector
+	c *Connector
+	// ns is the namespace of the call whose slot the instance serves.
+	ns  string
 	mod api.Module
 	mem api.Memory
 
@@ -236,9 +243,19 @@ func (c *Connector) Call(ctx context.Context, req CallRequest) (abi.Outcome, err
 	// Waiting for an instance (and creating one) is bounded by the caller's
 	// context; Limits.Timeout bounds the guest's work from here on.
 	var inst *instance
+	slot := req.Slot
+	if slot != nil && !slot.take(c) {
+		return fail(KindBadEnvelope, false, errors.New("the call's slot is another connector's, or was used already"))
+	}
 	for {
 		var err error
-		if inst, err = c.pool.get(ctx); err != nil {
+		if slot != nil {
+			inst, err = c.pool.fill(ctx, slot.ns)
+			slot = nil
+		} else {
+			inst, err = c.pool.getFor(ctx, req.Namespace)
+		}
+		if err != nil {
 			kind, _ := c.classify(ctx, ctx, nil, err)
 			return fail(kind, false, fmt.Errorf("no instance available: %w", err))
 		}
@@ -370,6 +387,8 @@ func (c *Connector) classify(dctx, parent context.Context, inst *instance, err e
 	switch {
 	case errors.Is(err, ErrConnectorClosed):
 		return KindClosed, err
+	case errors.Is(err, ErrBusy):
+		return KindBusy, err
 	case isExit && exit.ExitCode() == sys.ExitCodeDeadlineExceeded,
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(dctx.Err(), context.DeadlineExceeded):

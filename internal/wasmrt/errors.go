@@ -30,6 +30,9 @@ var (
 	ErrBadCapability = errors.New("wasmrt: bad capability")
 	// ErrConnectorClosed: the connector (or its runtime) was closed.
 	ErrConnectorClosed = errors.New("wasmrt: connector closed")
+	// ErrBusy: every instance of the connector stayed taken by other calls
+	// for as long as Reserve was to wait. Nothing was called.
+	ErrBusy = errors.New("wasmrt: every instance of the connector is busy")
 
 	// ErrTrap: the guest trapped, panicked or exited during a call.
 	ErrTrap = errors.New("wasmrt: guest trapped")
@@ -86,6 +89,7 @@ const (
 	KindUnknownOperation                           // ErrUnknownOperation
 	KindUnsupportedExport                          // ErrUnsupportedExport
 	KindClosed                                     // ErrConnectorClosed
+	KindBusy                                       // ErrBusy
 )
 
 var kindInfo = [...]struct {
@@ -101,6 +105,7 @@ var kindInfo = [...]struct {
 	KindUnknownOperation:  {"unknown_operation", ErrUnknownOperation},
 	KindUnsupportedExport: {"unsupported_export", ErrUnsupportedExport},
 	KindClosed:            {"closed", ErrConnectorClosed},
+	KindBusy:              {"busy", ErrBusy},
 }
 
 // String returns the kind's name ("trap", "timeout", …).

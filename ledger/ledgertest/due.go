@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,4 +113,84 @@ func DueAndAwaiting(t *testing.T, b Backend) {
 	if b.Check != nil {
 		b.Check(t, l)
 	}
+}
+
+// ListDue: ledger.OrderDue lists what waits, soonest due first (for
+// approval requests: the soonest to expire first), whatever order the
+// records were created in; a listing paged by position (After, AfterDue)
+// lists every record due once while records of the page before are
+// decided between its pages; a namespace filter keeps only its records
+// however many of another namespace come first; records never due
+// (recovery_required, terminal) are not listed.
+func ListDue(t *testing.T, b Backend) {
+	ctx := context.Background()
+	clock := NewClock()
+	_, l := open(t, b, clock.Now)
+	t0 := clock.Now()
+	gated := func(id, ns string, ttl time.Duration) {
+		t.Helper()
+		r := Dispatched(id)
+		r.Namespace, r.State, r.Attempt = ns, ledger.StateAwaitingApproval, 0
+		r.Approval = &ledger.Approval{ID: "ap_" + id, ArgsDigest: r.ArgsDigest, ExpiresAt: t0.Add(ttl), Decision: ledger.ApprovalPending}
+		_, err := l.Create(ctx, r, ledger.Event{})
+		require.NoError(t, err)
+	}
+	// tenant-a's call is created first and expires first; tenant-b's
+	// flood comes after it, each expiring later than the one before, and
+	// two of them at the same instant (id order between them).
+	gated("a1", "tenant-a", time.Minute)
+	want := []string{"a1"}
+	for i := range 12 {
+		id := fmt.Sprintf("b%02d", i)
+		gated(id, "tenant-b", time.Duration(2+i)*time.Minute)
+		want = append(want, id)
+	}
+	gated("b11x", "tenant-b", 13*time.Minute) // the same expiry as b11
+	want = append(want, "b11x")
+	_, err := l.Create(ctx, Dispatched("d1"), ledger.Event{})
+	require.NoError(t, err)
+	rr := Dispatched("r1")
+	rr.State = ledger.StateRecoveryRequired
+	_, err = l.Create(ctx, rr, ledger.Event{})
+	require.NoError(t, err)
+
+	awaiting := ledger.Filter{State: ledger.StateAwaitingApproval, Order: ledger.OrderDue, Limit: 1000}
+	got, err := l.List(ctx, awaiting)
+	require.NoError(t, err)
+	require.Equal(t, want, recIDs(got), "soonest expiry first")
+	got, err = l.List(ctx, ledger.Filter{Order: ledger.OrderDue, Limit: 1000})
+	require.NoError(t, err)
+	require.Equal(t, append([]string{"d1"}, want...), recIDs(got), "the dispatched call is due at once; never the recovery_required r1")
+
+	f := awaiting
+	f.Limit = 5
+	var seen []string
+	for page := 0; ; page++ {
+		got, err := l.List(ctx, f)
+		require.NoError(t, err)
+		seen = append(seen, recIDs(got)...)
+		if len(got) < f.Limit {
+			break
+		}
+		last := got[len(got)-1]
+		due, ok := ledger.DueAt(last)
+		require.True(t, ok)
+		f.After, f.AfterDue = last.ID, due
+		if page == 0 {
+			// The page's last call is rejected before the next page is
+			// read: the position still continues the listing.
+			a := *last.Approval
+			a.Decision, a.By = ledger.ApprovalRejected, "rita"
+			_, err := l.Apply(ctx, last.ID, ledger.Transition{From: ledger.StateAwaitingApproval, To: ledger.StateRejected, Approval: &a})
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, want, seen, "every call once, in expiry order")
+
+	got, err = l.List(ctx, ledger.Filter{State: ledger.StateAwaitingApproval, Order: ledger.OrderDue, Namespaces: []string{"tenant-a"}, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a1"}, recIDs(got))
+	got, err = l.List(ctx, ledger.Filter{State: ledger.StateAwaitingApproval, Order: ledger.OrderDue, Namespace: "tenant-b", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"b00", "b01"}, recIDs(got))
 }

@@ -30,7 +30,7 @@ import (
 //	       [policy=<p>] [resumed]
 //	apply id=<id> from=<state> to=<state> attempt=<n> [fromattempt=<n>]
 //	      [outcome=<kind>[@<attempt>]] [resolution=applied|retry|abandon] [cancel] [approval=<decision>]
-//	      [uncertain] [ruledout] [lazy] [decision=<name>]
+//	      [nonce=<request-state nonce, with approval>] [uncertain] [ruledout] [lazy] [decision=<name>]
 //	      fromattempt defaults to attempt-1 when entering dispatched (unless
 //	      cancel is set and from=dispatched), else to attempt.
 //	get id=<id> | events id=<id> | pending | fenced [ns=<ns>] session=<s>
@@ -126,6 +126,9 @@ func FormatRecord(r ledger.Record) string {
 	}
 	if r.Approval != nil {
 		fmt.Fprintf(&b, " approval=%s", r.Approval.Decision)
+		if r.Approval.StateNonce != "" {
+			fmt.Fprintf(&b, " nonce=%s", r.Approval.StateNonce)
+		}
 	}
 	if r.CancelRequested {
 		b.WriteString(" cancel_requested")
@@ -141,7 +144,7 @@ func FormatError(err error) string {
 	var names []string
 	for _, s := range []error{ledger.ErrNotFound, ledger.ErrExists, ledger.ErrConflict, ledger.ErrTerminal, ledger.ErrIllegalTransition,
 		ledger.ErrAttemptsExhausted, ledger.ErrOutcomeRecorded, ledger.ErrPruned, ledger.ErrClosed, ledger.ErrCorrupt,
-		ledger.ErrInvalid, ledger.ErrTooLarge} {
+		ledger.ErrInvalid, ledger.ErrTooLarge, ledger.ErrStateUsed} {
 		if errors.Is(err, s) {
 			names = append(names, strings.TrimPrefix(s.Error(), "ledger: "))
 		}
@@ -245,7 +248,7 @@ func (r *runner) run(t *testing.T, d *datadriven.TestData) string {
 			d.Fatalf(t, "resolution=%q", res)
 		}
 		if a := arg(d, "approval", ""); a != "" {
-			tr.Approval = &ledger.Approval{ID: ledger.ApprovalID(id), Decision: ledger.ApprovalDecision(a)}
+			tr.Approval = &ledger.Approval{ID: ledger.ApprovalID(id), Decision: ledger.ApprovalDecision(a), StateNonce: arg(d, "nonce", "")}
 		}
 		got, err := r.l.Apply(ctx, id, tr)
 		if err != nil {

@@ -60,6 +60,7 @@ func Run(t *testing.T, b Backend) {
 		{"ListPagesInIDOrder", ListPagesInIDOrder},
 		{"ListNewest", ListNewest},
 		{"DueAndAwaiting", DueAndAwaiting},
+		{"ListDue", ListDue},
 		{"WriteReturnsWhatGetReads", WriteReturnsWhatGetReads},
 		{"ReturnedRecordIsACopy", ReturnedRecordIsACopy},
 		{"PendingStopsAtError", PendingStopsAtError},
