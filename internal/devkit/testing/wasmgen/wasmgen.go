@@ -51,6 +51,10 @@ func I64Const(v int64) []byte { return append([]byte{0x42}, sleb(v)...) }
 // LocalGet is the instruction local.get i.
 func LocalGet(i uint32) []byte { return append([]byte{0x20}, uleb(uint64(i))...) }
 
+// GrowAlloc is a connhost_alloc(size) body that grows memory by the pages
+// size needs and returns the address of the first new page.
+var GrowAlloc = Cat(LocalGet(0), I32Const(65535), []byte{0x6a}, I32Const(16), []byte{0x76, 0x40, 0x00}, I32Const(16), []byte{0x74})
+
 // Unreachable is the instruction unreachable.
 var Unreachable = []byte{0x00}
 
@@ -173,7 +177,7 @@ func sleb(v int64) []byte {
 const (
 	describeAt = 16
 	outcomeAt  = 512
-	inputAt    = 1024
+	refusalAt  = 768
 )
 
 // MinimalDescription is what [MinimalConnector] describes: one operation,
@@ -184,10 +188,16 @@ const MinimalDescription = `{"abi":1,"operations":[{"name":"echo","execute":true
 // returns: ok, result {}, no receipt, no error.
 var MinimalOutcome = []byte{0xC1, 1, 2, 0, 0, 0, '{', '}', 0, 0, 0, 0, 0, 0, 0, 0}
 
+// MinimalRefusal is the outcome envelope [MinimalConnector] answers for an
+// operation other than echo: permanent_error "unknown".
+var MinimalRefusal = []byte{0xC1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 'u', 'n', 'k', 'n', 'o', 'w', 'n'}
+
 // MinimalConnector is the smallest module that conforms to docs/abi.md:
-// _initialize, the version, an allocator handing out one fixed buffer of
-// 63 KiB, a description with one operation, and connhost_execute answering
-// every call with [MinimalOutcome]. Tests change it to break one rule.
+// _initialize, the version, an allocator handing out a new buffer (fresh
+// pages) for every input, a description with one operation, and
+// connhost_execute answering [MinimalOutcome] for echo (any operation
+// name of 4 bytes) and [MinimalRefusal] for any other. Tests change it to
+// break one rule.
 func MinimalConnector() Module {
 	pack := func(ptr uint32, n int) int64 { return int64(uint64(ptr)<<32 | uint64(n)) }
 	return Module{
@@ -195,15 +205,18 @@ func MinimalConnector() Module {
 		Data: []Segment{
 			{Offset: describeAt, Data: []byte(MinimalDescription)},
 			{Offset: outcomeAt, Data: MinimalOutcome},
+			{Offset: refusalAt, Data: MinimalRefusal},
 		},
 		Funcs: []Func{
 			{Name: "_initialize"},
 			{Name: "connhost_abi_version", Results: []byte{I32}, Body: I32Const(1)},
-			// A size over the fixed buffer traps: the host reads the
-			// returned range and refuses it.
-			{Name: "connhost_alloc", Params: []byte{I32}, Results: []byte{I32}, Body: I32Const(inputAt)},
+			// New pages for every buffer: (memory.grow((size+65535)>>16)) << 16.
+			{Name: "connhost_alloc", Params: []byte{I32}, Results: []byte{I32}, Body: GrowAlloc},
 			{Name: "connhost_describe", Results: []byte{I64}, Body: I64Const(pack(describeAt, len(MinimalDescription)))},
-			{Name: "connhost_execute", Params: []byte{I32, I32, I32, I32}, Results: []byte{I64}, Body: I64Const(pack(outcomeAt, len(MinimalOutcome)))},
+			{Name: "connhost_execute", Params: []byte{I32, I32, I32, I32}, Results: []byte{I64}, Body: Cat(
+				LocalGet(1), I32Const(4), []byte{0x46}, // op_len == 4
+				[]byte{0x04, I64}, I64Const(pack(outcomeAt, len(MinimalOutcome))),
+				[]byte{0x05}, I64Const(pack(refusalAt, len(MinimalRefusal))), []byte{0x0b})},
 		},
 	}
 }
