@@ -2,9 +2,6 @@
 // compiled to WebAssembly: export and import names, the ABI version, and the
 // byte envelopes that cross the boundary.
 //
-// docs/abi.md is the specification a guest in any language is written from;
-// a test keeps it and these constants in agreement.
-//
 // It depends on the standard library only, because the guest SDK in
 // [github.com/connhost/connhost/abi/guest] compiles it into every connector.
 //

@@ -77,6 +77,8 @@ func BuildAny(ctx context.Context, srcDir, outPath string) (digest string, lang 
 // RustToolchain is a cargo and a rustc that can build for a WASI target.
 type RustToolchain struct {
 	Cargo, Rustc string
+	// Rustdoc is the rustdoc beside Rustc ("" when there is none).
+	Rustdoc string
 	// Target is wasm32-wasip1, or wasm32-wasi for toolchains before 1.78.
 	Target string
 }
@@ -112,7 +114,11 @@ func FindRustToolchain() (RustToolchain, error) {
 				if _, err := exec.LookPath(p.cargo); err != nil {
 					continue
 				}
-				return RustToolchain{Cargo: p.cargo, Rustc: p.rustc, Target: target}, nil
+				tc := RustToolchain{Cargo: p.cargo, Rustc: p.rustc, Target: target}
+				if doc := filepath.Join(filepath.Dir(p.rustc), "rustdoc"); fileExists(doc) {
+					tc.Rustdoc = doc
+				}
+				return tc, nil
 			}
 		}
 	}
@@ -313,4 +319,9 @@ func fixedBuildDir() string {
 		return "/tmp/connhost-rust-build"
 	}
 	return filepath.Join(os.TempDir(), "connhost-rust-build")
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }
