@@ -446,7 +446,20 @@ type observed struct {
 // slot if it is not nil, and advances the execution from its answer.
 func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	return e.advance(ctx, caller, rec, e.call(ctx, op, rec, slot))
+	return e.advance(ctx, caller, rec, e.claimAndCall(ctx, op, rec, slot))
+}
+
+// claimAndCall calls the connector for the freshly dispatched record rec,
+// on slot if it is not nil (given back either way), once the journal of
+// consumed approvals has recorded the dispatch (a gated call on a shared
+// ledger, see journal.go); a dispatch the journal holds already is not
+// called (evidence repeat).
+func (e *Executor) claimAndCall(ctx context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) observed {
+	if obs, ok := e.claim(rec, op); !ok {
+		slot.Release()
+		return obs
+	}
+	return e.call(ctx, op, rec, slot)
 }
 
 // advance moves rec forward, one step of the decision table (decide.go) at
@@ -490,21 +503,35 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return Result{}, err
 			}
 		}
+		replayed, err := e.repeated(rec, op)
+		if err != nil {
+			return Result{}, err
+		}
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
 		f.Elsewhere = elsewhere != nil
+		f.Replayed = replayed
+		if obs.ev == evRepeat {
+			f.Replayed = obs.detail
+		}
 		act := decide(f)
-		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
-			// A node without any approver's key verifies nothing: ending
-			// the call here would make a misconfigured node destroy
-			// every approval it is asked about. It is left as it is.
-			return Result{}, fmt.Errorf("host: execution[%s]: this node holds no approver keys (Options.ApprovalKeys; [[principals]] with role approver in connhost.toml), so it cannot verify the approval of a gated call on the shared ledger, and does not dispatch it: send the call to a node that reads the deployment's approvers", rec.ID)
+		if act.Decision == DecisionApprovalUnverified {
+			// A node whose configuration lacks the reviewer (or the
+			// reviewer's namespace) cannot judge the approval: ending the
+			// call here would make a node with a stale or partial config
+			// destroy the approvals the others accept. It is left as it
+			// is, neither dispatched nor ended.
+			if why, unconfigured := e.verify(rec); unconfigured {
+				e.opts.Logger.Error("a gated call's approval names a reviewer this node's configuration does not authorise; the call is left as it is",
+					"execution_id", rec.ID, "reviewer", rec.Approval.By, "namespace", rec.Namespace, "why", why)
+				return ResultOf(rec), refuse(ErrApproverNotConfigured, "execution %s is %s on an approval by %s, whom this node's configuration does not authorise for namespace %q ([[principals]] with role approver, its token and namespaces): this node cannot verify the approval, so it neither runs nor ends the call; send it to a node that reads the deployment's approvers, or give this node %s's entry (%s)",
+					rec.ID, rec.State, rec.Approval.By, rec.Namespace, rec.Approval.By, why)
+			}
 		}
 		if obs.ev == evNone && rec.State == ledger.StateDispatched {
 			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)
 		} else if obs.ev == evUncertain {
 			why = obs.detail
 		}
-		var err error
 		switch act.Step {
 		case stepAnswer:
 			res := ResultOf(rec)
@@ -585,7 +612,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			}
 			rec, worked = next, true
 			crash.At(crash.AfterDispatchRecord)
-			obs = e.call(ctx, op, rec, slot)
+			obs = e.claimAndCall(ctx, op, rec, slot)
 
 		case stepReconcile:
 			if op == nil {
@@ -604,6 +631,12 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				continue
 			}
 			rec, worked = next, true
+			if act.To == ledger.StateSucceeded {
+				// After the outcome's write, not before: a crash between
+				// the two leaves an attempt whose outcome recovery
+				// re-derives (its policy's row), not a refused repeat.
+				e.noteApplied(rec, op)
+			}
 			switch act.To {
 			case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRetryWait:
 				crash.At(crash.AfterOutcomeRecord)
@@ -810,6 +843,9 @@ func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action
 		t.Event.Evidence = evidence
 	case ledger.StateRecoveryRequired:
 		t.Event.Evidence = evidence
+		if act.Decision == DecisionLedgerDamaged {
+			t.Event.Evidence = act.Reason
+		}
 		if act.Decision == DecisionKeyRetentionPassed {
 			t.Event.Evidence = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again",
 				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))
