@@ -70,12 +70,20 @@ func TestNewInEveryLanguage(t *testing.T) {
 				t.Fatalf("the kit was not written: %v\n%s", err, out)
 			}
 			if lang == "rust" {
+				// The scaffold's tests, and the kit's own (envelopes, JSON,
+				// the classification of answers).
 				tc := testenv.RustToolchain(t)
-				cmd := exec.Command(tc.Cargo, "test", "--offline")
-				cmd.Dir = filepath.Join(dir, "plugins", "widgets")
-				cmd.Env = append(os.Environ(), "RUSTC="+tc.Rustc, "RUSTDOC="+tc.Rustdoc, "CARGO_TARGET_DIR="+filepath.Join(t.TempDir(), "target"))
-				if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "test result: ok. 4 passed") {
-					t.Fatalf("cargo test: %v\n%s", err, out)
+				kitDir, _ := filepath.Abs(filepath.Join("..", "..", "sdk", "rust", "connhost-guest"))
+				for _, c := range []struct{ dir, want string }{
+					{filepath.Join(dir, "plugins", "widgets"), "test result: ok. 4 passed"},
+					{kitDir, "test result: ok. 7 passed"},
+				} {
+					cmd := exec.Command(tc.Cargo, "test", "--offline")
+					cmd.Dir = c.dir
+					cmd.Env = append(os.Environ(), "RUSTC="+tc.Rustc, "RUSTDOC="+tc.Rustdoc, "CARGO_TARGET_DIR="+filepath.Join(t.TempDir(), "target"))
+					if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), c.want) {
+						t.Fatalf("cargo test in %s: %v\n%s", c.dir, err, out)
+					}
 				}
 			}
 			mans, mods := filepath.Join(dir, "manifests"), filepath.Join(dir, "build")
