@@ -352,7 +352,7 @@ follow from another's.`,
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.mcpCommand(), a.buildCommand(),
-		a.auditCommand(), a.newCommand(), a.ledgerCommand(),
+		a.auditCommand(), a.newCommand(), a.ledgerCommand(), a.abiCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp}, a.versionCommand(),
 	)
 	root.AddCommand(a.devkitCommands()...)
