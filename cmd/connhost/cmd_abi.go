@@ -56,7 +56,7 @@ Every HTTP request of a round trip is denied and no config value is set,
 so nothing reaches a provider. A failed rule says what is wrong and what
 fixes it. The exit code is 0 when the module conforms, 3 otherwise.`,
 		Example: `  connhost abi check build/payments.wasm --manifest manifests/payments.toml
-  connhost abi check target/wasm32-wasip1/release/mine.wasm --json`,
+  connhost abi check build/email.wasm --json`,
 		Args: exactArgs(1, "a .wasm module"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code, err := os.ReadFile(args[0])
