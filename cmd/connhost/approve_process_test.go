@@ -18,10 +18,10 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // buildConnhost builds ./cmd/connhost into dir.

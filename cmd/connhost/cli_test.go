@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func TestUsageErrorsExit2(t *testing.T) {
@@ -327,10 +327,10 @@ token = "0123456789abcdef0123456789abcdef"
 type dirs struct{ data, modules string }
 
 // testDirs returns a fresh data dir and a modules dir holding noop.wasm
-// (internal/devkit/testing/testconnectors/noop), the module of testdata/manifests.
+// (devkit/testing/testconnectors/noop), the module of testdata/manifests.
 func testDirs(t *testing.T) dirs {
 	t.Helper()
-	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/noop")
+	wasm, _, err := wasmbuild.Cached(context.Background(), "devkit/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatalf("build noop connector: %v", err)
 	}

@@ -20,12 +20,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
-	"github.com/connhost/connhost/internal/console"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/console"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/tooldefs"
 )
 
 // startSandbox starts the local provider emulators (Stripe and Mailpit API

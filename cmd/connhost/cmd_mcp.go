@@ -11,9 +11,9 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/mcpserver"
-	"github.com/connhost/connhost/internal/waiting"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/mcpserver"
+	"github.com/connhost/connhost/server/waiting"
 )
 
 func (a *app) mcpCommand() *cobra.Command {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func (a *app) ledgerCommand() *cobra.Command {

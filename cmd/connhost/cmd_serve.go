@@ -26,13 +26,13 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/buildinfo"
-	"github.com/connhost/connhost/internal/console"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/mcpserver"
-	"github.com/connhost/connhost/internal/notify"
-	"github.com/connhost/connhost/internal/waiting"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/console"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/mcpserver"
+	"github.com/connhost/connhost/server/notify"
+	"github.com/connhost/connhost/server/waiting"
 )
 
 // DefaultListen is the default address of serve and dev: loopback only.
@@ -95,7 +95,7 @@ func (a *app) serveCommand() *cobra.Command {
 		Use:   "serve --config connhost.toml [--listen 127.0.0.1:8420]",
 		Short: "Serve the HTTP API (production)",
 		Long: `serve opens the ledger, loads the connectors, runs recovery, and serves
-the HTTP API (see internal/httpapi/openapi.json; GET /openapi.json on the
+the HTTP API (see server/httpapi/openapi.json; GET /openapi.json on the
 server) until SIGINT or SIGTERM, then drains requests and closes the ledger.
 MCP clients reach the same tools at /mcp (streamable HTTP; see connhost mcp
 --help for the _meta ids a runtime passes). A side-effecting MCP call

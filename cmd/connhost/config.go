@@ -21,10 +21,10 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/notify"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/notify"
 )
 
 // Config is a connhost.toml file:
@@ -354,7 +354,7 @@ type ServerConfig struct {
 }
 
 // NotifyConfig is the [notify] table: where what starts to wait for a
-// human is told (see internal/notify).
+// human is told (see server/notify).
 //
 // webhook_url receives a signed POST (Standard Webhooks: webhook-id,
 // webhook-timestamp, webhook-signature) per call that starts to await

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connhost/connhost/internal/mcpserver"
+	"github.com/connhost/connhost/server/mcpserver"
 )
 
 // TestConfigMCPApprover: [mcp] approver names the user of connhost mcp;

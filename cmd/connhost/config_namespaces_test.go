@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func tenantEnv(k string) (string, bool) {

@@ -17,9 +17,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/mcpserver"
 )
 
 type fakeSandbox struct{ closed bool }

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
@@ -94,7 +94,7 @@ func newRestoreRig(t *testing.T) *restoreRig {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(prov.Close)
-	wasm, digest, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/effect")
+	wasm, digest, err := wasmbuild.Cached(context.Background(), "devkit/testing/testconnectors/effect")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 )
 
 const notifySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

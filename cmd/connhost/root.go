@@ -19,9 +19,9 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // Exit codes of connhost. They are part of the CLI's contract: scripts and
@@ -121,7 +121,7 @@ type app struct {
 	shipped bool
 }
 
-// providerSandbox is what dev and sandbox need from internal/devkit/sandbox.
+// providerSandbox is what dev and sandbox need from devkit/sandbox.
 type providerSandbox interface {
 	PaymentsURL() string
 	EmailURL() string

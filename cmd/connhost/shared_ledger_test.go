@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func TestMain(m *testing.M) {

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // approvalKeys returns host.Options.ApprovalKeys for the config: the key

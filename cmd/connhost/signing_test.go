@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func noEnv(string) (string, bool) { return "", false }

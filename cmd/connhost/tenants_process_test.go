@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // TestTenantsThroughServe runs connhost serve (a real process) with two
