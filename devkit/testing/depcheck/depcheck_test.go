@@ -3,8 +3,9 @@
 // and the guest SDK are compiled into every connector and depend on the
 // standard library only; Pebble stays in ledger/; wazero stays in
 // internal/wasmrt, which imports neither the executor nor the ledger (the
-// layers only point down); connectors depend on the standard library and
-// the ABI only.
+// layers only point down); nothing below the server (internal/, host/,
+// ledger/) imports the front doors in server/ or the dev kit; connectors
+// depend on the standard library and the ABI only.
 package depcheck
 
 import (
@@ -251,6 +252,47 @@ func pgxAllowed(p string) bool {
 	return within(p, module+"/ledger/pgledger") || p == module+"/devkit/testing/testenv" || p == module+"/devkit/bench"
 }
 
+// upwardViolations returns "importer imports dep" for every package below
+// the server (internal/, host/, ledger/) whose code imports server/... or
+// devkit/..., and for every test of those packages that imports server/...
+// (their tests may use the dev kit's rigs: testenv, wasmgen, the
+// emulators). host/crashtest, the public face of the crash-test engine, may
+// import devkit/crashtest.
+func upwardViolations(pkgs []pkg) []string {
+	var bad []string
+	for _, p := range pkgs {
+		if !within(p.ImportPath, module+"/internal") && !within(p.ImportPath, module+"/host") && !within(p.ImportPath, module+"/ledger") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if within(imp, module+"/server") || (within(imp, module+"/devkit") && p.ImportPath != module+"/host/crashtest") {
+				bad = append(bad, fmt.Sprintf("%s imports %s", p.ImportPath, imp))
+			}
+		}
+		for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+			if within(imp, module+"/server") {
+				bad = append(bad, fmt.Sprintf("%s (test) imports %s", p.ImportPath, imp))
+			}
+		}
+	}
+	return slices.Compact(bad)
+}
+
+// TestTheLayersBelowTheServerDoNotImportIt: internal/ keeps only what lies
+// below host, so neither it nor host and ledger reach up into the front
+// doors (server/...) or the dev kit (devkit/...).
+func TestTheLayersBelowTheServerDoNotImportIt(t *testing.T) {
+	pkgs := goList(t, nil, "./...")
+	for _, want := range []string{module + "/internal/wasmrt", module + "/server/httpapi", module + "/devkit/sandbox"} {
+		if !listed(pkgs, want) {
+			t.Fatalf("go list did not list %s", want)
+		}
+	}
+	for _, bad := range upwardViolations(pkgs) {
+		t.Errorf("%s; internal/, host/ and ledger/ lie below the server and the dev kit and must not import them", bad)
+	}
+}
+
 // TestRuleCheckersReportViolations proves the checkers above can fail.
 func TestRuleCheckersReportViolations(t *testing.T) {
 	deps := []pkg{
@@ -275,6 +317,20 @@ func TestRuleCheckersReportViolations(t *testing.T) {
 	if got := confinedViolations([]pkg{{ImportPath: module + "/host", Imports: []string{pgx + "/pgxpool"}},
 		{ImportPath: module + "/ledger/pgledger", Imports: []string{pgx}}}, pgx, pgxAllowed); !slices.Equal(got, []string{module + "/host imports " + pgx + "/pgxpool"}) {
 		t.Errorf("confinedViolations(pgx) = %q", got)
+	}
+	upward := []pkg{
+		{ImportPath: module + "/internal/lease", Imports: []string{module + "/server/waiting"}, TestImports: []string{module + "/devkit/testing/testenv"}},
+		{ImportPath: module + "/internal/wasmrt", XTestImports: []string{module + "/server/httpapi"}},
+		{ImportPath: module + "/host", Imports: []string{module + "/devkit/sandbox"}},
+		{ImportPath: module + "/host/crashtest", Imports: []string{module + "/devkit/crashtest"}},
+		{ImportPath: module + "/server/httpapi", Imports: []string{module + "/host", module + "/devkit/sandbox"}},
+	}
+	if got, want := upwardViolations(upward), []string{
+		module + "/internal/lease imports " + module + "/server/waiting",
+		module + "/internal/wasmrt (test) imports " + module + "/server/httpapi",
+		module + "/host imports " + module + "/devkit/sandbox",
+	}; !slices.Equal(got, want) {
+		t.Errorf("upwardViolations = %q, want %q", got, want)
 	}
 	want = []string{module + "/cmd/connhost imports " + wazero + "/api"}
 	if got := confinedViolations(pkgs, wazero, func(p string) bool { return within(p, module+"/internal/wasmrt") }); !slices.Equal(got, want) {
