@@ -66,8 +66,8 @@ func pinnedManifests(t *testing.T, dir, module string) string {
 	return out
 }
 
-// server is a connhost serve or dev process under test.
-type server struct {
+// serverProcess is a connhost serve or dev process under test.
+type serverProcess struct {
 	*proc.Process
 	log  *bytes.Buffer // its stderr, complete once it has ended
 	logs chan string   // its log lines while it runs
@@ -78,10 +78,10 @@ type server struct {
 // startServer starts bin with args and env and returns once the log line
 // containing ready appears (serve and dev log it after they wrote the
 // discovery file). The process is killed when the test ends.
-func startServer(t *testing.T, bin string, env []string, ready string, args ...string) *server {
+func startServer(t *testing.T, bin string, env []string, ready string, args ...string) *serverProcess {
 	t.Helper()
 	pr, pw := io.Pipe()
-	s := &server{log: &bytes.Buffer{}, logs: make(chan string, 1024)}
+	s := &serverProcess{log: &bytes.Buffer{}, logs: make(chan string, 1024)}
 	p, err := proc.Start(proc.Cmd{Path: bin, Args: args, Env: env, Stderr: io.MultiWriter(s.log, pw), DieWithParent: true})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func startServer(t *testing.T, bin string, env []string, ready string, args ...s
 
 // stop ends the server with SIGTERM, as an operator would, and fails the
 // test unless it shut down cleanly.
-func (s *server) stop(t *testing.T) {
+func (s *serverProcess) stop(t *testing.T) {
 	t.Helper()
 	s.Stop(processBound)
 	if res, err := s.Wait(t.Context()); err != nil || res.Signal != 0 || res.Code != 0 {

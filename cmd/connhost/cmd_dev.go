@@ -23,6 +23,7 @@ import (
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/console"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/tooldefs"
@@ -44,10 +45,10 @@ func startSandbox(ctx context.Context, listen, stateDir string, logger *slog.Log
 // (manifests/payments.toml declares config ["api_key", "base_url"],
 // manifests/email.toml ["base_url", "default_from", "basic_auth"]). Values
 // from a --config file win.
-func devConfig(paymentsURL, emailURL string, file *Config) func(connector, key string) (string, bool) {
+func devConfig(paymentsURL, emailURL string, file *server.Config) func(connector, key string) (string, bool) {
 	return func(connector, key string) (string, bool) {
 		if file != nil {
-			if v, ok := file.lookup(connector, key); ok {
+			if v, ok := file.Lookup(connector, key); ok {
 				return v, true
 			}
 		}
@@ -125,7 +126,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 					emailURL = sb.EmailURL()
 				}
 			}
-			var file *Config
+			var file *server.Config
 			if a.g.config != "" {
 				if file, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
 					return err
@@ -150,7 +151,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				configFunc:    cfg,
 				allowUnpinned: true,
 				extraOrigins:  devOrigins(cfg),
-				mcp:           mcpOptions(file, true),
+				mcp:           file.MCPOptions(true),
 				mailURL:       emailURL,
 				notify:        notifyOf(file),
 				ready: func(api string) {
@@ -466,7 +467,7 @@ Without it the state lives in memory.`,
 }
 
 // notifyOf returns the [notify] table of dev's --config, if any.
-func notifyOf(file *Config) *NotifyConfig {
+func notifyOf(file *server.Config) *server.NotifyConfig {
 	if file == nil {
 		return nil
 	}

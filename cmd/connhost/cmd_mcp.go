@@ -11,6 +11,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
+	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/mcpserver"
 	"github.com/connhost/connhost/server/waiting"
@@ -87,9 +88,9 @@ In a desktop client's MCP configuration:
 			// Without a config (a quick local try) calls without ids
 			// run, with a warning; a configured one refuses them unless
 			// it allows them.
-			mo := mcpOptions(cfg, a.g.config == "")
+			mo := cfg.MCPOptions(a.g.config == "")
 			approver := mo.Approver
-			if startErr == nil && approver != "" && !cfg.principalWith(approver, httpapi.RoleApprover) {
+			if startErr == nil && approver != "" && !cfg.PrincipalWith(approver, httpapi.RoleApprover) {
 				if dsn, _, err := a.sharedLedger(); err != nil {
 					startErr = err
 				} else if dsn != "" {
@@ -191,7 +192,7 @@ const mcpStartGrace = 2 * time.Second
 // empty (the stdio transports of many runtimes pass a bare environment)
 // still yields its paths and [mcp] table, so that the tools can be
 // listed; err then says what is missing, and nothing runs with it.
-func (a *app) loadMCPConfig() (*Config, error) {
+func (a *app) loadMCPConfig() (*server.Config, error) {
 	if a.g.config == "" {
 		return nil, nil
 	}

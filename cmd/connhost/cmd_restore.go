@@ -13,6 +13,7 @@ import (
 
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/httpapi"
 )
 
@@ -258,7 +259,7 @@ prints what was fenced.`,
 				}
 				rep, err = pgledger.AcceptRestore(cmd.Context(), pgledger.Options{DSN: dsn, ApplicationName: "connhost", Logger: quiet, WitnessPath: a.witnessPath(cfg)}, acc)
 				if err != nil {
-					err = fmt.Errorf("shared ledger %s: %w", redactDSN(dsn), err)
+					err = fmt.Errorf("shared ledger %s: %w", server.RedactDSN(dsn), err)
 				}
 			} else {
 				rep, err = ledger.AcceptRestore(cmd.Context(), ledger.Options{Dir: filepath.Join(a.g.data, "ledger"), WitnessPath: a.witnessPath(cfg), Logger: quiet}, acc)

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +27,7 @@ import (
 	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/console"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/mcpserver"
@@ -218,7 +218,7 @@ are retried with backoff and never hold a call up.`,
 			if cmd.Flags().Changed("listen") || cfg.Server.Listen == "" {
 				cfg.Server.Listen = listen
 			}
-			principals := cfg.principals()
+			principals := cfg.Credentials()
 			if !isLoopbackListen(cfg.Server.Listen) && len(principals) == 0 {
 				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
 			}
@@ -240,7 +240,7 @@ are retried with backoff and never hold a call up.`,
 				return usagef("--lease-ttl must be positive")
 			}
 			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals,
-				anonymous: cfg.anonymous(), config: cfg, leaseTTL: leaseTTL, mcp: mcpOptions(cfg, false)})
+				anonymous: cfg.Anonymous(), config: cfg, leaseTTL: leaseTTL, mcp: cfg.MCPOptions(false)})
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
@@ -265,7 +265,7 @@ func testHooksSet() []string {
 
 // applyServerConfig takes data, manifests and modules from the config file
 // unless they were given as flags.
-func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
+func (a *app) applyServerConfig(cmd *cobra.Command, cfg *server.Config) {
 	set := func(flag string, dst *string, v string) {
 		if v != "" && !cmd.Flags().Changed(flag) {
 			*dst = v
@@ -285,7 +285,7 @@ type serveOptions struct {
 	// anonymous acts for every request when there are no principals; nil
 	// is httpapi's default, the runtime-only httpapi.LoopbackRuntime.
 	anonymous *httpapi.Principal
-	config    *Config
+	config    *server.Config
 	// configFunc overrides config (dev hands the sandbox URLs).
 	configFunc func(connector, key string) (string, bool)
 	// allowUnpinned loads unpinned modules (dev).
@@ -302,30 +302,10 @@ type serveOptions struct {
 	mcp mcpserver.Options
 	// notify is the [notify] table of dev's --config (serve reads
 	// config's).
-	notify *NotifyConfig
+	notify *server.NotifyConfig
 	// mailURL is the Mailpit dev mails what starts to wait to ("":
 	// none).
 	mailURL string
-}
-
-// mcpOptions are the MCP server's options from the config's [mcp] table
-// (cfg may be nil). A side-effecting call without a stable identity is
-// refused unless the config allows it, or unless lenient (dev, connhost
-// mcp without a config), where it runs with a warning.
-func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
-	o := mcpserver.Options{PerRequest: mcpserver.PerRequestRefuse}
-	if lenient {
-		o.PerRequest = mcpserver.PerRequestWarn
-	}
-	if cfg != nil {
-		o.Approver = cfg.MCP.Approver
-		o.ApprovalWait = cfg.MCP.ApprovalWait
-		o.TrustedOrigins = cfg.MCP.AllowOrigins
-		if cfg.MCP.AllowPerRequest {
-			o.PerRequest = mcpserver.PerRequestAllow
-		}
-	}
-	return o
 }
 
 // serveAPI opens the executor and serves the API until ctx is done.
@@ -349,14 +329,14 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	o := openOptions{observer: ann.Observer(httpapi.NewObserver(reg)), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
 		prewarm: true, server: true, leaseTTL: so.leaseTTL}
 	if o.config == nil && so.config != nil {
-		o.config = so.config.lookup
+		o.config = so.config.Lookup
 	}
 	if so.config != nil {
 		ms, err := a.loadManifests()
 		if err != nil {
 			return err
 		}
-		if err := so.config.check(ms); err != nil {
+		if err := so.config.CheckConnectors(ms); err != nil {
 			return err
 		}
 	}
@@ -372,7 +352,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}()
 	if l, _, fleet := ex.NodeLease(); fleet {
 		dsn, _, _ := a.sharedLedger()
-		logger.Info("executor open", "data", a.g.data, "ledger", redactDSN(dsn), "node", l.Node, "epoch", l.Epoch,
+		logger.Info("executor open", "data", a.g.data, "ledger", server.RedactDSN(dsn), "node", l.Node, "epoch", l.Epoch,
 			"connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
 	} else {
 		logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
@@ -466,9 +446,9 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	} else {
 		defer removeInfo()
 	}
-	logAuthority(logger, apiOpts)
-	logScopes(logger, so.principals)
-	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "console", url+console.Prefix, "auth", len(so.principals) > 0, "principals", principalNames(so.principals), "tls", scheme == "https")
+	server.LogAuthority(logger, apiOpts)
+	server.LogScopes(logger, so.principals)
+	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "console", url+console.Prefix, "auth", len(so.principals) > 0, "principals", server.PrincipalNames(so.principals), "tls", scheme == "https")
 	if so.ready != nil {
 		so.ready(url)
 	}
@@ -506,7 +486,7 @@ func (a *app) consoleAudit(ex *host.Executor) func(context.Context) audit.Report
 
 // publicURL is the URL humans reach the server at: [server] public_url,
 // else the listen address's (loopback for an unspecified one).
-func publicURL(cfg *Config, scheme string, addr net.Addr) string {
+func publicURL(cfg *server.Config, scheme string, addr net.Addr) string {
 	if cfg != nil && cfg.Server.PublicURL != "" {
 		return cfg.Server.PublicURL
 	}
@@ -555,56 +535,6 @@ func redactURL(raw string) string {
 	}
 	u.RawQuery, u.User = "", nil
 	return u.String()
-}
-
-// logAuthority logs who may decide what through the API, in the terms an
-// operator acts on: dev's open door, and roles no principal holds.
-func logAuthority(logger *slog.Logger, o httpapi.Options) {
-	has := func(r httpapi.Role) bool {
-		if len(o.Principals) == 0 {
-			return o.Anonymous.Has(r)
-		}
-		return slices.ContainsFunc(o.Principals, func(p httpapi.Principal) bool { return p.Has(r) })
-	}
-	if len(o.Principals) == 0 && o.Anonymous.Has(httpapi.RoleApprover) {
-		logger.Warn("no credentials: anyone on this machine can approve, reject and resolve calls through this API",
-			"recorded_as", o.Anonymous.Name)
-	}
-	if !has(httpapi.RoleApprover) {
-		logger.Warn("approvals disabled: no principal has role approver, so approve and reject answer 403 approval_not_configured; add a [[principals]] entry with roles = [\"approver\"] to the config")
-	}
-	for _, p := range o.Principals {
-		if selfApprover(p.Roles) {
-			logger.Warn("principal may approve the calls it makes itself (allow_self_approval): its approvals are no second pair of eyes",
-				"principal", p.Name)
-		}
-	}
-	if len(o.Principals) > 0 && !has(httpapi.RoleRuntime) {
-		logger.Warn("no principal has role runtime: executions are refused (set [server] token_env in the config)")
-	}
-}
-
-// logScopes logs, once any principal is bound to namespaces, where each
-// principal acts.
-func logScopes(logger *slog.Logger, ps []httpapi.Principal) {
-	if !slices.ContainsFunc(ps, func(p httpapi.Principal) bool { return len(p.Namespaces) > 0 }) {
-		return
-	}
-	for _, p := range ps {
-		nss := p.Namespaces
-		if len(nss) == 0 {
-			nss = []string{"* (every namespace)"}
-		}
-		logger.Info("principal scope", "principal", p.Name, "roles", p.Roles, "namespaces", nss)
-	}
-}
-
-func principalNames(ps []httpapi.Principal) []string {
-	names := make([]string, len(ps))
-	for i, p := range ps {
-		names[i] = p.Name
-	}
-	return names
 }
 
 // logger logs to stderr: JSON with --json, text otherwise, from

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/mcpserver"
 )
@@ -120,7 +121,7 @@ func TestLogAuthority(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf strings.Builder
-			logAuthority(slog.New(slog.NewTextHandler(&buf, nil)), tc.opts)
+			server.LogAuthority(slog.New(slog.NewTextHandler(&buf, nil)), tc.opts)
 			for _, w := range tc.want {
 				if !strings.Contains(buf.String(), w) {
 					t.Errorf("log lacks %q:\n%s", w, buf.String())

@@ -543,7 +543,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := writeFile(t, r.dir, "serve.toml", "[server]\ntoken_env = \"T_RUNTIME\"\n\n[[principals]]\nname = \"rita\"\nroles = [\"approver\"]\ntoken_env = \"T_RITA\"\n\n"+string(base))
-		serve := func() (*server, string) {
+		serve := func() (*serverProcess, string) {
 			s := startServer(t, r.bin, cliEnv("T_RUNTIME="+runtimeTok, "T_RITA="+ritaTok), "serving the HTTP API",
 				"--data", data, "--manifests", r.manifests, "--modules", r.modules, "--config", cfg, "--ledger", r.ledger,
 				"serve", "--listen", "127.0.0.1:0", "--node", "n1")

@@ -21,6 +21,7 @@ import (
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/httpapi"
 )
 
@@ -504,13 +505,13 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	var approvalNamespaces map[string][]string
 	if cfg != nil {
 		if o.config == nil {
-			if err := cfg.check(ms); err != nil {
+			if err := cfg.CheckConnectors(ms); err != nil {
 				return nil, err
 			}
-			o.config = cfg.lookup
+			o.config = cfg.Lookup
 		}
-		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
-		approvalKeys, approvalNamespaces = cfg.approvalKeys(), cfg.approvalNamespaces()
+		cfg.ApplyAllowHTTP(ms, a.warnLogger(explicitLogger))
+		approvalKeys, approvalNamespaces = cfg.ApprovalKeys(), cfg.ApprovalNamespaces()
 		if cfg.Server.RequireSignoff {
 			if err := a.checkSignoffs(ms); err != nil {
 				return nil, err
@@ -537,7 +538,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		ApprovalNamespaces: approvalNamespaces,
 	}
 	if cfg != nil {
-		opts.NamespaceConfig = cfg.namespaceConfig()
+		opts.NamespaceConfig = cfg.NamespaceConfig()
 		opts.InstanceWait = cfg.Server.InstanceWait
 	}
 	if dsn != "" {
@@ -592,7 +593,7 @@ func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) e
 	if errors.Is(err, ledger.ErrNoLedger) {
 		// Never an empty answer: that would read as "nothing waits".
 		if dsn, _, _ := a.sharedLedger(); dsn != "" {
-			return refusef(ledger.ErrNoLedger, "there is no ledger in the shared database %s (it holds no connhost tables): nothing was ever recorded there (serve, dev and exec create them; is --ledger the right database?)", redactDSN(dsn))
+			return refusef(ledger.ErrNoLedger, "there is no ledger in the shared database %s (it holds no connhost tables): nothing was ever recorded there (serve, dev and exec create them; is --ledger the right database?)", server.RedactDSN(dsn))
 		}
 		return refusef(ledger.ErrNoLedger, "there is no ledger in %s: nothing was ever recorded there (serve, dev and exec create one; is --data the right directory?)", a.g.data)
 	}
@@ -634,7 +635,7 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 // witnessPath is the ledger's witness file: --witness, else the config's
 // [server] witness, else the data directory's path plus ".witness" (a
 // sibling of --data, so that a restored or deleted data directory is seen).
-func (a *app) witnessPath(cfg *Config) string {
+func (a *app) witnessPath(cfg *server.Config) string {
 	switch {
 	case a.g.witness != "":
 		return a.g.witness
@@ -711,4 +712,23 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// warnLogger is logger, or, when a one-shot command discards the
+// executor's logs, a logger that prints warnings on stderr: an operator
+// override must never be silent.
+func (a *app) warnLogger(logger *slog.Logger) *slog.Logger {
+	if logger != nil {
+		return logger
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// loadConfig reads and validates --config's file (server.LoadConfig); a
+// file that does not exist is a usage error (exit 2).
+func loadConfig(path string, env func(string) (string, bool)) (*server.Config, error) {
+	if err := mustExist("--config", path); err != nil {
+		return nil, err
+	}
+	return server.LoadConfig(path, env)
 }

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
-	"regexp"
-	"strings"
 
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/server"
 )
 
 // EnvLedger is the environment variable --ledger defaults to: a connection
@@ -23,7 +21,7 @@ const EnvLedger = "CONNHOST_LEDGER"
 // command works on: --ledger, else $CONNHOST_LEDGER, else (with --config)
 // the config's [server] ledger or ledger_env; "" for the Pebble ledger in
 // --data. It also returns the config's node id and lease TTL, if any.
-func (a *app) sharedLedger() (dsn string, cfg *Config, err error) {
+func (a *app) sharedLedger() (dsn string, cfg *server.Config, err error) {
 	if a.g.config != "" {
 		if cfg, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
 			return "", nil, err
@@ -32,7 +30,7 @@ func (a *app) sharedLedger() (dsn string, cfg *Config, err error) {
 	switch {
 	case a.g.ledger != "":
 		dsn = a.g.ledger
-		if dsnHasPassword(dsn) && !a.warnedDSN {
+		if server.DSNHasPassword(dsn) && !a.warnedDSN {
 			a.warnedDSN = true
 			fmt.Fprintf(a.stderr, "connhost: warning: the --ledger connection string holds a password, which every user of this machine can read in the process list (ps, /proc/<pid>/cmdline); give the password in PGPASSWORD or ~/.pgpass, or the whole string in $%s or in the variable [server] ledger_env names\n", EnvLedger)
 		}
@@ -65,7 +63,7 @@ func openShared(ctx context.Context, o sharedOpen) (*pgledger.DB, error) {
 	}
 	db, err := pgledger.Open(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("shared ledger %s: %w", redactDSN(o.dsn), err)
+		return nil, fmt.Errorf("shared ledger %s: %w", server.RedactDSN(o.dsn), err)
 	}
 	return db, nil
 }
@@ -87,7 +85,7 @@ func badDSN(dsn string) error {
 // one-shot command the host name, "cli" and the process id (unique: a
 // one-shot command running beside a server on the same machine must not
 // take that server's lease over).
-func (a *app) nodeID(cfg *Config, server bool) string {
+func (a *app) nodeID(cfg *server.Config, server bool) string {
 	switch {
 	case a.g.node != "":
 		return a.g.node
@@ -102,53 +100,4 @@ func (a *app) nodeID(cfg *Config, server bool) string {
 		return host
 	}
 	return fmt.Sprintf("%s-cli-%d", host, os.Getpid())
-}
-
-// dsnHasPassword reports whether a connection string holds a password:
-// a URL's user:password@ or password= parameter, or a password= keyword.
-func dsnHasPassword(dsn string) bool {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return strings.Contains(dsn, "@") // cannot tell: assume the worst
-		}
-		if _, ok := u.User.Password(); ok {
-			return true
-		}
-		for k := range u.Query() {
-			if strings.EqualFold(k, "password") {
-				return true
-			}
-		}
-		return false
-	}
-	return dsnPasswordRE.MatchString(dsn)
-}
-
-var dsnPasswordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-
-// redactDSN returns a connection string fit for logs and messages: the
-// password of a URL (user:password@) and of a password= parameter replaced
-// by "xxxxx".
-func redactDSN(dsn string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "(a connection string that does not parse; not shown)"
-		}
-		if u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			}
-		}
-		q := u.Query()
-		for k := range q {
-			if strings.EqualFold(k, "password") {
-				q.Set(k, "xxxxx")
-			}
-		}
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsnPasswordRE.ReplaceAllString(dsn, "${1}xxxxx")
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"os"
@@ -30,7 +30,7 @@ tls_key = "tls/key.pem"
 	}
 	// From another working directory.
 	t.Chdir(t.TempDir())
-	cfg, err := loadConfig(path, func(string) (string, bool) { return "", false })
+	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

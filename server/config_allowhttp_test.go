@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ allow_http = ["http://127.0.0.1:12111", "https://eu.api.example.com:443"]
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := loadConfig(path, noEnv)
+	c, err := LoadConfig(path, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,19 +33,19 @@ allow_http = ["http://127.0.0.1:12111", "https://eu.api.example.com:443"]
 	if got := c.AllowHTTP["payments"]; !slices.Equal(got, want) {
 		t.Fatalf("AllowHTTP = %v, want %v", got, want)
 	}
-	if _, ok := c.lookup("payments", "allow_http"); ok {
+	if _, ok := c.Lookup("payments", "allow_http"); ok {
 		t.Error("allow_http is handed to the connector as a config value")
 	}
-	m, err := manifests.Load("../../manifests/payments.toml")
+	m, err := manifests.Load("../manifests/payments.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// allow_http is not a key the manifest must declare.
-	if err := c.check([]*manifests.Manifest{m}); err != nil {
+	if err := c.CheckConnectors([]*manifests.Manifest{m}); err != nil {
 		t.Fatalf("check: %v", err)
 	}
 	var logs bytes.Buffer
-	c.applyAllowHTTP([]*manifests.Manifest{m}, slog.New(slog.NewTextHandler(&logs, nil)))
+	c.ApplyAllowHTTP([]*manifests.Manifest{m}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if got := m.Capabilities.HTTP; !slices.Equal(got, append([]string{"https://api.stripe.com:443"}, want...)) {
 		t.Errorf("capabilities.http = %v", got)
 	}
@@ -55,7 +55,7 @@ allow_http = ["http://127.0.0.1:12111", "https://eu.api.example.com:443"]
 		}
 	}
 	// Applying twice adds nothing twice.
-	c.applyAllowHTTP([]*manifests.Manifest{m}, slog.New(slog.DiscardHandler))
+	c.ApplyAllowHTTP([]*manifests.Manifest{m}, slog.New(slog.DiscardHandler))
 	if n := len(m.Capabilities.HTTP); n != 3 {
 		t.Errorf("re-applied: %d origins", n)
 	}
@@ -83,7 +83,7 @@ func TestConfigAllowHTTPErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			text := "[server]\nlisten = \"127.0.0.1:8420\"\n\n[connectors.email]\nbase_url = \"http://127.0.0.1:1\"\nallow_http = " + tc.value + "\n"
-			_, err := parseConfig("connhost.toml", []byte(text), noEnv)
+			_, err := ParseConfig("connhost.toml", []byte(text), noEnv)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -98,15 +98,15 @@ func TestConfigAllowHTTPErrors(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[connectors.nope]\nallow_http = [\"http://127.0.0.1:1\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := loadConfig(path, noEnv)
+	c, err := LoadConfig(path, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manifests.Load("../../manifests/email.toml")
+	m, err := manifests.Load("../manifests/email.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.check([]*manifests.Manifest{m}); err == nil || !strings.Contains(err.Error(), `connhost.toml:1: no connector "nope"`) {
+	if err := c.CheckConnectors([]*manifests.Manifest{m}); err == nil || !strings.Contains(err.Error(), `connhost.toml:1: no connector "nope"`) {
 		t.Errorf("check: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"errors"
@@ -429,10 +429,10 @@ const runtimePrincipal = "runtime"
 // reservedNames are the identities of servers without credentials.
 var reservedNames = []string{httpapi.LoopbackRuntime.Name, httpapi.DevLoopback.Name}
 
-// principals returns the API's credentials: [server]'s token as the
+// Credentials returns the API's credentials: [server]'s token as the
 // principal "runtime" (role runtime), then every [[principals]] entry,
 // each with its namespaces and limits.
-func (c *Config) principals() []httpapi.Principal {
+func (c *Config) Credentials() []httpapi.Principal {
 	var out []httpapi.Principal
 	if c.Server.Token != "" {
 		out = append(out, httpapi.Principal{Name: runtimePrincipal, Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: c.Server.Token,
@@ -445,9 +445,9 @@ func (c *Config) principals() []httpapi.Principal {
 	return out
 }
 
-// anonymous returns the principal of serve without credentials: the
+// Anonymous returns the principal of serve without credentials: the
 // runtime-only loopback principal, with [limits].
-func (c *Config) anonymous() *httpapi.Principal {
+func (c *Config) Anonymous() *httpapi.Principal {
 	p := httpapi.LoopbackRuntime
 	p.Limits = c.Limits.limits()
 	return &p
@@ -470,9 +470,9 @@ func (c *Config) serverNamespaces() []string {
 	return nil
 }
 
-// namespaceConfig returns host.Options.NamespaceConfig of the
+// NamespaceConfig returns host.Options.NamespaceConfig of the
 // [namespaces.<ns>.connectors.<name>] tables (nil without any).
-func (c *Config) namespaceConfig() map[string]func(connector, key string) (string, bool) {
+func (c *Config) NamespaceConfig() map[string]func(connector, key string) (string, bool) {
 	if len(c.NamespaceConnectors) == 0 {
 		return nil
 	}
@@ -501,7 +501,7 @@ func (c *Config) String() string {
 	case c.Server.LedgerEnv != "":
 		fmt.Fprintf(&b, ", ledger from $%s", c.Server.LedgerEnv)
 	case c.Server.Ledger != "":
-		fmt.Fprintf(&b, ", ledger %s", redactDSN(c.Server.Ledger))
+		fmt.Fprintf(&b, ", ledger %s", RedactDSN(c.Server.Ledger))
 	}
 	if c.Server.Node != "" {
 		fmt.Fprintf(&b, ", node %s", c.Server.Node)
@@ -543,8 +543,8 @@ func (c *Config) String() string {
 // MarshalJSON redacts: only key names are shown.
 func (c *Config) MarshalJSON() ([]byte, error) { return []byte(fmt.Sprintf("%q", c.String())), nil }
 
-// lookup is host.Options.Config.
-func (c *Config) lookup(connector, key string) (string, bool) {
+// Lookup is host.Options.Config: the value of a [connectors.<name>] key.
+func (c *Config) Lookup(connector, key string) (string, bool) {
 	v, ok := c.Connectors[connector][key]
 	return v.value, ok
 }
@@ -577,20 +577,23 @@ func lineIndex(data []byte) map[string]int {
 	return idx
 }
 
-// loadConfig reads and validates a connhost.toml; env looks variables up
+// LoadConfig reads and validates a connhost.toml; env looks variables up
 // (os.LookupEnv). It reports every problem at once, each with file:line.
-func loadConfig(path string, env func(string) (string, bool)) (*Config, error) {
-	if err := mustExist("--config", path); err != nil {
-		return nil, err
-	}
+// A file that does not exist is an error wrapping fs.ErrNotExist.
+func LoadConfig(path string, env func(string) (string, bool)) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return parseConfig(path, data, env)
+	return ParseConfig(path, data, env)
 }
 
-func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Config, error) {
+// ParseConfig parses and validates the connhost.toml text data read from
+// path (which the errors name, and against whose directory relative paths
+// of [server] are resolved); env looks variables up (os.LookupEnv). It
+// reports every problem at once, each with file:line, and never quotes a
+// value (the file may hold secrets).
+func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Config, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
@@ -1213,9 +1216,9 @@ func checkOrigin(o string) string {
 	return ""
 }
 
-// applyAllowHTTP appends each connector's allow_http origins to its
+// ApplyAllowHTTP appends each connector's allow_http origins to its
 // manifest's http capability and logs one warning per connector changed.
-func (c *Config) applyAllowHTTP(ms []*manifests.Manifest, logger *slog.Logger) {
+func (c *Config) ApplyAllowHTTP(ms []*manifests.Manifest, logger *slog.Logger) {
 	for _, m := range ms {
 		var add []string
 		for _, o := range c.AllowHTTP[m.Connector.Name] {
@@ -1232,8 +1235,8 @@ func (c *Config) applyAllowHTTP(ms []*manifests.Manifest, logger *slog.Logger) {
 	}
 }
 
-// check reports connector tables and keys the manifests do not declare.
-func (c *Config) check(ms []*manifests.Manifest) error {
+// CheckConnectors reports connector tables and keys the manifests do not declare.
+func (c *Config) CheckConnectors(ms []*manifests.Manifest) error {
 	byName := map[string]*manifests.Manifest{}
 	for _, m := range ms {
 		byName[m.Connector.Name] = m
@@ -1270,16 +1273,6 @@ func (c *Config) check(ms []*manifests.Manifest) error {
 
 func sortErrs(errs []error) {
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-}
-
-// warnLogger is logger, or, when a one-shot command discards the
-// executor's logs, a logger that prints warnings on stderr: an operator
-// override must never be silent.
-func (a *app) warnLogger(logger *slog.Logger) *slog.Logger {
-	if logger != nil {
-		return logger
-	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 var quotedOrLongNumber = regexp.MustCompile(`"[^"]*"|'[^']*'|[0-9_]{6,}`)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // a malformed or reserved name and an unknown key are errors with their
 // line.
 func TestConfigMCPApprover(t *testing.T) {
-	c, err := parseConfig("connhost.toml", []byte("[mcp]\napprover = \"rita\"\n"), principalEnv)
+	c, err := ParseConfig("connhost.toml", []byte("[mcp]\napprover = \"rita\"\n"), principalEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestConfigMCPApprover(t *testing.T) {
 		{"not a table", "mcp = \"rita\"\n", "connhost.toml:1: mcp must be a table"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig("connhost.toml", []byte(tt.text), principalEnv)
+			_, err := ParseConfig("connhost.toml", []byte(tt.text), principalEnv)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want %q", err, tt.want)
 			}
@@ -40,21 +40,21 @@ func TestConfigMCPApprover(t *testing.T) {
 // config run it with a warning. approval_wait and allow_origins reach the
 // MCP server; bad values are errors with their line.
 func TestConfigMCPIdentity(t *testing.T) {
-	if o := mcpOptions(nil, true); o.PerRequest != mcpserver.PerRequestWarn {
+	if o := (*Config)(nil).MCPOptions(true); o.PerRequest != mcpserver.PerRequestWarn {
 		t.Errorf("no config, lenient: %q", o.PerRequest)
 	}
-	empty, err := parseConfig("connhost.toml", []byte(""), principalEnv)
+	empty, err := ParseConfig("connhost.toml", []byte(""), principalEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := mcpOptions(empty, false); o.PerRequest != mcpserver.PerRequestRefuse {
+	if o := empty.MCPOptions(false); o.PerRequest != mcpserver.PerRequestRefuse {
 		t.Errorf("a config without the opt-in: %q, want refuse", o.PerRequest)
 	}
-	c, err := parseConfig("connhost.toml", []byte("[mcp]\nallow_per_request_identity = true\napproval_wait = \"90s\"\nallow_origins = [\"https://console.example.com\", \"http://localhost:6274\"]\n"), principalEnv)
+	c, err := ParseConfig("connhost.toml", []byte("[mcp]\nallow_per_request_identity = true\napproval_wait = \"90s\"\nallow_origins = [\"https://console.example.com\", \"http://localhost:6274\"]\n"), principalEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := mcpOptions(c, false)
+	o := c.MCPOptions(false)
 	if o.PerRequest != mcpserver.PerRequestAllow || o.ApprovalWait != 90*time.Second || len(o.TrustedOrigins) != 2 {
 		t.Fatalf("options %+v", o)
 	}
@@ -64,7 +64,7 @@ func TestConfigMCPIdentity(t *testing.T) {
 		{"bad origin", "[mcp]\nallow_origins = [\"console.example.com\"]\n", "connhost.toml:2: mcp.allow_origins[0] console.example.com: want a browser origin"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig("connhost.toml", []byte(tt.text), principalEnv)
+			_, err := ParseConfig("connhost.toml", []byte(tt.text), principalEnv)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want %q", err, tt.want)
 			}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"reflect"
@@ -50,11 +50,11 @@ api_key_env = "KEY"
 api_key_env = "KEY_A"
 base_url = "https://eu.example"
 `
-	c, err := parseConfig("connhost.toml", []byte(text), tenantEnv)
+	c, err := ParseConfig("connhost.toml", []byte(text), tenantEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.principals()
+	got := c.Credentials()
 	want := []httpapi.Principal{
 		{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: "tok-runtime-SECRET", Namespaces: []string{"default"},
 			Limits: httpapi.Limits{MaxPendingApprovals: 50, MaxArgumentBytes: DefaultMaxArgumentBytes, CallsPerSecond: 2.5}},
@@ -70,14 +70,14 @@ base_url = "https://eu.example"
 	if err := opts.Validate(); err != nil {
 		t.Fatalf("httpapi refuses what the config accepted: %v", err)
 	}
-	nc := c.namespaceConfig()
+	nc := c.NamespaceConfig()
 	if v, ok := nc["tenant-a"]("payments", "api_key"); !ok || v != "sk_a_SECRET" {
 		t.Errorf("tenant-a's api_key: %q %v", v, ok)
 	}
 	if _, ok := nc["tenant-a"]("payments", "default_from"); ok {
 		t.Errorf("a key the namespace does not set is answered by it")
 	}
-	if v, _ := c.lookup("payments", "api_key"); v != "sk_SECRET" {
+	if v, _ := c.Lookup("payments", "api_key"); v != "sk_SECRET" {
 		t.Errorf("the deployment's api_key: %q", v)
 	}
 	if out := c.String(); strings.Contains(out, "SECRET") || !strings.Contains(out, "principal tenant-a [runtime] in [tenant-a tenant-a-test]") ||
@@ -87,23 +87,23 @@ base_url = "https://eu.example"
 
 	// Without namespaces anywhere, nothing is scoped, and the defaults
 	// apply.
-	c, err = parseConfig("connhost.toml", []byte("[server]\ntoken_env = \"RUNTIME\"\n"), tenantEnv)
+	c, err = ParseConfig("connhost.toml", []byte("[server]\ntoken_env = \"RUNTIME\"\n"), tenantEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.principals()[0]
+	p := c.Credentials()[0]
 	if p.Namespaces != nil || p.Limits != (httpapi.Limits{MaxPendingApprovals: DefaultMaxPendingApprovals, MaxArgumentBytes: DefaultMaxArgumentBytes}) {
 		t.Errorf("a config without namespaces: %+v", p)
 	}
-	if a := c.anonymous(); a.Name != "loopback" || a.Limits.MaxPendingApprovals != DefaultMaxPendingApprovals {
+	if a := c.Anonymous(); a.Name != "loopback" || a.Limits.MaxPendingApprovals != DefaultMaxPendingApprovals {
 		t.Errorf("anonymous: %+v", a)
 	}
 	// [server] may say where its token acts.
-	c, err = parseConfig("connhost.toml", []byte("[server]\ntoken_env = \"RUNTIME\"\nnamespaces = [\"*\"]\n"), tenantEnv)
+	c, err = ParseConfig("connhost.toml", []byte("[server]\ntoken_env = \"RUNTIME\"\nnamespaces = [\"*\"]\n"), tenantEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.principals()[0]; p.Namespaces != nil {
+	if p := c.Credentials()[0]; p.Namespaces != nil {
 		t.Errorf("[server] namespaces = [\"*\"]: %+v", p.Namespaces)
 	}
 }
@@ -148,7 +148,7 @@ api_key_env = "NOPE"
 [namespaces.tenant-a.other]
 x = "y"
 `
-	_, err := parseConfig("connhost.toml", []byte(text), tenantEnv)
+	_, err := ParseConfig("connhost.toml", []byte(text), tenantEnv)
 	if err == nil {
 		t.Fatal("accepted")
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"encoding/json"
@@ -35,11 +35,11 @@ name = "olga"
 roles = ["operator", "approver"]
 token_env = "OLGA"
 `
-	c, err := parseConfig("connhost.toml", []byte(text), principalEnv)
+	c, err := ParseConfig("connhost.toml", []byte(text), principalEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.principals()
+	got := c.Credentials()
 	want := []httpapi.Principal{
 		{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: "tok-runtime-SECRET"},
 		{Name: "rita", Roles: []httpapi.Role{httpapi.RoleApprover}, Token: "tok-rita-SECRET"},
@@ -111,7 +111,7 @@ name = "local:carl"
 roles = ["operator", "operator"]
 token = "tok-dora-SECRET"
 `
-	_, err := parseConfig("connhost.toml", []byte(text), principalEnv)
+	_, err := ParseConfig("connhost.toml", []byte(text), principalEnv)
 	if err == nil {
 		t.Fatal("no error")
 	}
