@@ -154,6 +154,10 @@ type Config struct {
 	// NamespaceConnectors holds the [namespaces.<ns>.connectors.<name>]
 	// tables: namespace → connector → key → value.
 	NamespaceConnectors map[string]map[string]map[string]configValue
+
+	// lines are the lines of the file's keys ("server.listen"), for
+	// Validate's errors.
+	lines map[string]int
 }
 
 // LimitsConfig is the [limits] table, and the same keys in a
@@ -298,13 +302,55 @@ func scoped(nss []string) []string {
 // allowHTTPKey is the reserved connector key of the allowlist override.
 const allowHTTPKey = "allow_http"
 
+// The defaults of [server]'s paths and listen address: a config without
+// them runs in the working directory, as the CLI's flags do.
+const (
+	// DefaultListen is the default address of serve and dev: loopback
+	// only.
+	DefaultListen = "127.0.0.1:8420"
+	// DefaultData is the default data directory (the ledger).
+	DefaultData = "./.connhost"
+	// DefaultManifests is the default directory of manifests.
+	DefaultManifests = "./manifests"
+	// DefaultModules is the default directory of built modules.
+	DefaultModules = "./build"
+)
+
+// EnsureDefaults fills [server]'s empty listen address and paths with
+// their default values (DefaultListen, DefaultData, DefaultManifests,
+// DefaultModules).
+func (c *Config) EnsureDefaults() {
+	for _, f := range []struct {
+		p   *string
+		def string
+	}{
+		{&c.Server.Listen, DefaultListen}, {&c.Server.Data, DefaultData},
+		{&c.Server.Manifests, DefaultManifests}, {&c.Server.Modules, DefaultModules},
+	} {
+		if *f.p == "" {
+			*f.p = f.def
+		}
+	}
+}
+
 // ServerConfig is the [server] table.
 type ServerConfig struct {
-	Listen    string
-	Token     string
-	Data      string
+	// Listen (listen) is the address serve listens on. The default value
+	// is DefaultListen, loopback only.
+	Listen string
+	// Token is the runtime's bearer token (token, or the variable
+	// token_env names): the principal "runtime". The default value is
+	// none.
+	Token string
+	// Data (data) is the data directory: the Pebble ledger and the
+	// compilation cache. The default value is DefaultData.
+	Data string
+	// Manifests (manifests) is the directory of the connectors'
+	// manifests. The default value is DefaultManifests.
 	Manifests string
-	Modules   string
+	// Modules (modules) is the directory of their built modules. The
+	// default value is DefaultModules.
+	Modules string
 	// Ledger is the connection string of a shared ledger on PostgreSQL
 	// (ledger, or the variable ledger_env names); LedgerEnv that
 	// variable. It may hold a password: it is never printed.
@@ -692,16 +738,6 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, consumed_dir, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
 				}
 			}
-			if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
-				k := "server.tls_cert"
-				if c.Server.TLSCert == "" {
-					k = "server.tls_key"
-				}
-				bad(k, "set tls_cert and tls_key together (the certificate chain and its key, PEM files)")
-			}
-			if c.Server.TLSCert != "" && c.Server.BehindTLSProxy {
-				bad("server.behind_tls_proxy", "behind_tls_proxy says a proxy terminates TLS, tls_cert says serve does: set one")
-			}
 			if c.Server.LedgerEnv != "" {
 				if c.Server.Ledger != "" {
 					bad("server.ledger_env", "set ledger or ledger_env, not both")
@@ -844,14 +880,50 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
 		}
 	}
-	c.checkPrincipals(lines, bad)
-	c.checkSelfApproval(lines, bad)
-	c.checkNamespaces(bad)
+	c.lines = lines
+	c.validate(bad)
 	if len(errs) > 0 {
 		sortErrs(errs)
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// Validate reports every problem of the config at once, each with the
+// file and line it comes from (for a config parsed from a file), among
+// them: tls_cert without tls_key, a TLS proxy and a certificate both, two
+// principals with one name or one token (or the runtime's), a principal
+// with roles runtime and approver without allow_self_approval, and
+// principals without namespaces beside principals with them. ParseConfig
+// and LoadConfig return only configs it accepts; New validates the config
+// it is given.
+func (c *Config) Validate() error {
+	var errs []error
+	c.validate(func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s:%d: %s", c.Path, c.lines[key], fmt.Sprintf(format, args...)))
+	})
+	if len(errs) > 0 {
+		sortErrs(errs)
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// validate reports the problems Validate reports through bad.
+func (c *Config) validate(bad func(key, format string, args ...any)) {
+	if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
+		k := "server.tls_cert"
+		if c.Server.TLSCert == "" {
+			k = "server.tls_key"
+		}
+		bad(k, "set tls_cert and tls_key together (the certificate chain and its key, PEM files)")
+	}
+	if c.Server.TLSCert != "" && c.Server.BehindTLSProxy {
+		bad("server.behind_tls_proxy", "behind_tls_proxy says a proxy terminates TLS, tls_cert says serve does: set one")
+	}
+	c.checkPrincipals(c.lines, bad)
+	c.checkSelfApproval(c.lines, bad)
+	c.checkNamespaces(bad)
 }
 
 // parseNotify reads the [notify] table t.

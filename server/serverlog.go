@@ -28,9 +28,9 @@ func (cfg *Config) MCPOptions(lenient bool) mcpserver.Options {
 	return o
 }
 
-// LogAuthority logs who may decide what through the API, in the terms an
+// logAuthority logs who may decide what through the API, in the terms an
 // operator acts on: dev's open door, and roles no principal holds.
-func LogAuthority(logger *slog.Logger, o httpapi.Options) {
+func logAuthority(logger *slog.Logger, o httpapi.Options) {
 	has := func(r httpapi.Role) bool {
 		if len(o.Principals) == 0 {
 			return o.Anonymous.Has(r)
@@ -45,7 +45,7 @@ func LogAuthority(logger *slog.Logger, o httpapi.Options) {
 		logger.Warn("approvals disabled: no principal has role approver, so approve and reject answer 403 approval_not_configured; add a [[principals]] entry with roles = [\"approver\"] to the config")
 	}
 	for _, p := range o.Principals {
-		if SelfApprover(p.Roles) {
+		if selfApprover(p.Roles) {
 			logger.Warn("principal may approve the calls it makes itself (allow_self_approval): its approvals are no second pair of eyes",
 				"principal", p.Name)
 		}
@@ -55,9 +55,9 @@ func LogAuthority(logger *slog.Logger, o httpapi.Options) {
 	}
 }
 
-// LogScopes logs, once any principal is bound to namespaces, where each
+// logScopes logs, once any principal is bound to namespaces, where each
 // principal acts.
-func LogScopes(logger *slog.Logger, ps []httpapi.Principal) {
+func logScopes(logger *slog.Logger, ps []httpapi.Principal) {
 	if !slices.ContainsFunc(ps, func(p httpapi.Principal) bool { return len(p.Namespaces) > 0 }) {
 		return
 	}
@@ -70,7 +70,7 @@ func LogScopes(logger *slog.Logger, ps []httpapi.Principal) {
 	}
 }
 
-func PrincipalNames(ps []httpapi.Principal) []string {
+func principalNames(ps []httpapi.Principal) []string {
 	names := make([]string, len(ps))
 	for i, p := range ps {
 		names[i] = p.Name

@@ -58,13 +58,13 @@ func (c *Config) PrincipalWith(name string, roles ...httpapi.Role) bool {
 // every principal admitted with it (logAuthority).
 func (c *Config) checkSelfApproval(lines map[string]int, bad func(key, format string, args ...any)) {
 	for i, p := range c.Principals {
-		if SelfApprover(p.Roles) && !p.AllowSelfApproval {
+		if selfApprover(p.Roles) && !p.AllowSelfApproval {
 			bad(fmt.Sprintf("principals.%d.roles", i), "principal %s holds roles runtime and approver: its token could approve the calls it makes itself; give the reviewer a principal (and token) of their own, or set allow_self_approval = true where one user both calls and approves (an MCP client approving in its own dialog)", p.Name)
 		}
 	}
 }
 
-// SelfApprover reports whether roles hold both runtime and approver.
-func SelfApprover(roles []httpapi.Role) bool {
+// selfApprover reports whether roles hold both runtime and approver.
+func selfApprover(roles []httpapi.Role) bool {
 	return slices.Contains(roles, httpapi.RoleRuntime) && slices.Contains(roles, httpapi.RoleApprover)
 }

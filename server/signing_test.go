@@ -29,7 +29,7 @@ func TestConfigRefusesSelfApprover(t *testing.T) {
 		t.Error("allow_self_approval = \"yes\" accepted")
 	}
 	var log bytes.Buffer
-	LogAuthority(slog.New(slog.NewTextHandler(&log, nil)), httpapi.Options{Principals: cfg.Credentials()})
+	logAuthority(slog.New(slog.NewTextHandler(&log, nil)), httpapi.Options{Principals: cfg.Credentials()})
 	if !strings.Contains(log.String(), "principal may approve the calls it makes itself") || !strings.Contains(log.String(), "principal=desk") {
 		t.Errorf("serve's log does not name the self-approver:\n%s", log.String())
 	}

@@ -159,17 +159,6 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 	}
 }
 
-func TestIsLoopbackListen(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8420": true, "localhost:1": true, "[::1]:8420": true,
-		":8420": false, "0.0.0.0:8420": false, "10.1.2.3:80": false, "example.com:80": false, "nonsense": false,
-	} {
-		if got := isLoopbackListen(addr); got != want {
-			t.Errorf("isLoopbackListen(%q) = %t", addr, got)
-		}
-	}
-}
-
 func writeFile(t *testing.T, dir, name, text string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)

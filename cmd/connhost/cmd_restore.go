@@ -254,7 +254,7 @@ prints what was fenced.`,
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 			var rep ledger.RestoreReport
 			if dsn != "" {
-				if err := badDSN(dsn); err != nil {
+				if err := server.CheckDSN(dsn); err != nil {
 					return err
 				}
 				rep, err = pgledger.AcceptRestore(cmd.Context(), pgledger.Options{DSN: dsn, ApplicationName: "connhost", Logger: quiet, WitnessPath: a.witnessPath(cfg)}, acc)

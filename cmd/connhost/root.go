@@ -18,7 +18,6 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
-	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 	"github.com/connhost/connhost/server"
@@ -455,9 +454,6 @@ type openOptions struct {
 	// extraOrigins adds origins to a connector's http capability (dev
 	// only: the sandbox's loopback ports).
 	extraOrigins func(m *manifests.Manifest) []string
-	// prewarm fills the connectors' instance pools in the background after
-	// Open (serve, dev: long-running); one-shot commands leave them empty.
-	prewarm bool
 	// server: the executor serves the API (serve, dev), which sets the
 	// default node id on a shared ledger.
 	server bool
@@ -492,75 +488,50 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			}
 		}
 	}
-	dsn, cfg, err := a.sharedLedger()
+	cfg, err := a.serverConfig()
 	if err != nil {
 		return nil, err
 	}
-	if o.existing && dsn == "" && !a.g.init {
+	if o.existing && cfg.Server.Ledger == "" && !a.g.init {
 		if err := mustExist("--data", a.g.data); err != nil {
 			return nil, err
 		}
 	}
-	var approvalKeys map[string][]byte
-	var approvalNamespaces map[string][]string
-	if cfg != nil {
-		if o.config == nil {
-			if err := cfg.CheckConnectors(ms); err != nil {
-				return nil, err
-			}
-			o.config = cfg.Lookup
-		}
-		cfg.ApplyAllowHTTP(ms, a.warnLogger(explicitLogger))
-		approvalKeys, approvalNamespaces = cfg.ApprovalKeys(), cfg.ApprovalNamespaces()
-		if cfg.Server.RequireSignoff {
-			if err := a.checkSignoffs(ms); err != nil {
-				return nil, err
-			}
-		}
+	if o.leaseTTL != 0 {
+		cfg.Server.LeaseTTL = o.leaseTTL
 	}
-	create := ledger.CreateIfNew
-	if a.g.init {
-		create = ledger.CreateInit
-	}
-	opts := host.Options{
-		DataDir:            a.g.data,
-		WitnessPath:        a.witnessPath(cfg),
-		LedgerCreate:       create,
-		PrewarmInstances:   prewarmInstances(o.prewarm),
-		Manifests:          ms,
-		ModuleDir:          a.g.modules,
-		AllowUnpinned:      o.allowUnpinned,
-		Config:             o.config,
-		Logger:             o.logger,
-		Observer:           o.observer,
-		RecoveryProgress:   o.progress,
-		ApprovalKeys:       approvalKeys,
-		ApprovalNamespaces: approvalNamespaces,
-	}
-	if cfg != nil {
-		opts.NamespaceConfig = cfg.NamespaceConfig()
-		opts.InstanceWait = cfg.Server.InstanceWait
-	}
-	if dsn != "" {
-		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})
-		if err != nil {
-			return nil, err
-		}
-		opts.Ledger, opts.CloseLedger = db, true
-		opts.Node = a.nodeID(cfg, o.server)
-		if cfg != nil {
-			opts.ConsumedDir = cfg.Server.ConsumedDir
-		}
-		opts.LeaseTTL = o.leaseTTL
-		if opts.LeaseTTL == 0 && cfg != nil {
-			opts.LeaseTTL = cfg.Server.LeaseTTL
-		}
-	}
-	if crash.LoseUnsynced() {
-		ctx = crash.WithLoseUnsynced(ctx) // a crash test's lossy disk: the executor's ledger only
-	}
-	ex, err := host.Open(ctx, opts)
+	ex, err := server.OpenExecutor(ctx, cfg, server.ExecutorOptions{
+		Manifests:        ms,
+		Logger:           o.logger,
+		Warnings:         a.warnLogger(explicitLogger),
+		Observer:         o.observer,
+		Values:           o.config,
+		AllowUnpinned:    o.allowUnpinned,
+		OneShot:          !o.server,
+		Init:             a.g.init,
+		RecoveryProgress: o.progress,
+	})
 	return ex, explainMissingModule(explainConfigURL(explainMissingConfig(err, a.g.config), a.g.config), ms)
+}
+
+// serverConfig is the config a command runs on: --config's file (an
+// empty one without it) with the flags over it: --data, --manifests,
+// --modules, --witness, --ledger (or $CONNHOST_LEDGER) and --node.
+func (a *app) serverConfig() (*server.Config, error) {
+	dsn, file, err := a.sharedLedger()
+	if err != nil {
+		return nil, err
+	}
+	var cfg server.Config
+	if file != nil {
+		cfg = *file
+	}
+	cfg.Server.Data, cfg.Server.Manifests, cfg.Server.Modules = a.g.data, a.g.manifests, a.g.modules
+	cfg.Server.Witness, cfg.Server.Ledger = a.witnessPath(file), dsn
+	if a.g.node != "" {
+		cfg.Server.Node = a.g.node
+	}
+	return &cfg, nil
 }
 
 // explainMissingModule rewrites host.Open's error for a connector whose
@@ -616,7 +587,7 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if dsn != "" {
-		return openShared(ctx, sharedOpen{dsn: dsn, mustExist: !a.g.init, witness: a.witnessPath(cfg), init: a.g.init, logger: quiet})
+		return server.OpenSharedLedger(ctx, server.SharedLedgerOptions{DSN: dsn, MustExist: !a.g.init, Witness: a.witnessPath(cfg), Init: a.g.init, Logger: quiet})
 	}
 	create := ledger.CreateNever
 	if a.g.init {
@@ -643,15 +614,6 @@ func (a *app) witnessPath(cfg *server.Config) string {
 		return cfg.Server.Witness
 	}
 	return filepath.Clean(a.g.data) + ledger.WitnessSuffix
-}
-
-// prewarmInstances is host.Options.PrewarmInstances: every instance for a
-// server, none for a one-shot command.
-func prewarmInstances(on bool) int {
-	if on {
-		return 0
-	}
-	return -1
 }
 
 // mustExist refuses a path of a global flag (given, or its default) that

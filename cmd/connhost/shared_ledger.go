@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 
-	"github.com/connhost/connhost/ledger"
-	"github.com/connhost/connhost/ledger/pgledger"
 	"github.com/connhost/connhost/server"
 )
 
@@ -40,64 +35,4 @@ func (a *app) sharedLedger() (dsn string, cfg *server.Config, err error) {
 		dsn = cfg.Server.Ledger
 	}
 	return dsn, cfg, nil
-}
-
-// sharedOpen says how openShared opens a shared ledger.
-type sharedOpen struct {
-	dsn string
-	// mustExist: readers, so that a mistyped connection string does not
-	// create a ledger.
-	mustExist bool
-	// witness is this process's witness of the ledger; init (--init)
-	// starts a new ledger where the witness names one that is gone.
-	witness string
-	init    bool
-	logger  *slog.Logger
-}
-
-// openShared opens the shared ledger o.dsn names.
-func openShared(ctx context.Context, o sharedOpen) (*pgledger.DB, error) {
-	opts := pgledger.Options{DSN: o.dsn, ApplicationName: "connhost", Logger: o.logger, MustExist: o.mustExist, WitnessPath: o.witness, Init: o.init}
-	if err := badDSN(o.dsn); err != nil {
-		return nil, err
-	}
-	db, err := pgledger.Open(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("shared ledger %s: %w", server.RedactDSN(o.dsn), err)
-	}
-	return db, nil
-}
-
-// badDSN says that dsn is not a connection string, without showing it:
-// the parser's message may quote the string, password and all.
-func badDSN(dsn string) error {
-	o := pgledger.Options{DSN: dsn}
-	o.EnsureDefaults()
-	if err := o.Validate(); errors.Is(err, ledger.ErrInvalid) {
-		return fmt.Errorf("--ledger (or %s, or [server] ledger): not a PostgreSQL connection string such as postgres://connhost@db.example:5432/connhost?sslmode=verify-full (the value is not shown: it may hold a password)", EnvLedger)
-	}
-	return nil
-}
-
-// nodeID is the node id of this process on a shared ledger: --node, else
-// the config's, else for a server the host name (stable across restarts,
-// so a restarted server takes over its former calls at once), and for a
-// one-shot command the host name, "cli" and the process id (unique: a
-// one-shot command running beside a server on the same machine must not
-// take that server's lease over).
-func (a *app) nodeID(cfg *server.Config, server bool) string {
-	switch {
-	case a.g.node != "":
-		return a.g.node
-	case cfg != nil && cfg.Server.Node != "":
-		return cfg.Server.Node
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "connhost"
-	}
-	if server {
-		return host
-	}
-	return fmt.Sprintf("%s-cli-%d", host, os.Getpid())
 }

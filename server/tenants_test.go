@@ -1,11 +1,10 @@
-package main
+package server
 
 import (
 	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,22 +12,15 @@ import (
 	"github.com/connhost/connhost/server/httpapi"
 )
 
-// TestTenantsThroughServe runs connhost serve (a real process) with two
-// tenants' runtimes and tenant-a's reviewer bound to their namespaces in
+// TestTenantsThroughServe serves (in this process) two tenants' runtimes and tenant-a's reviewer bound to their namespaces in
 // connhost.toml, and replays tenant-b's attacks on tenant-a through its
 // API: listing, reading and cancelling tenant-a's approved call, and
 // naming tenant-a's namespace in a call (the way to fence or pre-fence
 // its sessions); then the limits of [limits] and of a principal answer
 // their codes.
 func TestTenantsThroughServe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds connhost and runs serve")
-	}
-	tmp := t.TempDir()
-	bin := buildConnhost(t, tmp)
-	d := testDirs(t)
-	mdir := pinnedManifests(t, tmp, filepath.Join(d.modules, "noop.wasm"))
-	cfg := writeFile(t, tmp, "connhost.toml", `
+	const ta, tb, rita = "tok-a-0123456789", "tok-b-0123456789", "tok-rita-0123456789"
+	cfg := testConfig(t, newTestDirs(t), `
 [limits]
 max_pending_approvals = 1
 
@@ -51,16 +43,10 @@ name = "rita"
 roles = ["approver"]
 token_env = "T_RITA"
 namespaces = ["tenant-a"]
-`)
-	const ta, tb, rita = "tok-a-0123456789", "tok-b-0123456789", "tok-rita-0123456789"
-	srv := startServer(t, bin, cliEnv("T_A="+ta, "T_B="+tb, "T_RITA="+rita), "serving the HTTP API",
-		"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--data", d.data, "--manifests", mdir, "--modules", d.modules)
-	si, err := readServerInfo(d.data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(srv.log.String(), `msg="principal scope" principal=tenant-b roles=[runtime] namespaces=[tenant-b]`) {
-		t.Errorf("the startup log does not say where tenant-b acts:\n%s", srv.log)
+`, map[string]string{"T_A": ta, "T_B": tb, "T_RITA": rita})
+	url, log := serve(t, cfg, Options{})
+	if !strings.Contains(log.String(), `msg="principal scope" principal=tenant-b roles=[runtime] namespaces=[tenant-b]`) {
+		t.Errorf("the startup log does not say where tenant-b acts:\n%s", log)
 	}
 	call := func(token, path string, body any) (int, http.Header, []byte) {
 		t.Helper()
@@ -69,7 +55,7 @@ namespaces = ["tenant-a"]
 			b, _ := json.Marshal(body)
 			method, rd = "POST", bytes.NewReader(b)
 		}
-		req, _ := http.NewRequest(method, si.URL+path, rd)
+		req, _ := http.NewRequest(method, url+path, rd)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
@@ -148,5 +134,4 @@ namespaces = ["tenant-a"]
 	if ra := hdr.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("Retry-After %q", ra)
 	}
-	srv.stop(t)
 }

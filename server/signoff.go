@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"errors"
@@ -34,12 +34,12 @@ func (e *signoffError) Unwrap() []error { return e.errs }
 
 // checkSignoffs verifies that every manifest's sign-off (next to it, see
 // audit.SignoffPath) covers the manifest as it is and the module in
-// --modules as it is. A module that cannot be read is left to the host,
+// moduleDir as it is. A module that cannot be read is left to the host,
 // which refuses it with its own error.
-func (a *app) checkSignoffs(ms []*manifests.Manifest) error {
+func checkSignoffs(ms []*manifests.Manifest, moduleDir string) error {
 	var errs []error
 	for _, m := range ms {
-		digest, _ := wasmbuild.FileDigest(m.ModulePath(a.g.modules))
+		digest, _ := wasmbuild.FileDigest(m.ModulePath(moduleDir))
 		if err := audit.CheckSignoff(m, digest); err != nil {
 			var se *audit.SignoffError
 			if !errors.As(err, &se) {
