@@ -81,10 +81,7 @@ In a desktop client's MCP configuration:
 			// the config and the manifests are read before serving, and
 			// what fails there is served to the client as the reason no
 			// tool runs, not only printed where nobody reads it.
-			cfg, startErr := a.loadMCPConfig()
-			if cfg != nil {
-				a.applyServerConfig(cmd, cfg)
-			}
+			cfg, startErr := a.loadConfigLenient()
 			// Without a config (a quick local try) calls without ids
 			// run, with a warning; a configured one refuses them unless
 			// it allows them.
@@ -187,12 +184,13 @@ In a desktop client's MCP configuration:
 // waits for a start still under way to end.
 const mcpStartGrace = 2 * time.Second
 
-// loadMCPConfig loads --config for connhost mcp (nil without one). A
+// loadConfigLenient loads --config for connhost mcp, and for every
+// command's [server] paths (nil without one). A
 // config whose only problems are environment variables that are unset or
 // empty (the stdio transports of many runtimes pass a bare environment)
 // still yields its paths and [mcp] table, so that the tools can be
 // listed; err then says what is missing, and nothing runs with it.
-func (a *app) loadMCPConfig() (*server.Config, error) {
+func (a *app) loadConfigLenient() (*server.Config, error) {
 	if a.g.config == "" {
 		return nil, nil
 	}

@@ -149,7 +149,6 @@ are retried with backoff and never hold a call up.`,
 			if err != nil {
 				return err
 			}
-			a.applyServerConfig(cmd, cfg)
 			if cmd.Flags().Changed("listen") || cfg.Server.Listen == "" {
 				cfg.Server.Listen = listen
 			}
@@ -185,7 +184,7 @@ func testHooksSet() []string {
 }
 
 // applyServerConfig takes data, manifests and modules from the config file
-// unless they were given as flags.
+// unless they were given as flags (every command, before it runs).
 func (a *app) applyServerConfig(cmd *cobra.Command, cfg *server.Config) {
 	set := func(flag string, dst *string, v string) {
 		if v != "" && !cmd.Flags().Changed(flag) {

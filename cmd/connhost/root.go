@@ -311,6 +311,11 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 4 recovery required or session fenced, 5 execution not succeeded,
 6 ledger damaged or missing (see "connhost help exit-codes").
 
+Every command reads [server] data, manifests, modules, witness and ledger
+from --config (relative paths there are relative to the config file's
+directory), and finds a running server through that data directory; flags
+given on the command line win.
+
 The examples run from the repository's root. Commands that load the
 connectors need their config (payments' api_key): the examples pass
 docs/connhost.example.toml with --config, which takes it and the API's
@@ -332,9 +337,20 @@ follow from another's.`,
 		Version: buildinfo.Read().Short(),
 	}
 	root.SetVersionTemplate(buildinfo.Read().Text())
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		_, err := parseLogLevel(a.g.logLevel)
-		return err
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := parseLogLevel(a.g.logLevel); err != nil {
+			return err
+		}
+		// One config for every command: [server]'s paths from --config
+		// (relative to the config file), unless flags name them. A
+		// config that does not load is reported by the command that
+		// reads it; its unset variables do not hide the paths.
+		if a.g.config != "" {
+			if cfg, _ := a.loadConfigLenient(); cfg != nil {
+				a.applyServerConfig(cmd, cfg)
+			}
+		}
+		return nil
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (ledger and compilation cache)")
