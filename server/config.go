@@ -623,6 +623,23 @@ func lineIndex(data []byte) map[string]int {
 	return idx
 }
 
+// ErrInvalidConfig is wrapped by every refusal of a config: a file that
+// does not parse, a problem Validate reports, a connector key no manifest
+// declares (CheckConnectors), a listen address CheckListen refuses.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// configError is a refusal of a config: its problems, one per line, each
+// with its file and line where it has one.
+type configError struct{ errs []error }
+
+// invalid returns the refusal of errs (ErrInvalidConfig with them).
+func invalid(errs ...error) error { return &configError{errs: errs} }
+
+func (e *configError) Error() string { return errors.Join(e.errs...).Error() }
+
+// Unwrap returns the problems and ErrInvalidConfig.
+func (e *configError) Unwrap() []error { return append(slices.Clone(e.errs), ErrInvalidConfig) }
+
 // LoadConfig reads and validates a connhost.toml; env looks variables up
 // (os.LookupEnv). It reports every problem at once, each with file:line.
 // A file that does not exist is an error wrapping fs.ErrNotExist.
@@ -646,10 +663,10 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 		if errors.As(err, &pe) {
 			// The parser quotes what it found, and the line may hold a
 			// secret: show where, and the message without its quotes.
-			return nil, fmt.Errorf("%s:%d: %s (offending text not shown: this file may hold secrets)",
-				path, pe.Position.Line, redactQuoted(pe.Message))
+			return nil, invalid(fmt.Errorf("%s:%d: %s (offending text not shown: this file may hold secrets)",
+				path, pe.Position.Line, redactQuoted(pe.Message)))
 		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, invalid(fmt.Errorf("%s: %w", path, err))
 	}
 	lines := lineIndex(data)
 	var errs []error
@@ -884,7 +901,7 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 	c.validate(bad)
 	if len(errs) > 0 {
 		sortErrs(errs)
-		return nil, errors.Join(errs...)
+		return nil, invalid(errs...)
 	}
 	return c, nil
 }
@@ -904,7 +921,7 @@ func (c *Config) Validate() error {
 	})
 	if len(errs) > 0 {
 		sortErrs(errs)
-		return errors.Join(errs...)
+		return invalid(errs...)
 	}
 	return nil
 }
@@ -1338,7 +1355,7 @@ func (c *Config) CheckConnectors(ms []*manifests.Manifest) error {
 	}
 	if len(errs) > 0 {
 		sortErrs(errs)
-		return errors.Join(errs...)
+		return invalid(errs...)
 	}
 	return nil
 }

@@ -73,14 +73,14 @@ func (c *Config) CheckListen(addr string, logger *slog.Logger) error {
 	principals := c.Credentials()
 	loopback := IsLoopbackListen(addr)
 	if !loopback && len(principals) == 0 {
-		return fmt.Errorf("%w: %s", errPublicWithoutToken, addr)
+		return invalid(fmt.Errorf("%w: %s", errPublicWithoutToken, addr))
 	}
 	if !loopback && c.Server.TLSCert == "" && !c.Server.BehindTLSProxy {
-		return fmt.Errorf("%w (listen %s)", errPlainPublicListen, addr)
+		return invalid(fmt.Errorf("%w (listen %s)", errPlainPublicListen, addr))
 	}
 	if short := shortTokens(principals); len(short) > 0 {
 		if !loopback {
-			return fmt.Errorf("%w (listen %s): %s", errShortToken, addr, strings.Join(short, ", "))
+			return invalid(fmt.Errorf("%w (listen %s): %s", errShortToken, addr, strings.Join(short, ", ")))
 		}
 		if logger != nil {
 			logger.Warn("short bearer tokens: a token under "+strconv.Itoa(minTokenLength)+" characters can be guessed; this server listens on loopback only, where that is allowed (a non-loopback listen refuses to start); make each one 32 random bytes, e.g. openssl rand -hex 32",

@@ -2,9 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
@@ -135,7 +140,36 @@ func OpenExecutor(ctx context.Context, cfg *Config, o ExecutorOptions) (*host.Ex
 	if crash.LoseUnsynced() {
 		ctx = crash.WithLoseUnsynced(ctx) // a crash test's lossy disk: the executor's ledger only
 	}
-	return host.Open(ctx, opts)
+	var created []string
+	if opts.Ledger == nil {
+		created = absent(c.Server.Data, filepath.Join(c.Server.Data, "ledger"), filepath.Join(c.Server.Data, "ledger"+ledger.MarkSuffix), opts.WitnessPath)
+	}
+	ex, err := host.Open(ctx, opts)
+	if err != nil {
+		// A start refused after the ledger was created (a module that
+		// does not load) leaves no new, empty ledger and witness behind:
+		// the next start would take them for the deployment's.
+		for _, p := range created {
+			_ = os.RemoveAll(p)
+		}
+		return nil, err
+	}
+	return ex, nil
+}
+
+// absent returns the paths that do not exist, leaving out those inside a
+// directory it returns.
+func absent(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		if slices.ContainsFunc(out, func(dir string) bool { return strings.HasPrefix(p, dir+string(filepath.Separator)) }) {
+			continue
+		}
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // WitnessPath is the ledger's witness file: [server] witness, else the data

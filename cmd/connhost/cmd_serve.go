@@ -237,6 +237,12 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	file := *so.config
 	file.Server.Data, file.Server.Manifests, file.Server.Modules = cfg.Server.Data, cfg.Server.Manifests, cfg.Server.Modules
 	file.Server.Witness, file.Server.Ledger, file.Server.Node = cfg.Server.Witness, cfg.Server.Ledger, cfg.Server.Node
+	// Listen first: a port already taken refuses the start before a
+	// ledger is created.
+	ln, err := net.Listen("tcp", file.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	srv, err := server.New(ctx, server.Options{
 		Config:    &file,
 		Logger:    logger,
@@ -250,6 +256,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		},
 	})
 	if err != nil {
+		ln.Close()
 		return lockedError(ctx, a.g.data, err)
 	}
 	defer func() {
@@ -257,10 +264,6 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 			logger.Error("close executor", "err", err)
 		}
 	}()
-	ln, err := net.Listen("tcp", file.Server.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	scheme := "http"
 	if file.Server.TLSCert != "" {
 		scheme = "https"

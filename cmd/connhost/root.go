@@ -74,8 +74,10 @@ const exitCodesHelp = `connhost exits with one of these codes:
      old one is set aside, not deleted)
 
 With --json, a failure is printed on stdout as an RFC 9457 problem document
-with a stable "code" (the codes of the HTTP API, and ledger_damaged for exit
-code 6); without it, as one "connhost: ..." line on stderr.`
+with a stable "code" (the codes of the HTTP API, ledger_damaged for exit
+code 6, invalid_config for a config refused before the command started,
+which is also printed on stderr); without it, as one "connhost: ..." line
+on stderr.`
 
 // globals are the persistent flags.
 type globals struct {
@@ -219,7 +221,11 @@ func (a *app) printError(err error, usage bool) {
 	p := problemFor(err, usage)
 	if a.g.json {
 		writeJSON(a.stdout, p)
-		return
+		if p.Code != httpapi.CodeInvalidConfig {
+			return
+		}
+		// A refused config is also said where an operator watching a
+		// server (serve --json, its stdout read by a program) looks.
 	}
 	renderProblem(a.stderr, p)
 }
@@ -274,6 +280,9 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 			res = rr.res
 		}
 		return httpapi.ProblemOf(err, res)
+	case errors.Is(err, server.ErrInvalidConfig), errors.Is(err, host.ErrMissingConfig), errors.Is(err, host.ErrConfigURLDenied):
+		// Refused before anything ran: the reason, not "internal".
+		return httpapi.NewProblem(httpapi.CodeInvalidConfig, err.Error())
 	}
 	// Everything else is reported as is: unlike the HTTP API, the CLI's
 	// user owns the process and needs the real cause.

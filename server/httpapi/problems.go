@@ -58,6 +58,13 @@ const (
 	// CLI's code too, when the ledger is missing, damaged or behind its
 	// mark or witness, so the command did not start.
 	CodeLedgerDamaged Code = "ledger_damaged"
+	// CodeInvalidConfig: the CLI's code for a config it refuses (a value
+	// that does not parse, a problem of the config as a whole, a
+	// connector key no manifest declares, a required value missing, a
+	// URL outside its connector's allowlist, a listen address refused):
+	// the command, serve included, did not start, and nothing was
+	// recorded. No HTTP handler answers it.
+	CodeInvalidConfig Code = "invalid_config"
 )
 
 type codeInfo struct {
@@ -96,11 +103,12 @@ var codes = map[Code]codeInfo{
 	CodeConnectorBusy:          {http.StatusServiceUnavailable, "Every instance of the connector is busy; send the same call again later"},
 	CodeInternal:               {http.StatusInternalServerError, "Internal error"},
 	CodeLedgerDamaged:          {http.StatusServiceUnavailable, "Ledger damaged or missing"},
+	CodeInvalidConfig:          {http.StatusBadRequest, "The config is refused"},
 }
 
 // cliOnly holds the codes no HTTP handler emits: the CLI's problems share
 // the table and the document's enum.
-var cliOnly = map[Code]bool{}
+var cliOnly = map[Code]bool{CodeInvalidConfig: true}
 
 // ProblemTypePrefix prefixes a problem's code to form its type URI.
 const ProblemTypePrefix = "urn:connhost:problem:"
