@@ -449,10 +449,14 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 			_ = e.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if e.base == nil {
+	if opts.DataDir != "" {
+		// Beside a shared ledger the data directory still holds what the
+		// process publishes (a server's discovery file).
 		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
+	}
+	if e.base == nil {
 		warnOpenDataDir(opts.DataDir, opts.Logger)
 		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), WitnessPath: opts.WitnessPath,
 			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate})
