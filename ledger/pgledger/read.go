@@ -105,8 +105,16 @@ func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) (err err
 		return err
 	}
 	defer d.leave(&err)
-	return d.scanPending(ctx, fn, `SELECT x.id, x.record FROM connhost_pending p JOIN connhost_executions x ON x.id = p.id ORDER BY p.id`)
+	return d.scanPending(ctx, fn, `SELECT x.id, x.record FROM connhost_pending p
+CROSS JOIN LATERAL (`+executionOf+`) x ORDER BY p.id`)
 }
+
+// executionOf is the subquery that reads the execution of pending row p
+// by its primary key. Its LIMIT keeps the planner from flattening it into
+// a join, which, with many pending rows, it may run as a scan of the whole
+// executions table: one index look-up per pending execution keeps a
+// recovery's cost with the pending work, whatever the history's size.
+const executionOf = `SELECT id, record, state, owner_node, owner_epoch, terminal_ns FROM connhost_executions WHERE id = p.id LIMIT 1`
 
 // Due implements ledger.Ledger: the ids of the executions due by until,
 // in due order, from the due index of connhost_pending, in one statement; fn may write to the ledger meanwhile.
