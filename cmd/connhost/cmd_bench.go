@@ -203,7 +203,7 @@ func (a *app) printPebble(rep bench.LedgerReport) error {
 func (a *app) printTargets(ts []bench.Target) error {
 	fmt.Fprintf(a.stdout, "\ntargets (each ratio against its baseline in the same rounds)\n")
 	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "backend\tratio\tmeasured\ttarget\t\n")
+	fmt.Fprintf(w, "backend\tcompared\tratio\ttarget\t\n")
 	for _, t := range ts {
 		met := "missed"
 		if t.Met {
