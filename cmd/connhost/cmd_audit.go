@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -303,14 +302,16 @@ func (a *app) writeReport(o auditOptions, text, js, html func(io.Writer) error) 
 
 // moduleProber finds out the facts about connector modules for the audit by
 // loading them with the wasm runtime. One runtime, with the compilation
-// cache in --data/cache, serves every manifest of a run; close releases it.
+// cache of --cache-dir (else the user's), serves every manifest of a run;
+// close releases it.
 // It is not safe for concurrent use (the audit calls it in turn).
 type moduleProber struct {
 	ctx context.Context
 	// dir is --modules; modules not found there are looked up next to
 	// their manifest.
 	dir string
-	// cacheDir is the compilation cache, --data/cache.
+	// cacheDir is the compilation cache: --cache-dir, else
+	// host.DefaultCacheDir(), else "" (in memory).
 	cacheDir string
 	rt       *wasmrt.Runtime
 	// rtErr is why the runtime could not be created (reported as each
@@ -319,9 +320,9 @@ type moduleProber struct {
 }
 
 func (a *app) newModuleProber(ctx context.Context) *moduleProber {
-	p := &moduleProber{ctx: ctx, dir: a.g.modules}
-	if a.g.data != "" {
-		p.cacheDir = filepath.Join(a.g.data, "cache")
+	p := &moduleProber{ctx: ctx, dir: a.g.modules, cacheDir: a.g.cacheDir}
+	if p.cacheDir == "" {
+		p.cacheDir, _ = host.DefaultCacheDir()
 	}
 	return p
 }
@@ -338,13 +339,9 @@ func (p *moduleProber) runtime() (*wasmrt.Runtime, error) {
 		// the audit's output is the report alone.
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	// A cache directory that cannot serve compiles in memory (the cache
+	// only saves compile time).
 	p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
-	if p.rtErr != nil && ro.CacheDir != "" {
-		// The cache only saves compile time: an audit of a read-only
-		// checkout still runs, with an in-memory cache.
-		ro.CacheDir = ""
-		p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
-	}
 	return p.rt, p.rtErr
 }
 

@@ -166,6 +166,14 @@ shared ledger stops taking work when it finds the database rolled back
 while it runs; a backup restored on purpose is accepted with connhost
 ledger accept-restore.
 
+Compiled connector modules are kept outside the data directory, in
+connhost/wazero in the user's cache directory (or [server] cache_dir, or
+--cache-dir), keyed by each module's sha256, the wazero release and the
+CPU: a new data directory, node or project on the machine loads them in
+milliseconds instead of compiling them for seconds. A cache directory
+that cannot be written, or that other users may write to, is not used
+(each start compiles, and says why in its log).
+
 Approving is another authority than executing. The runtime's token may
 execute, cancel, recover and read, never approve, reject or resolve (403
 forbidden_role). An "approver" approves, rejects and resolves; an "operator"

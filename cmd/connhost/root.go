@@ -91,6 +91,8 @@ type globals struct {
 	node   string
 	// witness is the ledger's witness file (--witness).
 	witness string
+	// cacheDir is where compiled modules are kept (--cache-dir).
+	cacheDir string
 	// logLevel is --log-level: the least severe records servers log.
 	logLevel string
 }
@@ -337,7 +339,7 @@ follow from another's.`,
 		return err
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (ledger and compilation cache)")
+	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (the ledger)")
 	pf.StringVar(&a.g.manifests, "manifests", "./manifests", "directory of connector manifests (*.toml)")
 	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
@@ -346,6 +348,7 @@ follow from another's.`,
 	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in place of a missing or damaged one, in --data or on --ledger (the remains and the witness are set aside, not deleted; refused where the ledger is healthy)")
 	pf.StringVar(&a.g.ledger, "ledger", "", "shared ledger on PostgreSQL, postgres://user@host/db (default $"+EnvLedger+" or [server] ledger; without one, the Pebble ledger in --data; a password goes in PGPASSWORD, not here)")
 	pf.StringVar(&a.g.node, "node", "", "this process's node id on a shared ledger (default [server] node, else the host name for serve and dev, <host>-cli-<pid> otherwise)")
+	pf.StringVar(&a.g.cacheDir, "cache-dir", "", "where compiled connector modules are kept, shared by every data directory of this machine (default [server] cache_dir, else connhost/wazero in the user's cache directory)")
 	pf.StringVar(&a.g.witness, "witness", "", "the ledger's witness: what this deployment acknowledged of its ledger, kept where a restore of --data (or of the database) does not reach (default [server] witness, else <data>.witness beside --data)")
 
 	root.AddCommand(
@@ -523,6 +526,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	}
 	opts := host.Options{
 		DataDir:            a.g.data,
+		CacheDir:           a.cacheDir(cfg),
 		WitnessPath:        a.witnessPath(cfg),
 		LedgerCreate:       create,
 		PrewarmInstances:   prewarmInstances(o.prewarm),
@@ -642,6 +646,15 @@ func (a *app) witnessPath(cfg *Config) string {
 		return cfg.Server.Witness
 	}
 	return filepath.Clean(a.g.data) + ledger.WitnessSuffix
+}
+
+// cacheDir is where compiled modules are kept: --cache-dir, else the
+// config's [server] cache_dir, else "" (host.DefaultCacheDir).
+func (a *app) cacheDir(cfg *Config) string {
+	if a.g.cacheDir == "" && cfg != nil {
+		return cfg.Server.CacheDir
+	}
+	return a.g.cacheDir
 }
 
 // prewarmInstances is host.Options.PrewarmInstances: every instance for a

@@ -26,7 +26,6 @@ type cell struct {
 	spec      cellSpec
 	connector string
 	dir       string
-	cache     string
 	manifest  []byte
 	// baseline is the effect count of an uninterrupted run of the same
 	// operation and variant, when known.
@@ -89,9 +88,6 @@ func (c *cell) prepare(ctx context.Context) error {
 		return err
 	}
 	if err := os.MkdirAll(c.data, 0o755); err != nil {
-		return err
-	}
-	if err := os.Symlink(c.cache, filepath.Join(c.data, "cache")); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {

@@ -353,12 +353,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			ops = append(ops, op)
 		}
 	}
-	// One compilation cache for every cell: each cell's data directory is
-	// fresh, its cache need not be.
-	cache := filepath.Join(o.WorkDir, "cache")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return Report{}, fmt.Errorf("crashtest: %w", err)
-	}
+	// Each cell's data directory is fresh; its processes load the
+	// modules from the machine's compilation cache (--cache-dir's
+	// default), compiled once for every cell.
 	rep := Report{Connector: m.Connector.Name}
 	total := countCells(o, ops, points, variants)
 	// Every run has sessions (and so idempotency keys) of its own.
@@ -366,7 +363,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	_, _ = rand.Read(rb[:])
 	runID := hex.EncodeToString(rb[:])
 	if o.Preflight {
-		if err := preflight(ctx, &o, m, src, ops, cache, runID); err != nil {
+		if err := preflight(ctx, &o, m, src, ops, runID); err != nil {
 			return rep, err
 		}
 	}
@@ -391,7 +388,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			for _, point := range rowPoints {
 				n++
 				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
-					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
+					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), manifest: text, baseline: baseline}
 				row, err := c.run(ctx)
 				if err != nil {
 					return rep, fmt.Errorf("crashtest: cell %s × %s.%s gated=%t: %w", point, m.Connector.Name, op.Name, gated, err)
@@ -416,14 +413,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 // preflight runs each operation once, ungated and without a crash, and
 // fails with ErrPreflight, naming the connector's error, when one does
 // not succeed.
-func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byte, ops []*manifests.Operation, cache, runID string) error {
+func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byte, ops []*manifests.Operation, runID string) error {
 	for _, op := range ops {
 		text, err := variant(src, op.Name, false)
 		if err != nil {
 			return err
 		}
 		c := &cell{o: o, runID: runID, spec: cellSpec{point: "preflight", op: op}, connector: m.Connector.Name,
-			dir: filepath.Join(o.WorkDir, "preflight-"+op.Name), cache: cache, manifest: text}
+			dir: filepath.Join(o.WorkDir, "preflight-"+op.Name), manifest: text}
 		res, err := c.preflight(ctx)
 		if err != nil {
 			return fmt.Errorf("crashtest: preflight %s.%s: %w", m.Connector.Name, op.Name, err)
