@@ -135,7 +135,12 @@ In a desktop client's MCP configuration:
 					}
 				}
 				if startErr != nil {
-					if startCtx.Err() == nil {
+					if startCtx.Err() != nil {
+						// The client left during the start: whatever the
+						// start then failed with (wazero's "module closed"
+						// wraps no context error) is that, not a failure.
+						startErr = fmt.Errorf("%w: %v", context.Canceled, startErr)
+					} else {
 						logger.Error("connhost could not start: every tools/call answers why until it is fixed and connhost mcp restarted", "err", startErr)
 					}
 					srv.Started(nil, startErr)
