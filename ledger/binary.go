@@ -63,6 +63,8 @@ const (
 	tagRecDuplicateWindow
 	tagRecDuplicateOf
 	tagRecRequestedBy
+	tagRecTraceparent
+	tagRecTracestate
 )
 
 // Approval field tags.
@@ -272,6 +274,8 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.int64(tagRecDuplicateWindow, int64(r.DuplicateWindow))
 	e.str(tagRecDuplicateOf, r.DuplicateOf)
 	e.str(tagRecRequestedBy, r.RequestedBy)
+	e.str(tagRecTraceparent, r.Traceparent)
+	e.str(tagRecTracestate, r.Tracestate)
 	return e.b, nil
 }
 
@@ -512,6 +516,10 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.DuplicateOf = d.str()
 		case tagRecRequestedBy:
 			r.RequestedBy = d.str()
+		case tagRecTraceparent:
+			r.Traceparent = d.str()
+		case tagRecTracestate:
+			r.Tracestate = d.str()
 		default:
 			d.unknown(t)
 		}
