@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -51,6 +55,17 @@ import (
 // same recorded outcome. Under a Scope (WithScope) the call runs in the
 // scope's namespaces only and within its limits.
 func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
+	if !telemetry.Enabled() {
+		return e.execute(ctx, call)
+	}
+	ctx, span := telemetry.Start(ctx, telemetry.SpanExecutePrefix+call.Tool, trace.SpanKindInternal)
+	res, err := e.execute(ctx, call)
+	endExecute(span, call, res, err)
+	return res, err
+}
+
+// execute is Execute within its span.
+func (e *Executor) execute(ctx context.Context, call ToolCall) (Result, error) {
 	select {
 	case <-e.closed:
 		return Result{}, ErrClosed
@@ -78,16 +93,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	if err := e.admitCall(ctx, call); err != nil {
 		return Result{}, err
 	}
-	op, err := e.lookup(call.Tool)
+	op, digest, err := e.checkArgs(ctx, call)
 	if err != nil {
 		return Result{}, err
-	}
-	doc, digest, err := parseArgs(call.Arguments)
-	if err != nil {
-		return Result{}, &ArgumentsError{Tool: call.Tool, Err: err}
-	}
-	if err := op.op.ValidateDoc(doc); err != nil {
-		return Result{}, &ArgumentsError{Tool: call.Tool, Err: err}
 	}
 	id := ledger.ExecutionID(call.Namespace, call.SessionID, call.ToolCallID)
 	release, err := e.flights.acquire(ctx, id)
@@ -137,6 +145,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	if s, ok := ScopeFrom(ctx); ok {
 		rec.RequestedBy = s.Principal
+	}
+	if telemetry.Enabled() {
+		rec.Traceparent, rec.Tracestate = telemetry.Traceparent(ctx)
 	}
 	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
@@ -253,6 +264,34 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	return e.attempt(ctx, ctx, op, created, slot)
 }
 
+// checkArgs finds the operation of call and checks its arguments against
+// the operation's schema, returning their digest.
+func (e *Executor) checkArgs(ctx context.Context, call ToolCall) (*operation, string, error) {
+	_, span := telemetry.Start(ctx, telemetry.SpanCheckArgs, trace.SpanKindInternal)
+	defer span.End()
+	op, err := e.lookup(call.Tool)
+	if err != nil {
+		telemetry.Fail(span, errorType(err), err)
+		return nil, "", err
+	}
+	doc, digest, err := parseArgs(call.Arguments)
+	if err == nil {
+		err = op.op.ValidateDoc(doc)
+	}
+	if err != nil {
+		// The span says that the arguments were refused, not why: the
+		// reason quotes them.
+		span.SetAttributes(telemetry.ErrorType.String(errorType(ErrInvalidArguments)))
+		span.SetStatus(codes.Error, "invalid arguments")
+		return nil, "", &ArgumentsError{Tool: call.Tool, Err: err}
+	}
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.Connector.String(op.m.Connector.Name), telemetry.Operation.String(op.op.Name),
+			telemetry.Policy.String(string(op.op.Recovery)))
+	}
+	return op, digest, nil
+}
+
 // reserve waits, Options.InstanceWait at most, for an instance of op's
 // connector for the call id of namespace ns (see wasmrt.Connector.Reserve:
 // fairly between namespaces). Beyond it, it returns a *BusyError;
@@ -344,13 +383,16 @@ func (e *Executor) driveRecorded(ctx context.Context, call ToolCall, op *operati
 			RecordedDigest: rec.ArgsDigest, GivenDigest: digest,
 		}
 	}
+	linkRecorded(ctx, rec)
 	return e.advance(ctx, ctx, rec, observed{})
 }
 
 // create records a new execution and reports it to the observer. On
 // failure it returns what Create returned, for createFailed.
 func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	created, err := e.led.Create(ctx, rec, ev)
+	wctx, span := intentSpan(ctx, rec, ev)
+	created, err := e.led.Create(wctx, rec, ev)
+	endWrite(span, err)
 	if err == nil {
 		e.opts.Observer.Transition(created.State, ev.Decision)
 	}
@@ -367,7 +409,9 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 // call is created again as if it had come now, a few times at most.
 func (e *Executor) createUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
 	for try := 1; ; try++ {
-		created, err := e.led.CreateUnfenced(ctx, rec, ev)
+		wctx, span := intentSpan(ctx, rec, ev)
+		created, err := e.led.CreateUnfenced(wctx, rec, ev)
+		endWrite(span, err)
 		if err == nil {
 			e.opts.Observer.Transition(created.State, ev.Decision)
 		}
@@ -421,9 +465,11 @@ func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transi
 	if t.Event.Actor == "" {
 		t.Event.Actor = "executor"
 	}
+	wctx, span := writeSpan(ctx, rec, t)
 	start := time.Now()
-	out, err := e.led.ApplyFrom(ctx, rec, t)
-	e.opts.Observer.LedgerWrite(time.Since(start))
+	out, err := e.led.ApplyFrom(wctx, rec, t)
+	e.opts.Observer.LedgerWrite(wctx, time.Since(start))
+	endWrite(span, err)
 	if err != nil {
 		return rec, fmt.Errorf("host: execution[%s] %s→%s: %w", rec.ID, t.From, t.To, err)
 	}
@@ -493,6 +539,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
 		f.Elsewhere = elsewhere != nil
 		act := decide(f)
+		noteDecision(ctx, rec, act)
 		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
 			// A node without any approver's key verifies nothing: ending
 			// the call here would make a misconfigured node destroy
@@ -894,9 +941,11 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record, s
 		return observed{ev: evRetryable, out: host, detail: host.Error}
 	}
 	defer done()
+	ctx, span := callSpan(ctx, op, rec, export)
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
-	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
+	e.opts.Observer.ConnectorCall(ctx, op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
+	endCall(span, out, err)
 	crash.At(crash.AfterPluginReturn)
 
 	if err != nil {
@@ -941,9 +990,11 @@ func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.
 	if err != nil {
 		return observed{}, err
 	}
+	ctx, span := callSpan(ctx, op, rec, abi.ExportReconcile)
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
-	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
+	e.opts.Observer.ConnectorCall(ctx, op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
+	endCall(span, out, err)
 	crash.At(crash.AfterReconcileReturn)
 	if lost := done(); err != nil && lost {
 		// Cut short by the lease's loss: reconcile said nothing.

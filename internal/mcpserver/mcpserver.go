@@ -49,6 +49,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/internal/tooldefs"
 )
 
@@ -321,6 +322,9 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 		}, s.callTool)
 	}
 	s.srv.AddReceivingMiddleware(s.aliases)
+	if telemetry.Enabled() {
+		s.srv.AddReceivingMiddleware(traced)
+	}
 	s.registerTasks()
 	return s, nil
 }
