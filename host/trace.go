@@ -53,10 +53,9 @@ func endExecute(span trace.Span, call ToolCall, res Result, err error) {
 		telemetry.GenAIToolType.String("extension"),
 		telemetry.GenAIToolCallID.String(call.ToolCallID),
 		telemetry.GenAIConversation.String(call.SessionID),
-		telemetry.Namespace.String(call.Namespace),
 	)
 	if res.ExecutionID != "" {
-		span.SetAttributes(telemetry.ExecutionID.String(res.ExecutionID), telemetry.State.String(string(res.State)),
+		span.SetAttributes(telemetry.ExecutionID.String(res.ExecutionID), telemetry.Namespace.String(res.Namespace), telemetry.State.String(string(res.State)),
 			telemetry.Attempt.Int(res.Attempt), telemetry.Recorded.Bool(res.Recorded))
 	}
 	if err != nil {
@@ -160,9 +159,14 @@ func intentSpan(ctx context.Context, rec ledger.Record, ev ledger.Event) (contex
 	return ctx, span
 }
 
-// endWrite ends a write span, marking it failed with err.
+// endWrite ends a write span, marking it failed with err. A create that
+// found the execution recorded (a call sent again) wrote nothing and
+// failed at nothing: it says so.
 func endWrite(span trace.Span, err error) {
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrExists):
+		span.SetAttributes(telemetry.Recorded.Bool(true))
+	case err != nil:
 		telemetry.Fail(span, "ledger", err)
 	}
 	span.End()

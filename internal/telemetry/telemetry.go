@@ -47,7 +47,9 @@ func Enable(tp trace.TracerProvider) {
 // Enabled reports whether tracing is on.
 func Enabled() bool { return tracer.Load() != nil }
 
-var noopSpan = noop.Span{}
+// noopSpan is converted to an interface once: Start returns it without
+// allocating.
+var noopSpan trace.Span = noop.Span{}
 
 // Start opens a span named name of the given kind as a child of the span in
 // ctx (or of the remote span context ctx carries), with links, and returns
