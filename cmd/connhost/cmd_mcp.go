@@ -77,6 +77,15 @@ In a desktop client's MCP configuration:
 			approver := mo.Approver
 			ctx := cmd.Context()
 			logger := a.logger()
+			if cfg != nil && cfg.Telemetry.Endpoint != "" {
+				// Tools/call's _meta traceparent is continued, as over HTTP.
+				stop, traced, err := startTelemetry(ctx, cfg.Telemetry, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				logger = traced
+			}
 			ann := waiting.NewAnnouncer(logger)
 			ex, err := a.open(ctx, openOptions{logger: logger, observer: ann.Observer(nil)})
 			if err != nil {

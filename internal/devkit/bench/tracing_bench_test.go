@@ -16,8 +16,10 @@ import (
 // runs (a batching span processor) with an exporter that discards, so
 // that no backend's speed is measured:
 //
-//	go test ./internal/devkit/bench -run '^$' -bench ExecuteTracing -count 6
+//	go test ./internal/devkit/bench -run '^$' -bench ExecuteTracing -benchtime 3000x -count 8
 //
+// It reports the process's CPU time per call (cpu-ns/op) beside the wall
+// time.
 // BENCHMARKS.md ("Tracing") has the figures and their ratios.
 func BenchmarkExecuteTracing(b *testing.B) {
 	for _, tc := range []struct {
@@ -40,11 +42,16 @@ func BenchmarkExecuteTracing(b *testing.B) {
 			call := noopBench(b, "noop.echo", 1)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := processCPU()
 			for range b.N {
 				if err := call(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			// The process's CPU time per call (the span exporter's
+			// goroutine included): on a shared machine far steadier than
+			// the wall time, which the ledger's fsync dominates.
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
