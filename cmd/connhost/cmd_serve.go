@@ -408,7 +408,9 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	if err != nil {
 		return err
 	}
-	handler = telemetry.Handler(handler) // the request's span, when tracing is on
+	// The request's span, when tracing is on; health checks and scrapes
+	// only when their caller traces them.
+	handler = telemetry.Handler(handler, "/healthz", "/metrics")
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

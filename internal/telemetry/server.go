@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel/codes"
@@ -13,14 +14,20 @@ import (
 // the traceparent, tracestate and baggage headers (FromHeaders) are the
 // parent of a server span named by the request's method (and its route,
 // once Route has named it), with the HTTP server conventions' attributes
-// and the response's status. With tracing off (Enabled false when Handler
+// and the response's status. Requests to the quiet paths (health checks,
+// metric scrapes: a trace each would bury the calls) get a span only when
+// they carry a traceparent. With tracing off (Enabled false when Handler
 // is called) it returns next itself. Query strings, headers and bodies
 // are not recorded.
-func Handler(next http.Handler) http.Handler {
+func Handler(next http.Handler, quiet ...string) http.Handler {
 	if !Enabled() {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(quiet, r.URL.Path) && r.Header.Get(KeyTraceparent) == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, span := Start(FromHeaders(r.Context(), r.Header), r.Method, trace.SpanKindServer)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(ctx))

@@ -165,3 +165,50 @@ func TestLogHandlerNamesTheTrace(t *testing.T) {
 		t.Errorf("untraced record: %s", lines[1])
 	}
 }
+
+// TestHandlerServerSpans: a request continues its caller's trace in a
+// server span named by its route; a quiet path (a health check) gets none
+// unless its caller traces it.
+func TestHandlerServerSpans(t *testing.T) {
+	rec := enable(t)
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/executions", telemetry.Route("POST /v1/executions", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	})))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {})
+	h := telemetry.Handler(mux, "/healthz")
+	serve := func(method, path, traceparent string) {
+		r, _ := http.NewRequest(method, "http://x"+path, nil)
+		if traceparent != "" {
+			r.Header.Set("traceparent", traceparent)
+		}
+		h.ServeHTTP(discard{}, r)
+	}
+	serve("GET", "/healthz", "")
+	if n := len(rec.Ended()); n != 0 {
+		t.Fatalf("an untraced health check made %d spans", n)
+	}
+	serve("POST", "/v1/executions", callerParent)
+	serve("GET", "/healthz", callerParent)
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	s := spans[0]
+	if s.Name() != "POST /v1/executions" || s.SpanKind() != trace.SpanKindServer || s.Parent().SpanID().String() != callerSpan {
+		t.Errorf("span %q kind %v parent %v", s.Name(), s.SpanKind(), s.Parent().SpanID())
+	}
+	attrs := map[string]string{}
+	for _, kv := range s.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if attrs["http.route"] != "/v1/executions" || attrs["http.response.status_code"] != "202" || attrs["http.request.method"] != "POST" {
+		t.Errorf("attributes %v", attrs)
+	}
+}
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
