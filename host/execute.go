@@ -390,9 +390,9 @@ func (e *Executor) driveRecorded(ctx context.Context, call ToolCall, op *operati
 // create records a new execution and reports it to the observer. On
 // failure it returns what Create returned, for createFailed.
 func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	wctx, span := intentSpan(ctx, rec, ev)
+	wctx, span, wt := intentSpan(ctx, rec, ev)
 	created, err := e.led.Create(wctx, rec, ev)
-	endWrite(span, err)
+	endWrite(wctx, span, wt, err)
 	if err == nil {
 		e.opts.Observer.Transition(created.State, ev.Decision)
 	}
@@ -409,9 +409,9 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 // call is created again as if it had come now, a few times at most.
 func (e *Executor) createUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
 	for try := 1; ; try++ {
-		wctx, span := intentSpan(ctx, rec, ev)
+		wctx, span, wt := intentSpan(ctx, rec, ev)
 		created, err := e.led.CreateUnfenced(wctx, rec, ev)
-		endWrite(span, err)
+		endWrite(wctx, span, wt, err)
 		if err == nil {
 			e.opts.Observer.Transition(created.State, ev.Decision)
 		}
@@ -465,11 +465,11 @@ func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transi
 	if t.Event.Actor == "" {
 		t.Event.Actor = "executor"
 	}
-	wctx, span := writeSpan(ctx, rec, t)
+	wctx, span, wt := writeSpan(ctx, rec, t)
 	start := time.Now()
 	out, err := e.led.ApplyFrom(wctx, rec, t)
 	e.opts.Observer.LedgerWrite(wctx, time.Since(start))
-	endWrite(span, err)
+	endWrite(wctx, span, wt, err)
 	if err != nil {
 		return rec, fmt.Errorf("host: execution[%s] %s→%s: %w", rec.ID, t.From, t.To, err)
 	}

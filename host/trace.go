@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -117,10 +118,11 @@ func noteDecision(ctx context.Context, rec ledger.Record, act action) {
 		telemetry.State.String(string(rec.State)), telemetry.Attempt.Int(rec.Attempt), attribute.String("connhost.step", act.Step.String())))
 }
 
-// writeSpan opens the span of one ledger write from rec by t.
-func writeSpan(ctx context.Context, rec ledger.Record, t ledger.Transition) (context.Context, trace.Span) {
+// writeSpan opens the span of one ledger write from rec by t; the write
+// made with the context it returns fills wt (see endWrite).
+func writeSpan(ctx context.Context, rec ledger.Record, t ledger.Transition) (_ context.Context, _ trace.Span, wt *ledger.WriteTimes) {
 	if !telemetry.Enabled() {
-		return ctx, trace.SpanFromContext(context.Background())
+		return ctx, trace.SpanFromContext(context.Background()), nil
 	}
 	name := telemetry.SpanTransition
 	switch {
@@ -141,33 +143,44 @@ func writeSpan(ctx context.Context, rec ledger.Record, t ledger.Transition) (con
 		if t.Outcome != nil {
 			span.SetAttributes(telemetry.Outcome.String(t.Outcome.Kind))
 		}
+		wt = &ledger.WriteTimes{}
+		ctx = ledger.WithWriteTimes(ctx, wt)
 	}
-	return ctx, span
+	return ctx, span, wt
 }
 
-// intentSpan opens the span of the Create of rec.
-func intentSpan(ctx context.Context, rec ledger.Record, ev ledger.Event) (context.Context, trace.Span) {
+// intentSpan opens the span of the Create of rec, as writeSpan.
+func intentSpan(ctx context.Context, rec ledger.Record, ev ledger.Event) (_ context.Context, _ trace.Span, wt *ledger.WriteTimes) {
 	if !telemetry.Enabled() {
-		return ctx, trace.SpanFromContext(context.Background())
+		return ctx, trace.SpanFromContext(context.Background()), nil
 	}
 	ctx, span := telemetry.Start(ctx, telemetry.SpanIntent, trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.ExecutionID.String(rec.ID), telemetry.State.String(string(rec.State)),
 			telemetry.Decision.String(ev.Decision), telemetry.Attempt.Int(rec.Attempt), telemetry.Policy.String(rec.Policy),
 			telemetry.Durability.String("synced"))
+		wt = &ledger.WriteTimes{}
+		ctx = ledger.WithWriteTimes(ctx, wt)
 	}
-	return ctx, span
+	return ctx, span, wt
 }
 
 // endWrite ends a write span, marking it failed with err. A create that
 // found the execution recorded (a call sent again) wrote nothing and
-// failed at nothing: it says so.
-func endWrite(span trace.Span, err error) {
+// failed at nothing: it says so. A synced write of the Pebble ledger gets
+// a child span for the fsync it waited for (wt, filled by the ledger:
+// the last SyncWait of the write).
+func endWrite(ctx context.Context, span trace.Span, wt *ledger.WriteTimes, err error) {
 	switch {
 	case errors.Is(err, ledger.ErrExists):
 		span.SetAttributes(telemetry.Recorded.Bool(true))
 	case err != nil:
 		telemetry.Fail(span, "ledger", err)
+	}
+	if wt != nil && wt.Synced && wt.SyncWait > 0 && err == nil {
+		end := time.Now()
+		_, sync := telemetry.StartAt(ctx, telemetry.SpanSync, trace.SpanKindInternal, trace.WithTimestamp(end.Add(-wt.SyncWait)))
+		sync.End(trace.WithTimestamp(end))
 	}
 	span.End()
 }

@@ -37,6 +37,7 @@ import (
 const (
 	spanExecute  = "execute_tool payments.create_payment"
 	spanIntent   = "connhost.ledger.intent"
+	spanSync     = "connhost.ledger.sync"
 	spanDispatch = "connhost.ledger.dispatch"
 	spanOutcome  = "connhost.ledger.outcome"
 	spanWasm     = "connhost.wasm.call"
@@ -51,7 +52,7 @@ const (
 //
 //   - "HTTP headers" and "MCP _meta": the runtime's span (traceparent in
 //     the request's headers, or in tools/call's _meta) → the server's span →
-//     execute_tool → the intent write; the reviewer's approval joins the
+//     execute_tool → the intent write (→ the fsync it waited for); the reviewer's approval joins the
 //     same trace as a child of that execute_tool (linked to the reviewer's
 //     request); the call sent again → execute_tool → the dispatch write, the
 //     wasm call → the provider request, whose traceparent the Stripe
@@ -304,9 +305,11 @@ func checkGatedTree(t *testing.T, spans []testenv.JaegerSpan, rootID, server str
 	if first.SpanID == "" || again.SpanID == "" || again.Tag("connhost.state") != "succeeded" {
 		t.Fatalf("want the first execute_tool awaiting_approval and the second succeeded:\n%s", describe(spans))
 	}
-	one(t, spans, spanIntent, func(s testenv.JaegerSpan) bool {
+	intent := one(t, spans, spanIntent, func(s testenv.JaegerSpan) bool {
 		return s.Parent() == first.SpanID && s.Tag("connhost.state") == "awaiting_approval" && s.Tag("connhost.ledger.durability") == "synced"
 	})
+	// The fsync the intent's synced write waited for.
+	one(t, spans, spanSync, func(s testenv.JaegerSpan) bool { return s.Parent() == intent.SpanID })
 	approve := one(t, spans, spanApprove, func(s testenv.JaegerSpan) bool { return s.Parent() == first.SpanID })
 	if len(approve.Links()) == 0 {
 		t.Errorf("the approval has no link to the reviewer's request: %+v", approve.References)

@@ -65,6 +65,7 @@ const (
 	SpanDispatch      = "connhost.ledger.dispatch"
 	SpanOutcome       = "connhost.ledger.outcome"
 	SpanTransition    = "connhost.ledger.transition"
+	SpanSync          = "connhost.ledger.sync"
 	SpanWasmCall      = "connhost.wasm.call"
 	SpanRecover       = "connhost.recover"
 	SpanApprove       = "connhost.approve"
