@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,14 +22,23 @@ type WriteTimes struct {
 
 type writeTimesKey struct{}
 
+// writeTimesUsed is set by the first WithWriteTimes: until then a write
+// does not look in its context at all (a look-up through a context made
+// by context.WithoutCancel, as the executor's writes are, allocates).
+var writeTimesUsed atomic.Bool
+
 // WithWriteTimes returns ctx carrying wt, which the ledger's write made
 // with it fills.
 func WithWriteTimes(ctx context.Context, wt *WriteTimes) context.Context {
+	writeTimesUsed.Store(true)
 	return context.WithValue(ctx, writeTimesKey{}, wt)
 }
 
 // writeTimesFrom returns the WriteTimes ctx carries, or nil.
 func writeTimesFrom(ctx context.Context) *WriteTimes {
+	if !writeTimesUsed.Load() {
+		return nil
+	}
 	wt, _ := ctx.Value(writeTimesKey{}).(*WriteTimes)
 	return wt
 }

@@ -133,9 +133,10 @@ func FromMeta(ctx context.Context, meta map[string]any) context.Context {
 
 // Inject writes the traceparent (and tracestate) of the span in ctx into
 // h, for an outgoing request, when that span context is valid: a
-// provider's own tracing then joins the trace. Baggage is not sent.
+// provider's own tracing then joins the trace. Baggage is not sent. With
+// tracing off it does nothing.
 func Inject(ctx context.Context, h http.Header) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !Enabled() || !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
 	outgoing.Inject(ctx, propagation.HeaderCarrier(h))
