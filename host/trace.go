@@ -28,7 +28,7 @@ import (
 // errorTypes name, as error.type, the refusals a caller can meet.
 var errorTypes = []error{ErrBadCall, ErrUnknownTool, ErrInvalidArguments, ErrIntentMismatch, ErrSessionFenced,
 	ErrApprovalRequired, ErrRecoveryRequired, ErrNotFound, ErrApprovalDigest, ErrApprovalExpired, ErrNotAwaitingApproval,
-	ErrStateUsed, ErrNotRecoveryRequired, ErrPruned, ErrClosed, ErrConnectorBusy}
+	ErrStateUsed, ErrNotRecoveryRequired, ErrPruned, ErrClosed, ErrConnectorBusy, ErrApproverNotConfigured}
 
 // errorType is the error.type of err: the text of its sentinel without
 // the package prefix, or "_OTHER" (the semantic conventions' fallback).

@@ -63,6 +63,7 @@ const (
 	tagRecDuplicateWindow
 	tagRecDuplicateOf
 	tagRecRequestedBy
+	tagRecIntentDigest
 	tagRecTraceparent
 	tagRecTracestate
 )
@@ -274,6 +275,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.int64(tagRecDuplicateWindow, int64(r.DuplicateWindow))
 	e.str(tagRecDuplicateOf, r.DuplicateOf)
 	e.str(tagRecRequestedBy, r.RequestedBy)
+	e.str(tagRecIntentDigest, r.IntentDigest)
 	e.str(tagRecTraceparent, r.Traceparent)
 	e.str(tagRecTracestate, r.Tracestate)
 	return e.b, nil
@@ -516,6 +518,8 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.DuplicateOf = d.str()
 		case tagRecRequestedBy:
 			r.RequestedBy = d.str()
+		case tagRecIntentDigest:
+			r.IntentDigest = d.str()
 		case tagRecTraceparent:
 			r.Traceparent = d.str()
 		case tagRecTracestate:
