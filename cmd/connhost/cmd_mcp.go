@@ -108,6 +108,18 @@ In a desktop client's MCP configuration:
 					startErr = err
 				}
 			}
+			if startErr == nil && cfg != nil && cfg.Telemetry.Endpoint != "" {
+				// A tools/call's _meta traceparent is continued, as over
+				// HTTP (the exporter connects on its first export, not
+				// now).
+				stop, traced, err := startTelemetry(ctx, cfg.Telemetry, logger)
+				if err != nil {
+					startErr = err
+				} else {
+					defer stop()
+					logger = traced
+				}
+			}
 			mo.Logger, mo.Version = logger, buildinfo.Read().Short()
 			// The runtime that launched this process may name its
 			// conversation here (Claude Code: CLAUDE_CODE_SESSION_ID).

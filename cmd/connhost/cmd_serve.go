@@ -31,6 +31,8 @@ import (
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/internal/notify"
+	"github.com/connhost/connhost/internal/telemetry"
+	"github.com/connhost/connhost/internal/telemetry/otlp"
 	"github.com/connhost/connhost/internal/waiting"
 	"github.com/connhost/connhost/manifests"
 )
@@ -339,6 +341,15 @@ func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
 // serveAPI opens the executor and serves the API until ctx is done.
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
+	if so.config != nil && so.config.Telemetry.Endpoint != "" {
+		// Before the executor opens: the recovery pass of Open is traced.
+		stop, traced, err := startTelemetry(ctx, so.config.Telemetry, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		logger = traced
+	}
 	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger, Build: buildinfo.Read()}
 	// Failed tokens and sign-ins are counted per client; behind a proxy
 	// the client is the one the proxy names.
@@ -456,6 +467,9 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// The request's span, when tracing is on; health checks and scrapes
+	// only when their caller traces them.
+	handler = telemetry.Handler(handler, "/healthz", "/metrics")
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -499,6 +513,24 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		return errors.Join(fatal, fmt.Errorf("shutdown: %w", err))
 	}
 	return fatal
+}
+
+// startTelemetry exports traces as [telemetry] says (internal/telemetry/otlp)
+// and returns what stops it (exporting what is queued) and logger, whose
+// records made with a traced context name trace_id and span_id.
+func startTelemetry(ctx context.Context, tc TelemetryConfig, logger *slog.Logger) (stop func(), traced *slog.Logger, err error) {
+	o := tc.options()
+	o.Logger, o.ServiceVersion = logger, buildinfo.Read().Short()
+	shutdown, err := otlp.Setup(ctx, o)
+	if err != nil {
+		return nil, nil, fmt.Errorf("[telemetry]: %w", err)
+	}
+	logger.Info("telemetry: exporting traces over OTLP/HTTP", "endpoint", o.Endpoint, "sampler", tc.sampler(), "headers", tc.headerNames())
+	return func() {
+		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("telemetry: flushing the last spans failed", "err", err)
+		}
+	}, slog.New(telemetry.LogHandler(logger.Handler())), nil
 }
 
 // consoleAudit returns the audit of ex's connectors for the console's

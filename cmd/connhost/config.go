@@ -74,6 +74,10 @@ import (
 //	secret_env = "CONNHOST_WEBHOOK_SECRET"  # its signing secret, "whsec_…" (Standard Webhooks)
 //	allow_hosts = ["hooks.example.com"]     # the hosts webhook_url may name (loopback needs none)
 //
+//	[telemetry]                  # OpenTelemetry traces (off without it; see TelemetryConfig)
+//	endpoint = "http://127.0.0.1:4318"  # OTLP/HTTP receiver
+//	headers_env = { authorization = "OTLP_AUTH" }  # export headers, values from the environment
+//
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
 //	api_key_env = "STRIPE_SECRET_KEY"  # the value of api_key comes from $STRIPE_SECRET_KEY
@@ -147,6 +151,7 @@ type Config struct {
 	Principals []PrincipalConfig
 	MCP        MCPConfig
 	Notify     NotifyConfig
+	Telemetry  TelemetryConfig
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
@@ -797,6 +802,13 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				continue
 			}
 			c.Notify = parseNotify(t, env, bad)
+		case "telemetry":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "telemetry must be a table")
+				continue
+			}
+			c.Telemetry = parseTelemetry(t, env, bad)
 		case "mcp":
 			t, ok := v.(map[string]any)
 			if !ok {
@@ -845,7 +857,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [telemetry], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
 		}
 	}
 	c.checkPrincipals(lines, bad)

@@ -49,6 +49,7 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/manifests"
 )
@@ -365,6 +366,9 @@ func NewStarting(ms []*manifests.Manifest, opts Options) (*Server, error) {
 		}, s.callTool)
 	}
 	s.srv.AddReceivingMiddleware(s.aliases, s.lifecycle)
+	if telemetry.Enabled() {
+		s.srv.AddReceivingMiddleware(traced)
+	}
 	s.registerTasks()
 	return s, nil
 }
