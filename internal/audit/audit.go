@@ -37,7 +37,7 @@
 //	internal-host                       warning   an origin on a private, link-local, unspecified or otherwise internal address (the host's own internal-address table)
 //	idempotency-unknown-provider        warning   an idempotent-retry operation whose hosts are neither in KnownIdempotencyProviders nor covered by a [provider] idempotency declaration
 //	missing-description                 warning   an operation's description is too short (< MinDescriptionLen) to guide the model
-//	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties) or undeclared properties (additionalProperties not false)
+//	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties, additionalProperties not false) or undeclared properties beside its own; one declaring none and allowing none accepts only {} and passes
 //	unbounded-amount                    warning   a money or amount field (amount, price, total, fee, …) of the input schema without a minimum and a maximum
 //	unbounded-string                    warning   a string argument (nested ones included) without a maxLength, enum or const, in an operation a reviewer approves (requires_approval, or duplicate_window holding repeats): its calls can outgrow what an approval dialog shows whole
 //	approval-ttl-long                   warning   approval_ttl is longer than Options.MaxApprovalTTL (default 24h): an approval outlives the reviewer's context
