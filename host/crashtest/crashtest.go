@@ -101,7 +101,8 @@ type ProbeConfigError = engine.ProbeConfigError
 //
 // hold is METHOD /path ({name} matches a segment, {name...} the rest);
 // effects counts with a GET answering JSON (json: the path of a number,
-// or of an array whose length counts) or with answers = "METHOD /path",
+// or of an array whose length counts; without json the answer itself, a
+// bare top-level array) or with answers = "METHOD /path",
 // the 2xx answers the proxy saw, except those carrying unless_header
 // ("Idempotent-Replayed: true"); removes = true makes each object that
 // goes away one effect, the effect of a delete. receipt is a GET with

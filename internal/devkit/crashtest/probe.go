@@ -306,6 +306,10 @@ func (p *ConfigProbe) Effects(ctx context.Context, operation string) (int, error
 	if err != nil {
 		return 0, fmt.Errorf("count the effects of %s: GET %s: %s: %w", operation, u, e.JSON, err)
 	}
+	where := e.JSON
+	if where == "" {
+		where = "the answer"
+	}
 	var n int
 	switch x := at.(type) {
 	case []any:
@@ -313,11 +317,12 @@ func (p *ConfigProbe) Effects(ctx context.Context, operation string) (int, error
 	case json.Number:
 		i, err := strconv.Atoi(x.String())
 		if err != nil || i < 0 {
-			return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, not a count", operation, u, e.JSON, x)
+			return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, not a count", operation, u, where, x)
 		}
 		n = i
 	default:
-		return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, want a number or an array", operation, u, e.JSON, jsonKind(at))
+		return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, want a number or an array: name the count in it with json = \"PATH\" (dotted names and indexes), or count the 2xx answers the proxy sees instead with answers = \"METHOD /path\"",
+			operation, u, where, jsonKind(at))
 	}
 	if e.Removes {
 		n = -n

@@ -256,3 +256,50 @@ func TestConfigProbeHold(t *testing.T) {
 		t.Fatalf("%d effects after release, want 1", n)
 	}
 }
+
+// TestConfigProbeCountsBareArray: a provider whose list answers a bare
+// JSON array (no envelope) is counted by the array's length, with json
+// left out or empty; an answer that is neither a number nor an array
+// there is an error that says how to count instead (a path, or answers).
+func TestConfigProbeCountsBareArray(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/entries":
+			_, _ = w.Write([]byte(`[{"id": 1}, {"id": 2}, {"id": 3}]`))
+		case "/feeds":
+			_, _ = w.Write([]byte(`{"total": 3}`))
+		}
+	}))
+	defer srv.Close()
+	src := `
+[operation.bare]
+effects = { count = "GET /entries" }
+
+[operation.empty_path]
+effects = { count = "GET /entries", json = "" }
+
+[operation.object]
+effects = { count = "GET /feeds" }
+`
+	cfg, err := ParseProbeConfig("bare.probe.toml", []byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartProbe(cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, op := range []string{"bare", "empty_path"} {
+		if n, err := p.Effects(ctx, op); err != nil || n != 3 {
+			t.Errorf("%s: %d effects, %v; want the array's 3", op, n, err)
+		}
+	}
+	_, err = p.Effects(ctx, "object")
+	for _, want := range []string{"the answer is an object, want a number or an array", `json = "PATH"`, `answers = "METHOD /path"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("an object counted without a path: %v, want it to say %q", err, want)
+		}
+	}
+}
