@@ -77,6 +77,10 @@ type history struct {
 	} `json:"events"`
 }
 
+// nothingHappened are the final statuses that tell a caller the call took
+// no effect.
+var nothingHappened = []string{"failed", "rejected", "expired", "cancelled"}
+
 // final statuses: the call will not move without an operator or a runtime.
 var finalStatuses = []string{"succeeded", "failed", "rejected", "expired", "abandoned", "cancelled", "recovery_required"}
 
@@ -450,10 +454,16 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 		bad("%d effects at the provider for one call", row.Effects)
 	}
 	if row.Effects < 0 {
-		bad("the provider lost %d effects", -row.Effects)
+		row.EffectUndone = true
+		bad("effect undone: the provider holds %d effects fewer than before the cell", -row.Effects)
 	}
 	if external && res.Status == "succeeded" && row.Effects != 1 {
+		row.SucceededWithoutEffect = row.Effects == 0
 		bad("succeeded with %d effects (want 1)", row.Effects)
+	}
+	if external && row.Effects > 0 && slices.Contains(nothingHappened, res.Status) {
+		row.AppliedButFailed = true
+		bad("applied but answered %s: the provider holds %d effect(s) of a call its caller is told did nothing, and would issue again", res.Status, row.Effects)
 	}
 	if res.Status == "succeeded" && external && c.o.CheckReceipt != nil {
 		problem, err := c.o.CheckReceipt(ctx, op.Name, res.Receipt)

@@ -197,6 +197,23 @@ type Row struct {
 	// Lost marks a call that ended neither terminal nor
 	// recovery_required.
 	Lost bool `json:"lost,omitempty"`
+	// AppliedButFailed marks a call answered failed (or cancelled,
+	// expired, rejected: "nothing happened") whose effect exists at the
+	// provider: a runtime that believes it issues the call again.
+	AppliedButFailed bool `json:"applied_but_failed,omitempty"`
+	// SucceededWithoutEffect marks a call answered succeeded of which the
+	// provider holds no effect (or, with two calls, fewer effects than
+	// calls that succeeded): its caller believes in an effect that is not
+	// there.
+	SucceededWithoutEffect bool `json:"succeeded_without_effect,omitempty"`
+	// EffectUndone marks a cell after which the provider holds fewer
+	// effects than before it (an object made earlier went away; for a
+	// delete, a deleted object came back).
+	EffectUndone bool `json:"effect_undone,omitempty"`
+	// WrongReceipt marks a succeeded call whose receipt names an object
+	// that exists but is not this call's effect (another call's, an
+	// object that was there before).
+	WrongReceipt bool `json:"wrong_receipt,omitempty"`
 	// HeldAnswer is, in the in-flight row of a provider that tells
 	// (HeldAnswerer), the HTTP status the provider answered the held
 	// request once it was released.
@@ -215,8 +232,20 @@ type Totals struct {
 	// KilledCells counts the cells in which a process was killed.
 	KilledCells int `json:"killed_cells"`
 	Failed      int `json:"failed"`
-	Duplicates  int `json:"duplicates_beyond_policy"`
-	Lost        int `json:"executions_lost"`
+	// Every cell that failed counts in at least one of the classes
+	// below, or in Other.
+	Duplicates int `json:"duplicates_beyond_policy"`
+	Lost       int `json:"executions_lost"`
+	// AppliedButFailed, SucceededWithoutEffect, EffectsUndone and
+	// WrongReceipts count the rows so marked (see Row).
+	AppliedButFailed       int `json:"applied_but_failed"`
+	SucceededWithoutEffect int `json:"succeeded_without_effect"`
+	EffectsUndone          int `json:"effects_undone"`
+	WrongReceipts          int `json:"receipts_naming_another_object"`
+	// Other counts the failed cells in none of the classes above (a
+	// wrong recovery decision, a manual call re-executed, a second
+	// answer that differs from the first, …): their rows say why.
+	Other int `json:"other_failures"`
 }
 
 // Report is the matrix of one connector.
@@ -274,8 +303,10 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	t := r.Totals
-	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d in %d cells, failed %d, duplicates beyond policy %d, executions lost %d\n",
-		t.Cells, t.NA, t.Kills, t.KilledCells, t.Failed, t.Duplicates, t.Lost)
+	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d in %d cells, failed %d, duplicates beyond policy %d, executions lost %d, "+
+		"applied but answered failed %d, succeeded without effect %d, effects undone %d, receipts naming another object %d, other failures %d\n",
+		t.Cells, t.NA, t.Kills, t.KilledCells, t.Failed, t.Duplicates, t.Lost,
+		t.AppliedButFailed, t.SucceededWithoutEffect, t.EffectsUndone, t.WrongReceipts, t.Other)
 	return err
 }
 
@@ -481,6 +512,20 @@ func (rep *Report) add(row Row) {
 	}
 	if row.Lost {
 		t.Lost++
+	}
+	classes := 0
+	for _, c := range []struct {
+		marked bool
+		n      *int
+	}{{row.AppliedButFailed, &t.AppliedButFailed}, {row.SucceededWithoutEffect, &t.SucceededWithoutEffect},
+		{row.EffectUndone, &t.EffectsUndone}, {row.WrongReceipt, &t.WrongReceipts}} {
+		if c.marked {
+			*c.n++
+			classes++
+		}
+	}
+	if !row.Pass && !row.Duplicate && !row.Lost && classes == 0 {
+		t.Other++
 	}
 }
 

@@ -134,9 +134,16 @@ func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 		total.Failed += rep.Totals.Failed
 		total.Duplicates += rep.Totals.Duplicates
 		total.Lost += rep.Totals.Lost
+		total.AppliedButFailed += rep.Totals.AppliedButFailed
+		total.SucceededWithoutEffect += rep.Totals.SucceededWithoutEffect
+		total.EffectsUndone += rep.Totals.EffectsUndone
+		total.WrongReceipts += rep.Totals.WrongReceipts
+		total.Other += rep.Totals.Other
 	}
-	fmt.Fprintf(&out, "total: cells %d (n/a %d), kills survived %d, failed %d, duplicates beyond policy %d, executions lost %d; wall time %s\n",
-		total.Cells, total.NA, total.Kills, total.Failed, total.Duplicates, total.Lost, time.Since(start).Round(time.Second))
+	fmt.Fprintf(&out, "total: cells %d (n/a %d), kills survived %d, failed %d, duplicates beyond policy %d, executions lost %d, "+
+		"applied but answered failed %d, succeeded without effect %d, effects undone %d, receipts naming another object %d, other failures %d; wall time %s\n",
+		total.Cells, total.NA, total.Kills, total.Failed, total.Duplicates, total.Lost,
+		total.AppliedButFailed, total.SucceededWithoutEffect, total.EffectsUndone, total.WrongReceipts, total.Other, time.Since(start).Round(time.Second))
 	t.Log("\n" + out.String())
 	if path := *matrixOut; path != "" {
 		if ledger != nil { // matrix.txt → matrix-postgres.txt
