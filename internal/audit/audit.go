@@ -46,7 +46,7 @@
 //	http-empty                          info      a connector with an external operation allowlists no origin (capabilities.http empty): it reaches only what a deployment adds with allow_http, so the audit cannot name its provider
 //	approval-ttl-ignored                info      approval_ttl differs from the default on an operation that requires no approval
 //	module-not-checked                  info      no module facts were available (FactsFunc nil): module checks were skipped
-//	waiver-stale                        info      a waiver was given for another version of the manifest (another digest): it no longer applies
+//	waiver-stale                        info      a waiver was given for another version of the manifest (other content than its module pin; for a finding about the module, another digest): it no longer applies
 //	waiver-unused                       info      a waiver for this version of the manifest matches no finding
 //	signoff-stale                       info      the connector was signed off, but its manifest or module changed since
 //
@@ -308,15 +308,19 @@ type Report struct {
 
 // ConnectorReport is what one manifest declares and what its module is.
 type ConnectorReport struct {
-	Name           string       `json:"name"`
-	Version        string       `json:"version"`
-	File           string       `json:"file"`
-	ManifestSHA256 string       `json:"manifest_sha256"`
-	ABI            int          `json:"abi"`
-	Module         ModuleReport `json:"module"`
-	HTTP           []string     `json:"http"`
-	Config         []string     `json:"config"`
-	Limits         LimitsReport `json:"limits"`
+	Name           string `json:"name"`
+	Version        string `json:"version"`
+	File           string `json:"file"`
+	ManifestSHA256 string `json:"manifest_sha256"`
+	// ReviewSHA256 is the manifest's review digest: its digest without
+	// the module pin (manifests.Manifest.ReviewDigest), what a waiver is
+	// given for.
+	ReviewSHA256 string       `json:"review_sha256"`
+	ABI          int          `json:"abi"`
+	Module       ModuleReport `json:"module"`
+	HTTP         []string     `json:"http"`
+	Config       []string     `json:"config"`
+	Limits       LimitsReport `json:"limits"`
 	// Provider is the manifest's [provider] declaration (nil: none).
 	Provider *ProviderReport `json:"provider,omitempty"`
 	// Operations are in manifest order.
@@ -640,7 +644,7 @@ func opKey(op *manifests.Operation, keys ...string) at {
 func (a *auditor) run() ConnectorReport {
 	m := a.m
 	cr := ConnectorReport{
-		Name: m.Connector.Name, Version: m.Connector.Version, File: m.Path, ManifestSHA256: m.Digest,
+		Name: m.Connector.Name, Version: m.Connector.Version, File: m.Path, ManifestSHA256: m.Digest, ReviewSHA256: m.ReviewDigest(),
 		ABI:        m.Connector.ABI,
 		HTTP:       orEmpty(m.Capabilities.HTTP),
 		Config:     orEmpty(m.Capabilities.Config),
