@@ -73,7 +73,9 @@ provider, which the connector is handed instead:
   [operation.create_item]
   hold    = "POST /api/items"               the request the in-flight row holds
   args    = '{"name": "crashtest {unique}"}'  sample arguments
-  receipt = "GET /api/items/{receipt}"      2xx: exists, 404: does not
+  receipt = "GET /api/items/{receipt}"      2xx: exists, 404: does not; and the
+                                            receipt must be named by a hold request
+                                            of the cell (path or 2xx answer)
   effects = { count = "GET /api/items", json = "total" }
             (or answers = "POST /api/items": 2xx answers the proxy saw;
              removes = true for a delete; setup = {request, body} fills
@@ -91,11 +93,22 @@ Without --probe, the provider answers the matrix's questions itself under
                            answers {"answers": [status]} once they were
                            (hold, held, release optional: the in-flight row)
 
+Besides the crash points, every external operation gets the rows
+in_flight (the provider holds the request while the host is killed; with
+a provider that can hold) and equal_args: two calls of one session with
+different tool-call ids and equal arguments, no crash. Each must make an
+effect of its own (a key derived from the arguments, or a provider that
+deduplicates by an argument, merges them), unless the manifest's
+duplicate_window answers the second with the first's outcome. The
+summary counts each way a cell fails: duplicates, lost calls, calls
+answered failed whose effect exists, succeeded without an effect,
+effects undone, receipts naming another object.
+
 Before the first cell every operation runs once without a crash: when one
 does not succeed (a refused token, a wrong URL), crashtest stops with the
 connector's error instead of running every cell into it. --operation,
---point (repeatable; the points of crashtest.Points and in_flight) and
---variant re-run one cell.
+--point (repeatable; the points of crashtest.Points, in_flight,
+equal_args) and --variant re-run one cell.
 
 The shipped connectors may run against connhost's own emulators instead:
 --provider payments (the Stripe API subset) or email (Mailpit); a manifest
@@ -137,8 +150,8 @@ has no reconcile, only the first, and is n/a).`,
 				return usagef("--probe (a probe config, for a provider without a probe contract) and --probe-url (the provider's probe contract) exclude each other")
 			}
 			for _, p := range points {
-				if p != crashtest.PointInFlight && !slices.Contains(crashtest.Points(), p) {
-					return usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), crashtest.PointInFlight)
+				if !slices.Contains(crashtest.Rows(), p) && !slices.Contains(crashtest.Points(), p) {
+					return usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), strings.Join(crashtest.Rows(), ", "))
 				}
 			}
 			var variants []bool
@@ -275,7 +288,7 @@ has no reconcile, only the first, and is n/a).`,
 	f.StringVar(&urlKey, "url-key", "base_url", "the config key that takes --provider-url")
 	f.StringArrayVar(&sets, "set", nil, "another config value for the connector, KEY=VALUE (repeatable)")
 	f.StringArrayVar(&setEnvs, "set-env", nil, "a config value from the environment, KEY=VAR: the value of $VAR, written nowhere (repeatable)")
-	f.StringArrayVar(&points, "point", nil, "only this crash point, or in_flight (repeatable; default: every point)")
+	f.StringArrayVar(&points, "point", nil, "only this crash point, or row: in_flight, equal_args (repeatable; default: every point and row)")
 	f.StringVar(&variant, "variant", "", "only gated (requires_approval on) or ungated calls (default: both)")
 	f.StringVar(&module, "module", "", "the connector's built module (default: its module in --modules, built from plugins/<connector> when missing)")
 	_ = c.MarkFlagRequired("manifest")
@@ -455,6 +468,7 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 		Config:       cfgPath,
 		Effects:      prov.Effects,
 		CheckReceipt: prov.CheckReceipt,
+		Receipts:     prov,
 		Hold:         prov,
 		WorkDir:      work,
 		Points:       sel.points,

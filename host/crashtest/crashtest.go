@@ -56,6 +56,18 @@ var ErrNoHeldAnswer = engine.ErrNoHeldAnswer
 // outside while the provider holds its request.
 const PointInFlight = engine.PointInFlight
 
+// PointEqualArgs names the row of two different calls with equal
+// arguments in one session, without a crash: each must make an effect of
+// its own (a key derived from the arguments, or a provider deduplicating
+// by an argument, merges them), unless the operation's duplicate_window
+// answers the second with the first's outcome. It runs for every external
+// operation but a delete (a probe config's removes).
+const PointEqualArgs = engine.PointEqualArgs
+
+// Rows returns the rows that are no crash point, each asked for in
+// Options.Points by its name like a point: PointInFlight, PointEqualArgs.
+func Rows() []string { return slices.Clone(engine.Rows) }
+
 // ErrCannotHold is what Holder.Arm returns for an operation whose request
 // the provider cannot hold; the in-flight row is then n/a.
 var ErrCannotHold = engine.ErrCannotHold
@@ -174,9 +186,9 @@ type Options struct {
 	// Operations are the operations to run. The default value is every
 	// operation of the manifest.
 	Operations []string
-	// Points are the crash points (see Points), and PointInFlight. The
-	// default value is every point, plus PointInFlight for external
-	// operations.
+	// Points are the crash points (see Points), and the rows that are no
+	// crash point (see Rows). The default value is every point, plus
+	// every row that applies to an operation.
 	Points []string
 	// Variants are the approval variants of external operations: true runs
 	// an operation with requires_approval = true, false without. The
@@ -219,7 +231,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		defer probe.Close()
 		providerURL = probe.URL()
-		eo.Effects, eo.CheckReceipt, eo.Hold = probe.Effects, probe.CheckReceipt, probe
+		eo.Effects, eo.CheckReceipt, eo.Hold, eo.Receipts = probe.Effects, probe.CheckReceipt, probe, probe
+		eo.Removes = func(op string) bool {
+			po := o.ProbeConfig.Operations[op]
+			return po != nil && po.Effects.Removes
+		}
 		eo.Args = func(ctx context.Context, op string) (json.RawMessage, error) {
 			if a, ok := o.Args[op]; ok {
 				return a, nil

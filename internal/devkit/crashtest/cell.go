@@ -119,7 +119,13 @@ func (c *cell) prepare(ctx context.Context) error {
 // it, and a provider that outlives one run must not take the next run's
 // calls for retries of this one.
 func (c *cell) callArgs(args json.RawMessage) []string {
-	return []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
+	return c.callArgsAs("call-"+c.spec.point, args)
+}
+
+// callArgsAs is the exec command line of a call of the cell's session
+// with the tool-call id toolCall.
+func (c *cell) callArgsAs(toolCall string, args json.RawMessage) []string {
+	return []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", toolCall,
 		"--tool", c.connector + "." + c.spec.op.Name, "--args", string(args)}
 }
 
@@ -127,6 +133,9 @@ func (c *cell) callArgs(args json.RawMessage) []string {
 // answer.
 func (c *cell) preflight(ctx context.Context) (result, error) {
 	if err := c.prepare(ctx); err != nil {
+		return result{}, err
+	}
+	if err := c.startCell(ctx); err != nil {
 		return result{}, err
 	}
 	args, err := c.o.Args(ctx, c.spec.op.Name)
@@ -145,6 +154,9 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	if err := c.prepare(ctx); err != nil {
 		return row, err
 	}
+	if err := c.startCell(ctx); err != nil {
+		return row, err
+	}
 	args, err := c.o.Args(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("sample arguments: %w", err)
@@ -152,6 +164,9 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	before, err := c.o.Effects(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("count effects before: %w", err)
+	}
+	if c.spec.point == PointEqualArgs {
+		return c.equalArgs(ctx, row, args, before)
 	}
 	call := c.callArgs(args)
 
@@ -465,14 +480,8 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 		row.AppliedButFailed = true
 		bad("applied but answered %s: the provider holds %d effect(s) of a call its caller is told did nothing, and would issue again", res.Status, row.Effects)
 	}
-	if res.Status == "succeeded" && external && c.o.CheckReceipt != nil {
-		problem, err := c.o.CheckReceipt(ctx, op.Name, res.Receipt)
-		switch {
-		case err != nil:
-			bad("checking receipt %q: %v", res.Receipt, err)
-		case problem != "":
-			bad("%s", problem)
-		}
+	if res.Status == "succeeded" && external {
+		problems = append(problems, c.checkReceipt(ctx, row, res.Receipt)...)
 	}
 	if !external || c.spec.point == PointInFlight {
 		// The in-flight row is judged by judgeInFlight.
@@ -515,6 +524,152 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 		}
 	}
 	return problems
+}
+
+// startCell tells Options.Receipts that a cell begins.
+func (c *cell) startCell(ctx context.Context) error {
+	if c.o.Receipts == nil {
+		return nil
+	}
+	if err := c.o.Receipts.StartCell(ctx, c.spec.op.Name); err != nil {
+		return fmt.Errorf("ask the provider what exists before the cell: %w", err)
+	}
+	return nil
+}
+
+// checkReceipt checks the receipt of a succeeded external call: that it
+// names what the call's effect left (Options.CheckReceipt), and that
+// this is the effect of a call of this cell (Options.Receipts), marking a
+// wrong receipt in row.
+func (c *cell) checkReceipt(ctx context.Context, row *Row, receipt string) []string {
+	op := c.spec.op.Name
+	if c.o.CheckReceipt != nil {
+		problem, err := c.o.CheckReceipt(ctx, op, receipt)
+		switch {
+		case err != nil:
+			return []string{fmt.Sprintf("checking receipt %q: %v", receipt, err)}
+		case problem != "":
+			return []string{problem}
+		}
+	}
+	if c.o.Receipts == nil || receipt == "" {
+		return nil
+	}
+	problem, err := c.o.Receipts.OwnReceipt(ctx, op, receipt)
+	switch {
+	case err != nil:
+		return []string{fmt.Sprintf("checking whose effect receipt %q names: %v", receipt, err)}
+	case problem != "":
+		row.WrongReceipt = true
+		return []string{problem}
+	}
+	return nil
+}
+
+// equalArgs is the row PointEqualArgs: two calls of one session with
+// different tool-call ids and the same arguments, each driven to its end
+// without a crash, as a runtime does (approving what awaits approval, a
+// held duplicate included: the reviewer means both). Each must leave an
+// effect of its own, unless the operation's duplicate_window answers the
+// second with the first's outcome.
+func (c *cell) equalArgs(ctx context.Context, row Row, args json.RawMessage, before int) (Row, error) {
+	op := c.spec.op
+	first, second := c.callArgsAs("call-equal-1", args), c.callArgsAs("call-equal-2", args)
+	a, err := c.driveToFinal(ctx, first)
+	if err != nil {
+		return row, err
+	}
+	b, err := c.driveToFinal(ctx, second)
+	if err != nil {
+		return row, err
+	}
+	var h history
+	if b.ExecutionID != "" {
+		p, err := c.connhost(ctx, "", "history", b.ExecutionID)
+		if err != nil {
+			return row, err
+		}
+		if err := json.Unmarshal(p.Stdout, &h); err != nil || p.Code != 0 {
+			return row, fmt.Errorf("history %s: exit %d: %s %s", b.ExecutionID, p.Code, clip(string(p.Stdout)), clip(string(p.Stderr)))
+		}
+	}
+	after, err := c.o.Effects(ctx, op.Name)
+	if err != nil {
+		return row, fmt.Errorf("count effects after: %w", err)
+	}
+	row.Reached = true
+	row.Effects = after - before
+	row.Final = statusOf(a) + "/" + statusOf(b)
+	row.Receipt = a.Receipt + "/" + b.Receipt
+	row.ConnectorError = b.Error
+	if row.ConnectorError == "" {
+		row.ConnectorError = a.Error
+	}
+	row.Attempt = h.Attempt
+	row.Decision = "none"
+	for _, ev := range h.Events {
+		if ev.Decision == string(host.DecisionDuplicateHeld) || ev.Decision == string(host.DecisionDuplicateAnswered) {
+			row.Decision = ev.Decision
+			break
+		}
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	answered := op.DuplicateWindow > 0 && op.OnDuplicate == manifests.DuplicateAnswer
+	held := op.DuplicateWindow > 0 && !answered
+	for i, r := range []result{a, b} {
+		if !slices.Contains(finalStatuses, r.Status) || r.Code != "" {
+			row.Lost = true
+			bad("call %d ended %s, neither terminal nor recovery_required", i+1, statusOf(r))
+		}
+		if r.Status != "succeeded" {
+			bad("call %d of two with equal arguments ended %s, want succeeded (each runs, without a crash)", i+1, statusOf(r))
+			continue
+		}
+		problems = append(problems, c.checkReceipt(ctx, &row, r.Receipt)...)
+	}
+	want := 2
+	switch {
+	case answered:
+		want = 1
+		if row.Decision != string(host.DecisionDuplicateAnswered) {
+			bad("the operation declares duplicate_window %s with on_duplicate = \"answer\", but the second call was not answered with the first's outcome (decision %s)", op.DuplicateWindow, row.Decision)
+		}
+		if b.Status == "succeeded" && a.Receipt != b.Receipt {
+			bad("the second call was answered receipt %q, the first's is %q", b.Receipt, a.Receipt)
+		}
+	case held && row.Decision != string(host.DecisionDuplicateHeld):
+		bad("the operation declares duplicate_window %s (on_duplicate hold), but the second call was not held for a reviewer (decision %s)", op.DuplicateWindow, row.Decision)
+	}
+	switch {
+	case row.Effects > want:
+		row.Duplicate = true
+		bad("%d effects at the provider for %d call(s) with equal arguments, want %d", row.Effects, 2, want)
+	case row.Effects < 0:
+		row.EffectUndone = true
+		bad("effect undone: the provider holds %d effects fewer than before the cell", -row.Effects)
+	case row.Effects < want && a.Status == "succeeded" && b.Status == "succeeded":
+		row.SucceededWithoutEffect = true
+		bad("two different calls with equal arguments both succeeded, and the provider holds %d effect(s), want %d: the calls were merged (a key derived from the arguments, or a provider deduplicating by an argument, takes a second genuine call for a retry of the first)", row.Effects, want)
+	case row.Effects < want:
+		bad("%d effect(s) for two calls with equal arguments, want %d", row.Effects, want)
+	}
+	if !answered && a.Status == "succeeded" && b.Status == "succeeded" && a.Receipt != "" && a.Receipt == b.Receipt {
+		row.WrongReceipt = true
+		bad("both calls answered receipt %q: two different calls name one object", a.Receipt)
+	}
+	row.Pass = len(problems) == 0
+	row.Problem = strings.Join(problems, "; ")
+	return row, nil
+}
+
+// statusOf is a call's final status, or the problem code connhost
+// answered instead.
+func statusOf(r result) string {
+	if r.Code != "" {
+		return "error:" + r.Code
+	}
+	return r.Status
 }
 
 // sequence drives the call the way a runtime does: exec, approve when it

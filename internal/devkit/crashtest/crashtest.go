@@ -109,6 +109,16 @@ type Options struct {
 	// ProviderName says which provider the connector talks to, for the
 	// report: every row carries it. The default value is "".
 	ProviderName string
+	// Receipts, when set, checks that the receipt of every succeeded
+	// external call names that call's own effect, not another object
+	// that exists (another call's, one made before the cell). The
+	// default value checks only what CheckReceipt checks.
+	Receipts ReceiptOwner
+	// Removes, when set, reports whether an operation's effect removes
+	// an object (a delete): two calls with equal arguments then make one
+	// effect, and the row PointEqualArgs is n/a for it. The default value
+	// is false for every operation.
+	Removes func(operation string) bool
 	// Hold, when set, adds the row PointInFlight for every external
 	// operation (it is skipped otherwise): the provider holds the call's
 	// request, the process running it is SIGKILLed, the call is re-driven
@@ -122,6 +132,37 @@ type Options struct {
 // killed attempt (see Options.Hold). It is not a crash point: the process
 // is killed from outside while its request is held.
 const PointInFlight = "in_flight"
+
+// PointEqualArgs names the row of two different calls with equal
+// arguments: the same session, two tool-call ids, no crash. Each must
+// make an effect of its own — a connector whose key is derived from the
+// arguments, or a provider that deduplicates by an argument, merges them
+// — except where the operation's duplicate_window says otherwise
+// (on_duplicate = "answer": the second is answered with the first's
+// outcome; "hold": it waits for a reviewer, who here approves it). It
+// runs for every external operation that does not remove an object (see
+// Options.Removes).
+const PointEqualArgs = "equal_args"
+
+// Rows are the rows that are no crash point, in the order they run after
+// an operation's crash points: each is asked for by its name in
+// Options.Points like a point.
+var Rows = []string{PointInFlight, PointEqualArgs}
+
+// ReceiptOwner knows which objects the calls of a cell made: the
+// requests that take the operation's effect and what the provider
+// answered them. A receipt that names an existing object the cell's call
+// did not make is a wrong receipt (a reconcile that finds another
+// object; a provider that answers with an object of another call).
+type ReceiptOwner interface {
+	// StartCell forgets what earlier cells made: a cell of operation
+	// begins.
+	StartCell(ctx context.Context, operation string) error
+	// OwnReceipt returns "" when receipt names an object a call of the
+	// cell made (or, for a delete, removed), else what is wrong with it.
+	// An error means the provider could not be asked.
+	OwnReceipt(ctx context.Context, operation, receipt string) (problem string, err error)
+}
 
 // Errors of Run and of the providers it asks.
 var (
@@ -415,10 +456,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			// normal run leaves at the provider (0 for an operation the
 			// provider refuses), the yardstick of the manual cells.
 			var baseline *int
-			rowPoints := slices.DeleteFunc(slices.Clone(points), func(p string) bool { return p == PointInFlight })
-			if o.Hold != nil && op.Effect == manifests.EffectExternal && (len(o.Points) == 0 || slices.Contains(o.Points, PointInFlight)) {
-				rowPoints = append(rowPoints, PointInFlight)
-			}
+			rowPoints := o.rowPoints(op, points)
 			for _, point := range rowPoints {
 				n++
 				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
@@ -484,13 +522,26 @@ func countCells(o Options, ops []*manifests.Operation, points []string, variants
 			if gated && op.Effect == manifests.EffectRead && !o.GatedReads {
 				continue
 			}
-			n += len(slices.DeleteFunc(slices.Clone(points), func(p string) bool { return p == PointInFlight }))
-			if o.Hold != nil && op.Effect == manifests.EffectExternal && (len(o.Points) == 0 || slices.Contains(o.Points, PointInFlight)) {
-				n++
-			}
+			n += len(o.rowPoints(op, points))
 		}
 	}
 	return n
+}
+
+// rowPoints are the rows of op: the crash points, then the rows that are
+// no crash point (in flight, equal arguments) where they apply and were
+// asked for (Options.Points empty, or naming them).
+func (o *Options) rowPoints(op *manifests.Operation, points []string) []string {
+	out := slices.DeleteFunc(slices.Clone(points), func(p string) bool { return slices.Contains(Rows, p) })
+	asked := func(p string) bool { return len(o.Points) == 0 || slices.Contains(o.Points, p) }
+	external := op.Effect == manifests.EffectExternal
+	if o.Hold != nil && external && asked(PointInFlight) {
+		out = append(out, PointInFlight)
+	}
+	if external && asked(PointEqualArgs) && (o.Removes == nil || !o.Removes(op.Name)) {
+		out = append(out, PointEqualArgs)
+	}
+	return out
 }
 
 func (rep *Report) add(row Row) {
@@ -549,8 +600,8 @@ func (o *Options) validate() error {
 			}
 			continue
 		}
-		if !slices.Contains(crash.Points, p) {
-			errs = append(errs, fmt.Errorf("crashtest: unknown crash point %q (known: %s)", p, strings.Join(crash.Points, ", ")))
+		if !slices.Contains(crash.Points, p) && !slices.Contains(Rows, p) {
+			errs = append(errs, fmt.Errorf("crashtest: unknown crash point %q (known: %s)", p, strings.Join(append(slices.Clone(crash.Points), Rows...), ", ")))
 		}
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })

@@ -110,6 +110,7 @@ func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 			Args:         prov.Args,
 			Effects:      prov.Effects,
 			CheckReceipt: prov.CheckReceipt,
+			Receipts:     prov,
 			Hold:         prov,
 			WorkDir:      t.TempDir(),
 			Ledger:       ledger,
@@ -185,7 +186,7 @@ func TestCrashMatrixLosingUnsyncedWrites(t *testing.T) {
 		}
 		rep, err := crashtest.Run(ctx, crashtest.Options{
 			Binary: env.binary, Manifest: env.manifest[conn.name], Modules: env.modules, Config: cfgPath,
-			Args: prov.Args, Effects: prov.Effects, CheckReceipt: prov.CheckReceipt,
+			Args: prov.Args, Effects: prov.Effects, CheckReceipt: prov.CheckReceipt, Receipts: prov,
 			Operations:   conn.ops,
 			Points:       []string{crash.AfterPluginReturn, crash.AfterOutcomeRecord, crash.AfterAnswer},
 			LoseUnsynced: true,

@@ -26,7 +26,8 @@ var ErrNoArgs = errors.New("crashtest: the probe config gives no sample argument
 // can hold a request and counts answers, and it asks the provider's own
 // API how many effects it holds, whether a receipt exists, and for the
 // objects sample arguments name. It implements Options' Effects,
-// CheckReceipt and Args, and HeldAnswerer. It is safe for concurrent use.
+// CheckReceipt and Args, ReceiptOwner (what the requests of the cell's
+// call named) and HeldAnswerer. It is safe for concurrent use.
 //
 // The proxy forwards every request whole, whether or not its client is
 // still there when the provider answers, the way a provider that has
@@ -49,6 +50,11 @@ type ConfigProbe struct {
 	answer  chan int        // the last held request's answer, once forwarded
 	answers map[string]int  // counted answers per operation
 	unique  string          // the token of the cell whose Args ran last
+	// cellOp is the operation of the cell under way (StartCell); named
+	// holds what its effect's requests named: their path segments, and
+	// the values of the provider's 2xx answers to them.
+	cellOp string
+	named  map[string]bool
 }
 
 // StartProbe starts the proxy of cfg in front of providerURL on a free
@@ -161,6 +167,7 @@ func (p *ConfigProbe) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.count(r.Method, rel, resp)
+	p.record(r.Method, rel, resp, answer)
 	if answered != nil {
 		answered <- resp.StatusCode
 	}
@@ -206,6 +213,95 @@ func (p *ConfigProbe) count(method, rel string, resp *http.Response) {
 		}
 		p.answers[name]++
 	}
+}
+
+// effectRequest is the request that takes op's effect: its hold pattern,
+// else the requests its effects' answers count; nil when the config names
+// neither.
+func (op *ProbeOperation) effectRequest() *RequestPattern {
+	if op.Hold != nil {
+		return op.Hold
+	}
+	return op.Effects.Answers
+}
+
+// record notes what a request of the cell's operation that takes its
+// effect names: the segments of its path (a delete's object), and, when
+// the provider answered 2xx, every string and number of its JSON answer
+// and the path of its Location header (a created object's id).
+func (p *ConfigProbe) record(method, rel string, resp *http.Response, answer []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	op := p.cfg.Operations[p.cellOp]
+	if op == nil || p.named == nil || !op.effectRequest().Match(method, rel) {
+		return
+	}
+	segments := func(path string) {
+		for _, seg := range strings.Split(path, "/") {
+			if v, err := url.PathUnescape(seg); err == nil && v != "" {
+				p.named[v] = true
+			}
+		}
+	}
+	segments(rel)
+	if resp.StatusCode/100 != 2 {
+		return
+	}
+	if loc, err := url.Parse(resp.Header.Get("Location")); err == nil {
+		segments(loc.Path)
+	}
+	if len(answer) > 8<<20 {
+		return
+	}
+	if v, err := decodeJSON(answer); err == nil {
+		leaves(v, func(s string) { p.named[s] = true })
+	}
+}
+
+// leaves calls f with every string and number in a decoded JSON value.
+func leaves(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case json.Number:
+		f(x.String())
+	case []any:
+		for _, e := range x {
+			leaves(e, f)
+		}
+	case map[string]any:
+		for _, e := range x {
+			leaves(e, f)
+		}
+	}
+}
+
+// StartCell implements ReceiptOwner: a cell of operation begins, and what
+// earlier cells' requests named is forgotten.
+func (p *ConfigProbe) StartCell(_ context.Context, operation string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cellOp, p.named = operation, map[string]bool{}
+	return nil
+}
+
+// OwnReceipt implements ReceiptOwner for an operation whose receipts the
+// config looks up (receipt) and whose effect's request it names (hold,
+// else effects' answers): the receipt must be named by such a request of
+// the cell, in its path or in the provider's 2xx answer to it. Other
+// operations' receipts pass.
+func (p *ConfigProbe) OwnReceipt(_ context.Context, operation, receipt string) (string, error) {
+	op := p.cfg.Operations[operation]
+	if op == nil || op.NoReceipt || op.Receipt == "" || op.effectRequest() == nil {
+		return "", nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if operation != p.cellOp || p.named[receipt] {
+		return "", nil
+	}
+	return fmt.Sprintf("receipt %s names an object that exists but is not this call's effect: no %s request of the cell named it, in its path or in the provider's answer (a reconcile that found another object, or an answer naming another call's)",
+		receipt, op.effectRequest()), nil
 }
 
 // Arm implements Holder: the next request matching the operation's hold

@@ -303,3 +303,51 @@ effects = { count = "GET /feeds" }
 		}
 	}
 }
+
+// TestConfigProbeOwnReceipt: a receipt must name what a request of the
+// cell that takes the operation's effect made (its id in the provider's
+// answer) or named (a delete's path); an object that exists but that no
+// such request of this cell named — another call's, an older one — is a
+// wrong receipt. A new cell forgets the earlier cell's objects.
+func TestConfigProbeOwnReceipt(t *testing.T) {
+	ctx := context.Background()
+	_, p := startItemsProbe(t)
+	create := func(ref string) string {
+		t.Helper()
+		st, _, body := postItem(t, p.URL()+"/items", "", `{"name": "n", "ref": "`+ref+`"}`)
+		var it struct{ ID string }
+		if err := json.Unmarshal([]byte(body), &it); err != nil || st != 201 {
+			t.Fatalf("create: %d %s", st, body)
+		}
+		return it.ID
+	}
+	if err := p.StartCell(ctx, "create"); err != nil {
+		t.Fatal(err)
+	}
+	older := create("older")
+	if err := p.StartCell(ctx, "create"); err != nil {
+		t.Fatal(err)
+	}
+	own := create("own")
+	if problem, err := p.OwnReceipt(ctx, "create", own); problem != "" || err != nil {
+		t.Errorf("the cell's own item: %q %v", problem, err)
+	}
+	problem, err := p.OwnReceipt(ctx, "create", older)
+	if err != nil || !strings.Contains(problem, "receipt "+older+" names an object that exists but is not this call's effect") {
+		t.Errorf("an earlier cell's item: %q %v", problem, err)
+	}
+	// A delete names its object in the path, whatever the answer.
+	if err := p.StartCell(ctx, "delete"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("DELETE", p.URL()+"/items/"+own, nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	if problem, _ := p.OwnReceipt(ctx, "delete", own); problem != "" {
+		t.Errorf("the deleted item: %q", problem)
+	}
+	if problem, _ := p.OwnReceipt(ctx, "delete", older); problem == "" {
+		t.Error("a delete's receipt naming an item the cell did not delete passed")
+	}
+}
