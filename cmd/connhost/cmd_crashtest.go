@@ -99,16 +99,23 @@ a provider that can hold) and equal_args: two calls of one session with
 different tool-call ids and equal arguments, no crash. Each must make an
 effect of its own (a key derived from the arguments, or a provider that
 deduplicates by an argument, merges them), unless the manifest's
-duplicate_window answers the second with the first's outcome. The
-summary counts each way a cell fails: duplicates, lost calls, calls
-answered failed whose effect exists, succeeded without an effect,
-effects undone, receipts naming another object.
+duplicate_window answers the second with the first's outcome. Against
+the Stripe emulator (--provider payments), whose clock moves, every
+idempotent-retry operation also gets key_kept and key_expired: the
+process is killed after the connector returned, the emulator's and the
+host's clocks move just short of, or just past, the key retention the
+manifest declares ([provider] idempotency_retention, at most 24h), and
+the call must end with its one effect: the key re-sent and replayed, or
+past the retention never re-sent (reconcile finds the effect, or an
+operator decides). The summary counts each way a cell fails: duplicates,
+lost calls, calls answered failed whose effect exists, succeeded without
+an effect, effects undone, receipts naming another object.
 
 Before the first cell every operation runs once without a crash: when one
 does not succeed (a refused token, a wrong URL), crashtest stops with the
 connector's error instead of running every cell into it. --operation,
 --point (repeatable; the points of crashtest.Points, in_flight,
-equal_args) and --variant re-run one cell.
+equal_args, key_kept, key_expired) and --variant re-run one cell.
 
 The shipped connectors may run against connhost's own emulators instead:
 --provider payments (the Stripe API subset) or email (Mailpit); a manifest
@@ -288,7 +295,7 @@ has no reconcile, only the first, and is n/a).`,
 	f.StringVar(&urlKey, "url-key", "base_url", "the config key that takes --provider-url")
 	f.StringArrayVar(&sets, "set", nil, "another config value for the connector, KEY=VALUE (repeatable)")
 	f.StringArrayVar(&setEnvs, "set-env", nil, "a config value from the environment, KEY=VAR: the value of $VAR, written nowhere (repeatable)")
-	f.StringArrayVar(&points, "point", nil, "only this crash point, or row: in_flight, equal_args (repeatable; default: every point and row)")
+	f.StringArrayVar(&points, "point", nil, "only this crash point, or row: in_flight, equal_args, key_kept, key_expired (repeatable; default: every point and row)")
 	f.StringVar(&variant, "variant", "", "only gated (requires_approval on) or ungated calls (default: both)")
 	f.StringVar(&module, "module", "", "the connector's built module (default: its module in --modules, built from plugins/<connector> when missing)")
 	_ = c.MarkFlagRequired("manifest")
@@ -486,6 +493,9 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 	}
 	if operation != "" {
 		o.Operations = []string{operation}
+	}
+	if provider == providerPayments {
+		o.Clock = prov // the Stripe emulator's clock expires its keys
 	}
 	return internalcrashtest.Run(ctx, o)
 }

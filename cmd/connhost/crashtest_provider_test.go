@@ -46,7 +46,7 @@ func TestCrashtestRefuses(t *testing.T) {
 		{"--probe and --probe-url", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--probe", "p.toml", "--probe-url", "http://127.0.0.1:9/p"},
 			"exclude each other"},
 		{"an unknown point", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--point", "after_lunch"},
-			`--point "after_lunch": not a crash point (known: before_intent, after_intent, after_approval, after_dispatch_record, after_plugin_return, after_outcome_record, after_reconcile_return, after_answer, in_flight, equal_args)`},
+			`--point "after_lunch": not a crash point (known: before_intent, after_intent, after_approval, after_dispatch_record, after_plugin_return, after_outcome_record, after_reconcile_return, after_answer, in_flight, equal_args, key_kept, key_expired)`},
 		{"an unknown variant", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--variant", "both"},
 			`--variant "both": want gated`},
 		{"--data", []string{"--data", "d", "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9"}, "crashtest does not use --data"},

@@ -65,7 +65,9 @@ const PointInFlight = engine.PointInFlight
 const PointEqualArgs = engine.PointEqualArgs
 
 // Rows returns the rows that are no crash point, each asked for in
-// Options.Points by its name like a point: PointInFlight, PointEqualArgs.
+// Options.Points by its name like a point: PointInFlight, PointEqualArgs,
+// and the key retention's key_kept and key_expired, which need a provider
+// whose clock moves (connhost crashtest --provider payments).
 func Rows() []string { return slices.Clone(engine.Rows) }
 
 // ErrCannotHold is what Holder.Arm returns for an operation whose request

@@ -44,6 +44,10 @@ type cell struct {
 	// heldAnswered: in the in-flight row, the provider told what it
 	// answered the released request (Row.HeldAnswer).
 	heldAnswered bool
+	// retention is the key retention the host applies to the connector
+	// (keyRetention); clockOffset how far ahead the cell's processes run
+	// (the key rows, once the provider's clock moved).
+	retention, clockOffset time.Duration
 }
 
 // result is the subset of host.Result (exec --json) the judge reads.
@@ -191,8 +195,11 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		// Phase 1 (and 2 for after_reconcile_return): armed until a
 		// process dies at the point.
 		phases := []string{c.spec.point}
-		if c.spec.point == crash.AfterReconcileReturn {
+		switch c.spec.point {
+		case crash.AfterReconcileReturn:
 			phases = []string{crash.AfterPluginReturn, crash.AfterReconcileReturn}
+		case PointKeyKept, PointKeyExpired:
+			phases = []string{crash.AfterPluginReturn}
 		}
 		for _, p := range phases {
 			_, killed, err := c.sequence(ctx, p, call)
@@ -203,6 +210,17 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 				row.Reached = false
 				break
 			}
+		}
+		if row.Reached && (c.spec.point == PointKeyKept || c.spec.point == PointKeyExpired) {
+			// A day later, for the provider and for the host.
+			d := c.retention - time.Minute
+			if c.spec.point == PointKeyExpired {
+				d = c.retention + time.Minute
+			}
+			if err := c.o.Clock.Advance(ctx, d); err != nil {
+				return row, fmt.Errorf("move the provider's clock %s ahead: %w", d, err)
+			}
+			c.clockOffset = d
 		}
 	}
 	res, err := c.driveToFinal(ctx, call)
@@ -252,6 +270,9 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	}
 	if c.spec.point == PointInFlight && row.Reached {
 		problems = append(problems, judgeInFlight(row, inFlight, c.heldAnswered)...)
+	}
+	if (c.spec.point == PointKeyKept || c.spec.point == PointKeyExpired) && row.Reached {
+		problems = append(problems, judgeKeyRetention(row, c.spec.point, c.retention)...)
 	}
 	row.Pass = len(problems) == 0
 	row.Problem = strings.Join(problems, "; ")
@@ -439,6 +460,40 @@ func judgeInFlight(row Row, seen []string, answers bool) []string {
 	return problems
 }
 
+// judgeKeyRetention checks a key row (the effect applied, then the
+// clocks moved by the retention less or more a minute): within the
+// retention the key is re-sent and the provider, which still knows it,
+// answers with the one effect; past it the key is never re-sent, and
+// reconcile finds the effect (succeeded, not dispatched again) or an
+// operator decides (recovery_required, key_retention_passed).
+func judgeKeyRetention(row Row, point string, retention time.Duration) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if point == PointKeyKept {
+		if row.Decision != string(host.DecisionRecoverRetry) || row.Final != "succeeded" {
+			bad("%s within the key retention of %s: recovery decided %s and the call ended %s, want recover_retry and succeeded", point, retention, row.Decision, row.Final)
+		}
+		if row.Effects > 1 {
+			bad("the provider forgot the key before the retention the manifest declares (%s): the key re-sent %s after the call made a second effect; declare the provider's real retention in [provider] idempotency_retention", retention, retention-time.Minute)
+		}
+		return problems
+	}
+	switch {
+	case row.Attempt > 1 || row.Decision == string(host.DecisionRecoverRetry):
+		bad("past the key retention of %s the call was dispatched again (attempt %d, decision %s): the provider may have forgotten the key", retention, row.Attempt, row.Decision)
+	case row.Final == "succeeded" && row.Decision != string(host.DecisionReconciledApplied):
+		bad("past the key retention the call succeeded by %s, want reconciled_applied", row.Decision)
+	case row.Final == "recovery_required" && row.Decision != string(host.DecisionKeyRetentionPassed):
+		bad("past the key retention the call became recovery_required by %s, want key_retention_passed", row.Decision)
+	case row.Final != "succeeded" && row.Final != "recovery_required":
+		bad("past the key retention the call ended %s, want succeeded (reconcile found the effect) or recovery_required (an operator decides)", row.Final)
+	}
+	if row.Effects != 1 {
+		bad("%d effects, want the one the call made before the kill", row.Effects)
+	}
+	return problems
+}
+
 // judge checks a finished cell against the declared policy and returns
 // what it broke.
 func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history) []string {
@@ -483,8 +538,9 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 	if res.Status == "succeeded" && external {
 		problems = append(problems, c.checkReceipt(ctx, row, res.Receipt)...)
 	}
-	if !external || c.spec.point == PointInFlight {
-		// The in-flight row is judged by judgeInFlight.
+	if !external || c.spec.point == PointInFlight || c.spec.point == PointKeyKept || c.spec.point == PointKeyExpired {
+		// The in-flight row is judged by judgeInFlight, the key rows by
+		// judgeKeyRetention.
 		return problems
 	}
 	switch op.Recovery {

@@ -119,6 +119,10 @@ type Options struct {
 	// effect, and the row PointEqualArgs is n/a for it. The default value
 	// is false for every operation.
 	Removes func(operation string) bool
+	// Clock, when set, moves the provider's clock, and adds the rows
+	// PointKeyKept and PointKeyExpired for every idempotent-retry
+	// operation. The default value is nil: the rows are n/a.
+	Clock Clock
 	// Hold, when set, adds the row PointInFlight for every external
 	// operation (it is skipped otherwise): the provider holds the call's
 	// request, the process running it is SIGKILLed, the call is re-driven
@@ -144,10 +148,38 @@ const PointInFlight = "in_flight"
 // Options.Removes).
 const PointEqualArgs = "equal_args"
 
+// PointKeyKept and PointKeyExpired name the rows of the provider's key
+// retention, for an idempotent-retry operation and a provider whose
+// clock moves (Options.Clock): the process is killed after the connector
+// returned (the effect applied, its outcome unknown), then the provider's
+// clock and the host's move ahead, just short of the retention the
+// manifest declares ([provider] idempotency_retention, at most the host's
+// default 24h) in key_kept, just past it in key_expired, and the call is
+// driven to its end. key_kept: the key is re-sent and the provider, which
+// must still know it, answers with the one effect; a provider that keeps
+// its keys for less than the manifest says makes a second. key_expired:
+// the key is never re-sent; reconcile finds the effect (when the module
+// exports it) or the call waits for an operator.
+const (
+	PointKeyKept    = "key_kept"
+	PointKeyExpired = "key_expired"
+)
+
+// DefaultKeyRetention is the host's default key retention
+// (host.Options.KeyRetention), which a manifest's [provider]
+// idempotency_retention may only shorten.
+const DefaultKeyRetention = 24 * time.Hour
+
+// Clock moves a provider's clock, as an emulator's control API does.
+type Clock interface {
+	// Advance moves the provider's clock d ahead.
+	Advance(ctx context.Context, d time.Duration) error
+}
+
 // Rows are the rows that are no crash point, in the order they run after
 // an operation's crash points: each is asked for by its name in
 // Options.Points like a point.
-var Rows = []string{PointInFlight, PointEqualArgs}
+var Rows = []string{PointInFlight, PointEqualArgs, PointKeyKept, PointKeyExpired}
 
 // ReceiptOwner knows which objects the calls of a cell made: the
 // requests that take the operation's effect and what the provider
@@ -460,7 +492,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			for _, point := range rowPoints {
 				n++
 				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
-					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
+					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline,
+					retention: keyRetention(m)}
 				row, err := c.run(ctx)
 				if err != nil {
 					return rep, fmt.Errorf("crashtest: cell %s × %s.%s gated=%t: %w", point, m.Connector.Name, op.Name, gated, err)
@@ -528,6 +561,15 @@ func countCells(o Options, ops []*manifests.Operation, points []string, variants
 	return n
 }
 
+// keyRetention is how long the host re-sends the key of an uncertain
+// call of m: its declared idempotency_retention, at most the default.
+func keyRetention(m *manifests.Manifest) time.Duration {
+	if d := m.Provider.IdempotencyRetention; d > 0 && d < DefaultKeyRetention {
+		return d
+	}
+	return DefaultKeyRetention
+}
+
 // rowPoints are the rows of op: the crash points, then the rows that are
 // no crash point (in flight, equal arguments) where they apply and were
 // asked for (Options.Points empty, or naming them).
@@ -540,6 +582,11 @@ func (o *Options) rowPoints(op *manifests.Operation, points []string) []string {
 	}
 	if external && asked(PointEqualArgs) && (o.Removes == nil || !o.Removes(op.Name)) {
 		out = append(out, PointEqualArgs)
+	}
+	for _, p := range []string{PointKeyKept, PointKeyExpired} {
+		if o.Clock != nil && external && op.Recovery == manifests.PolicyIdempotentRetry && asked(p) {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -594,6 +641,9 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("crashtest: Options.Effects is required"))
 	}
 	for _, p := range o.Points {
+		if (p == PointKeyKept || p == PointKeyExpired) && o.Clock == nil {
+			errs = append(errs, fmt.Errorf("crashtest: row %s needs Options.Clock (a provider whose clock moves)", p))
+		}
 		if p == PointInFlight {
 			if o.Hold == nil {
 				errs = append(errs, fmt.Errorf("crashtest: point %s needs Options.Hold", PointInFlight))
@@ -656,6 +706,12 @@ func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.C
 	var env []string // nil: this process's
 	if c.o.LoseUnsynced {
 		env = append(os.Environ(), crash.LoseUnsyncedEnv+"=1")
+	}
+	if c.clockOffset > 0 {
+		if env == nil {
+			env = os.Environ()
+		}
+		env = append(env, crash.ClockOffsetEnv+"="+c.clockOffset.String())
 	}
 	p, err := proc.Start(proc.Cmd{Path: c.o.Binary, Args: full, Env: env, CrashAt: crashAt})
 	if err != nil {

@@ -111,6 +111,7 @@ func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 			Effects:      prov.Effects,
 			CheckReceipt: prov.CheckReceipt,
 			Receipts:     prov,
+			Clock:        prov,
 			Hold:         prov,
 			WorkDir:      t.TempDir(),
 			Ledger:       ledger,

@@ -81,6 +81,15 @@ func (p *Provider) WaitHeld(ctx context.Context) error {
 // Release implements Holder.
 func (p *Provider) Release(ctx context.Context) error { return p.client.ReleaseHeld(ctx) }
 
+// Advance implements Clock: it moves the Stripe emulator's clock, which
+// expires idempotency keys after its retention (24h, as Stripe does).
+func (p *Provider) Advance(ctx context.Context, d time.Duration) error {
+	if p.client.PaymentsURL == "" {
+		return fmt.Errorf("crashtest: no payments emulator, whose clock moves")
+	}
+	return p.client.AdvanceClock(ctx, d)
+}
+
 // NewProvider returns a Provider for the given base URLs; either may be
 // empty when the connector under test does not use it.
 func NewProvider(paymentsURL, emailURL string) *Provider {
