@@ -36,6 +36,7 @@
 //	loopback-host                       warning   an origin on a loopback address: fine for emulators, not for a deployment
 //	internal-host                       warning   an origin on a private, link-local, unspecified or otherwise internal address (the host's own internal-address table)
 //	idempotency-unknown-provider        warning   an idempotent-retry operation whose hosts are neither in KnownIdempotencyProviders nor covered by a [provider] idempotency declaration
+//	provider-key-unproven               warning   [provider] declares the key an idempotent-retry operation rests on (a header or a body field), and no connhost crashtest proof next to the manifest (<name>.proof.json) covers it; a known provider's Idempotency-Key needs none
 //	missing-description                 warning   an operation's description is too short (< MinDescriptionLen) to guide the model
 //	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties, additionalProperties not false) or undeclared properties beside its own; one declaring none and allowing none accepts only {} and passes
 //	unbounded-amount                    warning   a money or amount field (amount, price, total, fee, …) of the input schema without a minimum and a maximum
@@ -123,6 +124,7 @@ const (
 	CodeLoopbackHost                   Code = "loopback-host"
 	CodeInternalHost                   Code = "internal-host"
 	CodeIdempotencyUnknownProvider     Code = "idempotency-unknown-provider"
+	CodeProviderKeyUnproven            Code = "provider-key-unproven"
 	CodeMissingDescription             Code = "missing-description"
 	CodePermissiveSchema               Code = "permissive-schema"
 	CodeUnboundedAmount                Code = "unbounded-amount"
@@ -165,6 +167,7 @@ var FindingCodes = []struct {
 	{CodeLoopbackHost, SeverityWarning},
 	{CodeInternalHost, SeverityWarning},
 	{CodeIdempotencyUnknownProvider, SeverityWarning},
+	{CodeProviderKeyUnproven, SeverityWarning},
 	{CodeMissingDescription, SeverityWarning},
 	{CodePermissiveSchema, SeverityWarning},
 	{CodeUnboundedAmount, SeverityWarning},
@@ -336,8 +339,14 @@ type ConnectorReport struct {
 type ProviderReport struct {
 	Name                 string `json:"name,omitempty"`
 	IdempotencyHeader    string `json:"idempotency_header,omitempty"`
+	IdempotencyField     string `json:"idempotency_field,omitempty"`
 	IdempotencyRetention string `json:"idempotency_retention,omitempty"`
-	Line                 int    `json:"line,omitempty"`
+	// Key says where the provider reads its key, for people ("header
+	// Idempotency-Key", "body field external_id").
+	Key  string `json:"idempotency_key,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Proof is the connhost crashtest proof of the claim (nil: none).
+	Proof *ProviderProof `json:"proof,omitempty"`
 }
 
 // Digest statuses of ModuleReport.DigestStatus.
@@ -600,6 +609,8 @@ type auditor struct {
 	o        *Options
 	facts    *ModuleFacts // nil: not checked
 	findings []Finding
+	// proof is the crashtest proof of the [provider] claim (nil: none).
+	proof *ProviderProof
 }
 
 // at is where a finding points.
@@ -656,8 +667,10 @@ func (a *auditor) run() ConnectorReport {
 		Module:     a.module(),
 		Operations: []OperationReport{},
 	}
+	a.proof = a.providerProof()
 	if pv := m.Provider; pv != (manifests.Provider{}) {
-		cr.Provider = &ProviderReport{Name: pv.Name, IdempotencyHeader: pv.IdempotencyHeader, Line: m.Line("provider")}
+		cr.Provider = &ProviderReport{Name: pv.Name, IdempotencyHeader: pv.IdempotencyHeader, IdempotencyField: pv.IdempotencyField,
+			Key: pv.IdempotencyKey(), Line: m.Line("provider"), Proof: a.proof}
 		if pv.IdempotencyRetention > 0 {
 			cr.Provider.IdempotencyRetention = FormatDuration(pv.IdempotencyRetention)
 		}
@@ -854,8 +867,8 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 // idempotency checks what an idempotent-retry policy rests on: a provider
 // that deduplicates by key, known or declared.
 func (a *auditor) idempotency(op *manifests.Operation) {
-	if a.m.Provider.IdempotencyHeader != "" {
-		return // declared in [provider]: the verdict shows the promise
+	if a.m.Provider.IdempotencyHeader != "" || a.m.Provider.IdempotencyField != "" {
+		return // declared in [provider]: the verdict shows the promise (proven or not: provider-key-unproven)
 	}
 	var unknown []string
 	for _, o := range a.m.Capabilities.HTTP {
@@ -863,7 +876,7 @@ func (a *auditor) idempotency(op *manifests.Operation) {
 			unknown = append(unknown, u.Hostname())
 		}
 	}
-	const how = "declare what the provider guarantees in [provider] (idempotency_header, idempotency_retention) or waive this finding"
+	const how = "declare what the provider guarantees in [provider] (idempotency_header or idempotency_field, idempotency_retention) or waive this finding"
 	switch {
 	case len(a.m.Capabilities.HTTP) == 0:
 		a.add(CodeIdempotencyUnknownProvider, opKey(op, "recovery"),

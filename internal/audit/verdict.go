@@ -104,13 +104,20 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 // on: the manifest's [provider] declaration, a known provider, or nobody's.
 func (a *auditor) idempotencyPromise(hosts string) string {
 	pv := a.m.Provider
-	if pv.IdempotencyHeader != "" {
+	if key := pv.IdempotencyKey(); key != "" {
 		who := pv.Name
 		if who == "" {
 			who = hosts
 		}
-		return fmt.Sprintf("%s deduplicating requests by %s for %s (declared in [provider], line %d; not verified by the audit: prove it with connhost crashtest)",
-			who, pv.IdempotencyHeader, FormatDuration(pv.IdempotencyRetention), a.m.Line("provider.idempotency_header"))
+		proven := "not proven: see provider-key-unproven"
+		switch {
+		case a.proof != nil:
+			proven = a.proof.String()
+		case knownClaim(a.m):
+			proven = "a provider connhost knows to do so"
+		}
+		return fmt.Sprintf("%s deduplicating requests by %s for %s (declared in [provider], line %d; %s)",
+			who, key, FormatDuration(pv.IdempotencyRetention), a.key("provider", "idempotency_header", "idempotency_field").line, proven)
 	}
 	names := hostNames(a.m.Capabilities.HTTP)
 	if len(names) > 0 && !slices.ContainsFunc(names, func(h string) bool { return !slices.Contains(KnownIdempotencyProviders, h) }) {
