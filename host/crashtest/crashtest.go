@@ -64,10 +64,20 @@ const PointInFlight = engine.PointInFlight
 // operation but a delete (a probe config's removes).
 const PointEqualArgs = engine.PointEqualArgs
 
+// PointProviderKey names the row that proves a manifest's [provider]
+// claim against the provider, with a probe config (Options.ProbeConfig):
+// the request that took a call's effect is sent again as it was (the
+// provider must make no second effect) and with the declared key changed
+// (it must make one). A row that passes carries the key in
+// Row.ProvenKey; connhost crashtest --record-proof writes it where the
+// audit reads it.
+const PointProviderKey = engine.PointProviderKey
+
 // Rows returns the rows that are no crash point, each asked for in
 // Options.Points by its name like a point: PointInFlight, PointEqualArgs,
-// and the key retention's key_kept and key_expired, which need a provider
-// whose clock moves (connhost crashtest --provider payments).
+// the key retention's key_kept and key_expired, which need a provider
+// whose clock moves (connhost crashtest --provider payments), and
+// PointProviderKey.
 func Rows() []string { return slices.Clone(engine.Rows) }
 
 // ErrCannotHold is what Holder.Arm returns for an operation whose request
@@ -233,7 +243,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		defer probe.Close()
 		providerURL = probe.URL()
-		eo.Effects, eo.CheckReceipt, eo.Hold, eo.Receipts = probe.Effects, probe.CheckReceipt, probe, probe
+		eo.Effects, eo.CheckReceipt, eo.Hold, eo.Receipts, eo.Prover = probe.Effects, probe.CheckReceipt, probe, probe, probe
 		eo.Removes = func(op string) bool {
 			po := o.ProbeConfig.Operations[op]
 			return po != nil && po.Effects.Removes

@@ -48,6 +48,8 @@ type cell struct {
 	// (keyRetention); clockOffset how far ahead the cell's processes run
 	// (the key rows, once the provider's clock moved).
 	retention, clockOffset time.Duration
+	// provider is the manifest's [provider] claim (the provider_key row).
+	provider manifests.Provider
 }
 
 // result is the subset of host.Result (exec --json) the judge reads.
@@ -169,8 +171,11 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	if err != nil {
 		return row, fmt.Errorf("count effects before: %w", err)
 	}
-	if c.spec.point == PointEqualArgs {
+	switch c.spec.point {
+	case PointEqualArgs:
 		return c.equalArgs(ctx, row, args, before)
+	case PointProviderKey:
+		return c.proveKey(ctx, row, args, before)
 	}
 	call := c.callArgs(args)
 
@@ -716,6 +721,48 @@ func (c *cell) equalArgs(ctx context.Context, row Row, args json.RawMessage, bef
 	}
 	row.Pass = len(problems) == 0
 	row.Problem = strings.Join(problems, "; ")
+	return row, nil
+}
+
+// proveKey is the row PointProviderKey: one call without a crash, whose
+// effectful request the prover then repeats at the provider, as it was
+// and with the declared key changed.
+func (c *cell) proveKey(ctx context.Context, row Row, args json.RawMessage, before int) (Row, error) {
+	op := c.spec.op
+	if err := c.o.Prover.CaptureNext(op.Name); err != nil {
+		return row, err
+	}
+	res, err := c.driveToFinal(ctx, c.callArgs(args))
+	if err != nil {
+		return row, err
+	}
+	after, err := c.o.Effects(ctx, op.Name)
+	if err != nil {
+		return row, fmt.Errorf("count effects after: %w", err)
+	}
+	row.Reached, row.Effects, row.Final, row.Receipt, row.ConnectorError, row.Decision = true, after-before, statusOf(res), res.Receipt, res.Error, "none"
+	key := c.provider.IdempotencyKey()
+	var problems []string
+	switch {
+	case res.Status != "succeeded":
+		row.Lost = !slices.Contains(finalStatuses, res.Status)
+		problems = append(problems, fmt.Sprintf("the call ended %s without a crash: there is no request of it to repeat", row.Final))
+	case row.Effects != 1:
+		problems = append(problems, fmt.Sprintf("the call made %d effects without a crash, want 1", row.Effects))
+	default:
+		problem, err := c.o.Prover.ProveKey(ctx, op.Name, c.provider)
+		if err != nil {
+			return row, fmt.Errorf("repeat the request at the provider: %w", err)
+		}
+		if problem != "" {
+			problems = append(problems, fmt.Sprintf("[provider] says the provider deduplicates by %s; %s", key, problem))
+		}
+	}
+	row.Pass = len(problems) == 0
+	row.Problem = strings.Join(problems, "; ")
+	if row.Pass {
+		row.ProvenKey = key
+	}
 	return row, nil
 }
 

@@ -119,6 +119,10 @@ type Options struct {
 	// effect, and the row PointEqualArgs is n/a for it. The default value
 	// is false for every operation.
 	Removes func(operation string) bool
+	// Prover, when set, repeats requests at the provider, and adds the
+	// row PointProviderKey for every idempotent-retry operation of a
+	// manifest whose [provider] declares a key. The default value is nil.
+	Prover KeyProver
 	// Clock, when set, moves the provider's clock, and adds the rows
 	// PointKeyKept and PointKeyExpired for every idempotent-retry
 	// operation. The default value is nil: the rows are n/a.
@@ -165,6 +169,31 @@ const (
 	PointKeyExpired = "key_expired"
 )
 
+// PointProviderKey names the row that proves the manifest's [provider]
+// claim, for an idempotent-retry operation and a provider whose requests
+// the matrix can repeat (Options.Prover): one call without a crash, then
+// the request that took its effect is sent again as it was — the
+// provider must make no second effect — and with the declared key (a
+// header, or a body field) changed — it must make one. The first shows
+// that it deduplicates, the second that it deduplicates by that key and
+// not by something else (the arguments), which would merge two genuine
+// calls. It runs ungated only (approval changes nothing the provider
+// sees).
+const PointProviderKey = "provider_key"
+
+// KeyProver repeats a call's effectful request at the provider to prove
+// the manifest's [provider] claim (see PointProviderKey).
+type KeyProver interface {
+	// CaptureNext keeps the next request of operation that takes its
+	// effect and that the provider answers 2xx.
+	CaptureNext(operation string) error
+	// ProveKey sends the captured request again, as it was and with the
+	// key pv declares changed, and returns "" when the provider made no
+	// second effect for the first and one for the second, else what it
+	// did instead. An error means the provider could not be asked.
+	ProveKey(ctx context.Context, operation string, pv manifests.Provider) (problem string, err error)
+}
+
 // DefaultKeyRetention is the host's default key retention
 // (host.Options.KeyRetention), which a manifest's [provider]
 // idempotency_retention may only shorten.
@@ -179,7 +208,7 @@ type Clock interface {
 // Rows are the rows that are no crash point, in the order they run after
 // an operation's crash points: each is asked for by its name in
 // Options.Points like a point.
-var Rows = []string{PointInFlight, PointEqualArgs, PointKeyKept, PointKeyExpired}
+var Rows = []string{PointInFlight, PointEqualArgs, PointKeyKept, PointKeyExpired, PointProviderKey}
 
 // ReceiptOwner knows which objects the calls of a cell made: the
 // requests that take the operation's effect and what the provider
@@ -287,6 +316,9 @@ type Row struct {
 	// that exists but is not this call's effect (another call's, an
 	// object that was there before).
 	WrongReceipt bool `json:"wrong_receipt,omitempty"`
+	// ProvenKey is, in a provider_key row that passed, the key the
+	// provider was shown to deduplicate by ("header Idempotency-Key").
+	ProvenKey string `json:"proven_key,omitempty"`
 	// HeldAnswer is, in the in-flight row of a provider that tells
 	// (HeldAnswerer), the HTTP status the provider answered the held
 	// request once it was released.
@@ -464,7 +496,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, fmt.Errorf("crashtest: %w", err)
 	}
 	rep := Report{Connector: m.Connector.Name}
-	total := countCells(o, ops, points, variants)
+	total := countCells(o, ops, points, variants, m.Provider)
 	// Every run has sessions (and so idempotency keys) of its own.
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
@@ -488,12 +520,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			// normal run leaves at the provider (0 for an operation the
 			// provider refuses), the yardstick of the manual cells.
 			var baseline *int
-			rowPoints := o.rowPoints(op, points)
+			rowPoints := o.rowPoints(op, points, gated, m.Provider)
 			for _, point := range rowPoints {
 				n++
 				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
 					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline,
-					retention: keyRetention(m)}
+					retention: keyRetention(m), provider: m.Provider}
 				row, err := c.run(ctx)
 				if err != nil {
 					return rep, fmt.Errorf("crashtest: cell %s × %s.%s gated=%t: %w", point, m.Connector.Name, op.Name, gated, err)
@@ -548,14 +580,14 @@ func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byt
 
 // countCells is the number of cells Run runs for ops: the loop of Run,
 // counted.
-func countCells(o Options, ops []*manifests.Operation, points []string, variants []bool) int {
+func countCells(o Options, ops []*manifests.Operation, points []string, variants []bool, pv manifests.Provider) int {
 	n := 0
 	for _, op := range ops {
 		for _, gated := range variants {
 			if gated && op.Effect == manifests.EffectRead && !o.GatedReads {
 				continue
 			}
-			n += len(o.rowPoints(op, points))
+			n += len(o.rowPoints(op, points, gated, pv))
 		}
 	}
 	return n
@@ -573,7 +605,7 @@ func keyRetention(m *manifests.Manifest) time.Duration {
 // rowPoints are the rows of op: the crash points, then the rows that are
 // no crash point (in flight, equal arguments) where they apply and were
 // asked for (Options.Points empty, or naming them).
-func (o *Options) rowPoints(op *manifests.Operation, points []string) []string {
+func (o *Options) rowPoints(op *manifests.Operation, points []string, gated bool, pv manifests.Provider) []string {
 	out := slices.DeleteFunc(slices.Clone(points), func(p string) bool { return slices.Contains(Rows, p) })
 	asked := func(p string) bool { return len(o.Points) == 0 || slices.Contains(o.Points, p) }
 	external := op.Effect == manifests.EffectExternal
@@ -587,6 +619,9 @@ func (o *Options) rowPoints(op *manifests.Operation, points []string) []string {
 		if o.Clock != nil && external && op.Recovery == manifests.PolicyIdempotentRetry && asked(p) {
 			out = append(out, p)
 		}
+	}
+	if o.Prover != nil && external && op.Recovery == manifests.PolicyIdempotentRetry && pv.IdempotencyKey() != "" && !gated && asked(PointProviderKey) {
+		out = append(out, PointProviderKey)
 	}
 	return out
 }

@@ -163,6 +163,82 @@ func TestCrashMatrix(t *testing.T) {
 	}
 }
 
+// TestProviderKeyProof: the row provider_key proves what a manifest's
+// [provider] says the provider deduplicates by, against the receiver: a
+// request of the connector repeated as it was makes no second delivery,
+// and repeated with the declared key changed makes one. The receiver
+// deduplicates by Idempotency-Key and by a body's event_id, never by a
+// header X-Event-Id: a claim naming that header — sent by the connector
+// or not — is disproved, the others proven.
+func TestProviderKeyProof(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := crashtest.BuildConnhost(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join("manifests", "webhook.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(line string) string {
+		t.Helper()
+		out := strings.Replace(string(manifest), `idempotency_header = "Idempotency-Key"`, line, 1)
+		if out == string(manifest) {
+			t.Fatal("manifests/webhook.toml changed: update the test")
+		}
+		return writeFile(t, t.TempDir(), "webhook.toml", out)
+	}
+	probeConfig, err := crashtest.LoadProbeConfig(filepath.Join("manifests", "webhook.probe.toml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, pkg, manifest string
+		// want is "" for a proof, else part of the problem.
+		want string
+	}{
+		{"header Idempotency-Key", "./plugins/webhook", filepath.Join("manifests", "webhook.toml"), ""},
+		{"body field event_id", "./broken/bodykey", claim(`idempotency_field = "event_id"`), ""},
+		{"a header the receiver ignores", "./broken/bodykey", claim(`idempotency_header = "X-Event-Id"`),
+			"the request repeated with another header X-Event-Id and the same everything else was answered 200 and made 0 effect(s), want 1: the provider deduplicates by something else"},
+		{"a header the connector does not send", "./plugins/webhook", claim(`idempotency_header = "X-Event-Id"`),
+			"carries no header X-Event-Id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			module := filepath.Join(t.TempDir(), "webhook.wasm")
+			if _, err := crashtest.BuildModule(ctx, tc.pkg, module); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(provider.New())
+			defer srv.Close()
+			rep, err := crashtest.Run(ctx, crashtest.Options{
+				Binary: bin, Manifest: tc.manifest, Module: module, ProviderURL: srv.URL, ProbeConfig: probeConfig,
+				Operations: []string{"deliver"}, Points: []string{crashtest.PointProviderKey}, WorkDir: t.TempDir(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table strings.Builder
+			_ = rep.WriteTable(&table)
+			t.Logf("\n%s", table.String())
+			if len(rep.Rows) != 1 {
+				t.Fatalf("%d rows, want the ungated provider_key row alone", len(rep.Rows))
+			}
+			row := rep.Rows[0]
+			switch {
+			case tc.want == "" && (!row.Pass || row.ProvenKey == ""):
+				t.Errorf("claim not proven: %+v", row)
+			case tc.want != "" && (row.Pass || row.ProvenKey != "" || !strings.Contains(row.Problem, tc.want)):
+				t.Errorf("claim not disproved as %q: %+v", tc.want, row)
+			}
+		})
+	}
+}
+
 // TestRunsDoNotShareKeys: two runs against one long-lived provider, the
 // way connhost crashtest meets a provider a developer keeps running. The
 // second run's calls are new calls with keys of their own, not retries the

@@ -8,6 +8,8 @@
 // reveals, broken/bytopic a reconcile that names another call's delivery
 // and broken/argkey a key taken from the arguments, which only two calls
 // with equal arguments reveal; connhost crashtest must catch all four.
+// broken/bodykey sends its key in a body field, for the proof of a [provider]
+// claim (honest when the manifest names that field).
 package connector
 
 import (
@@ -44,6 +46,10 @@ const (
 	// host's: every retry of a call carries it, but so does another call
 	// with equal arguments, which the receiver then takes for a retry.
 	KeyFromArgs
+	// BodyKey sends the host's key as the delivery's event_id, which the
+	// receiver deduplicates by, and in a header X-Event-Id, which it
+	// ignores: a manifest may claim either.
+	BodyKey
 )
 
 // Register registers the operations of variant v.
@@ -92,11 +98,16 @@ func (k conn) deliver(c *guest.Call, args []byte) abi.Outcome {
 		key = hex.EncodeToString(sum[:16])
 	}
 	body, _ := json.Marshal(in)
-	resp := c.HTTP(abi.HTTPRequest{
-		Method: "POST", URL: baseURL(c) + "/v1/deliveries",
-		Header: []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Idempotency-Key", Value: key}},
-		Body:   body,
-	})
+	header := []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Idempotency-Key", Value: key}}
+	if k.v == BodyKey {
+		body, _ = json.Marshal(struct {
+			Topic   string          `json:"topic"`
+			Payload json.RawMessage `json:"payload"`
+			EventID string          `json:"event_id"`
+		}{in.Topic, in.Payload, key})
+		header = []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Event-Id", Value: key}}
+	}
+	resp := c.HTTP(abi.HTTPRequest{Method: "POST", URL: baseURL(c) + "/v1/deliveries", Header: header, Body: body})
 	switch {
 	case resp.Err == abi.HTTPDenied:
 		return guest.Permanent("deliver: %s", resp.Message)
