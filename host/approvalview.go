@@ -69,6 +69,11 @@ type DuplicateNote struct {
 	Receipt     string       `json:"receipt,omitempty"`
 	// Window is the operation's duplicate window when the call was held.
 	Window string `json:"window"`
+	// Intent, when the held call spells its arguments otherwise than the
+	// earlier one, names what they share: the operation's intent
+	// arguments (manifests.IntentField), or "every argument" when the
+	// manifest names none. Empty: the very same arguments.
+	Intent []string `json:"intent,omitempty"`
 }
 
 // ApprovalView returns the view of an approval request (an approval id,
@@ -145,6 +150,15 @@ func NewApprovalView(rec ledger.Record, op *manifests.Operation, earlier *ledger
 			if earlier.Outcome != nil && earlier.State == ledger.StateSucceeded {
 				d.Receipt = earlier.Outcome.Receipt
 			}
+			if earlier.ArgsDigest != "" && earlier.ArgsDigest != rec.ArgsDigest {
+				d.Intent = []string{"every argument"}
+				if op != nil && len(op.Intent) > 0 {
+					d.Intent = d.Intent[:0]
+					for _, f := range op.Intent {
+						d.Intent = append(d.Intent, f.String())
+					}
+				}
+			}
 		}
 		v.Duplicate = d
 	}
@@ -177,7 +191,12 @@ func (v ApprovalView) text() string {
 	fmt.Fprintf(&b, "Tool: %s\n", v.Tool)
 	if d := v.Duplicate; d != nil {
 		b.WriteString("POSSIBLE DUPLICATE: ")
-		fmt.Fprintf(&b, "this call has the same arguments as execution %s", d.ExecutionID)
+		if len(d.Intent) > 0 {
+			fmt.Fprintf(&b, "this call is the same intent as execution %s, spelled otherwise (the same %s; text compared in Unicode NFC, empty values as absent)",
+				d.ExecutionID, strings.Join(d.Intent, ", "))
+		} else {
+			fmt.Fprintf(&b, "this call has the same arguments as execution %s", d.ExecutionID)
+		}
 		var about []string
 		if d.State != "" {
 			about = append(about, string(d.State))

@@ -64,6 +64,14 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 	if d.StateNonce != "" && rec.Approval.StateNonce == d.StateNonce {
 		return ResultOf(rec), stateUsed(approvalID, rec)
 	}
+	if !e.reviews(d.By, rec.Namespace) {
+		// The same answer whoever asks: a node's API (whose scope already
+		// answers such an id as unknown) or a command on the shared
+		// ledger directly, with a reviewer's token and the connection
+		// string.
+		return Result{}, refuse(ErrNamespaceForbidden, "%s reviews the calls of namespace %s only; approval %s is of a call in namespace %q: nothing was recorded",
+			d.By, quoteList(e.opts.ApprovalNamespaces[d.By]), approvalID, rec.Namespace)
+	}
 	if rec.State != ledger.StateAwaitingApproval {
 		return ResultOf(rec), refuse(ErrNotAwaitingApproval, "approval %s is %s, not pending (execution %s is %s)", approvalID, rec.Approval.Decision, id, rec.State)
 	}

@@ -122,6 +122,13 @@ const (
 	// over other values); it is not dispatched. Also an expiry's and a
 	// failed read's decision.
 	DecisionApprovalUnverified DecisionCode = "approval_unverified"
+	// DecisionLedgerDamaged: the record of a gated call on a shared
+	// ledger is behind what the journal of consumed approvals holds (the
+	// attempt it would dispatch was dispatched, or the call was applied):
+	// its row was restored or edited in the database after the call ran.
+	// It is not dispatched; it becomes recovery_required, marked
+	// uncertain.
+	DecisionLedgerDamaged DecisionCode = "ledger_damaged"
 
 	// Operators.
 	DecisionOperatorApplied DecisionCode = "operator_applied"
@@ -160,12 +167,15 @@ const (
 	evNotApplied
 	evUnknown
 	evReconcileError
+	// evRepeat: the attempt just recorded as dispatched was not called:
+	// the journal of consumed approvals holds its dispatch already.
+	evRepeat
 )
 
 var evidenceNames = [...]string{evNone: "none", evOK: "ok", evRetryable: "retryable",
 	evPermanent: "permanent", evUnsupported: "unsupported", evUncertain: "uncertain",
 	evInProgress: "in_progress", evApplied: "applied", evNotApplied: "not_applied",
-	evUnknown: "unknown", evReconcileError: "reconcile_error"}
+	evUnknown: "unknown", evReconcileError: "reconcile_error", evRepeat: "repeat"}
 
 func (e evidence) String() string {
 	if int(e) < len(evidenceNames) {
@@ -224,6 +234,11 @@ type facts struct {
 	// does not verify (see signature.go): no dispatch of the call may
 	// follow, neither the first nor a retry or a recovery's.
 	Unverified string
+	// Replayed says why the next dispatch of a gated call on a shared
+	// ledger would repeat one the journal of consumed approvals holds (see
+	// journal.go), or why the attempt just recorded was not called
+	// (evidence repeat): the record went backwards in the database.
+	Replayed string
 	// Evidence: what the last attempt or reconcile said in this process.
 	Evidence evidence
 	// Backoff and InFlightBackoff: the waits before the next attempt after
@@ -265,13 +280,23 @@ func (a action) because(reason string) action { a.Reason = reason; return a }
 // decide returns the next step for an execution. It is the recovery
 // decision table (its rows: testdata/decide); it has no side effects.
 //
-// A dispatch of a gated call whose approval does not verify (Unverified)
-// is never the answer: an approved call that nothing dispatched expires,
-// a retry or a recovery of one becomes recovery_required (an earlier
-// attempt may have run, and nobody authorised the next), and a read
-// fails.
+// A dispatch that repeats one the journal of consumed approvals holds
+// (Replayed), and an attempt the journal kept from being called (evidence
+// repeat), make the execution recovery_required, marked uncertain: the
+// record went backwards, the call ran before, and only an operator who
+// checks the provider knows how often. A dispatch of a gated call whose
+// approval does not verify (Unverified) is never the answer either: an
+// approved call that nothing dispatched expires, a retry or a recovery of
+// one becomes recovery_required (an earlier attempt may have run, and
+// nobody authorised the next), and a read fails.
 func decide(f facts) action {
+	if f.Evidence == evRepeat {
+		return fenceRepeat(f)
+	}
 	a := decideState(f)
+	if a.Step == stepDispatch && f.Replayed != "" {
+		return fenceRepeat(f)
+	}
 	if a.Step != stepDispatch || f.Unverified == "" {
 		return a
 	}
@@ -282,6 +307,13 @@ func decide(f facts) action {
 		return record(ledger.StateFailed, DecisionApprovalUnverified).because(f.Unverified)
 	}
 	return record(ledger.StateRecoveryRequired, DecisionApprovalUnverified).because(f.Unverified)
+}
+
+// fenceRepeat is the decision on a record that went backwards.
+func fenceRepeat(f facts) action {
+	a := record(ledger.StateRecoveryRequired, DecisionLedgerDamaged).because(f.Replayed)
+	a.Uncertain = true
+	return a
 }
 
 // decideState is decide before the approval check.

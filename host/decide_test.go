@@ -21,10 +21,11 @@ import (
 // 3, one minute old, no evidence):
 //
 //	state=<ledger state>   policy=manual|idempotent-retry|reconcile|-   read
-//	attempt=<n>/<max>      evidence=none|ok|retryable|permanent|unsupported|uncertain|in_progress|applied|not_applied|unknown|reconcile_error
+//	attempt=<n>/<max>      evidence=none|ok|retryable|permanent|unsupported|uncertain|in_progress|applied|not_applied|unknown|reconcile_error|repeat
 //	uncertain  cancel  unloaded  pass (not live)  fenced  elsewhere  age=<duration>  reconcilable
 //	next=<±duration>  settle=<±duration>  final=<±duration>  (relative to now)
 //	approval=ok|none|expired|problem|unverified (a shared ledger's approval without a valid signature)
+//	replayed (the journal of consumed approvals holds the next dispatch already; evidence=repeat: it kept the attempt from being called)
 //
 // The action prints as `<step> [to] [decision] [until=±d] [+uncertain|-uncertain]`.
 func TestDecide(t *testing.T) {
@@ -112,6 +113,8 @@ func parseFacts(row string) (facts, error) {
 			f.Fenced = true
 		case "elsewhere":
 			f.Elsewhere = true
+		case "replayed":
+			f.Replayed = "the journal of consumed approvals says node a dispatched attempt 1"
 		case "age":
 			f.Age, err = time.ParseDuration(v)
 		case "next":

@@ -63,6 +63,13 @@ var (
 	// ErrMissingConfig: a config key a manifest requires has no value.
 	// Open refuses to start; see *MissingConfigError.
 	ErrMissingConfig = errors.New("host: required config has no value")
+	// ErrApproverNotConfigured: on a shared ledger, a gated call's
+	// approval names a reviewer this node's configuration does not
+	// authorise for the call's namespace (Options.ApprovalKeys,
+	// Options.ApprovalNamespaces), so it cannot verify it: the call is
+	// left as it is, neither dispatched nor ended, for a node whose
+	// configuration holds the reviewer.
+	ErrApproverNotConfigured = errors.New("host: the approval's reviewer is not configured on this node")
 	// ErrConfigURLDenied: a configured URL (base_url, *_url) points at an
 	// origin the connector may not reach. Open refuses to start; see
 	// *ConfigURLError.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/connhost/connhost/abi"
@@ -34,7 +35,8 @@ import (
 //     reached the host, so nothing ran), and the original request, should
 //     it arrive later, finds that record and does not run either;
 //   - a new call of an operation with a duplicate window
-//     (manifests.Operation.DuplicateWindow) whose arguments repeat a call
+//     (manifests.Operation.DuplicateWindow) whose intent (the arguments
+//     of manifests.Operation.Intent, normalised as it says) repeats a call
 //     of the same session created within the window that succeeded or is
 //     still in flight is not dispatched: it is recorded as
 //     awaiting_approval with Result.DuplicateOf naming the earlier
@@ -132,8 +134,12 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		Resumed:        call.Resumed, MaxAttempts: op.op.MaxAttempts,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if op.op.Effect == manifests.EffectExternal {
+	if op.op.Effect == manifests.EffectExternal && op.op.DuplicateWindow > 0 {
 		rec.DuplicateWindow = op.op.DuplicateWindow
+		// The guard compares intents: the arguments the manifest says
+		// make one effect, normalised as it says, so that another
+		// spelling of a recent call ("USD" for "usd") is held too.
+		rec.IntentDigest = op.op.IntentDigest(doc)
 	}
 	if s, ok := ScopeFrom(ctx); ok {
 		rec.RequestedBy = s.Principal
@@ -163,7 +169,7 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 		}
 		if !known {
 			rec.State = ledger.StateRecoveryRequired
-			rec.DuplicateWindow = 0 // nothing is dispatched: nothing to guard
+			rec.DuplicateWindow, rec.IntentDigest = 0, "" // nothing is dispatched: nothing to guard
 			ev.Decision = string(DecisionResumedWithoutRecord)
 			ev.Reason = "call resumed from history that predates this ledger: no record does not prove it never ran"
 			created, err := e.create(ctx, rec, ev)
@@ -311,7 +317,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		rec.Outcome = &ledger.Outcome{Kind: abi.OutcomeOK.String(), Result: earlier.Outcome.Result, Receipt: earlier.Outcome.Receipt,
 			Source: ledger.OutcomeSourceDuplicate}
 		ev.Decision = string(DecisionDuplicateAnswered)
-		ev.Evidence = "same arguments as " + what + " within the duplicate window of " + fmtWindow(op.op.DuplicateWindow) +
+		ev.Evidence = sameWhat(op, digest, earlier) + " as " + what + " within the duplicate window of " + fmtWindow(op.op.DuplicateWindow) +
 			": answered with its outcome (on_duplicate = \"answer\"), nothing dispatched"
 	} else {
 		rec.State = ledger.StateAwaitingApproval
@@ -320,7 +326,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 			RequestedAt: now, ExpiresAt: now.Add(op.op.ApprovalTTL), Decision: ledger.ApprovalPending,
 		}
 		ev.Decision = string(DecisionDuplicateHeld)
-		ev.Evidence = "possible duplicate of " + what + ": same arguments within the duplicate window of " +
+		ev.Evidence = "possible duplicate of " + what + ": " + sameWhat(op, digest, earlier) + " within the duplicate window of " +
 			fmtWindow(op.op.DuplicateWindow) + "; approval " + rec.Approval.ID + " requested, a human decides"
 	}
 	created, err := e.createUnfenced(ctx, rec, ev)
@@ -331,6 +337,23 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		"execution_id", created.ID, "duplicate_of", earlier.ID, "decision", ev.Decision, "tool", call.Tool)
 	crash.At(crash.AfterIntent)
 	return ResultOf(created), nil
+}
+
+// sameWhat says what a repeat shares with the earlier call: its very
+// arguments, or (spelled otherwise) its intent, which the reviewer is
+// told names which arguments.
+func sameWhat(op *operation, digest string, earlier ledger.Record) string {
+	if earlier.ArgsDigest == digest {
+		return "same arguments"
+	}
+	fields := make([]string, len(op.op.Intent))
+	for i, f := range op.op.Intent {
+		fields[i] = f.String()
+	}
+	if len(fields) == 0 {
+		return "same arguments once text is compared in Unicode NFC, numbers by value and empty values as absent"
+	}
+	return "same " + strings.Join(fields, ", ") + " (other arguments aside; text compared in Unicode NFC, empty values as absent)"
 }
 
 // driveRecorded answers a call whose execution is already recorded: the
@@ -446,7 +469,20 @@ type observed struct {
 // slot if it is not nil, and advances the execution from its answer.
 func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	return e.advance(ctx, caller, rec, e.call(ctx, op, rec, slot))
+	return e.advance(ctx, caller, rec, e.claimAndCall(ctx, op, rec, slot))
+}
+
+// claimAndCall calls the connector for the freshly dispatched record rec,
+// on slot if it is not nil (given back either way), once the journal of
+// consumed approvals has recorded the dispatch (a gated call on a shared
+// ledger, see journal.go); a dispatch the journal holds already is not
+// called (evidence repeat).
+func (e *Executor) claimAndCall(ctx context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) observed {
+	if obs, ok := e.claim(rec, op); !ok {
+		slot.Release()
+		return obs
+	}
+	return e.call(ctx, op, rec, slot)
 }
 
 // advance moves rec forward, one step of the decision table (decide.go) at
@@ -490,21 +526,35 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				return Result{}, err
 			}
 		}
+		replayed, err := e.repeated(rec, op)
+		if err != nil {
+			return Result{}, err
+		}
 		f := e.facts(rec, op, obs, caller != nil, len(fenced) > 0, waited)
 		f.Elsewhere = elsewhere != nil
+		f.Replayed = replayed
+		if obs.ev == evRepeat {
+			f.Replayed = obs.detail
+		}
 		act := decide(f)
-		if act.Decision == DecisionApprovalUnverified && len(e.opts.ApprovalKeys) == 0 {
-			// A node without any approver's key verifies nothing: ending
-			// the call here would make a misconfigured node destroy
-			// every approval it is asked about. It is left as it is.
-			return Result{}, fmt.Errorf("host: execution[%s]: this node holds no approver keys (Options.ApprovalKeys; [[principals]] with role approver in connhost.toml), so it cannot verify the approval of a gated call on the shared ledger, and does not dispatch it: send the call to a node that reads the deployment's approvers", rec.ID)
+		if act.Decision == DecisionApprovalUnverified {
+			// A node whose configuration lacks the reviewer (or the
+			// reviewer's namespace) cannot judge the approval: ending the
+			// call here would make a node with a stale or partial config
+			// destroy the approvals the others accept. It is left as it
+			// is, neither dispatched nor ended.
+			if why, unconfigured := e.verify(rec); unconfigured {
+				e.opts.Logger.Error("a gated call's approval names a reviewer this node's configuration does not authorise; the call is left as it is",
+					"execution_id", rec.ID, "reviewer", rec.Approval.By, "namespace", rec.Namespace, "why", why)
+				return ResultOf(rec), refuse(ErrApproverNotConfigured, "execution %s is %s on an approval by %s, whom this node's configuration does not authorise for namespace %q ([[principals]] with role approver, its token and namespaces): this node cannot verify the approval, so it neither runs nor ends the call; send it to a node that reads the deployment's approvers, or give this node %s's entry (%s)",
+					rec.ID, rec.State, rec.Approval.By, rec.Namespace, rec.Approval.By, why)
+			}
 		}
 		if obs.ev == evNone && rec.State == ledger.StateDispatched {
 			why = fmt.Sprintf("dispatched attempt %d has no recorded outcome", rec.Attempt)
 		} else if obs.ev == evUncertain {
 			why = obs.detail
 		}
-		var err error
 		switch act.Step {
 		case stepAnswer:
 			res := ResultOf(rec)
@@ -585,7 +635,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			}
 			rec, worked = next, true
 			crash.At(crash.AfterDispatchRecord)
-			obs = e.call(ctx, op, rec, slot)
+			obs = e.claimAndCall(ctx, op, rec, slot)
 
 		case stepReconcile:
 			if op == nil {
@@ -608,6 +658,12 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 				continue
 			}
 			rec, worked = next, true
+			if act.To == ledger.StateSucceeded {
+				// After the outcome's write, not before: a crash between
+				// the two leaves an attempt whose outcome recovery
+				// re-derives (its policy's row), not a refused repeat.
+				e.noteApplied(rec, op)
+			}
 			switch act.To {
 			case ledger.StateSucceeded, ledger.StateFailed, ledger.StateRetryWait:
 				crash.At(crash.AfterOutcomeRecord)
@@ -815,6 +871,9 @@ func (e *Executor) recordTransition(rec ledger.Record, op *operation, act action
 		t.Event.Evidence = evidence
 	case ledger.StateRecoveryRequired:
 		t.Event.Evidence = evidence
+		if act.Decision == DecisionLedgerDamaged {
+			t.Event.Evidence = act.Reason
+		}
 		if act.Decision == DecisionKeyRetentionPassed {
 			t.Event.Evidence = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so a retry could apply it again",
 				evidence, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))

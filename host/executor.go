@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/internal/consumed"
 	"github.com/connhost/connhost/internal/lease"
 	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
@@ -163,6 +164,30 @@ type Options struct {
 	// files owns the process too. The executor does not modify the map.
 	// The default value is none.
 	ApprovalKeys map[string][]byte
+	// ApprovalNamespaces are the namespaces each reviewer decides in, by
+	// principal name: Approve and Reject refuse a decision by a reviewer
+	// on a call of another namespace (ErrNamespaceForbidden), whoever
+	// calls them (a node's API, or a command on the shared ledger
+	// directly), and on a shared ledger an approval by a reviewer of a
+	// call outside that reviewer's namespaces does not verify (it is not
+	// dispatched, as an unsigned one). A reviewer it does not name, or
+	// names with no namespace, decides in every namespace. Every node of
+	// a fleet needs the same. The executor does not modify the map. The
+	// default value is none: every reviewer decides in every namespace.
+	ApprovalNamespaces map[string][]string
+	// ConsumedDir is the journal of consumed approvals on a shared ledger
+	// (see journal.go): a directory outside the database where the node
+	// records each dispatch of an approval-gated call before making it,
+	// and refuses a dispatch recorded there already (the row was restored
+	// or edited in the database after the call ran): that execution
+	// becomes recovery_required (decision ledger_damaged). Give every
+	// node of a fleet the same directory (a shared filesystem the
+	// database's credentials do not reach) and a dispatch one node made
+	// is refused on all; a node's own directory refuses only its own
+	// repeats. Unused on the Pebble ledger. The default value is the
+	// witness's path with ".witness" replaced by ".consumed"
+	// ("data.consumed" beside "data"); on a shared ledger one is required.
+	ConsumedDir string
 }
 
 // DefaultInstanceWait is the default Options.InstanceWait.
@@ -175,6 +200,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.WitnessPath == "" && o.DataDir != "" {
 		o.WitnessPath = filepath.Clean(o.DataDir) + ledger.WitnessSuffix
+	}
+	if o.ConsumedDir == "" {
+		o.ConsumedDir = defaultConsumedDir(o.WitnessPath)
 	}
 	if o.Namespace == "" {
 		o.Namespace = ledger.DefaultNamespace
@@ -256,6 +284,9 @@ func (o *Options) Validate() error {
 		}
 		if o.LeaseTTL < 0 {
 			errs = append(errs, errors.New("LeaseTTL is negative"))
+		}
+		if o.ConsumedDir == "" {
+			errs = append(errs, errors.New("ConsumedDir is required on a fleet ledger (or DataDir or WitnessPath, beside which it is kept): without it a row restored in the database would dispatch an approved call again"))
 		}
 	}
 	missing := missingConfig(o.Manifests, "", o.Config)
@@ -371,6 +402,14 @@ type Executor struct {
 	// and waits for it.
 	stopWarming context.CancelFunc
 	warming     sync.WaitGroup
+	// journal is the journal of consumed approvals on a shared ledger
+	// (journal.go); pruned is when it was last pruned.
+	journal *consumed.Journal
+	pruneMu sync.Mutex
+	pruned  time.Time
+	// corruptLogged is when each execution whose record does not decode
+	// was last logged (recover.go).
+	corruptLogged sync.Map
 }
 
 // Open opens (or, on a first run, creates) the ledger, loads every
@@ -412,6 +451,10 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 			return nil, err
 		}
 		e.led, e.shared = l, true
+		if e.journal, err = consumed.Open(opts.ConsumedDir); err != nil {
+			return nil, fmt.Errorf("host: the journal of consumed approvals: %w", err)
+		}
+		e.maybePrune()
 	} else {
 		e.led = solo{e.base}
 	}
@@ -715,8 +758,9 @@ type Result struct {
 	// (succeeded, Source "duplicate").
 	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// DuplicateWindow is the operation's duplicate-intent window when the
-	// execution was created (in JSON, nanoseconds); 0 when not guarded.
-	DuplicateWindow time.Duration `json:"duplicate_window,omitempty"`
+	// execution was created (in JSON, a duration string such as "10m0s");
+	// 0 when not guarded.
+	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
 // Err converts statuses a runtime must branch on into typed errors:
@@ -756,7 +800,7 @@ func ResultOf(rec ledger.Record) Result {
 		Args: inlineJSON(rec.Args), ArgsDigest: rec.ArgsDigest, Effect: rec.Effect, Policy: rec.Policy,
 		PolicyVersion: rec.PolicyVersion, IdempotencyKey: rec.IdempotencyKey,
 		ManifestDigest: rec.ManifestDigest, ModuleDigest: rec.ModuleDigest, Resumed: rec.Resumed, RequestedBy: rec.RequestedBy,
-		DuplicateOf: rec.DuplicateOf, DuplicateWindow: rec.DuplicateWindow,
+		DuplicateOf: rec.DuplicateOf, DuplicateWindow: Duration(rec.DuplicateWindow),
 	}
 	if o := rec.Outcome; o != nil {
 		r.Receipt, r.Source, r.OutcomeKind = o.Receipt, o.Source, o.Kind
@@ -780,6 +824,29 @@ func ResultOf(rec ledger.Record) Result {
 		r.Error = NeverReceived
 	}
 	return r
+}
+
+// Duration is a time.Duration that JSON spells as a string, as Go and the
+// manifests write durations ("10m0s"), not as a count of nanoseconds.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("host: a duration is a string such as \"10m0s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	*d = Duration(v)
+	return nil
 }
 
 // NeverReceived is Result.Error of a call a runtime settled on resume

@@ -67,13 +67,22 @@ func (f *fleet) startWith(name string, obs host.Observer, keys map[string][]byte
 // startOn is startWith on the fleet ledger wrap makes of the node's own.
 func (f *fleet) startOn(name string, obs host.Observer, keys map[string][]byte, wrap func(*pgledger.DB) ledger.Fleet) *host.Executor {
 	f.t.Helper()
+	return f.startAdjusted(name, wrap, func(o *host.Options) { o.Observer, o.ApprovalKeys = obs, keys })
+}
+
+// startAdjusted opens node name on the fleet ledger wrap makes of the
+// node's own, with the options adjust sets; its journal of consumed
+// approvals is a directory of its own unless adjust names one.
+func (f *fleet) startAdjusted(name string, wrap func(*pgledger.DB) ledger.Fleet, adjust func(*host.Options)) *host.Executor {
+	f.t.Helper()
 	ctx := context.Background()
 	db, err := pgledger.Open(ctx, pgledger.Options{DSN: f.dsn, Now: f.h.clock, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(f.t, err)
 	led := wrap(db)
 	o := f.h.options()
-	o.Ledger, o.Node, o.LeaseTTL, o.Observer = led, name, time.Hour, obs
-	o.ApprovalKeys = keys
+	o.Ledger, o.Node, o.LeaseTTL = led, name, time.Hour
+	o.ConsumedDir = f.t.TempDir()
+	adjust(&o)
 	ex, err := host.Open(ctx, o)
 	require.NoError(f.t, err)
 	f.t.Cleanup(func() {

@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/connhost/connhost/ledger"
 )
@@ -59,6 +61,18 @@ func (e *Executor) recoverDue(ctx context.Context) (RecoveryReport, error) {
 	return e.pass(ctx, nil, true, true)
 }
 
+// reportCorrupt logs, at most once an hour per execution (a due one is
+// met by every pass), that id's record does not decode.
+func (e *Executor) reportCorrupt(id string, err error) {
+	now := time.Now()
+	if last, ok := e.corruptLogged.Load(id); ok && now.Sub(last.(time.Time)) < time.Hour {
+		return
+	}
+	e.corruptLogged.Store(id, now)
+	e.opts.Logger.Error("an execution's record in the ledger does not decode (edited or copied in the database): it is neither run nor ended, and every request for it answers ledger_damaged; restore its row",
+		"execution_id", id, "error", err)
+}
+
 // pass is recover (due false) or recoverDue (due true). A due execution
 // is read under its flight, as with reread.
 func (e *Executor) pass(ctx context.Context, progress func(int), reread, due bool) (RecoveryReport, error) {
@@ -81,6 +95,17 @@ func (e *Executor) pass(ctx context.Context, progress func(int), reread, due boo
 		err = e.led.Due(ctx, until, addID)
 	} else {
 		err = e.led.Pending(ctx, add)
+	}
+	var bad *ledger.CorruptRecordsError
+	if errors.As(err, &bad) {
+		// One record edited or copied in the database fences its own
+		// execution (nothing can run or end it: every read of it fails
+		// with ErrCorrupt), not the node: the others are recovered.
+		for i, id := range bad.IDs {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("execution[%s]: %v", id, bad.Errs[i]))
+			e.reportCorrupt(id, bad.Errs[i])
+		}
+		err = nil
 	}
 	if err != nil {
 		return rep, fmt.Errorf("host: read pending executions: %w", err)
@@ -119,7 +144,11 @@ func (e *Executor) pass(ctx context.Context, progress func(int), reread, due boo
 			// One execution the pass cannot move must not stop the others
 			// (nor Open): it is reported and stays pending for the next pass.
 			rep.Errors = append(rep.Errors, fmt.Sprintf("execution[%s]: %v", r.ID, err))
-			e.opts.Logger.Error("recovery could not decide an execution", "execution_id", r.ID, "error", err)
+			if errors.Is(err, ledger.ErrCorrupt) && !errors.As(err, new(*ledger.DamageError)) {
+				e.reportCorrupt(r.ID, err)
+			} else {
+				e.opts.Logger.Error("recovery could not decide an execution", "execution_id", r.ID, "error", err)
+			}
 			continue
 		}
 		if progress != nil {

@@ -55,6 +55,10 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 		ev.Decision, ev.Evidence = string(DecisionOperatorApplied), r.Receipt
 		rec, err = e.apply(ctx, rec, ledger.Transition{To: ledger.StateSucceeded, Resolution: res, Event: ev,
 			Outcome: &ledger.Outcome{Kind: "operator", Result: r.Result, Receipt: r.Receipt, Source: "operator", Attempt: rec.Attempt}})
+		if err == nil {
+			op, _ := e.opOf(rec)
+			e.noteApplied(rec, op) // the operator's word: no dispatch of it may follow
+		}
 	case r.Retry:
 		op, lerr := e.opOf(rec)
 		if lerr != nil {

@@ -13,7 +13,8 @@ import (
 // requests past their deadline, and reads nothing else, so executions
 // waiting for a reviewer or an operator cost it nothing; on a fleet
 // ledger it also takes over the calls of nodes whose lease expired, and it
-// skips its passes while the node holds no live lease. A server runs
+// skips its passes while the node holds no live lease, and prunes the
+// journal of consumed approvals once an hour. A server runs
 // it in its own goroutine; an interval <= 0 means one second. Errors of
 // one pass are logged and the next pass runs anyway.
 func (e *Executor) Run(ctx context.Context, interval time.Duration) {
@@ -36,5 +37,6 @@ func (e *Executor) Run(ctx context.Context, interval time.Duration) {
 		if _, err := e.recoverDue(ctx); err != nil && ctx.Err() == nil {
 			e.opts.Logger.Warn("background recovery pass failed", "error", err)
 		}
+		e.maybePrune()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,33 +76,58 @@ func signApproval(key []byte, rec ledger.Record, a ledger.Approval) string {
 // over this record's values, and the record's arguments still have the
 // approved digest.
 func (e *Executor) unverified(rec ledger.Record) string {
+	why, _ := e.verify(rec)
+	return why
+}
+
+// verify is unverified, and also reports whether the reason is only this
+// node's configuration (unconfigured): the reviewer the approval names
+// has no key here, or may not review the call's namespace here. A node
+// whose configuration lags the others' (a rolling change that adds an
+// approver, or a namespace to one) cannot tell their valid approval from
+// a forged one, and must not end the call for it: it leaves the call as
+// it is, and a node whose configuration says otherwise decides it.
+func (e *Executor) verify(rec ledger.Record) (why string, unconfigured bool) {
 	a := rec.Approval
 	if a == nil {
-		return "the operation requires approval and the record holds none"
+		return "the operation requires approval and the record holds none", false
 	}
 	if a.Decision != ledger.ApprovalApproved {
-		return fmt.Sprintf("its approval %s is %s, not approved", a.ID, a.Decision)
+		return fmt.Sprintf("its approval %s is %s, not approved", a.ID, a.Decision), false
+	}
+	if e.now().After(a.ExpiresAt.Add(ConsumedRetention)) {
+		return fmt.Sprintf("approval %s expired at %s, more than %s ago: the journal of consumed approvals keeps a dispatch that long, so a dispatch of it now could not be told from a repeat", a.ID, a.ExpiresAt.UTC().Format(time.RFC3339), ConsumedRetention), false
 	}
 	if _, digest, err := parseArgs(rec.Args); err != nil || digest != a.ArgsDigest || digest != rec.ArgsDigest {
-		return fmt.Sprintf("its recorded arguments do not have the approved digest %s", short(a.ArgsDigest))
+		return fmt.Sprintf("its recorded arguments do not have the approved digest %s", short(a.ArgsDigest)), false
+	}
+	if !e.reviews(a.By, rec.Namespace) {
+		return fmt.Sprintf("approval %s names %s, who reviews the calls of namespace %s only, not of namespace %q: a reviewer's token approves nothing outside the reviewer's namespaces", a.ID, a.By, quoteList(e.opts.ApprovalNamespaces[a.By]), rec.Namespace), true
 	}
 	key, ok := e.opts.ApprovalKeys[a.By]
 	if !ok {
-		return fmt.Sprintf("approval %s names %q, which is no approver of this node's configuration: only a principal's token signs an approval", a.ID, a.By)
+		return fmt.Sprintf("approval %s names %q, which is no approver of this node's configuration: only a principal's token signs an approval", a.ID, a.By), true
 	}
 	kid, mac, ok := parseSignature(a.Signature)
 	switch {
 	case a.Signature == "":
-		return fmt.Sprintf("approval %s by %s carries no signature: it was not made with %s's token (a decision written into the ledger directly)", a.ID, a.By, a.By)
+		return fmt.Sprintf("approval %s by %s carries no signature: it was not made with %s's token (a decision written into the ledger directly)", a.ID, a.By, a.By), false
 	case !ok:
-		return fmt.Sprintf("approval %s by %s carries a malformed signature", a.ID, a.By)
+		return fmt.Sprintf("approval %s by %s carries a malformed signature", a.ID, a.By), false
 	case !hmac.Equal(mac, approvalMAC(key, rec, *a)):
 		if cur := keyID(key); kid != cur {
-			return fmt.Sprintf("approval %s by %s was signed with key %s, and %s's key is now %s: the token was rotated since, or the approval was not made with it; approve a new call", a.ID, a.By, kid, a.By, cur)
+			return fmt.Sprintf("approval %s by %s was signed with key %s, and %s's key is now %s: the token was rotated since, or the approval was not made with it; approve a new call", a.ID, a.By, kid, a.By, cur), false
 		}
-		return fmt.Sprintf("approval %s by %s does not verify with %s's key: the record was changed after it was approved", a.ID, a.By, a.By)
+		return fmt.Sprintf("approval %s by %s does not verify with %s's key: the record was changed after it was approved", a.ID, a.By, a.By), false
 	}
-	return ""
+	return "", false
+}
+
+// reviews reports whether reviewer decides in namespace ns
+// (Options.ApprovalNamespaces).
+func (e *Executor) reviews(reviewer, ns string) bool {
+	nss := e.opts.ApprovalNamespaces[reviewer]
+	return len(nss) == 0 || slices.Contains(nss, ns)
 }
 
 // parseSignature splits a signature into its key id and MAC.

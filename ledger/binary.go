@@ -63,6 +63,7 @@ const (
 	tagRecDuplicateWindow
 	tagRecDuplicateOf
 	tagRecRequestedBy
+	tagRecIntentDigest
 )
 
 // Approval field tags.
@@ -272,6 +273,7 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.int64(tagRecDuplicateWindow, int64(r.DuplicateWindow))
 	e.str(tagRecDuplicateOf, r.DuplicateOf)
 	e.str(tagRecRequestedBy, r.RequestedBy)
+	e.str(tagRecIntentDigest, r.IntentDigest)
 	return e.b, nil
 }
 
@@ -512,6 +514,8 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.DuplicateOf = d.str()
 		case tagRecRequestedBy:
 			r.RequestedBy = d.str()
+		case tagRecIntentDigest:
+			r.IntentDigest = d.str()
 		default:
 			d.unknown(t)
 		}

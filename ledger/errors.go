@@ -144,3 +144,22 @@ func (e *DamageError) Unwrap() []error {
 	}
 	return []error{ErrCorrupt, e.Err}
 }
+
+// CorruptRecordsError is Pending's report of the records it could not
+// decode (a row edited or copied in a shared ledger's database): every
+// other record was handed to the caller's function, and these were
+// skipped, so that one bad record keeps no other execution from being
+// recovered. It matches ErrCorrupt.
+type CorruptRecordsError struct {
+	// IDs are the executions whose records do not decode, and Errs why,
+	// in the same order.
+	IDs  []string
+	Errs []error
+}
+
+func (e *CorruptRecordsError) Error() string {
+	return fmt.Sprintf("ledger: %d record(s) do not decode, skipped: %v", len(e.IDs), errors.Join(e.Errs...))
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptRecordsError) Unwrap() error { return ErrCorrupt }

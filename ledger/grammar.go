@@ -84,9 +84,11 @@ import "fmt"
 //     is synced before it is acknowledged.
 //  11. awaiting_approval and approved enter recovery_required only marked
 //     Uncertain: an operator accepted a restore of the ledger from a
-//     backup (AcceptRestore), so what happened to the call after the
-//     backup — an approval, a dispatch — is unknown, and a dispatch now
-//     could be its second. Else ErrIllegalTransition.
+//     backup (AcceptRestore), or a fleet node's journal of consumed
+//     approvals holds the dispatch of an approved record (its row was put
+//     back in the database after the call ran), so what happened to the
+//     call since — an approval, a dispatch — is unknown, and a dispatch
+//     now could be its second. Else ErrIllegalTransition.
 //  12. Single-use request states. A decision made through a request
 //     state (an MCP client's answer to an input request) carries the
 //     state's nonce in t.Approval.StateNonce, and recording it consumes
@@ -226,7 +228,7 @@ func CheckTransition(rec Record, t Transition) error {
 			id, t.From, t.To, ErrIllegalTransition)
 	}
 	// 11. A call at rest before its dispatch is parked only by an accepted
-	// restore.
+	// restore, or by a node that knows it was dispatched since.
 	if (t.From == StateAwaitingApproval || t.From == StateApproved) && t.To == StateRecoveryRequired && !t.Uncertain {
 		return fmt.Errorf("execution[%s] %s → recovery_required only marked uncertain (an accepted restore forgot what followed): %w",
 			id, t.From, ErrIllegalTransition)

@@ -47,12 +47,19 @@ func ExecutionIDOfApproval(id string) (executionID string, ok bool) {
 
 // IntentKey is the key under which the duplicate-intent guard finds the
 // records of one intent: the sha256 of (namespace, session, connector,
-// operation, argument digest), each length-prefixed. Every backend indexes
-// guarded records by it (see Record.DuplicateWindow).
+// operation, intent digest), each length-prefixed, where the intent
+// digest is rec.IntentDigest, or the argument digest when it is empty.
+// Every backend indexes guarded records by it (see Record.DuplicateWindow).
 func IntentKey(rec Record) [32]byte {
 	h := sha256.New()
 	var l [4]byte
-	for _, p := range [...]string{"connhost/intent/v1", rec.Namespace, rec.SessionID, rec.Connector, rec.Operation, rec.ArgsDigest} {
+	label, intent := "connhost/intent/v1", rec.ArgsDigest
+	if rec.IntentDigest != "" {
+		// Its own label: no argument digest can stand for an intent
+		// digest.
+		label, intent = "connhost/intent/v2", rec.IntentDigest
+	}
+	for _, p := range [...]string{label, rec.Namespace, rec.SessionID, rec.Connector, rec.Operation, intent} {
 		n := len(p)
 		l[0], l[1], l[2], l[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 		h.Write(l[:])

@@ -147,6 +147,13 @@ type Record struct {
 	// (created succeeded, its Outcome from the earlier one, Source
 	// "duplicate").
 	DuplicateOf string `json:"duplicate_of,omitempty"`
+	// IntentDigest is the digest of a guarded record's intent: the
+	// arguments that make a call the same effect, each normalised as
+	// the operation's manifest says (manifests.Operation.IntentDigest).
+	// IntentKey uses it in place of ArgsDigest, so that spellings a
+	// provider takes for one effect ("USD" and "usd") are one intent.
+	// Empty: the intent is the arguments' digest.
+	IntentDigest string `json:"intent_digest,omitempty"`
 }
 
 // ApprovalDecision is the state of an approval request.

@@ -244,6 +244,12 @@ type Operation struct {
 	// (the default whenever DuplicateWindow is set) or DuplicateAnswer.
 	// "" when DuplicateWindow is 0.
 	OnDuplicate DuplicateAction
+	// Intent names the arguments the guard compares, and how (operation
+	// key intent, a table of path = kind, with duplicate_window only):
+	// a call whose intent equals a recent one's is a repeat however its
+	// other arguments differ (see IntentDigest). Sorted by path. The
+	// default value (none) compares every argument as IntentText.
+	Intent []IntentField
 	// Line is the line of the [[operation]] header in the manifest file.
 	Line int
 

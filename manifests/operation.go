@@ -214,7 +214,7 @@ func (op *Operation) ValidateDoc(doc map[string]any) error {
 	}
 	err := sch.Validate(doc)
 	if err == nil {
-		return nil
+		return op.integerSpellings(sch, doc)
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {

@@ -271,6 +271,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatal("external operation without recovery")
 			}
 			_ = op.ValidateArgs([]byte(`{}`))
+			_ = op.IntentDigest(map[string]any{})
 			lines := bytes.Count(data, []byte("\n")) + 1
 			for ptr := range jsonPointerOffsets(op.InputSchema) {
 				if p := op.SchemaPos(ptr); p.Line < 1 || p.Line > lines {

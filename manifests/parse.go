@@ -739,6 +739,7 @@ var knownKeys = map[string]bool{
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
 	"operation.input_schema": true, "operation.reconcile_settle": true, "operation.outcome_durability": true,
 	"operation.review": true, "operation.money": true, "operation.duplicate_window": true, "operation.on_duplicate": true,
+	"operation.intent": true,
 }
 
 // unknownKeys reports keys the manifest format does not define: top-level

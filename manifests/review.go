@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -10,7 +11,7 @@ import (
 )
 
 // What a reviewer is shown, and what a repeated call meets: the operation
-// keys review, money, duplicate_window and on_duplicate. None of them is
+// keys review, money, duplicate_window, on_duplicate and intent. None of them is
 // part of the policy version: they change how a call is shown or whether a
 // repeat waits for a human, not what an approved call does.
 
@@ -114,7 +115,8 @@ func validPath(path string) bool {
 	return true
 }
 
-// reviewKeys parses review, money, duplicate_window and on_duplicate of
+// reviewKeys parses review, money, duplicate_window, on_duplicate and
+// intent of
 // the operation op whose schema sch compiled (nil: it did not, and the
 // paths are not checked against it).
 func (p *parser) reviewKeys(op *Operation, sch *jsonschema.Schema, get func(string) field) {
@@ -245,8 +247,66 @@ func (p *parser) reviewKeys(op *Operation, sch *jsonschema.Schema, get func(stri
 			op.OnDuplicate = a
 		}
 	}
+	if f := get("intent"); f.set {
+		p.intent(op, f, wf.set, checkPath)
+	}
 	if op.DuplicateWindow == 0 {
 		op.OnDuplicate = ""
+		op.Intent = nil
+	}
+}
+
+// intent parses the intent table of op: argument paths (dotted keys, or
+// nested tables, name nested arguments) and the kind each is compared by.
+func (p *parser) intent(op *Operation, f field, window bool, checkPath func(f field, label, path string, want ...string) bool) {
+	raw, ok := f.v.(map[string]any)
+	if !ok {
+		p.add(f.line, f.label, `want a table of argument = kind such as { amount = "text", currency = "case" }, got %s`, tomlType(f.v))
+		return
+	}
+	if !window {
+		p.add(f.line, f.label, "applies only with duplicate_window (the window in which a call of the same intent counts as a repeat)")
+	}
+	var fields []IntentField
+	var flatten func(prefix string, t map[string]any)
+	flatten = func(prefix string, t map[string]any) {
+		keys := slices.Sorted(maps.Keys(t))
+		for _, k := range keys {
+			path := prefix + k
+			label := f.label + "." + path
+			switch v := t[k].(type) {
+			case map[string]any:
+				flatten(path+".", v)
+			case string:
+				kind := IntentKind(v)
+				var want []string
+				switch kind {
+				case IntentText:
+				case IntentCase:
+					want = []string{"string"}
+				case IntentEmail:
+					want = []string{"string", "array"}
+				default:
+					p.add(f.line, label, "%q: want %q, %q or %q", v, IntentText, IntentCase, IntentEmail)
+					continue
+				}
+				if checkPath(f, label, path, want...) {
+					fields = append(fields, IntentField{Path: path, Kind: kind})
+				}
+			default:
+				p.add(f.line, label, "want a kind (%q, %q or %q), got %s", IntentText, IntentCase, IntentEmail, tomlType(v))
+			}
+		}
+	}
+	flatten("", raw)
+	switch {
+	case len(raw) == 0:
+		p.add(f.line, f.label, "names no argument: list the arguments that make two calls one effect, or leave intent out to compare every argument")
+	case len(fields) > maxIntentFields:
+		p.add(f.line, f.label, "%d arguments: name at most %d", len(fields), maxIntentFields)
+	default:
+		slices.SortFunc(fields, func(a, b IntentField) int { return strings.Compare(a.Path, b.Path) })
+		op.Intent = fields
 	}
 }
 

@@ -293,6 +293,37 @@ func TestServeRefusesPublicWithoutToken(t *testing.T) {
 	}
 }
 
+// TestServeRefusesShortTokensOffLoopback: a token of a few characters
+// was taken silently on any listen address, where whoever reaches the
+// port may guess it. Off loopback serve now refuses to start, naming each
+// short token's principal and length (never the token); a token of 32
+// characters passes that check (here to the next one, the missing
+// manifests). On loopback it warns (TestDoorsThroughServe).
+func TestServeRefusesShortTokensOffLoopback(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "connhost.toml", `
+[server]
+listen = "0.0.0.0:0"
+behind_tls_proxy = true
+token = "abc"
+
+[[principals]]
+name = "rita"
+roles = ["approver"]
+token = "0123456789abcdef0123456789abcdef"
+`)
+	code, _, errOut := runCLI(t, nil, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"))
+	if code != ExitFailure || !strings.Contains(errOut, "shorter than 32 characters") || !strings.Contains(errOut, "runtime (3 characters)") ||
+		strings.Contains(errOut, "rita") || strings.Contains(errOut, `"abc"`) {
+		t.Fatalf("exit %d stderr %q", code, errOut)
+	}
+	long := writeFile(t, dir, "long.toml", "[server]\nlisten = \"0.0.0.0:0\"\nbehind_tls_proxy = true\ntoken = \"0123456789abcdef0123456789abcdef\"\n")
+	code, _, errOut = runCLI(t, nil, "serve", "--config", long, "--data", filepath.Join(dir, "data"), "--manifests", filepath.Join(dir, "none"))
+	if code == ExitOK || strings.Contains(errOut, "shorter than") || !strings.Contains(errOut, "--manifests") {
+		t.Fatalf("a 32-character token: exit %d stderr %q", code, errOut)
+	}
+}
+
 type dirs struct{ data, modules string }
 
 // testDirs returns a fresh data dir and a modules dir holding noop.wasm

@@ -17,7 +17,9 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 // buildResult is the output of connhost build.
 type buildResult struct {
-	Module   string `json:"module"`
+	Module string `json:"module"`
+	// Language is the connector's: go, rust or assemblyscript.
+	Language string `json:"language"`
 	SHA256   string `json:"sha256"`
 	Manifest string `json:"manifest,omitempty"`
 	// Pinned is true when --pin rewrote the manifest's sha256.
@@ -51,15 +53,26 @@ func (a *app) buildCommand() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "build plugins/<name> [--pin] [--out DIR]",
-		Short: "Build a connector to a wasm module and print its sha256",
-		Long: `build compiles the connector's Go package to a wasip1 module with
-reproducible flags (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared -trimpath
--buildvcs=false), writes it to --out (default --modules) under the module name
-its manifest declares, and prints the module's sha256. With --pin it also
-rewrites the sha256 in the connector's manifest (in --manifests), keeping
-everything else in the file byte for byte.`,
+		Short: "Build a connector (Go, Rust or AssemblyScript) to a wasm module and print its sha256",
+		Long: `build compiles a connector to a wasm module, reproducibly, writes it to --out
+(default --modules) under the module name its manifest declares, and prints
+the module's sha256. The directory's files say the language:
+
+  Go              *.go: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared
+                  -trimpath -buildvcs=false, from the Go module's root
+  Rust            Cargo.toml: cargo build --release --offline for
+                  wasm32-wasip1, or wasm32-wasi (Debian 12's rustc 1.63 with
+                  libstd-rust-dev-wasm32); source paths are remapped so the
+                  bytes do not depend on where the sources lie
+  AssemblyScript  package.json: the package's own asc (npm ci, or npm
+                  install, first when node_modules lacks it) compiles
+                  assembly/index.ts with asconfig.json's release target
+
+With --pin it also rewrites the sha256 in the connector's manifest (in
+--manifests), keeping everything else in the file byte for byte.`,
 		Example: `  connhost build plugins/payments --pin
-  connhost build plugins/email --out /tmp/modules --json`,
+  connhost build plugins/email --out /tmp/modules --json
+  connhost build plugins/mine-in-rust --pin`,
 		Args: exactArgs(1, "a connector package directory (plugins/<name>)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := filepath.Clean(args[0])
@@ -79,11 +92,11 @@ everything else in the file byte for byte.`,
 				module = m.Connector.Module
 			}
 			res := buildResult{Module: filepath.Join(out, module)}
-			d, err := wasmbuild.Build(cmd.Context(), src, res.Module)
+			d, lang, err := wasmbuild.BuildAny(cmd.Context(), src, res.Module)
 			if err != nil {
 				return err
 			}
-			res.SHA256 = d
+			res.SHA256, res.Language = d, string(lang)
 			if m != nil {
 				res.Manifest, res.PinnedBefore = m.Path, m.Connector.SHA256
 				if pin && m.Connector.SHA256 != d {
@@ -97,7 +110,7 @@ everything else in the file byte for byte.`,
 				writeJSON(a.stdout, res)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "built   %s\nsha256  %s\n", res.Module, res.SHA256)
+			fmt.Fprintf(a.stdout, "built   %s (%s)\nsha256  %s\n", res.Module, res.Language, res.SHA256)
 			switch {
 			case res.Pinned:
 				fmt.Fprintf(a.stdout, "pinned  %s\n", res.Manifest)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -262,7 +263,7 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 		if r.State == ledger.StateSucceeded && r.Source == ledger.OutcomeSourceDuplicate {
 			how = "answered with its outcome"
 		}
-		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(r.DuplicateWindow), how)
+		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(time.Duration(r.DuplicateWindow)), how)
 	}
 	if r.Resumed {
 		row("resumed", "yes (replayed from older history)")

@@ -56,8 +56,8 @@ copied directly.
 
 connhost ledger restore DIR puts a backup back. A shared ledger on
 PostgreSQL is backed up with the database's own tools.`,
-		Example: `  connhost ledger backup /var/backups/connhost/$(date +%F)
-  CONNHOST_APPROVER_TOKEN=$OPS_TOKEN connhost ledger backup /srv/backups/connhost-1 --server https://connhost.internal`,
+		Example: `  connhost ledger backup ./backups/connhost-1
+  connhost ledger backup /srv/backups/connhost-2 --server https://connhost.internal`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := filepath.Abs(args[0])
@@ -136,7 +136,7 @@ The witness stays where it is (beside --data, or [server] witness): it is
 what names the sessions written after the backup. The provider emulators
 of dev keep their own state in --data/sandbox, which a restore of the
 ledger alone does not roll back.`,
-		Example: `  connhost ledger restore /var/backups/connhost/2026-12-06 --by rita --reason "the disk failed at 14:02"`,
+		Example: `  connhost ledger restore ./backups/connhost-1 --by rita --reason "the disk failed at 14:02"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reason == "" {

@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -35,6 +37,27 @@ import (
 
 // DefaultListen is the default address of serve and dev: loopback only.
 const DefaultListen = "127.0.0.1:8420"
+
+// minTokenLength is the shortest bearer token serve takes without a
+// warning, and on a non-loopback listen at all: 32 characters, as 16
+// random bytes in hex (openssl rand -hex 32 makes 64).
+const minTokenLength = 32
+
+// errShortToken refuses a non-loopback listen with a token shorter than
+// minTokenLength.
+var errShortToken = errors.New("refusing to listen on a non-loopback address with bearer tokens shorter than 32 characters: whoever reaches the port could guess them (and the server proof lets an impostor test guesses offline); make each one 32 random bytes, e.g. openssl rand -hex 32")
+
+// shortTokens names the principals whose token is shorter than
+// minTokenLength, with its length.
+func shortTokens(ps []httpapi.Principal) []string {
+	var out []string
+	for _, p := range ps {
+		if n := utf8.RuneCountInString(p.Token); n < minTokenLength {
+			out = append(out, fmt.Sprintf("%s (%d characters)", p.Name, n))
+		}
+	}
+	return out
+}
 
 // errPublicWithoutToken refuses a non-loopback listen address without a
 // bearer token.
@@ -112,7 +135,7 @@ Tenants are kept apart by namespaces. A principal with namespaces =
 ["tenant-a"] runs its calls there, sees, cancels, approves and resolves
 only executions of its namespaces (another's id answers 404 as an unknown
 one), and is refused (403 namespace_forbidden) a body or listing naming
-another. Once one principal has namespaces every [[principals]] entry needs
+another, and /metrics, which counts every namespace. Once one principal has namespaces every [[principals]] entry needs
 them (["*"]: every namespace), and [server]'s token acts in "default"
 unless [server] namespaces says otherwise. A namespace may have connector
 values of its own:
@@ -201,6 +224,17 @@ are retried with backoff and never hold a call up.`,
 			}
 			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.TLSCert == "" && !cfg.Server.BehindTLSProxy {
 				return fmt.Errorf("%w (listen %s)", errPlainPublicListen, cfg.Server.Listen)
+			}
+			if short := shortTokens(principals); len(short) > 0 {
+				if !isLoopbackListen(cfg.Server.Listen) {
+					return fmt.Errorf("%w (listen %s): %s", errShortToken, cfg.Server.Listen, strings.Join(short, ", "))
+				}
+				a.logger().Warn("short bearer tokens: a token under "+strconv.Itoa(minTokenLength)+" characters can be guessed; this server listens on loopback only, where that is allowed (a non-loopback listen refuses to start); make each one 32 random bytes, e.g. openssl rand -hex 32",
+					"principals", short)
+			}
+			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.PublicURL == "" {
+				a.logger().Warn("no [server] public_url: clients check the server's proof against the URL they dial, and the proof names only the listen address; set public_url to the URL clients use, or they will not send their tokens",
+					"listen", cfg.Server.Listen)
 			}
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
@@ -299,6 +333,10 @@ func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
 	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger, Build: buildinfo.Read()}
+	// Failed tokens and sign-ins are counted per client; behind a proxy
+	// the client is the one the proxy names.
+	apiOpts.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: logger,
+		ForwardedFor: so.config != nil && so.config.Server.BehindTLSProxy})
 	apiOpts.EnsureDefaults()
 	if err := apiOpts.Validate(); err != nil {
 		return err
@@ -367,9 +405,22 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 		}()
 	}
 	url := scheme + "://" + ln.Addr().String()
+	public := publicURL(so.config, scheme, ln.Addr())
+	// The server proof signs the URLs the server is reached at: the
+	// public one and the listener's (as the discovery file names it).
+	listenURL := scheme + strings.TrimPrefix(clientURL(ln.Addr()), "http")
+	apiOpts.URLs = []string{listenURL}
+	if public != listenURL {
+		apiOpts.URLs = []string{public, listenURL}
+	}
+	// Browsers reach the server over https when it terminates TLS, when a
+	// proxy does, or when the URL humans are given says so: the console's
+	// cookies are then Secure and every answer carries HSTS.
+	apiOpts.Secure = scheme == "https" || strings.HasPrefix(public, "https://") ||
+		(so.config != nil && so.config.Server.BehindTLSProxy)
 	// What starts to wait is told, besides the log, to the configured
 	// webhook and to dev's Mailpit.
-	if err := a.startNotifier(ctx, so, ann, reg, logger, publicURL(so.config, scheme, ln.Addr())); err != nil {
+	if err := a.startNotifier(ctx, so, ann, reg, logger, public); err != nil {
 		ln.Close()
 		return err
 	}
@@ -389,7 +440,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	}
 	apiOpts.MCP = mcpSrv.HTTPHandler()
 	ui, err := console.New(console.Options{Executor: ex, Principals: so.principals, Anonymous: apiOpts.Anonymous,
-		Dev: so.command == "dev", Audit: a.consoleAudit(ex), Logger: logger})
+		Dev: so.command == "dev", Secure: apiOpts.Secure, Throttle: apiOpts.Throttle, Audit: a.consoleAudit(ex), Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -408,7 +459,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	// The discovery file is written before the startup line, so that
 	// whoever waits for that line finds the file.
 	removeInfo, err := writeServerInfo(a.g.data, serverInfo{
-		URL: scheme + strings.TrimPrefix(clientURL(ln.Addr()), "http"), PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
+		URL: listenURL, PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
 	})
 	if err != nil {
 		// The API works without it; only the CLI's way to find it is lost.

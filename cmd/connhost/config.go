@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -31,13 +32,14 @@ import (
 //	[server]
 //	listen = "127.0.0.1:8420"   # default; non-loopback needs a token
 //	token_env = "CONNHOST_TOKEN" # the runtime's token; or token = "…" (prefer the env form)
-//	data = "./.connhost"         # optional, like --data
+//	data = "./.connhost"         # optional, like --data (a relative path is relative to this file's directory, as are the others here)
 //	manifests = "./manifests"    # optional, like --manifests
 //	modules = "./build"          # optional, like --modules
 //	ledger_env = "CONNHOST_LEDGER" # optional, like --ledger: a shared ledger on PostgreSQL; or ledger = "postgres://…"
 //	node = "node-1"              # optional, like --node: this node's id in the fleet (default: the host name)
 //	lease_ttl = "15s"            # optional, like serve --lease-ttl
 //	witness = "/var/lib/connhost-state/ledger.witness"  # optional, like --witness: where a restore of data (or of the database) does not reach
+//	consumed_dir = "/mnt/fleet/connhost-consumed"  # optional: the journal of consumed approvals every node shares (default: <data>.consumed, this node's own)
 //	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //	tls_cert = "/etc/connhost/tls/cert.pem"  # optional, with tls_key: serve HTTPS, reloaded on SIGHUP
 //	tls_key = "/etc/connhost/tls/key.pem"
@@ -106,7 +108,9 @@ import (
 // [server] has a token; "loopback" and "dev-loopback" are reserved for the
 // servers without credentials). Every principal needs a non-empty token of
 // its own: a token shared by two principals, or with [server], is an
-// error, because the audit trail could not tell them apart. Without an
+// error, because the audit trail could not tell them apart. serve refuses
+// a token shorter than 32 characters on a non-loopback listen, and warns
+// about one on loopback. Without an
 // approver, serve answers approve and reject with 403
 // approval_not_configured. Without any token serve listens only on
 // loopback and acts for the runtime-only principal "loopback".
@@ -312,6 +316,12 @@ type ServerConfig struct {
 	// Witness is the ledger's witness file (witness, like --witness):
 	// the default is the data directory's path plus ".witness".
 	Witness string
+	// ConsumedDir is the journal of consumed approvals on a shared ledger
+	// (consumed_dir, host.Options.ConsumedDir): a directory every node of
+	// the fleet shares, which the database's credentials do not reach.
+	// The default is the witness's path with ".witness" replaced by
+	// ".consumed": this node's own, which refuses only its own repeats.
+	ConsumedDir string
 	// RequireSignoff refuses to run a connector whose manifest or module
 	// changed since a reviewer signed it off (connhost audit --sign), or
 	// that has no sign-off. The default value is false.
@@ -638,6 +648,8 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Node = str(key, v)
 				case "witness":
 					c.Server.Witness = str(key, v)
+				case "consumed_dir":
+					c.Server.ConsumedDir = str(key, v)
 				case "lease_ttl":
 					d, err := time.ParseDuration(str(key, v))
 					if err != nil || d <= 0 {
@@ -674,7 +686,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "public_url must be an http or https URL such as \"https://connhost.example.com\" (no credentials, query or fragment)")
 					}
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, consumed_dir, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
 				}
 			}
 			if (c.Server.TLSCert == "") != (c.Server.TLSKey == "") {
@@ -696,6 +708,7 @@ func parseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Ledger = val
 				}
 			}
+			c.Server.resolvePaths(filepath.Dir(path))
 			if tokenEnv != "" {
 				if c.Server.Token != "" {
 					bad("server.token_env", "set token or token_env, not both")
@@ -1274,3 +1287,15 @@ var quotedOrLongNumber = regexp.MustCompile(`"[^"]*"|'[^']*'|[0-9_]{6,}`)
 // redactQuoted replaces quoted text and long digit runs in a parser message
 // with "…".
 func redactQuoted(msg string) string { return quotedOrLongNumber.ReplaceAllString(msg, "…") }
+
+// resolvePaths makes the table's relative paths (data, manifests, modules,
+// witness, tls_cert, tls_key) relative to dir, the config file's
+// directory, so that a config means the same files whatever directory the
+// command runs in (a runtime launching connhost mcp from its own).
+func (s *ServerConfig) resolvePaths(dir string) {
+	for _, p := range []*string{&s.Data, &s.Manifests, &s.Modules, &s.Witness, &s.TLSCert, &s.TLSKey} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}

@@ -50,8 +50,8 @@ func newImpostor(t *testing.T, proof string) *impostor {
 		case r.URL.Path == "/v1/auth/proof" && im.proof == "bad":
 			var req httpapi.ProofRequest
 			_ = json.NewDecoder(r.Body).Decode(&req)
-			json.NewEncoder(w).Encode(httpapi.ProofResponse{Auth: true, Principal: "rita",
-				Proof: httpapi.ServerProof("a token the impostor made up", req.Nonce, req.TokenID, "rita")})
+			json.NewEncoder(w).Encode(httpapi.ProofResponse{Auth: true, Principal: "rita", URLs: []string{im.URL},
+				Proof: httpapi.ServerProof("a token the impostor made up", req.Nonce, req.TokenID, "rita", []string{im.URL})})
 		case r.URL.Path == "/v1/auth/proof":
 			http.NotFound(w, r)
 		default:

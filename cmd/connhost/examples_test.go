@@ -302,6 +302,12 @@ func TestHelpExamplesRun(t *testing.T) {
 					t.Fatalf("setup %q: exit %d: %s", setup, code, errOut)
 				}
 			}
+			if name == "ledger" && ex.args[1] == "restore" {
+				// A restore needs the backup it names.
+				if code, _, errOut := runCLI(t, nil, "ledger", "backup", ex.args[2]); code != ExitOK {
+					t.Fatalf("setup: ledger backup %s: exit %d: %s", ex.args[2], code, errOut)
+				}
+			}
 			code, out, errOut := runCLI(t, nil, ex.args...)
 			if code != ExitOK && code != ExitRecoveryRequired && code != ExitNotSucceeded {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)

@@ -123,3 +123,22 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("the existing manifest was changed: %q", b)
 	}
 }
+
+// TestNewManifestNamesEveryPolicyKnob: the scaffolded manifest says what
+// reconcile_settle and outcome_durability are for, next to the recovery
+// policy they qualify, so an author meets them before the audit does.
+func TestNewManifestNamesEveryPolicyKnob(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCLI(t, nil, "new", "knobs", "--dir", dir); code != ExitOK {
+		t.Fatalf("new: exit %d %q", code, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "manifests", "knobs.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# reconcile_settle = ", "# outcome_durability = ", `"lazy"`, "twice limits.timeout"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the scaffolded manifest does not mention %q", want)
+		}
+	}
+}

@@ -285,7 +285,7 @@ func (a *app) proveServer(ctx context.Context, base, where, token, tokenEnv stri
 		return false, err
 	}
 	nonce := hex.EncodeToString(nb[:])
-	body, _ := json.Marshal(httpapi.ProofRequest{Nonce: nonce, TokenID: httpapi.TokenID(token)})
+	body, _ := json.Marshal(httpapi.ProofRequest{Nonce: nonce, TokenID: httpapi.TokenID(token), Version: httpapi.ProofVersion})
 	hreq, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/auth/proof", bytes.NewReader(body))
 	if err != nil {
 		return false, fmt.Errorf("request to %s: %w", base, err)
@@ -320,8 +320,26 @@ func (a *app) proveServer(ctx context.Context, base, where, token, tokenEnv stri
 	if !pr.Auth {
 		return false, nil
 	}
-	if !httpapi.VerifyServerProof(token, nonce, pr.Principal, pr.Proof) {
-		return false, fmt.Errorf("%s answered a proof that does not match the token in %s: it does not hold your principal's token, so %s; check the URL (or the server.json that named it)", where, tokenEnv, notSent)
+	urls := pr.URLs
+	if urls == nil {
+		urls = []string{} // version 2 signs the list even when it is empty
+	}
+	if !httpapi.VerifyServerProof(token, nonce, pr.Principal, urls, pr.Proof) {
+		return false, fmt.Errorf("%s answered a proof that does not match the token in %s: it does not hold your principal's token (or it is a connhost server older than this CLI, which signs no URL: upgrade it), so %s; check the URL (or the server.json that named it)", where, tokenEnv, notSent)
+	}
+	if !httpapi.SameServer(base, urls) {
+		// The proof is genuine, but of a server reached elsewhere: what
+		// answered at base passed the request on to it.
+		return false, fmt.Errorf("%s answered the proof of a connhost server that is reached at %s, not at %s: a process at this URL relayed the request to that server, so %s; send to the server's own URL, or, if %s is how clients reach it (a proxy, another host name), set [server] public_url = %q in its config",
+			where, orNone(urls), base, notSent, base, base)
 	}
 	return true, nil
+}
+
+// orNone lists urls, or says there are none.
+func orNone(urls []string) string {
+	if len(urls) == 0 {
+		return "no URL it names"
+	}
+	return strings.Join(urls, " or ")
 }

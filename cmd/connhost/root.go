@@ -352,7 +352,7 @@ follow from another's.`,
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
 		a.serveCommand(), a.mcpCommand(), a.buildCommand(),
-		a.auditCommand(), a.newCommand(), a.ledgerCommand(),
+		a.auditCommand(), a.newCommand(), a.ledgerCommand(), a.abiCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp}, a.versionCommand(),
 	)
 	root.AddCommand(a.devkitCommands()...)
@@ -501,6 +501,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 	}
 	var approvalKeys map[string][]byte
+	var approvalNamespaces map[string][]string
 	if cfg != nil {
 		if o.config == nil {
 			if err := cfg.check(ms); err != nil {
@@ -509,7 +510,7 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			o.config = cfg.lookup
 		}
 		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
-		approvalKeys = cfg.approvalKeys()
+		approvalKeys, approvalNamespaces = cfg.approvalKeys(), cfg.approvalNamespaces()
 		if cfg.Server.RequireSignoff {
 			if err := a.checkSignoffs(ms); err != nil {
 				return nil, err
@@ -521,18 +522,19 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		create = ledger.CreateInit
 	}
 	opts := host.Options{
-		DataDir:          a.g.data,
-		WitnessPath:      a.witnessPath(cfg),
-		LedgerCreate:     create,
-		PrewarmInstances: prewarmInstances(o.prewarm),
-		Manifests:        ms,
-		ModuleDir:        a.g.modules,
-		AllowUnpinned:    o.allowUnpinned,
-		Config:           o.config,
-		Logger:           o.logger,
-		Observer:         o.observer,
-		RecoveryProgress: o.progress,
-		ApprovalKeys:     approvalKeys,
+		DataDir:            a.g.data,
+		WitnessPath:        a.witnessPath(cfg),
+		LedgerCreate:       create,
+		PrewarmInstances:   prewarmInstances(o.prewarm),
+		Manifests:          ms,
+		ModuleDir:          a.g.modules,
+		AllowUnpinned:      o.allowUnpinned,
+		Config:             o.config,
+		Logger:             o.logger,
+		Observer:           o.observer,
+		RecoveryProgress:   o.progress,
+		ApprovalKeys:       approvalKeys,
+		ApprovalNamespaces: approvalNamespaces,
 	}
 	if cfg != nil {
 		opts.NamespaceConfig = cfg.namespaceConfig()
@@ -545,6 +547,9 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 		}
 		opts.Ledger, opts.CloseLedger = db, true
 		opts.Node = a.nodeID(cfg, o.server)
+		if cfg != nil {
+			opts.ConsumedDir = cfg.Server.ConsumedDir
+		}
 		opts.LeaseTTL = o.leaseTTL
 		if opts.LeaseTTL == 0 && cfg != nil {
 			opts.LeaseTTL = cfg.Server.LeaseTTL

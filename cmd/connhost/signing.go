@@ -22,6 +22,22 @@ func (c *Config) approvalKeys() map[string][]byte {
 	return keys
 }
 
+// approvalNamespaces returns host.Options.ApprovalNamespaces for the
+// config: the namespaces of every approver principal that has some (none,
+// or ["*"]: every namespace). Every node reads the same config, so none
+// dispatches an approval its reviewer could not give through the API.
+func (c *Config) approvalNamespaces() map[string][]string {
+	nss := map[string][]string{}
+	for _, p := range c.Principals {
+		if slices.Contains(p.Roles, httpapi.RoleApprover) {
+			if s := scoped(p.Namespaces); len(s) > 0 {
+				nss[p.Name] = s
+			}
+		}
+	}
+	return nss
+}
+
 // principalWith reports whether the config names a principal called name
 // holding one of roles.
 func (c *Config) principalWith(name string, roles ...httpapi.Role) bool {

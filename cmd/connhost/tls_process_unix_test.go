@@ -141,7 +141,7 @@ func TestServeRefusesPublicWithoutTLS(t *testing.T) {
 		!strings.Contains(errOut, "behind_tls_proxy = true") || !strings.Contains(errOut, "0.0.0.0:0") {
 		t.Fatalf("exit %d stderr %q", code, errOut)
 	}
-	proxied := writeFile(t, dir, "proxied.toml", "[server]\nlisten = \"0.0.0.0:0\"\ntoken = \"tok-runtime-0123456789\"\nbehind_tls_proxy = true\n")
+	proxied := writeFile(t, dir, "proxied.toml", "[server]\nlisten = \"0.0.0.0:0\"\ntoken = \"tok-runtime-0123456789abcdef0123456\"\nbehind_tls_proxy = true\n")
 	code, _, errOut = runCLI(t, nil, "serve", "--config", proxied, "--data", filepath.Join(dir, "data"), "--manifests", filepath.Join(dir, "none"))
 	if code == ExitOK || strings.Contains(errOut, "without TLS") || !strings.Contains(errOut, "--manifests") {
 		t.Fatalf("behind_tls_proxy: exit %d stderr %q", code, errOut)

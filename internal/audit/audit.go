@@ -400,6 +400,10 @@ type OperationReport struct {
 	// operation has none.
 	DuplicateWindow string `json:"duplicate_window,omitempty"`
 	OnDuplicate     string `json:"on_duplicate,omitempty"`
+	// Intent is what the guard compares (operation key intent): each
+	// argument as "path" or "path (how)"; absent when the operation has
+	// no guard or compares every argument.
+	Intent []string `json:"intent,omitempty"`
 	// Review lists the arguments the manifest names for review, shown
 	// first in the approval view.
 	Review        []string `json:"review,omitempty"`
@@ -794,6 +798,9 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 	or.OutcomeDurability = string(op.OutcomeDurability)
 	if op.DuplicateWindow > 0 {
 		or.DuplicateWindow, or.OnDuplicate = FormatDuration(op.DuplicateWindow), string(op.OnDuplicate)
+		for _, f := range op.Intent {
+			or.Intent = append(or.Intent, f.String())
+		}
 	}
 	or.Review = op.Review
 	external := op.Effect == manifests.EffectExternal

@@ -276,8 +276,8 @@ var diffCases = map[string][]Code{
 		CodeApprovalTTLRaised, CodeAttemptsRaised, CodeEffectDowngraded, CodeRecoveryLoosened,
 		CodeLimitRaised, CodeModuleDigestChanged, CodeModuleFileChanged, CodeDurabilitySync, CodePolicyVersionChanged, CodeSchemaChanged,
 	},
-	"duplicates":          {CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened},
-	"duplicates-reversed": {CodeDuplicateGuardTightened, CodeDuplicateGuardTightened, CodeDuplicateGuardTightened},
+	"duplicates":          {CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened, CodeDuplicateGuardLoosened},
+	"duplicates-reversed": {CodeDuplicateGuardTightened, CodeDuplicateGuardTightened, CodeDuplicateGuardTightened, CodeDuplicateGuardTightened},
 	"effect": {
 		CodeDurabilityLazy,
 		CodeLimitLowered, CodeModuleDigestChanged, CodeModuleFileChanged,

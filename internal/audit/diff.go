@@ -482,6 +482,9 @@ func (d *differ) duplicateGuard(name string, o, n *manifests.Operation) {
 		return FormatDuration(op.DuplicateWindow) + ", " + string(op.OnDuplicate)
 	}
 	og, ng := guard(o), guard(n)
+	if o.DuplicateWindow > 0 && n.DuplicateWindow > 0 {
+		d.intent(name, o, n)
+	}
 	if og == ng {
 		return
 	}
@@ -502,6 +505,46 @@ func (d *differ) duplicateGuard(name string, o, n *manifests.Operation) {
 	default:
 		d.add(SeverityInfo, CodeDuplicateGuardTightened, name, field, og, ng, "the duplicate-intent guard now stops more repeats (%s, was %s)", ng, og)
 	}
+}
+
+// intent compares two versions of a guarded operation's intent: an
+// argument compared that was not, or compared more strictly (text where
+// case or e-mail was), makes repeats that differed only there run again.
+func (d *differ) intent(name string, o, n *manifests.Operation) {
+	text := func(op *manifests.Operation) string {
+		if len(op.Intent) == 0 {
+			return "every argument"
+		}
+		fields := make([]string, len(op.Intent))
+		for i, f := range op.Intent {
+			fields[i] = f.String()
+		}
+		return strings.Join(fields, ", ")
+	}
+	ot, nt := text(o), text(n)
+	if ot == nt {
+		return
+	}
+	kinds := func(op *manifests.Operation) map[string]manifests.IntentKind {
+		m := map[string]manifests.IntentKind{}
+		for _, f := range op.Intent {
+			m[f.Path] = f.Kind
+		}
+		return m
+	}
+	ok, nk := kinds(o), kinds(n)
+	loosened := len(o.Intent) > 0 && len(n.Intent) == 0
+	for path, kind := range nk {
+		if was, had := ok[path]; len(o.Intent) > 0 && (!had || kind == manifests.IntentText && was != manifests.IntentText) {
+			loosened = true
+		}
+	}
+	if loosened {
+		d.add(SeverityWarning, CodeDuplicateGuardLoosened, name, "intent", ot, nt,
+			"risk increase: the duplicate-intent guard compares more, or more strictly (%s, was %s): a repeat that differs only there now runs again", nt, ot)
+		return
+	}
+	d.add(SeverityInfo, CodeDuplicateGuardTightened, name, "intent", ot, nt, "the duplicate-intent guard now stops more repeats: it compares %s (was %s)", nt, ot)
 }
 
 // sameJSON compares two JSON texts ignoring formatting and key order.

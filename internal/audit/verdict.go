@@ -49,6 +49,20 @@ type Verdict struct {
 // idempotency_retention can shorten it, not lengthen it.
 const DefaultKeyRetention = 24 * time.Hour
 
+// sameIntent says which calls the duplicate-intent guard takes for one
+// (operation key intent).
+func sameIntent(op *manifests.Operation) string {
+	const spelled = "text compared in Unicode NFC, numbers by value, an empty value as an absent one"
+	if len(op.Intent) == 0 {
+		return "with the same arguments (" + spelled + ")"
+	}
+	fields := make([]string, len(op.Intent))
+	for i, f := range op.Intent {
+		fields[i] = f.String()
+	}
+	return "with the same " + strings.Join(fields, ", ") + ", whatever its other arguments (" + spelled + "),"
+}
+
 func (a *auditor) verdict(op *manifests.Operation) Verdict {
 	v := Verdict{MaxDispatches: op.MaxAttempts, Hosts: orEmpty(a.m.Capabilities.HTTP), Approval: "none: the model's call runs as issued"}
 	if op.RequiresApproval {
@@ -59,9 +73,9 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 		case op.DuplicateWindow == 0:
 			v.Repeats = "not guarded: a call re-issued under a new tool-call id runs again (no duplicate_window)"
 		case op.OnDuplicate == manifests.DuplicateAnswer:
-			v.Repeats = fmt.Sprintf("a call with the same arguments as one in the same session within %s is not dispatched: answered with that call's outcome once it succeeded, held for a reviewer while it is in flight", FormatDuration(op.DuplicateWindow))
+			v.Repeats = fmt.Sprintf("a call %s as one in the same session within %s is not dispatched: answered with that call's outcome once it succeeded, held for a reviewer while it is in flight", sameIntent(op), FormatDuration(op.DuplicateWindow))
 		default:
-			v.Repeats = fmt.Sprintf("a call with the same arguments as one succeeded or in flight in the same session within %s is not dispatched: it is held for a reviewer as a possible duplicate", FormatDuration(op.DuplicateWindow))
+			v.Repeats = fmt.Sprintf("a call %s as one succeeded or in flight in the same session within %s is not dispatched: it is held for a reviewer as a possible duplicate", sameIntent(op), FormatDuration(op.DuplicateWindow))
 		}
 	}
 	hosts := strings.Join(hostNames(a.m.Capabilities.HTTP), ", ")

@@ -13,7 +13,10 @@
 //
 // A browser signs in with a principal's token; the console keeps a
 // server-side session and hands the browser only its id, in an HttpOnly,
-// SameSite=Strict cookie. Every form carries the session's CSRF token, and
+// SameSite=Strict cookie. On a server without credentials no sign-in
+// happens and nothing is kept per browser: the cookie's random id and an
+// HMAC of it are the session and its CSRF token. Every form carries the
+// session's CSRF token, and
 // a POST that a browser marks as cross-site (Sec-Fetch-Site, Origin) is
 // refused before it is read. A principal's roles decide what it may do,
 // in the handlers: a runtime principal reads, never decides.
@@ -21,14 +24,17 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -73,6 +79,13 @@ type Options struct {
 	Anonymous *httpapi.Principal
 	// Dev marks `connhost dev`: every page says so, and who decides.
 	Dev bool
+	// Secure says browsers reach the console over https, whether the
+	// server terminates TLS itself or a proxy in front does: every cookie
+	// is then marked Secure, so a browser never sends the session over
+	// plain http, and every answer carries Strict-Transport-Security. The
+	// default value (false) marks a cookie Secure only when the request
+	// came over TLS to this process, and sends no HSTS.
+	Secure bool
 	// Audit returns the audit of the loaded connectors (the Connectors
 	// page, and its HTML report); it is called once, on the first visit.
 	// The default value (nil) shows the connectors without an audit.
@@ -80,6 +93,10 @@ type Options struct {
 	// SessionTTL is how long a sign-in lasts. The default value is
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Throttle limits failed sign-ins per source; pass the API's
+	// (httpapi.Options.Throttle) so that a source's failures count alike
+	// wherever it guesses. The default value is a Throttle of its own.
+	Throttle *httpapi.Throttle
 	// Logger receives the causes of internal errors. The default value is
 	// slog.Default().
 	Logger *slog.Logger
@@ -92,7 +109,12 @@ type console struct {
 	opts     Options
 	creds    []credential
 	sessions *sessions
-	pages    map[string]*template.Template
+	// key derives the CSRF tokens of anonymous sessions
+	// (anonymousSession); it lives as long as the process.
+	key   []byte
+	pages map[string]*template.Template
+
+	handler http.Handler
 
 	auditOnce sync.Once
 	report    *audit.Report
@@ -106,6 +128,14 @@ type credential struct {
 
 // New returns the console's handler, to be served at Prefix.
 func New(o Options) (http.Handler, error) {
+	c, err := newConsole(o)
+	if err != nil {
+		return nil, err
+	}
+	return c.handler, nil
+}
+
+func newConsole(o Options) (*console, error) {
 	if o.Executor == nil {
 		return nil, errors.New("console: no executor")
 	}
@@ -122,7 +152,10 @@ func New(o Options) (http.Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now)}
+	if o.Throttle == nil {
+		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
+	}
+	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now), key: []byte(randomToken())}
 	for _, p := range o.Principals {
 		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
 	}
@@ -154,17 +187,22 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page: "+r.URL.Path, http.StatusNotFound)
 	})
-	return securityHeaders(mux), nil
+	c.handler = securityHeaders(mux, o.Secure)
+	return c, nil
 }
 
 // csp allows the console's own stylesheet and nothing else: no script, no
 // frame, no form posting elsewhere.
 const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// securityHeaders sets the headers every console answer carries.
-func securityHeaders(next http.Handler) http.Handler {
+// securityHeaders sets the headers every console answer carries; secure
+// adds HSTS (Options.Secure).
+func securityHeaders(next http.Handler, secure bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if secure {
+			h.Set("Strict-Transport-Security", httpapi.HSTS)
+		}
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
@@ -195,34 +233,55 @@ func (c *console) lookup(token string) (httpapi.Principal, bool) {
 func (c *console) anonymous() bool { return len(c.creds) == 0 }
 
 // current returns the request's session: the cookie's, or, on a server
-// without credentials, a new one for the anonymous principal (its cookie
-// set on w).
+// without credentials, the anonymous principal's (anonymousSession).
 func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool) {
+	if c.anonymous() {
+		return c.anonymousSession(w, r), true
+	}
 	if ck, err := r.Cookie(sessionCookie); err == nil {
 		if s, ok := c.sessions.get(ck.Value); ok {
 			return s, true
 		}
 	}
-	if !c.anonymous() {
-		return session{}, false
+	return session{}, false
+}
+
+// anonymousSession returns the session of a browser on a server without
+// credentials, which the server keeps no state for: its id is the
+// cookie's random value (a new one, set on w, when the request has none
+// of the right form), and its CSRF token is an HMAC of that id under a key
+// of this process, which a page of another site can neither read nor
+// compute. Only an action's outcome, until the next page shows it, is
+// kept (sessions.addNote). So a request without a cookie, however many,
+// costs nothing to keep.
+func (c *console) anonymousSession(w http.ResponseWriter, r *http.Request) session {
+	id := ""
+	if ck, err := r.Cookie(sessionCookie); err == nil && validToken(ck.Value) {
+		id = ck.Value
+	} else {
+		id = randomToken()
+		c.setCookie(w, r, sessionCookie, id, c.opts.SessionTTL)
 	}
-	ss := c.sessions.create(*c.opts.Anonymous)
-	c.setCookie(w, r, sessionCookie, ss.id, c.opts.SessionTTL)
-	s, _ := c.sessions.get(ss.id)
-	return s, true
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte("connhost console csrf v1\x00" + id))
+	return session{id: anonymousPrefix + id, principal: *c.opts.Anonymous, csrf: base64.RawURLEncoding.EncodeToString(m.Sum(nil))}
 }
 
 func (c *console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: Prefix, MaxAge: int(ttl / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r),
 	})
 }
 
 func (c *console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: Prefix, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
 }
+
+// secure reports whether r's browser reached the console over https
+// (Options.Secure, or TLS to this process).
+func (c *console) secure(r *http.Request) bool { return c.opts.Secure || r.TLS != nil }
 
 // crossSite reports why a browser's POST did not come from the console's
 // own pages ("" when nothing says so). Sec-Fetch-Site, which no page can
@@ -412,12 +471,15 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
-	fail := func(status int, text string) {
-		c.opts.Logger.WarnContext(r.Context(), "console: sign-in refused", "why", text)
+	form := func(status int, text string) {
 		tok := randomToken()
 		c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
 		c.render(w, "signin", status, &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.PostFormValue("next")),
 			Notes: []note{{Error: true, Text: text}}})
+	}
+	fail := func(status int, text string) {
+		c.opts.Logger.WarnContext(r.Context(), "console: sign-in refused", "why", text)
+		form(status, text)
 	}
 	if why := crossSite(r); why != "" {
 		c.refuse(w, r, session{}, refusal{http.StatusForbidden, "refused: " + why + "; sign in from the console's own page"})
@@ -433,8 +495,16 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, "the sign-in form has expired or came from elsewhere; sign in again")
 		return
 	}
+	if wait, ok := c.opts.Throttle.Allow(r); !ok {
+		// The throttle's summary line stands for this request.
+		httpapi.NoteThrottled(r.Context())
+		w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(wait.Seconds())))))
+		form(http.StatusTooManyRequests, fmt.Sprintf("too many sign-ins with a wrong token came from here; try again in %s", wait.Round(time.Second)))
+		return
+	}
 	p, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
 	if !ok {
+		c.opts.Throttle.Failed(r)
 		fail(http.StatusUnauthorized, "no principal has this token")
 		return
 	}

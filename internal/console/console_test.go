@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
@@ -60,6 +61,7 @@ type env struct {
 	ex  *host.Executor
 	srv *httptest.Server
 	log *syncBuffer // the server's log (access lines included)
+	ui  *console
 }
 
 // syncBuffer is a log sink safe to read while the server writes.
@@ -86,6 +88,13 @@ func (s *syncBuffer) String() string {
 // credentials whose anonymous principal is anon.
 func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev bool) *env {
 	t.Helper()
+	return newEnvWith(t, ps, anon, dev, nil)
+}
+
+// newEnvWith is newEnv with the console's and the API's options changed
+// by set before they are used.
+func newEnvWith(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	wasm, _, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/noop")
@@ -111,17 +120,22 @@ func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev b
 	t.Cleanup(func() { _ = ex.Close(context.Background()) })
 	log := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
-	ui, err := New(Options{Executor: ex, Principals: ps, Anonymous: anon, Dev: dev, Logger: logger})
+	co, ao := Options{Executor: ex, Principals: ps, Anonymous: anon, Dev: dev, Logger: logger}, httpapi.Options{Principals: ps, Anonymous: anon, Logger: logger}
+	if set != nil {
+		set(&co, &ao)
+	}
+	ui, err := newConsole(co)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(ex, httpapi.Options{Principals: ps, Anonymous: anon, Console: ui, Logger: logger})
+	ao.Console = ui.handler
+	h, err := httpapi.New(ex, ao)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{ex: ex, srv: srv, log: log}
+	return &env{ex: ex, srv: srv, log: log, ui: ui}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -502,12 +516,31 @@ func TestNamespaces(t *testing.T) {
 	if code, _, _ := e.get(t, c, "/ui/executions/"+other.ExecutionID); code != http.StatusNotFound {
 		t.Errorf("globex's execution for acme: %d, want 404", code)
 	}
-	if code, _, _ := e.get(t, c, "/ui/executions?namespace=globex"); code != http.StatusOK {
-		t.Errorf("search in another namespace: %d", code)
-	}
 	e.post(t, c, "/ui/approvals/"+other.Approval.ID+"/approve", url.Values{"csrf": {csrf}, "digest": {other.Approval.ArgsDigest}}, nil)
 	if d := e.decision(t, other.Approval.ID); d != "pending" {
 		t.Fatalf("acme's reviewer decided globex's call: %s", d)
+	}
+}
+
+// TestSearchInAnotherNamespace: a search naming a namespace the
+// principal does not act in is answered as the API answers it, 403
+// namespace_forbidden, logged at WARN and never as an internal error, and
+// the page lists nothing of that namespace.
+func TestSearchInAnotherNamespace(t *testing.T) {
+	e := newEnv(t, principals, nil, false)
+	other := e.gatedCall(t, "globex", "c1", `{"amount":500,"currency":"usd"}`)
+	c := e.browser(t)
+	e.signIn(t, c, acmeTok)
+	code, page, _ := e.get(t, c, "/ui/executions?namespace=globex")
+	if code != http.StatusForbidden || !strings.Contains(page, "namespace_forbidden") || strings.Contains(page, "internal error") {
+		t.Errorf("search in another namespace: %d, want 403 namespace_forbidden:\n%s", code, page)
+	}
+	if strings.Contains(page, other.ExecutionID) {
+		t.Errorf("the page lists globex's call")
+	}
+	log := e.log.String()
+	if strings.Contains(log, "level=ERROR") || !strings.Contains(log, `level=WARN msg="console: refused" method=GET path=/ui/executions code=namespace_forbidden`) {
+		t.Errorf("want one WARN line and no ERROR:\n%s", log)
 	}
 }
 
@@ -545,6 +578,49 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 		if h.Get("X-Frame-Options") != "DENY" || h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: headers %v", p, h)
+		}
+	}
+}
+
+// TestSecureBehindAProxy: a console that browsers reach over https
+// through a TLS-terminating proxy (the request reaching the server is
+// plain http) marks the sign-in and session cookies Secure, so a browser
+// never sends them over plain http, and every answer, the console's pages
+// and the API's alike, carries Strict-Transport-Security.
+func TestSecureBehindAProxy(t *testing.T) {
+	e := newEnvWith(t, principals, nil, false, func(co *Options, ao *httpapi.Options) { co.Secure, ao.Secure = true, true })
+	c := e.browser(t)
+	_, form, hdr := e.get(t, c, "/ui/signin")
+	cookies := hdr.Values("Set-Cookie")
+	req, _ := http.NewRequest("POST", e.srv.URL+"/ui/signin", strings.NewReader(url.Values{"csrf": {csrfOf(t, form)}, "token": {ritaTok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	// The jar keeps Secure cookies from plain http, as a browser does:
+	// the sign-in cookie is sent by hand, as the browser at the proxy's
+	// https URL would send it.
+	for _, ck := range (&http.Response{Header: hdr}).Cookies() {
+		req.AddCookie(ck)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", resp.StatusCode)
+	}
+	cookies = append(cookies, resp.Header.Values("Set-Cookie")...)
+	if len(cookies) < 2 {
+		t.Fatalf("cookies %q, want the sign-in form's and the session's", cookies)
+	}
+	for _, ck := range cookies {
+		if !strings.Contains(ck, "; Secure") || !strings.Contains(ck, "HttpOnly") {
+			t.Errorf("cookie without Secure: %s", ck)
+		}
+	}
+	for _, p := range []string{"/ui/signin", "/ui/approvals", "/ui/static/style.css", "/", "/healthz", "/v1/executions"} {
+		if _, _, h := e.get(t, c, p); h.Get("Strict-Transport-Security") != httpapi.HSTS {
+			t.Errorf("%s: Strict-Transport-Security %q, want %q", p, h.Get("Strict-Transport-Security"), httpapi.HSTS)
 		}
 	}
 }
@@ -591,6 +667,82 @@ func TestDev(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a rebinding Host reached dev's console: %d", resp.StatusCode)
+	}
+}
+
+// TestAnonymousRequestsKeepNoState: a server without credentials kept a
+// session (8 h) for every request without a cookie, and swept them all
+// under the lock every page takes: 41,000 GETs cost some 100 MB. Now
+// cookieless requests, however many, leave nothing behind; a browser that
+// keeps its cookie still gets its forms' CSRF token (the same on every
+// page), its action's outcome on the next page, and another browser's
+// token is refused.
+func TestAnonymousRequestsKeepNoState(t *testing.T) {
+	dev := httpapi.DevLoopback
+	e := newEnv(t, nil, &dev, true)
+	res := e.gatedCall(t, "", "c1", `{"amount":500,"currency":"usd"}`)
+	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := 0; i < 2000; i++ {
+		if code, _, _ := e.get(t, anon, "/ui/executions"); code != http.StatusOK {
+			t.Fatalf("GET %d: %d", i, code)
+		}
+	}
+	if n, notes := e.ui.sessions.held(); n != 0 || notes != 0 {
+		t.Fatalf("2,000 cookieless GETs left %d sessions and %d sessions' notes behind", n, notes)
+	}
+
+	c, other := e.browser(t), e.browser(t)
+	_, page, _ := e.get(t, c, "/ui/approvals")
+	csrf := csrfOf(t, page)
+	if _, page, _ = e.get(t, c, "/ui/recovery"); csrfOf(t, page) != csrf {
+		t.Errorf("the browser's CSRF token changed between pages")
+	}
+	_, page, _ = e.get(t, other, "/ui/approvals")
+	if csrfOf(t, page) == csrf {
+		t.Fatal("two browsers share a CSRF token")
+	}
+	path := "/ui/approvals/" + res.Approval.ID + "/approve"
+	if code, _, _ := e.post(t, other, path, url.Values{"csrf": {csrf}, "digest": {res.Approval.ArgsDigest}}, nil); code != http.StatusForbidden {
+		t.Errorf("another browser's CSRF token: %d, want 403", code)
+	}
+	if code, _, _ := e.post(t, c, path, url.Values{"csrf": {csrf}, "digest": {res.Approval.ArgsDigest}}, nil); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
+	}
+	if _, page, _ = e.get(t, c, "/ui/executions/"+res.ExecutionID); !strings.Contains(page, "approved "+res.Approval.ID) {
+		t.Errorf("the next page does not tell the approval's outcome:\n%s", page)
+	}
+	if n, notes := e.ui.sessions.held(); n != 0 || notes != 0 {
+		t.Errorf("after the outcome was shown: %d sessions, %d sessions' notes kept", n, notes)
+	}
+}
+
+// TestSignInThrottled: a browser that keeps signing in with wrong tokens
+// is refused (429) after httpapi.AuthFailureBurst tries, before its token
+// is looked at, a right one included; each refused try is no WARN line of
+// its own.
+func TestSignInThrottled(t *testing.T) {
+	e := newEnv(t, principals, nil, false)
+	c := e.browser(t)
+	try := func(token string) int {
+		t.Helper()
+		_, form, _ := e.get(t, c, "/ui/signin")
+		code, _, _ := e.post(t, c, "/ui/signin", url.Values{"csrf": {csrfOf(t, form)}, "token": {token}}, nil)
+		return code
+	}
+	var got []int
+	for i := 0; i < 3*httpapi.AuthFailureBurst; i++ {
+		got = append(got, try(fmt.Sprint("guess-", i)))
+	}
+	for i, code := range got {
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusTooManyRequests}[i < httpapi.AuthFailureBurst]; code != want {
+			t.Fatalf("sign-in %d: %d, want %d (all: %v)", i+1, code, want, got)
+		}
+	}
+	if code := try(ritaTok); code != http.StatusTooManyRequests {
+		t.Errorf("a right token from a throttled browser: %d, want 429", code)
+	}
+	if n := strings.Count(e.log.String(), "level=WARN"); n != 2*httpapi.AuthFailureBurst+1 {
+		t.Errorf("%d WARN lines, want %d (a refusal and an access line per 401, one summary):\n%s", n, 2*httpapi.AuthFailureBurst+1, e.log.String())
 	}
 }
 

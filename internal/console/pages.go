@@ -121,7 +121,8 @@ func (c *console) home(r *http.Request, s session, v *view) (string, int) {
 func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpapi.Execution, error) {
 	if len(s.principal.Namespaces) > 0 {
 		if f.Namespace != "" && !slices.Contains(s.principal.Namespaces, f.Namespace) {
-			return nil, fmt.Errorf("principal %q acts in namespaces %s, not %q", s.principal.Name, strings.Join(s.principal.Namespaces, ", "), f.Namespace)
+			return nil, &namespaceRefusal{detail: fmt.Sprintf("principal %q acts in namespace %s, not %q: search without namespace for all of its executions",
+				s.principal.Name, quoteList(s.principal.Namespaces), f.Namespace)}
 		}
 		f.Namespaces = s.principal.Namespaces
 	}
@@ -130,6 +131,22 @@ func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpa
 		return nil, err
 	}
 	return httpapi.NewListResponse(recs, f).Executions, nil
+}
+
+// namespaceRefusal is a search naming a namespace outside the principal's,
+// refused as the API refuses it (403 namespace_forbidden).
+type namespaceRefusal struct{ detail string }
+
+func (e *namespaceRefusal) Error() string  { return "console: " + e.detail }
+func (e *namespaceRefusal) Unwrap() error  { return host.ErrNamespaceForbidden }
+func (e *namespaceRefusal) Detail() string { return e.detail }
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // allOf lists every execution in state, within s's namespaces.
@@ -310,16 +327,31 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 }
 
 // problem is the note of an executor error: the API's problem detail.
+// A request the principal may not make is logged at WARN, as the API's
+// refusals are; only what the API answers as internal or unavailable is
+// an ERROR.
 func (c *console) problem(r *http.Request, err error) note {
 	p := httpapi.ProblemOf(err, host.Result{})
-	if p.Code == httpapi.CodeInternal || p.Code == httpapi.CodeUnavailable {
+	switch p.Code {
+	case httpapi.CodeInternal, httpapi.CodeUnavailable:
 		c.opts.Logger.ErrorContext(r.Context(), "console: request failed", "path", r.URL.Path, "err", err)
+	case httpapi.CodeNamespaceForbidden:
+		c.opts.Logger.WarnContext(r.Context(), "console: refused", "method", r.Method, "path", r.URL.Path, "code", p.Code, "why", p.Detail)
 	}
 	text := p.Detail
 	if text == "" {
 		text = p.Title
 	}
 	return note{Error: true, Text: fmt.Sprintf("%s (%s)", text, p.Code)}
+}
+
+// pageStatus is the status of a page that could not show what was asked
+// for err: the API's status for a refusal (4xx), else 200 with the note.
+func pageStatus(err error) int {
+	if p := httpapi.ProblemOf(err, host.Result{}); p.Status >= 400 && p.Status < 500 {
+		return p.Status
+	}
+	return http.StatusOK
 }
 
 // uncertain is one call of the recovery queue, with its trail.
@@ -487,7 +519,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		items, err := c.list(ctx, s, f)
 		if err != nil {
 			v.Notes = append(v.Notes, c.problem(r, err))
-			return "executions", http.StatusOK
+			return "executions", pageStatus(err)
 		}
 		done := len(items) < f.Limit
 		for _, e := range items {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,16 +31,36 @@ type note struct {
 }
 
 // sessions is the server-side session map. A session id is 32 random
-// bytes; it lives in an HttpOnly cookie and nowhere else.
+// bytes; it lives in an HttpOnly cookie and nowhere else. A sign-in
+// (a principal's token) makes one; a browser on a server without
+// credentials has none (see console.anonymousSession), only the notes
+// of its last actions, in anon.
 type sessions struct {
 	mu  sync.Mutex
 	m   map[string]*session
 	ttl time.Duration
 	now func() time.Time
+	// anon are the notes of anonymous sessions' actions not shown yet,
+	// at most maxAnonymousNotes sessions' (an action made room for drops
+	// another session's notes).
+	anon map[string][]note
 }
 
+// anonymousPrefix starts the id of an anonymous session, which the
+// session map does not hold.
+const anonymousPrefix = "anonymous:"
+
+// maxAnonymousNotes bounds the anonymous sessions whose notes are kept.
+const maxAnonymousNotes = 256
+
 func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[string]*session{}, ttl: ttl, now: now}
+	return &sessions{m: map[string]*session{}, ttl: ttl, now: now, anon: map[string][]note{}}
+}
+
+// validToken reports whether s has the form randomToken makes.
+func validToken(s string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil && len(b) == 32
 }
 
 // randomToken returns 32 random bytes, base64url-encoded.
@@ -85,6 +106,16 @@ func (s *sessions) get(id string) (session, bool) {
 func (s *sessions) addNote(id string, n note) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if strings.HasPrefix(id, anonymousPrefix) {
+		if _, ok := s.anon[id]; !ok && len(s.anon) >= maxAnonymousNotes {
+			for other := range s.anon {
+				delete(s.anon, other)
+				break
+			}
+		}
+		s.anon[id] = append(s.anon[id], n)
+		return
+	}
 	if ss, ok := s.m[id]; ok {
 		ss.flash = append(ss.flash, n)
 	}
@@ -94,6 +125,10 @@ func (s *sessions) addNote(id string, n note) {
 func (s *sessions) takeNotes(id string) []note {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n, ok := s.anon[id]; ok {
+		delete(s.anon, id)
+		return n
+	}
 	ss, ok := s.m[id]
 	if !ok {
 		return nil
@@ -107,6 +142,15 @@ func (s *sessions) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, id)
+	delete(s.anon, id)
+}
+
+// held returns how many sessions, and anonymous sessions' notes, are
+// kept.
+func (s *sessions) held() (sessions, anonymousNotes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m), len(s.anon)
 }
 
 // sameToken compares two secrets in constant time.

@@ -19,6 +19,8 @@ type accessNote struct {
 	executionID string
 	approvalID  string
 	code        Code
+	// throttled: refused by Options.Throttle (logged at DEBUG).
+	throttled bool
 }
 
 type accessNoteKey struct{}
@@ -73,7 +75,8 @@ func noteResult(w http.ResponseWriter, v any) {
 // logRequests writes one access log line per request: method, path,
 // status, duration, and the principal, execution or approval id and
 // problem code when there are. A refused credential or role (401, 403) is
-// logged at WARN, a server error at ERROR, the rest at INFO. Bodies and
+// logged at WARN, a server error at ERROR, a request the throttle refused
+// at DEBUG (its summary line is at WARN), the rest at INFO. Bodies and
 // headers are never logged.
 func (a *api) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +100,8 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 		}
 		level := slog.LevelInfo
 		switch {
+		case n.throttled:
+			level = slog.LevelDebug
 		case sw.status == http.StatusUnauthorized || sw.status == http.StatusForbidden:
 			level = slog.LevelWarn
 		case sw.status >= 500:
@@ -124,5 +129,14 @@ func NoteAccess(ctx context.Context, principal, executionID, approvalID string) 
 	}
 	if approvalID != "" {
 		n.approvalID = approvalID
+	}
+}
+
+// NoteThrottled marks the request ctx belongs to as refused by the
+// Throttle, which logs it in its summary line: its access line is then
+// at DEBUG. The console calls it for the sign-ins it refuses.
+func NoteThrottled(ctx context.Context) {
+	if n := noteOf(ctx); n != nil {
+		n.throttled = true
 	}
 }

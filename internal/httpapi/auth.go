@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connhost/connhost/host"
 )
@@ -233,6 +234,9 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := bearerToken(r.Header.Get("Authorization"))
+		if ok && !a.admit(w, r) {
+			return
+		}
 		sum := sha256.Sum256([]byte(got))
 		// Comparing fixed-size digests keeps each comparison constant-time
 		// regardless of the presented token's length, and every candidate
@@ -244,12 +248,31 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		if !ok || match < 0 {
+			if ok {
+				a.opts.Throttle.Failed(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="connhost"`)
 			writeProblem(w, NewProblem(CodeUnauthorized, "this endpoint requires Authorization: Bearer <token>"))
 			return
 		}
 		next.ServeHTTP(w, withPrincipal(r, &a.creds[match]))
 	})
+}
+
+// admit refuses, with 429 rate_limited, a request whose source has
+// failed to authenticate too often (Options.Throttle), before its
+// credential is looked at; its access log line is then at DEBUG, the
+// throttle's summary line standing for it.
+func (a *api) admit(w http.ResponseWriter, r *http.Request) bool {
+	wait, ok := a.opts.Throttle.Allow(r)
+	if ok {
+		return true
+	}
+	NoteThrottled(r.Context())
+	p := NewProblem(CodeRateLimited, fmt.Sprintf("too many credentials no principal has came from this source; retry after %s", wait.Round(time.Second)))
+	p.RetryAfter = max(1, int(math.Ceil(wait.Seconds())))
+	writeProblem(w, p)
+	return false
 }
 
 // authorize refuses a principal that holds none of the route's roles:

@@ -51,7 +51,7 @@ func TestFleetHealthAndMetrics(t *testing.T) {
 	}
 	env := &testEnv{reg: prometheus.NewRegistry()}
 	env.ex, err = host.Open(ctx, host.Options{
-		Ledger: led, Node: "node-1", LeaseTTL: time.Second,
+		Ledger: led, Node: "node-1", LeaseTTL: time.Second, ConsumedDir: t.TempDir(),
 		CacheDir: cacheDir, Manifests: ms, ModuleDir: modDir, AllowUnpinned: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: NewObserver(env.reg),
 	})

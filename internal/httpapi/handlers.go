@@ -579,7 +579,20 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (a *api) metrics(w http.ResponseWriter, r *http.Request) { a.metricsH.ServeHTTP(w, r) }
+// metrics serves the registry to principals of every namespace only: its
+// counters and gauges (transitions, pending approvals and their ages,
+// connector calls) add up every tenant's work, so a principal bound to
+// namespaces is refused (namespace_forbidden) rather than shown the
+// others'.
+func (a *api) metrics(w http.ResponseWriter, r *http.Request) {
+	if p := principalOf(r); len(p.Namespaces) > 0 {
+		writeProblem(w, NewProblem(CodeNamespaceForbidden, fmt.Sprintf(
+			"/metrics counts the calls and approvals of every namespace, and principal %q acts in namespace %s only: scrape with a principal of role metrics whose namespaces are every namespace (namespaces = [\"*\"])",
+			p.Name, quoted(p.Namespaces))))
+		return
+	}
+	a.metricsH.ServeHTTP(w, r)
+}
 
 func (a *api) openapi(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")

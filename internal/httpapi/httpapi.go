@@ -93,6 +93,24 @@ type Options struct {
 	// connhost_build_info and GET /openapi.json as info.x-connhost-version
 	// (Build.Short()). The default value (zero) reports neither.
 	Build buildinfo.Info
+	// URLs are the base URLs clients reach the server at (its public URL,
+	// its listener's), which the server proof signs for a client that
+	// asks (see proof.go): a client compares them with the URL it
+	// dialled, so that a relay at another URL cannot pass the real
+	// server's proof on. The default value (none) signs none, and such a
+	// client refuses to send its token.
+	URLs []string
+	// Throttle limits failed authentications per source (bearer tokens
+	// and server proofs here; the console's sign-ins when it is given the
+	// same one). The default value is a new Throttle that logs to Logger
+	// and counts sources by their connection's address.
+	Throttle *Throttle
+	// Secure says clients reach the server over https, whether it
+	// terminates TLS itself or a proxy in front does: every answer then
+	// carries Strict-Transport-Security, so a browser that has been
+	// there once never sends a request, or the console's cookie, over
+	// plain http. The default value (false) sends no HSTS.
+	Secure bool
 	// Now is the clock of the ages /metrics reports (how long the oldest
 	// call has waited). The default value is time.Now.
 	Now func() time.Time
@@ -122,6 +140,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Throttle == nil {
+		o.Throttle = NewThrottle(ThrottleOptions{Logger: o.Logger})
 	}
 	if o.MaxApprovalWait <= 0 {
 		o.MaxApprovalWait = DefaultMaxApprovalWait
@@ -263,8 +284,20 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 	mux.Handle("/", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, NewProblem(CodeNotFound, "no route for "+r.URL.Path))
 	})))
-	return a.logRequests(a.checkHost(mux)), nil
+	var h http.Handler = mux
+	if opts.Secure {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Strict-Transport-Security", HSTS)
+			mux.ServeHTTP(w, r)
+		})
+	}
+	return a.logRequests(a.checkHost(h)), nil
 }
+
+// HSTS is the Strict-Transport-Security header of a server reached over
+// https (Options.Secure): a year, this host only (the other hosts of its
+// domain are not the server's to decide).
+const HSTS = "max-age=31536000"
 
 // bearerToken returns the credentials of an "Authorization: Bearer <token>"
 // header. The scheme is matched case-insensitively, as RFC 9110 §11.1

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,7 +312,7 @@ func TestOpenAPILive(t *testing.T) {
 	nonce := strings.Repeat("ab", 32)
 	var pr ProofResponse
 	if err := json.Unmarshal(lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: nonce, TokenID: TokenID(rita)})}, 200, ""), &pr); err != nil ||
-		!pr.Auth || pr.Principal != "rita" || !VerifyServerProof(rita, nonce, "rita", pr.Proof) {
+		!pr.Auth || pr.Principal != "rita" || !VerifyServerProof(rita, nonce, "rita", nil, pr.Proof) {
 		t.Errorf("server proof for rita's token: %+v %v", pr, err)
 	}
 	lc.send(srv, exchange{method: "POST", path: "/v1/auth/proof", body: jsonBody(ProofRequest{Nonce: nonce, TokenID: TokenID("not a token of this server")})}, 401, CodeUnauthorized)
@@ -429,6 +430,22 @@ func TestOpenAPILive(t *testing.T) {
 	}
 	lc.send(closedSrv, exchange{method: "GET", path: "/v1/executions", token: agent}, 500, CodeInternal)
 
+	// A node whose ledger was found rolled back while it runs (a shared
+	// ledger's witness check then fails every operation): ledger_damaged.
+	rb := &rolledBack{}
+	broken := newTestExecutorWith(t, func(o *host.Options) {
+		led, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(t.TempDir(), "ledger")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb.Ledger = led
+		o.Ledger, o.CloseLedger = rb, true
+	})
+	brokenSrv := broken.serve(t, Options{Principals: principals}).URL
+	rb.broken.Store(true)
+	lc.send(brokenSrv, exec("s1", "c1", "noop.echo", `{}`), 503, CodeLedgerDamaged)
+	lc.send(brokenSrv, exchange{method: "GET", path: "/v1/executions/ex_1", token: agent}, 503, CodeLedgerDamaged)
+
 	// /mcp carries another protocol (MCP over streamable HTTP, answered by
 	// the MCP SDK behind Options.MCP; internal/mcpserver's tests drive it).
 	// Here it must answer its documented problems: without an MCP handler,
@@ -480,3 +497,37 @@ input_schema = '{"type": "object"}'
 
 func (e exchange) withToken(tok string) exchange { e.token = tok; return e }
 func (e exchange) withBody(b string) exchange    { e.body = b; return e }
+
+// rolledBack is a ledger whose reads and writes fail, once broken is set,
+// as a shared ledger's do after its witness check found the database
+// rolled back under the running node.
+type rolledBack struct {
+	ledger.Ledger
+	broken atomic.Bool
+}
+
+func (r *rolledBack) err() error {
+	return &ledger.DamageError{Kind: ledger.DamageBehind, Dir: "database connhost on db.internal:5432",
+		What: "while this process had it open, the ledger in the database connhost on db.internal:5432 went behind its witness"}
+}
+
+func (r *rolledBack) Get(ctx context.Context, id string) (ledger.Record, error) {
+	if r.broken.Load() {
+		return ledger.Record{}, r.err()
+	}
+	return r.Ledger.Get(ctx, id)
+}
+
+func (r *rolledBack) Create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
+	if r.broken.Load() {
+		return ledger.Record{}, r.err()
+	}
+	return r.Ledger.Create(ctx, rec, ev)
+}
+
+func (r *rolledBack) Fenced(ctx context.Context, ns, session string) ([]ledger.Record, error) {
+	if r.broken.Load() {
+		return nil, r.err()
+	}
+	return r.Ledger.Fenced(ctx, ns, session)
+}

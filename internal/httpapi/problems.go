@@ -52,8 +52,11 @@ const (
 	// a new call), so the same call may be sent again after Retry-After.
 	CodeConnectorBusy Code = "connector_busy"
 	CodeInternal      Code = "internal"
-	// CodeLedgerDamaged is the CLI's (see cliOnly): the ledger is
-	// missing, damaged or behind its mark, so the command did not start.
+	// CodeLedgerDamaged: the ledger is not what this node acknowledged
+	// (a shared ledger found restored, emptied or dropped while the node
+	// runs), or holds a record of the call the node cannot read; the
+	// CLI's code too, when the ledger is missing, damaged or behind its
+	// mark or witness, so the command did not start.
 	CodeLedgerDamaged Code = "ledger_damaged"
 )
 
@@ -92,12 +95,12 @@ var codes = map[Code]codeInfo{
 	CodeUnavailable:            {http.StatusServiceUnavailable, "Executor unavailable"},
 	CodeConnectorBusy:          {http.StatusServiceUnavailable, "Every instance of the connector is busy; send the same call again later"},
 	CodeInternal:               {http.StatusInternalServerError, "Internal error"},
-	CodeLedgerDamaged:          {http.StatusInternalServerError, "Ledger damaged or missing"},
+	CodeLedgerDamaged:          {http.StatusServiceUnavailable, "Ledger damaged or missing"},
 }
 
 // cliOnly holds the codes no HTTP handler emits: the CLI's problems share
 // the table and the document's enum.
-var cliOnly = map[Code]bool{CodeLedgerDamaged: true}
+var cliOnly = map[Code]bool{}
 
 // ProblemTypePrefix prefixes a problem's code to form its type URI.
 const ProblemTypePrefix = "urn:connhost:problem:"
@@ -166,6 +169,7 @@ func ProblemOf(err error, res host.Result) *Problem {
 		ae *manifests.ArgsError
 		rl *host.RateLimitedError
 		be *host.BusyError
+		de *ledger.DamageError
 	)
 	detail := host.Detail(err)
 	if detail == "" {
@@ -237,8 +241,17 @@ func ProblemOf(err error, res host.Result) *Problem {
 		return NewProblem(CodePendingApprovalsLimit, detail)
 	case errors.Is(err, host.ErrArgumentsTooLarge):
 		return NewProblem(CodeArgumentsTooLarge, detail)
+	case errors.As(err, &de):
+		// Before ErrLeaseLost: a node whose ledger is damaged loses its
+		// lease too, and the damage is what the caller must know. The
+		// detail names no database, path or witness: the log has them.
+		return NewProblem(CodeLedgerDamaged, "the ledger is not what this node acknowledged: it was restored from an older copy, emptied or replaced; this node runs nothing and records nothing until an operator restores it or accepts the restore (connhost ledger accept-restore); see the server log")
+	case errors.Is(err, ledger.ErrCorrupt):
+		return NewProblem(CodeLedgerDamaged, "the ledger holds a record of this call that this node cannot read (edited or copied in the database): the call is neither run nor ended; an operator restores the record; see the server log")
 	case errors.Is(err, host.ErrClosed):
 		return NewProblem(CodeUnavailable, "the executor is closed")
+	case errors.Is(err, host.ErrApproverNotConfigured):
+		p = NewProblem(CodeUnavailable, detail)
 	case errors.Is(err, host.ErrLeaseLost):
 		return NewProblem(CodeUnavailable, "this node holds no live lease on the shared ledger and takes no new work; send the call to another node")
 	case errors.Is(err, ledger.ErrUnavailable):

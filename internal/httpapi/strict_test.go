@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/strictjson"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
 )
 
 // TestExecuteRefusesAmbiguousEnvelope: a body that encoding/json would
@@ -116,4 +119,55 @@ func FuzzDecodeToolCall(f *testing.F) {
 			}
 		}
 	})
+}
+
+// charge is a gated operation whose amount is an integer in minor units,
+// as the shipped payments manifest declares it (the noop module stands in
+// for the connector).
+const charge = `
+[connector]
+name = "pay"
+version = "0.1.0"
+abi = 1
+module = "noop.wasm"
+
+[[operation]]
+name = "echo"
+description = "Charge an amount."
+effect = "external"
+recovery = "manual"
+requires_approval = true
+money = [{ amount = "amount", currency = "currency" }]
+input_schema = '''{"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1},
+  "currency": {"type": "string"}}, "required": ["amount", "currency"], "additionalProperties": false}'''
+`
+
+// TestExecuteRefusesIntegerSpellings: 500.0, 5e2 and 1e3 pass "type":
+// "integer" (JSON Schema calls them integers), and were recorded, shown to
+// the reviewer as "5.00 USD" and approved, then failed in the connector,
+// which decodes the amount into an integer. They are refused (422
+// invalid_arguments, naming the path and the plain spelling) before
+// anything is recorded; 500 is recorded.
+func TestExecuteRefusesIntegerSpellings(t *testing.T) {
+	m, err := manifests.Parse("pay.toml", []byte(charge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newTestExecutor(t, m)
+	c := client{t: t, base: env.serve(t, Options{}).URL}
+	for i, tc := range []struct{ amount, plain string }{{"500.0", "500"}, {"5e2", "500"}, {"1e3", "1000"}, {"5.00E+2", "500"}} {
+		p := c.post("/v1/executions", execReq("s1", fmt.Sprint("c", i), "pay.echo", `{"amount":`+tc.amount+`,"currency":"usd"}`)).
+			problem(t, CodeInvalidArguments)
+		want := []manifests.ArgProblem{{Path: "/amount", Msg: tc.amount + " is an integer written with a fraction or an exponent, which the connector does not read as one: send " + tc.plain}}
+		if !reflect.DeepEqual(p.ArgumentErrors, want) {
+			t.Errorf("%s: argument errors %+v, want %+v", tc.amount, p.ArgumentErrors, want)
+		}
+	}
+	recs, err := env.ex.Ledger().List(context.Background(), ledger.Filter{Limit: 10})
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("refused amounts recorded %d executions (%v)", len(recs), err)
+	}
+	if res := c.post("/v1/executions", execReq("s1", "c9", "pay.echo", `{"amount":500,"currency":"usd"}`)).result(t); res.Status != host.StatusAwaitingApproval {
+		t.Fatalf("500: %+v", res)
+	}
 }

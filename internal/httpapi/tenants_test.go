@@ -200,3 +200,28 @@ func TestPrincipalLimits(t *testing.T) {
 	env.clock.Advance(2 * time.Second)
 	a.post("/v1/executions", execReq("s1", "c1", "noop.echo", `{}`)).result(t)
 }
+
+// TestMetricsNeedEveryNamespace: /metrics adds up every tenant's calls and
+// approvals, so a principal bound to namespaces is refused there (403
+// namespace_forbidden) and reads no byte of it, whatever its roles; a
+// scraper of every namespace reads the counts.
+func TestMetricsNeedEveryNamespace(t *testing.T) {
+	env := newTestExecutor(t)
+	ps := append(append([]Principal{}, tenants...),
+		Principal{Name: "prom", Roles: []Role{RoleMetrics}, Token: "tok-prom"},
+		Principal{Name: "prom-a", Roles: []Role{RoleMetrics}, Token: "tok-prom-a", Namespaces: []string{"tenant-a"}})
+	base := env.serve(t, Options{Principals: ps}).URL
+	b := client{t: t, base: base, token: "tok-b"}
+	b.post("/v1/executions", execReq("s1", "c1", "gated.echo", `{"msg":"b"}`)).result(t)
+	for _, tok := range []string{"tok-a", "tok-rita", "tok-olga", "tok-prom-a"} {
+		r := client{t: t, base: base, token: tok}.get("/metrics")
+		r.problem(t, CodeNamespaceForbidden)
+		if strings.Contains(string(r.body), "connhost_") {
+			t.Errorf("%s read metrics in its refusal: %s", tok, r.body)
+		}
+	}
+	r := client{t: t, base: base, token: "tok-prom"}.get("/metrics")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), MetricWaiting) {
+		t.Fatalf("the scraper of every namespace: %d\n%s", r.status, r.body)
+	}
+}

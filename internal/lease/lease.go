@@ -132,6 +132,11 @@ type Ledger struct {
 	// live process under its node id; fatal is closed then.
 	gaveWay error
 	fatal   chan struct{}
+	// damage is the *ledger.DamageError a renewal met: the shared ledger
+	// is not what this node acknowledged (see pgledger's witness), and
+	// every operation says so from then on, not only that the lease is
+	// gone.
+	damage error
 
 	// takeovers remembers, per claimed execution, the lease it was taken
 	// from and its version at the claim, until this node records a
@@ -216,6 +221,8 @@ func (n *Ledger) lease(live bool) (*heldLease, error) {
 	switch {
 	case n.gaveWay != nil:
 		return nil, n.gaveWay
+	case n.damage != nil:
+		return nil, fmt.Errorf("%w: node %s: %w", ErrLost, n.id, n.damage)
 	case n.cur == nil:
 		why := n.lostWhy
 		if why == "" {
@@ -291,6 +298,12 @@ func (n *Ledger) renew() {
 		}
 		next := interval
 		if err := n.RenewNow(); err != nil {
+			var de *ledger.DamageError
+			if errors.As(err, &de) {
+				n.mu.Lock()
+				n.damage = de
+				n.mu.Unlock()
+			}
 			n.log.Warn("node lease renewal failed", "node", n.id, "error", err)
 			next = retry
 		}

@@ -56,6 +56,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			})
 		}
 	}
+	if p, err := s.waitStarted(ctx); err != nil || p != nil {
+		if err != nil {
+			return nil, err // the connection is gone
+		}
+		return refused(id, p), nil
+	}
 	args := req.Params.Arguments
 	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 		args = json.RawMessage(`{}`)
@@ -296,16 +302,22 @@ func refused(id identity, p *httpapi.Problem) *mcp.CallToolResult {
 	text := fmt.Sprintf("Refused (%s): %s", p.Code, p.Detail)
 	switch p.Code {
 	case httpapi.CodeIntentMismatch:
-		text += " This tool-call id was already used with other arguments; nothing was done. Use a new tool-call id for a new call."
+		// The host's detail speaks to the integrator whose runtime
+		// reused an id (it is in the problem); the model chooses no ids.
+		text = fmt.Sprintf("Refused (%s): this tool-call id already names a call with other arguments (execution %s); nothing was done. "+
+			"Do not issue this call again; tell the user the runtime reused a tool-call id.", p.Code, p.ExecutionID)
 	case httpapi.CodeSessionFenced:
 		text += " An operator has to resolve the uncertain call(s) first; nothing was done."
 	case CodeIdentityRequired:
 		text += " Do not issue this call again: it will be refused the same way. Tell the user the tool is not set up to run from here."
 	case httpapi.CodeRateLimited, httpapi.CodeConnectorBusy:
 		text += fmt.Sprintf(" Nothing was done; call the tool again with the same arguments and ids in %d s.", p.RetryAfter)
+	case CodeStartFailed:
+		text += " Do not issue this call again: it fails the same way until connhost is fixed and restarted. Tell the user why connhost could not start."
 	case httpapi.CodePendingApprovalsLimit:
 		text += " Nothing was done; call the tool again with the same arguments and ids once a human has decided earlier requests."
 	}
+	guide(&r, nextAfterRefusal(p.Code), text, "")
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
@@ -321,6 +333,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 	}
 	var text strings.Builder
 	isError := false
+	resultPart := "" // the result in the text, which Message leaves out
 	switch res.Status {
 	case host.StatusSucceeded:
 		fmt.Fprintf(&text, "Succeeded (execution %s", res.ExecutionID)
@@ -336,7 +349,8 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 		}
 		text.WriteString(".")
 		if len(res.Result) > 0 {
-			fmt.Fprintf(&text, " Result: %s", compact(res.Result))
+			resultPart = " Result: " + compact(res.Result)
+			text.WriteString(resultPart)
 		}
 	case host.StatusAwaitingApproval:
 		ap := res.Approval
@@ -381,6 +395,7 @@ func (s *Server) answer(id identity, res host.Result, note string) *mcp.CallTool
 			text.WriteString(" (This deployment allows calls without identity.)")
 		}
 	}
+	guide(&r, nextAfter(res), text.String(), resultPart)
 	return &mcp.CallToolResult{IsError: isError, StructuredContent: r, Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}
 }
 

@@ -21,29 +21,71 @@ type RuntimeKey struct {
 	Key string
 	// Runtime names the runtime that sends it, for the audit trail.
 	Runtime string
+	// SessionEnv is the environment variable in which the runtime names
+	// its conversation to the stdio servers it launches, if it does; a
+	// call with Key and no MetaSessionID over stdio then runs in that
+	// conversation's session (ConversationSession). "" when it names none.
+	SessionEnv string
 }
 
 // RuntimeKeys are the runtimes' own tool-call id keys connhost accepts.
 // Each value is the model API's id of the tool call (Anthropic's
 // "toolu_…"), which is random and unique across sessions, so a call that
-// names no session (no MetaSessionID) runs in its principal's default
-// session (see DefaultSession): the id alone tells two calls apart, and a
-// retry of the same call carries the same id again.
+// names no session (no MetaSessionID) needs no session to tell it from
+// another: it runs in the session of the conversation the runtime names
+// (RuntimeKey.SessionEnv, over stdio), else in the session of its MCP
+// connection (DefaultSession), else (a stateless request) in a session of
+// its own (CallSession), so that one conversation's calls neither
+// count as duplicates of another's nor are fenced by another's uncertain
+// call. A retry of the same call carries the same id again.
+//
+// Claude Code sends the id as "claudecode/toolUseId" and, since v2.1.154,
+// gives the stdio servers it launches its session id in
+// CLAUDE_CODE_SESSION_ID (the id as the server was launched: a server
+// outlives a /clear, and a resumed conversation keeps its id). Over HTTP
+// it names no conversation: no header or _meta key of its MCP requests
+// does, and Mcp-Session-Id is per connection.
 //
 // Other runtimes send a session or thread id in _meta but no id of the
 // tool call (Codex: "threadId", OpenCode: "ai.opencode/sessionID"); a
 // session alone cannot tell a retry from a new call, so those keys are not
 // read.
 var RuntimeKeys = []RuntimeKey{
-	{Key: "claudecode/toolUseId", Runtime: "Claude Code"},
+	{Key: "claudecode/toolUseId", Runtime: "Claude Code", SessionEnv: "CLAUDE_CODE_SESSION_ID"},
 }
 
 // DefaultSession is the session of a call whose tool-call id came from a
-// RuntimeKey and that named no session: "default:" and the principal's
-// name (over stdio, Options.Actor). A recovery_required call fences it,
-// as it fences any session: every such call of the principal then waits
-// for the operator.
-func DefaultSession(principal string) string { return "default:" + principal }
+// RuntimeKey and that named no session, when the runtime names no
+// conversation either: "default:", the principal's name (over stdio,
+// Options.Actor), ":" and the MCP connection (the Mcp-Session-Id over
+// HTTP, a random id per process over stdio; stateless 2026-07-28 requests
+// have no connection, and share the server process's id). A recovery_required call
+// fences it, as it fences any session: the calls of that connection then
+// wait for the operator, and other connections' calls do not. A client
+// that reconnects starts another session: the same runtime id sent over a
+// new connection is another execution (Claude Code is not known to send a
+// call again after a reconnect: it reports the failure to the model).
+func DefaultSession(principal, connection string) string {
+	return "default:" + principal + ":" + connection
+}
+
+// CallSession is the session of a call whose tool-call id came from a
+// RuntimeKey, that named no session and came in a stateless request (no
+// conversation, no connection): "call:", the principal's name, ":" and
+// the tool-call id. The call is alone in it: its retries (the same id)
+// find it, no other call is held as its duplicate, and its fence, if it
+// becomes recovery_required, stops no other call.
+func CallSession(principal, toolCallID string) string {
+	return "call:" + principal + ":" + toolCallID
+}
+
+// ConversationSession is the session of a call whose tool-call id came
+// from a RuntimeKey and that named no session, in the conversation the
+// runtime named (RuntimeKey.SessionEnv): "conversation:", the principal's
+// name, ":" and the runtime's conversation id.
+func ConversationSession(principal, conversation string) string {
+	return "conversation:" + principal + ":" + conversation
+}
 
 // identity is a call's resolved identity.
 type identity struct {
@@ -110,11 +152,23 @@ func (s *Server) identityOf(req *mcp.CallToolRequest, st *requestState, who call
 		return identity{}, fmt.Errorf("%w: pass _meta %q and %q together: a tool-call id is unique within its session only", errMeta, MetaSessionID, MetaToolCallID)
 	case hasRuntime:
 		id := identity{Namespace: ns, SessionID: sess, ToolCallID: rcall, Resumed: resumed, Kind: IdentityRuntime}
-		if hasSess {
+		switch conv, hasConv := who.conversation(rk); {
+		case hasSess:
 			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id) and %s", rk.Key, rk.Runtime, MetaSessionID)
-		} else {
-			id.SessionID = DefaultSession(who.actor)
-			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in the default session of %s", rk.Key, rk.Runtime, who.actor)
+		case hasConv:
+			id.SessionID = ConversationSession(who.actor, conv)
+			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in the session of %s's conversation %s (%s)",
+				rk.Key, rk.Runtime, rk.Runtime, conv, rk.SessionEnv)
+		case req.Session.ID() == "" && !who.stdio:
+			// A stateless request (2026-07-28 over HTTP) has no
+			// connection either: the call is a session of its own.
+			id.SessionID = CallSession(who.actor, rcall)
+			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in a session of its own (a stateless request of %s; %s names no conversation)",
+				rk.Key, rk.Runtime, who.actor, rk.Runtime)
+		default:
+			id.SessionID = DefaultSession(who.actor, s.connection(req))
+			id.Source = fmt.Sprintf("_meta %s (%s's tool-call id, unique across sessions) in the session of this MCP connection of %s (%s names no conversation)",
+				rk.Key, rk.Runtime, who.actor, rk.Runtime)
 		}
 		return id, nil
 	case hasSess:
@@ -124,12 +178,27 @@ func (s *Server) identityOf(req *mcp.CallToolRequest, st *requestState, who call
 	case st != nil:
 		return st.ID, nil
 	}
-	conn := req.Session.ID()
-	if conn == "" {
-		conn = s.conn
+	conn := s.connection(req)
+	if req.Session.ID() == "" && !who.stdio {
+		// A stateless request (2026-07-28 over HTTP) has no connection:
+		// the process's own id would put every such call of every client
+		// in one session, where one client's call is held as another's
+		// duplicate and one's recovery fences all. It is a session of its
+		// own.
+		conn = "request-" + rand.Text()[:16]
 	}
 	return identity{Namespace: ns, SessionID: "mcp:" + conn, ToolCallID: "mcp-req:" + rand.Text(), Kind: IdentityPerRequest,
 		Source: "made up for this request"}, nil
+}
+
+// connection names the MCP connection req came over in derived session
+// ids: its Mcp-Session-Id, or this server's own id for a connection
+// without one (stdio).
+func (s *Server) connection(req *mcp.CallToolRequest) string {
+	if id := req.Session.ID(); id != "" {
+		return id
+	}
+	return s.conn
 }
 
 // note is what the audit trail records about where the identity came

@@ -20,20 +20,27 @@ import (
 
 // TestRuntimeToolCallID: a runtime that sends its own tool-call id in
 // _meta (Claude Code's "claudecode/toolUseId") gets a stable identity
-// without knowing connhost: the principal's default session, or the
-// session it names; the same id again is the same call, and the audit
-// trail says where the ids came from.
+// without knowing connhost: the session of its MCP connection (it names
+// no conversation here), or the session it names; the same id again is
+// the same call, and the audit trail says where the ids came from.
 func TestRuntimeToolCallID(t *testing.T) {
 	eachTransport(t, func(t *testing.T, kind transport) {
 		f := newFixture(t, kind)
-		cs := f.client(clientOpts{})
+		cs := f.client(clientOpts{env: []string{"CLAUDE_CODE_SESSION_ID="}})
 		args := map[string]any{"msg": "a"}
 		meta := mcp.Meta{"claudecode/toolUseId": "toolu_01AbCdEf" + string(kind)}
 		res, out := callTool(t, cs, "plain_echo", args, meta)
 		require.False(t, res.IsError, text(res))
 		require.Equal(t, mcpserver.IdentityRuntime, out.Identity)
-		principal := map[transport]string{overHTTP: "runtime", overStdio: mcpserver.DefaultStdioActor}[kind]
-		require.Equal(t, mcpserver.DefaultSession(principal), out.SessionID)
+		if kind == overHTTP {
+			// The SDK's default client speaks 2026-07-28 statelessly:
+			// no connection, so the call is a session of its own.
+			require.Equal(t, mcpserver.CallSession("runtime", "toolu_01AbCdEfhttp"), out.SessionID)
+			require.Contains(t, out.IdentitySource, "a session of its own")
+		} else {
+			require.True(t, strings.HasPrefix(out.SessionID, mcpserver.DefaultSession(mcpserver.DefaultStdioActor, "")), out.SessionID)
+			require.Contains(t, out.IdentitySource, "this MCP connection")
+		}
 		require.Equal(t, "toolu_01AbCdEf"+string(kind), out.ToolCallID)
 		require.Contains(t, out.IdentitySource, "claudecode/toolUseId")
 		require.NotContains(t, text(res), "Warning")
@@ -60,7 +67,7 @@ func TestRuntimeToolCallID(t *testing.T) {
 
 		require.NoError(t, cs.Close())
 		require.Contains(t, f.events(out.ExecutionID)[0].Reason, "claudecode/toolUseId")
-		require.Contains(t, f.events(out.ExecutionID)[0].Reason, "default session")
+		require.Contains(t, f.events(out.ExecutionID)[0].Reason, "claudecode/toolUseId (Claude Code's tool-call id, unique across sessions) in ")
 		require.Contains(t, f.events(own.ExecutionID)[0].Reason, "_meta io.connhost/session_id and io.connhost/tool_call_id")
 	})
 }

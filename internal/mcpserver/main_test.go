@@ -364,8 +364,7 @@ func (f *fixture) client(co clientOpts) *mcp.ClientSession {
 func (f *fixture) stdioArgs(approver bool) []string {
 	t := f.t
 	t.Helper()
-	cfg := fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
-		sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
+	cfg := stdioConfig(t)
 	if approver || f.mcpConfig != "" {
 		cfg += "\n[mcp]\n" + f.mcpConfig
 	}
@@ -377,6 +376,14 @@ func (f *fixture) stdioArgs(approver bool) []string {
 		t.Fatal(err)
 	}
 	return []string{"mcp", "--data", f.data, "--manifests", shared.manifests, "--modules", shared.modules, "--config", path}
+}
+
+// stdioConfig is the connectors' part of connhost mcp's config: the
+// payments connector against the Stripe emulator, the effect connector
+// against its provider.
+func stdioConfig(t testing.TB) string {
+	return fmt.Sprintf("[connectors.payments]\napi_key = %q\nbase_url = %q\nallow_http = [%q]\n\n[connectors.effect]\nbase_url = %q\n",
+		sandbox.DefaultAPIKey, shared.stripe, origin(t, shared.stripe), shared.effect.srv.URL)
 }
 
 // logWriter keeps a connhost process's stderr, shown when the test

@@ -50,6 +50,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/manifests"
 )
 
 // The _meta keys of a tools/call request through which a runtime passes
@@ -82,8 +83,9 @@ const (
 	IdentityClient Identity = "client"
 	// IdentityRuntime: the tool-call id came from a runtime's own _meta
 	// key (RuntimeKeys), the session from MetaSessionID or, without it,
-	// the principal's DefaultSession. A retry with the same id is the
-	// same call.
+	// from the runtime's conversation (ConversationSession) or the MCP
+	// connection (DefaultSession). A retry with the same id in the same
+	// session is the same call.
 	IdentityRuntime Identity = "runtime"
 	// IdentityPerRequest: the request had no ids, so connhost made them
 	// up for this request alone ("mcp:<connection>", "mcp-req:<random>").
@@ -117,6 +119,9 @@ const DefaultApprovalWait = 10 * time.Minute
 // DefaultMaxWait is the default Options.MaxWait.
 const DefaultMaxWait = 30 * time.Second
 
+// DefaultStartWait is the default Options.StartWait.
+const DefaultStartWait = 30 * time.Second
+
 // The default limits of the approval dialog (Options.MaxDialogBytes and
 // MaxDialogLines): a call whose whole view does not fit is not shown in
 // the client's dialog at all, but left for a reviewer out of band.
@@ -143,6 +148,12 @@ type Options struct {
 	// without an authenticated principal. The default value is
 	// DefaultStdioActor.
 	Actor string
+	// StdioEnv looks up the environment of the process serving stdio
+	// (connhost mcp passes os.LookupEnv): a runtime that launched it may
+	// name its conversation there (RuntimeKey.SessionEnv). It is never
+	// read for HTTP connections, whose server was not launched by their
+	// runtime. The default value looks nothing up.
+	StdioEnv func(key string) (string, bool)
 	// MaxWait bounds how long one tools/call waits, beyond the executor's
 	// own inline wait, for an execution that is pending (a retry scheduled
 	// later, an attempt that has to settle) before it answers status
@@ -158,6 +169,14 @@ type Options struct {
 	// DefaultMaxDialogBytes (8 KiB) and DefaultMaxDialogLines (80).
 	MaxDialogBytes int
 	MaxDialogLines int
+	// StartWait bounds how long a tools/call that arrives while the
+	// server is still starting (see NewStarting: the ledger opening,
+	// connectors compiling, recovery running) waits for the start to
+	// finish. A call still waiting then answers isError with code
+	// CodeStarting; nothing is recorded for it, and the same call sent
+	// again later runs. The default value is DefaultStartWait; a negative
+	// value does not wait.
+	StartWait time.Duration
 	// PerRequest is what happens to a side-effecting call without a
 	// stable identity. The default value ("") is PerRequestWarn.
 	PerRequest PerRequestPolicy
@@ -199,6 +218,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = DefaultMaxWait
+	}
+	if o.StartWait == 0 {
+		o.StartWait = DefaultStartWait
 	}
 	if o.PerRequest == "" {
 		o.PerRequest = PerRequestWarn
@@ -255,9 +277,16 @@ func (o *Options) Validate() error {
 // Server is an MCP server over one executor. It is safe for concurrent
 // use; it does not own the executor.
 type Server struct {
+	// ex is the executor, set before ready is closed (see Started); read
+	// it only after waitStarted.
 	ex   *host.Executor
 	opts Options
 	srv  *mcp.Server
+	// ready is closed once the start has ended (Started), startErr then
+	// says why it failed, or is nil.
+	ready     chan struct{}
+	startErr  error
+	startOnce sync.Once
 	// key signs the request states issued on connections without a
 	// principal's token (stdio; see state.go).
 	key []byte
@@ -281,15 +310,31 @@ type toolInfo struct {
 
 // New returns an MCP server offering the tools of ex's manifests.
 func New(ex *host.Executor, opts Options) (*Server, error) {
+	s, err := NewStarting(ex.Manifests(), opts)
+	if err != nil {
+		return nil, err
+	}
+	s.Started(ex, nil)
+	return s, nil
+}
+
+// NewStarting returns an MCP server offering the tools of ms whose
+// executor is still being opened: it answers initialize, server/discover
+// and tools/list at once, from the manifests, and a tools/call waits for
+// Started (up to Options.StartWait). This is how `connhost mcp` answers a
+// client that launched it within its first second, while the ledger opens
+// and the connectors compile. ms may be empty when the start failed
+// before the manifests could be read.
+func NewStarting(ms []*manifests.Manifest, opts Options) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	tools, err := tooldefs.MCPTools(ex.Manifests())
+	tools, err := tooldefs.MCPTools(ms)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	s := &Server{ex: ex, opts: opts, conn: rand.Text()[:12], tools: map[string]toolInfo{}}
+	s := &Server{opts: opts, conn: rand.Text()[:12], tools: map[string]toolInfo{}, ready: make(chan struct{})}
 	for _, t := range tools {
 		canon, _ := t.Meta[tooldefs.MetaTool].(string)
 		info := toolInfo{name: t.Name, canon: canon, effects: !t.Annotations.ReadOnlyHint}
@@ -304,10 +349,9 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 	s.key = make([]byte, 32)
 	_, _ = rand.Read(s.key)
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "connhost", Title: "connhost", Version: opts.Version}, &mcp.ServerOptions{
-		Logger: opts.Logger,
-		Instructions: "Tools run durably: pass the model's tool-call id as _meta \"" + MetaToolCallID + "\" and your session as \"" +
-			MetaSessionID + "\", and send a call again with the same ids after a disconnect; connhost returns the recorded outcome instead of acting twice.",
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{ExtensionTasks: map[string]any{}}},
+		Logger:       opts.Logger,
+		Instructions: instructions,
+		Capabilities: capabilities(),
 	})
 	for _, t := range tools {
 		s.srv.AddTool(&mcp.Tool{
@@ -320,9 +364,37 @@ func New(ex *host.Executor, opts Options) (*Server, error) {
 			Meta: t.Meta,
 		}, s.callTool)
 	}
-	s.srv.AddReceivingMiddleware(s.aliases)
+	s.srv.AddReceivingMiddleware(s.aliases, s.lifecycle)
 	s.registerTasks()
 	return s, nil
+}
+
+// Started ends the start of a server made by NewStarting: ex serves the
+// tool calls from now on, or, when err is not nil, every tool call
+// answers that the server could not start, and why (isError, code
+// CodeStartFailed). Only the first call counts. The server does not own
+// ex.
+func (s *Server) Started(ex *host.Executor, err error) {
+	s.startOnce.Do(func() {
+		if err == nil && ex == nil {
+			err = errors.New("mcpserver: started without an executor")
+		}
+		if err != nil {
+			ex = nil
+		}
+		s.ex, s.startErr = ex, err
+		close(s.ready)
+	})
+}
+
+// instructions are the server's instructions to clients and models.
+const instructions = "Tools run durably: pass the model's tool-call id as _meta \"" + MetaToolCallID + "\" and your session as \"" +
+	MetaSessionID + "\", and send a call again with the same ids after a disconnect; connhost returns the recorded outcome instead of acting twice."
+
+// capabilities are the server's capabilities, as initialize and
+// server/discover announce them.
+func capabilities() *mcp.ServerCapabilities {
+	return &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{ExtensionTasks: map[string]any{}}}
 }
 
 // aliases lets a tools/call name its tool by the dotted name (or the
@@ -356,6 +428,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 // closed.
 func (s *Server) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	w := &lockedWriter{w: out}
+	// The connection's requests carry the mark (the SDK derives their
+	// contexts from this one): see lifecycle.
+	ctx = context.WithValue(ctx, stdioKey{}, true)
 	return s.srv.Run(ctx, &mcp.IOTransport{Reader: newStrictStdio(in, w), Writer: w})
 }
 
@@ -436,6 +511,21 @@ type caller struct {
 	// stateKey signs and verifies the request states issued to this
 	// caller (see state.go).
 	stateKey []byte
+	// env is the environment in which the runtime that launched this
+	// process names its conversation (stdio only; nil over HTTP).
+	env func(string) (string, bool)
+	// stdio: the connection has no principal (stdio, in-process).
+	stdio bool
+}
+
+// conversation returns the conversation the runtime of key k named in
+// the environment of a stdio server it launched, if it named one.
+func (c caller) conversation(k RuntimeKey) (string, bool) {
+	if c.env == nil || k.SessionEnv == "" {
+		return "", false
+	}
+	v, ok := c.env(k.SessionEnv)
+	return v, ok && v != ""
 }
 
 func (s *Server) callerOf(req *mcp.CallToolRequest) caller { return s.callerFrom(req.Extra) }
@@ -454,7 +544,7 @@ func (s *Server) callerFrom(extra *mcp.RequestExtra) caller {
 			return c
 		}
 	}
-	return caller{actor: s.opts.Actor, approver: s.opts.Approver, stateKey: s.key}
+	return caller{actor: s.opts.Actor, approver: s.opts.Approver, stateKey: s.key, env: s.opts.StdioEnv, stdio: true}
 }
 
 // scopeOf returns the host.Scope of the HTTP principal a tools/call acts
@@ -495,4 +585,10 @@ type Result struct {
 	*host.Result
 	// Problem is the HTTP API's problem document of a refused call.
 	Problem *httpapi.Problem `json:"problem,omitempty"`
+	// Next says what the model may do now, for runtimes that show the
+	// model only the structured content (Mastra): see Next. Message says
+	// the same as the result's text, on one line (without a succeeded
+	// call's result, which is above).
+	Next    Next   `json:"next"`
+	Message string `json:"message"`
 }

@@ -299,3 +299,21 @@ func TestModernAndLegacyTogether(t *testing.T) {
 func executionOf(p *mcp.CallToolParams) string {
 	return ledger.ExecutionID(ledger.DefaultNamespace, p.Meta[mcpserver.MetaSessionID].(string), p.Meta[mcpserver.MetaToolCallID].(string))
 }
+
+// TestModernPerRequestIdentityIsItsOwnSession: a stateless request without
+// ids has no connection to group its calls by; each such call is a
+// session of its own, not one session of the whole process, where one
+// client's call was held as another client's duplicate and one's
+// recovery_required fenced every client.
+func TestModernPerRequestIdentityIsItsOwnSession(t *testing.T) {
+	f := newFixture(t, overHTTP)
+	cs, _ := f.modernClient(tokenRuntime, nil, false)
+	other, _ := f.modernClient(tokenRuntime, nil, false)
+	_, a := callTool(t, cs, "noop_echo", map[string]any{"msg": "same"}, nil)
+	_, b := callTool(t, other, "noop_echo", map[string]any{"msg": "same"}, nil)
+	require.Equal(t, "succeeded", a.Status)
+	require.Equal(t, "succeeded", b.Status)
+	require.Equal(t, mcpserver.IdentityPerRequest, a.Identity)
+	require.NotEqual(t, a.SessionID, b.SessionID, "two stateless requests share no session")
+	require.True(t, strings.HasPrefix(a.SessionID, "mcp:request-"), a.SessionID)
+}

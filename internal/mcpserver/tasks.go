@@ -213,6 +213,12 @@ func (s *Server) serveTask(ctx context.Context, method string, req mcp.Request) 
 	if p == nil || p.TaskID == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + method + " needs a taskId"}
 	}
+	if prob, err := s.waitStarted(ctx); err != nil || prob != nil {
+		if err != nil {
+			return nil, err // the connection is gone
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Failed to retrieve task: " + prob.Detail}
+	}
 	extra := req.GetExtra()
 	if sc, ok := scopeFromExtra(extra); ok {
 		ctx = host.WithScope(ctx, sc)

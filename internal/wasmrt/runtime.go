@@ -337,6 +337,15 @@ func (r *Runtime) Load(ctx context.Context, m *manifests.Manifest, opts LoadOpti
 	if err != nil {
 		return nil, wrap(fmt.Errorf("%w: compile %s: %v", ErrBadModule, opts.ModulePath, err))
 	}
+	// Say which import is wrong and what the host offers, where
+	// instantiation would only say "module[env] not instantiated".
+	if probs := importProblems(c.wrt, c.compiled); len(probs) > 0 {
+		errs := make([]error, len(probs))
+		for i, p := range probs {
+			errs[i] = fmt.Errorf("%w: %s", ErrBadModule, p.Problem)
+		}
+		return nil, wrap(errors.Join(errs...))
+	}
 	exports := c.compiled.ExportedFunctions()
 	if err := checkExports(exports, abi.ExportInitialize, abi.ExportABIVersion); err != nil {
 		return nil, wrap(err)
@@ -435,7 +444,7 @@ func checkExports(exports map[string]api.FunctionDefinition, names ...string) er
 	for _, name := range names {
 		def, ok := exports[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: module does not export %s", ErrMissingExport, name))
+			errs = append(errs, missingExport(name))
 			continue
 		}
 		want := exportSignatures[name]

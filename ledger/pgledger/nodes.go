@@ -160,7 +160,10 @@ func (d *DB) ClaimExpired(ctx context.Context, l Lease) (_ []ledger.Claim, err e
 				return err
 			}
 			if c.Record, err = decode(string(id), v); err != nil {
-				return err
+				// Claimed, but unreadable: PendingOwned reports it to
+				// this node's recovery, which leaves it as it is.
+				d.opts.Logger.Error("pgledger: a claimed execution's record does not decode; it is left as it is", "execution", string(id), "error", err)
+				continue
 			}
 			claims = append(claims, c)
 		}
@@ -257,12 +260,13 @@ WHERE x.id = $1`, []byte(id)).Scan(&n, &e, &expires, &live)
 // PendingOwned implements ledger.Fleet: Pending restricted to the
 // executions l owns, those no node owns and the recovery_required ones of
 // gone leases (ClaimExpired leaves them), in id order, in one statement.
+// Records that do not decode are skipped and reported as Pending does.
 func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
 	defer d.leave(&err)
-	return d.scan(ctx, fn, `SELECT x.id, x.record FROM connhost_executions x
+	return d.scanPending(ctx, fn, `SELECT x.id, x.record FROM connhost_executions x
 LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
 WHERE x.terminal_ns IS NULL AND (x.owner_node IS NULL OR (x.owner_node = $1 AND x.owner_epoch = $2)
   OR (x.state = 'recovery_required' AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())))

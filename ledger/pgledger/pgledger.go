@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/connhost/connhost/ledger"
@@ -346,7 +347,21 @@ func (d *DB) exit() { d.closeMu.RUnlock() }
 // database is marked ledger.ErrUnavailable.
 func (d *DB) leave(err *error) {
 	d.exit()
-	if *err != nil && unreachable(*err) && !errors.Is(*err, ledger.ErrUnavailable) {
+	if *err == nil {
+		return
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(*err, &pgErr) && pgErr.Code == "42P01" && !errors.As(*err, new(*ledger.DamageError)) {
+		// undefined_table: the ledger's tables were dropped under this
+		// process (or are being restored from a dump). That is damage,
+		// as the witness would find within its interval: every later
+		// operation is refused from now on.
+		de := d.missing("its tables are gone (" + pgErr.Message + ")")
+		d.fail(de)
+		*err = de
+		return
+	}
+	if unreachable(*err) && !errors.Is(*err, ledger.ErrUnavailable) {
 		*err = fmt.Errorf("%w: %w", ledger.ErrUnavailable, *err)
 	}
 }

@@ -110,12 +110,14 @@ LEFT JOIN connhost_events e ON e.execution_id = x.id WHERE x.id = $1 ORDER BY e.
 // partial index of the executions that are not terminal), in id order, in
 // one statement, so the records are one consistent snapshot; fn may write
 // to the ledger meanwhile (on other connections).
+// A record that does not decode is skipped; once the others were handed
+// to fn, Pending returns a *ledger.CorruptRecordsError naming them.
 func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
 	defer d.leave(&err)
-	return d.scan(ctx, fn, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL ORDER BY id`)
+	return d.scanPending(ctx, fn, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL ORDER BY id`)
 }
 
 // Due implements ledger.Ledger: the ids of the executions due by until,
@@ -184,6 +186,18 @@ func (d *DB) AwaitingApproval(ctx context.Context, namespace string) (_ int, err
 // scan calls fn for each (id, record) row of the query, stopping at fn's
 // first error, which it returns as it is.
 func (d *DB) scan(ctx context.Context, fn func(ledger.Record) error, sql string, args ...any) error {
+	return d.scanRows(ctx, func(id string, v []byte) error {
+		rec, err := decode(id, v)
+		if err != nil {
+			return err
+		}
+		return fn(rec)
+	}, sql, args...)
+}
+
+// scanRows calls fn with the id and record value of each row the query
+// returns (id, record), stopping at fn's first error.
+func (d *DB) scanRows(ctx context.Context, fn func(id string, v []byte) error, sql string, args ...any) error {
 	rows, err := d.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("pgledger: query: %w", err)
@@ -194,11 +208,7 @@ func (d *DB) scan(ctx context.Context, fn func(ledger.Record) error, sql string,
 		if err := rows.Scan(&id, &v); err != nil {
 			return fmt.Errorf("pgledger: read: %w", err)
 		}
-		rec, err := decode(string(id), v)
-		if err != nil {
-			return err
-		}
-		if err := fn(rec); err != nil {
+		if err := fn(string(id), v); err != nil {
 			return err
 		}
 	}
@@ -206,6 +216,27 @@ func (d *DB) scan(ctx context.Context, fn func(ledger.Record) error, sql string,
 		return fmt.Errorf("pgledger: read: %w", err)
 	}
 	return nil
+}
+
+// scanPending is scan for recovery's reads: a record that does not decode
+// (a row edited or copied in the database) is skipped, the others are
+// handed to fn, and the skipped ones are reported at the end as a
+// *ledger.CorruptRecordsError: one bad row must not keep a node from
+// starting or recovering every other execution.
+func (d *DB) scanPending(ctx context.Context, fn func(ledger.Record) error, sql string, args ...any) error {
+	var bad ledger.CorruptRecordsError
+	err := d.scanRows(ctx, func(id string, v []byte) error {
+		rec, err := decode(id, v)
+		if err != nil {
+			bad.IDs, bad.Errs = append(bad.IDs, id), append(bad.Errs, err)
+			return nil
+		}
+		return fn(rec)
+	}, sql, args...)
+	if err == nil && len(bad.IDs) > 0 {
+		return &bad
+	}
+	return err
 }
 
 // Fenced implements ledger.Ledger: the session's recovery_required

@@ -2,43 +2,50 @@
 // internal/devkit/testing/runtimes (which starts connhost, kills this process
 // mid-call with SIGKILL and counts the charges at the Stripe emulator).
 // The model is a scripted Model (no model API is reachable): it asks for
-// one tool call, then answers with what the tool said. Everything between
-// is the runtime's own path: its MCP client, its tool execution, its
-// RunState.
+// one tool call, then answers with what the tool said; it counts the
+// requests it is sent. Everything between is the runtime's own path: its
+// MCP client, its tool execution, its RunState, its interruptions.
 //
 //   node agents-scenario.mjs '<json>'
 //
 // The JSON: transport ("stdio": command, args; "http": url, token),
-// adapter (true: @connhost/runtimes' connhostTools; false: the
-// runtime's own mcpServers integration), phase ("first": a new run,
-// saved at its human-in-the-loop pause to state, then resumed; "resume":
-// restored from state, as a restarted process does), session, callId,
-// tool, arguments. It prints one JSON line: the tool outputs the model
-// saw and the final output.
+// adapter (true: @connhost/runtimes' connhostTools and runWithConnhost;
+// false: the runtime's own mcpServers integration), phase ("first": a new
+// run, saved to state at each pause; "resume": restored from state, as a
+// restarted process does, and continued), wait (seconds connhost holds a
+// gated call), killBeforeSend (SIGKILL this process as its call would be
+// sent), session, callId, tool, arguments. It prints one JSON line:
+// the tool outputs the model saw, the final output, the model requests
+// this process made and the approvals the run paused for.
 import { readFileSync, writeFileSync } from 'node:fs';
 
 import { Agent, MCPServerStdio, MCPServerStreamableHttp, run, Usage } from '@openai/agents';
 
-import { connhostTools, restoreRunState } from '../openai-agents.js';
+import { connhostTools, restoreRunState, runWithConnhost } from '../openai-agents.js';
 
 const cfg = JSON.parse(process.argv[2]);
 
-// ScriptedModel asks for cfg.tool once (under cfg.callId, as a model API
-// names its calls), then ends the turn with the tool's output.
+const textOf = (o) => (typeof o === 'string' ? o : (o?.text ?? JSON.stringify(o)));
+
+// ScriptedModel asks for cfg.tool (under cfg.callId, as a model API
+// names its calls), then ends the turn with the tool's output; told that
+// the call did not run, it issues it again under a new id.
 class ScriptedModel {
+  requests = 0;
+
   async getResponse(request) {
+    this.requests++;
     const items = Array.isArray(request.input) ? request.input : [];
-    const out = items.find((i) => i.type === 'function_call_result' && i.callId === cfg.callId);
-    if (!out) {
-      return {
-        usage: new Usage(),
-        output: [{ type: 'function_call', callId: cfg.callId, name: cfg.tool, arguments: JSON.stringify(cfg.arguments), status: 'completed' }],
-      };
-    }
-    const text = typeof out.output === 'string' ? out.output : (out.output?.text ?? JSON.stringify(out.output));
+    const last = items.filter((i) => i.type === 'function_call_result').at(-1);
+    const ask = (callId) => ({
+      usage: new Usage(),
+      output: [{ type: 'function_call', callId, name: cfg.tool, arguments: JSON.stringify(cfg.arguments), status: 'completed' }],
+    });
+    if (!last) return ask(cfg.callId);
+    if (last.callId === cfg.callId && /did not run/i.test(textOf(last.output))) return ask(`${cfg.callId}_again`);
     return {
       usage: new Usage(),
-      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `tool said: ${text}` }] }],
+      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `tool said: ${textOf(last.output)}` }] }],
     };
   }
 
@@ -50,50 +57,41 @@ class ScriptedModel {
 
 // connhost mcp opens its ledger and compiles its connectors before it
 // answers initialize: more than the runtime's 5 s default on a busy
-// machine.
+// machine. The environment is passed on: the runtime's stdio transport
+// does not pass it by itself.
 const timeouts = { clientSessionTimeoutSeconds: 300, timeout: 300_000 };
 const server = cfg.transport === 'stdio'
-  ? new MCPServerStdio({ name: 'connhost', command: cfg.command, args: cfg.args, ...timeouts })
+  ? new MCPServerStdio({ name: 'connhost', command: cfg.command, args: cfg.args, env: { ...process.env }, ...timeouts })
   : new MCPServerStreamableHttp({ name: 'connhost', url: cfg.url, requestInit: { headers: { Authorization: `Bearer ${cfg.token}` } }, ...timeouts });
 await server.connect();
 
 const model = new ScriptedModel();
-let agent;
-if (cfg.adapter) {
-  // The runtime's human-in-the-loop pause is where @openai/agents saves a
-  // run before a tool executes (RunState.toString), so the tool asks for
-  // it; the run resumes once "the user" confirms.
-  const tools = await connhostTools(server, { sessionId: cfg.session, needsApproval: true });
-  agent = new Agent({ name: 'payer', instructions: 'Pay what you are asked to.', model, tools });
-} else {
-  agent = new Agent({ name: 'payer', instructions: 'Pay what you are asked to.', model, mcpServers: [server] });
-}
-
-const outputs = [];
-const collect = (result) => {
-  for (const item of result.newItems ?? []) {
-    if (item.type === 'tool_call_output_item') {
-      const o = item.output;
-      outputs.push(typeof o === 'string' ? o : (o?.text ?? JSON.stringify(o)));
-    }
-  }
-};
-
+const instructions = 'Pay what you are asked to.';
 let result;
-if (!cfg.adapter) {
-  result = await run(agent, 'Pay 500 cents.');
-} else if (cfg.phase === 'first') {
-  const paused = await run(agent, 'Pay 500 cents.');
-  writeFileSync(cfg.state, paused.state.toString());
-  for (const item of paused.interruptions) paused.state.approve(item);
-  process.stderr.write('resuming after the pause\n');
-  result = await run(agent, paused.state);
+if (cfg.adapter) {
+  const tools = await connhostTools(server, { sessionId: cfg.session, ...(cfg.wait ? { wait: cfg.wait } : {}) });
+  const agent = new Agent({ name: 'payer', instructions, model, tools });
+  const save = (s) => writeFileSync(cfg.state, s);
+  if (cfg.killBeforeSend && cfg.phase === 'first') {
+    // The process dies as its call would leave it, after the adapter
+    // saved the run.
+    server.callToolResult = () => process.kill(process.pid, 'SIGKILL');
+  }
+  if (cfg.phase === 'first') {
+    result = await runWithConnhost(agent, 'Pay 500 cents.', { save });
+  } else {
+    result = await runWithConnhost(agent, await restoreRunState(agent, readFileSync(cfg.state, 'utf8')), { save });
+  }
 } else {
-  const state = await restoreRunState(agent, readFileSync(cfg.state, 'utf8'), { resumed: true });
-  for (const item of state.getInterruptions()) state.approve(item);
-  result = await run(agent, state);
+  const agent = new Agent({ name: 'payer', instructions, model, mcpServers: [server] });
+  result = await run(agent, 'Pay 500 cents.');
 }
-collect(result);
-process.stdout.write(JSON.stringify({ outputs, final: result.finalOutput ?? null }) + '\n');
+const outputs = result.history.filter((i) => i.type === 'function_call_result').map((i) => textOf(i.output));
+process.stdout.write(JSON.stringify({
+  outputs,
+  final: result.finalOutput ?? null,
+  modelCalls: model.requests,
+  awaiting: result.awaitingApproval ?? [],
+}) + '\n');
 await server.close();
 process.exit(0);

@@ -576,7 +576,7 @@ func pgExecutor(ctx context.Context, dsn string, maxConns int32, concurrency int
 		return nil, nil, err
 	}
 	ex, err := host.Open(ctx, host.Options{Ledger: led, CloseLedger: true, Node: "bench", CacheDir: cache,
-		Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
+		ConsumedDir: filepath.Join(cache, "consumed"), Manifests: []*manifests.Manifest{m}, ModuleDir: "/", Logger: quiet})
 	if err != nil {
 		os.RemoveAll(cache)
 		return nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -267,30 +268,69 @@ func processWithArg(arg string) bool {
 	return false
 }
 
-// approve approves an approval out of band: through serve's API with
-// rita's token, or (stdio, no process running) with connhost approve on
-// the ledger.
-func (c *connhost) approve(t *testing.T, id, digest string) {
+// decide approves (or rejects) an approval out of band: through the API
+// of serve (with rita's token) or dev (its loopback reviewer), or, for
+// stdio once no connhost mcp runs, with connhost approve (reject) on the
+// ledger.
+func (c *connhost) decide(t *testing.T, id, digest string, approve bool) {
 	t.Helper()
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
 	switch c.kind {
-	case "serve":
-		c.approveVia(t, tokenRita, id, digest)
+	case "serve", "dev":
+		c.decideVia(t, c.reviewerToken(), verb, id, digest)
 	case "stdio":
 		c.awaitStdioExit(t)
-		out, err := exec.Command(shared.bin, "approve", id, "--digest", digest, "--by", "rita", "--data", c.data,
-			"--manifests", c.manifests, "--modules", shared.modules, "--config", c.config).CombinedOutput()
+		args := []string{verb, id, "--by", "rita", "--data", c.data, "--manifests", c.manifests, "--modules", shared.modules, "--config", c.config}
+		if approve {
+			args = append(args, "--digest", digest)
+		} else {
+			args = append(args, "--reason", "not this one")
+		}
+		out, err := exec.Command(shared.bin, args...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("connhost approve %s: %v\n%s", id, err, out)
+			t.Fatalf("connhost %s %s: %v\n%s", verb, id, err, out)
 		}
 	default:
-		t.Fatalf("approve over %s", c.kind)
+		t.Fatalf("decide over %s", c.kind)
 	}
+}
+
+// approve approves an approval out of band (see decide).
+func (c *connhost) approve(t *testing.T, id, digest string) {
+	t.Helper()
+	c.decide(t, id, digest, true)
+}
+
+// reviewerToken is the token of a reviewer of this deployment: rita's on
+// serve, none on dev (its loopback reviewer).
+func (c *connhost) reviewerToken() string {
+	if c.kind == "serve" {
+		return tokenRita
+	}
+	return ""
 }
 
 // report is what a scenario script prints.
 type report struct {
+	// Outputs are the tool results the model read, in order.
 	Outputs []string `json:"outputs"`
-	Final   string   `json:"final"`
+	// Final is the run's last answer.
+	Final string `json:"final"`
+	// ModelCalls is how many requests the scripted model answered in
+	// this process.
+	ModelCalls int `json:"modelCalls"`
+	// Awaiting are the approvals the run paused for.
+	Awaiting []approvalRef `json:"awaiting"`
+}
+
+// approvalRef is an approval a paused run reports.
+type approvalRef struct {
+	ApprovalID string `json:"approvalId"`
+	ArgsDigest string `json:"argsDigest"`
+	ToolCallID string `json:"toolCallId"`
 }
 
 // runtimeProc is one scenario script's process.
@@ -345,6 +385,21 @@ func (p *runtimeProc) wait(t *testing.T) report {
 		t.Fatalf("runtime did not finish\nstderr: %s", p.stderr.String())
 	}
 	return report{}
+}
+
+// waitKilled waits for a script that kills itself (SIGKILL) at a point
+// of its run.
+func (p *runtimeProc) waitKilled(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the runtime ended with %v, want killed by SIGKILL\nstdout: %s\nstderr: %s", err, p.stdout.String(), p.stderr.String())
+		}
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("the runtime did not die\nstderr: %s", p.stderr.String())
+	}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -458,7 +513,14 @@ func count(s, substr string) int {
 // reviewer).
 func (c *connhost) approveVia(t *testing.T, token, id, digest string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.url+"/v1/approvals/"+id+"/approve", strings.NewReader(fmt.Sprintf(`{"digest":%q}`, digest)))
+	c.decideVia(t, token, "approve", id, digest)
+}
+
+// decideVia approves or rejects (verb) through the API with token (""
+// for dev's loopback reviewer).
+func (c *connhost) decideVia(t *testing.T, token, verb, id, digest string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.url+"/v1/approvals/"+id+"/"+verb, strings.NewReader(fmt.Sprintf(`{"digest":%q,"reason":"decided in a test"}`, digest)))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -469,28 +531,33 @@ func (c *connhost) approveVia(t *testing.T, token, id, digest string) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("approve %s: %s", id, resp.Status)
+		t.Fatalf("%s %s: %s", verb, id, resp.Status)
 	}
 }
 
 // listed is an execution as the API lists it.
 type listed struct {
 	ExecutionID string `json:"execution_id"`
+	SessionID   string `json:"session_id"`
 	Approval    *struct {
 		ID         string `json:"id"`
 		ArgsDigest string `json:"args_digest"`
 	} `json:"approval"`
 }
 
-// executions lists the executions of a server without tokens (dev) in
-// state ("" for all).
+// executions lists the executions of a serve or dev process in state (""
+// for all).
 func (c *connhost) executions(t *testing.T, state string) []listed {
 	t.Helper()
 	u := c.url + "/v1/executions"
 	if state != "" {
 		u += "?state=" + state
 	}
-	resp, err := http.Get(u)
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if tok := c.reviewerToken(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,10 +577,24 @@ func (c *connhost) countExecutions(t *testing.T) int { return len(c.executions(t
 // approval while the runtime p still waits for its call.
 func (c *connhost) awaitAwaiting(t *testing.T, p *runtimeProc) listed {
 	t.Helper()
+	return c.awaitAwaitingIn(t, p, "")
+}
+
+// awaitAwaitingIn waits until the server holds one execution of session
+// ("" for any) awaiting approval while the runtime p still waits for its
+// call.
+func (c *connhost) awaitAwaitingIn(t *testing.T, p *runtimeProc, session string) listed {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		if exs := c.executions(t, "awaiting_approval"); len(exs) == 1 && exs[0].Approval != nil {
-			return exs[0]
+		var mine []listed
+		for _, ex := range c.executions(t, "awaiting_approval") {
+			if session == "" || ex.SessionID == session {
+				mine = append(mine, ex)
+			}
+		}
+		if len(mine) == 1 && mine[0].Approval != nil {
+			return mine[0]
 		}
 		select {
 		case err := <-p.done:
