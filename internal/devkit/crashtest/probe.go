@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -267,6 +268,17 @@ func (p *ConfigProbe) record(method, rel string, resp *http.Response, answer []b
 	}
 	if len(answer) > 8<<20 {
 		return
+	}
+	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		// Forwarded as the provider sent it (the connector asked for
+		// gzip); read here unzipped.
+		zr, err := gzip.NewReader(bytes.NewReader(answer))
+		if err != nil {
+			return
+		}
+		if answer, err = io.ReadAll(io.LimitReader(zr, 8<<20)); err != nil {
+			return
+		}
 	}
 	if v, err := decodeJSON(answer); err == nil {
 		leaves(v, func(s string) { p.named[s] = true })

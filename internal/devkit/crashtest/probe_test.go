@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -349,5 +350,45 @@ func TestConfigProbeOwnReceipt(t *testing.T) {
 	}
 	if problem, _ := p.OwnReceipt(ctx, "delete", older); problem == "" {
 		t.Error("a delete's receipt naming an item the cell did not delete passed")
+	}
+}
+
+// TestConfigProbeOwnReceiptGzip: a provider that compresses its answer
+// for a connector asking for gzip (Mailpit does) still names what it made:
+// the proxy forwards the answer as sent and reads it unzipped.
+func TestConfigProbeOwnReceiptGzip(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = zw.Write([]byte(`{"ID": "msg_7"}`))
+		_ = zw.Close()
+	}))
+	defer srv.Close()
+	cfg, err := ParseProbeConfig("mail.probe.toml", []byte("[operation.send]\nhold = \"POST /send\"\nreceipt = \"GET /message/{receipt}\"\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartProbe(cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.StartCell(ctx, "send"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", p.URL()+"/send", strings.NewReader(`{}`))
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("the answer was not forwarded as sent: %v", resp.Header)
+	}
+	if problem, err := p.OwnReceipt(ctx, "send", "msg_7"); problem != "" || err != nil {
+		t.Errorf("the gzipped answer's ID: %q %v", problem, err)
 	}
 }
