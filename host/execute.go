@@ -688,6 +688,10 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: reconcile without a loaded operation", rec.ID)
 			}
+			if act.Decision == DecisionKeyRetentionReconcile {
+				why = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so its key is not sent again: reconcile asked instead",
+					why, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))
+			}
 			if obs, err = e.reconcileCall(ctx, op, rec, why); err != nil {
 				return Result{}, err
 			}
@@ -787,6 +791,7 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 		Backoff: e.opts.RetryBackoff(rec.Attempt), InFlightBackoff: e.opts.InFlightBackoff(rec.Attempt),
 	}
 	if op != nil {
+		f.Reconcilable = op.info.Reconcile
 		// The attempt was dispatched its timeout before its deadline.
 		dispatched := rec.Deadline.Add(-op.m.Limits.Timeout)
 		f.SettleAt = dispatched.Add(op.op.ReconcileSettle)

@@ -254,18 +254,19 @@ are retried with backoff and never hold a call up.`,
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
-	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+" or "+crash.LoseUnsyncedEnv+" set (crash tests only)")
+	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+", "+crash.LoseUnsyncedEnv+" or "+crash.ClockOffsetEnv+" set (crash tests only)")
 	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a shared ledger: other nodes take over this node's calls this long after it dies; it stops taking work if it cannot renew its lease within it (default [server] lease_ttl, else 15s)")
 	return c
 }
 
 // testHooksSet names the crash-test hooks set in the environment:
-// CONNHOST_CRASH_AT kills the process at a crash point, and
+// CONNHOST_CRASH_AT kills the process at a crash point,
 // CONNHOST_LOSE_UNSYNCED=1 keeps the ledger's unsynced writes from
-// surviving it. A production server must run with neither.
+// surviving it, and CONNHOST_CLOCK_OFFSET runs the executor's clock
+// ahead. A production server must run with none.
 func testHooksSet() []string {
 	var set []string
-	for _, v := range []string{crash.EnvVar, crash.LoseUnsyncedEnv} {
+	for _, v := range []string{crash.EnvVar, crash.LoseUnsyncedEnv, crash.ClockOffsetEnv} {
 		if os.Getenv(v) != "" {
 			set = append(set, v)
 		}

@@ -562,6 +562,12 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 	if crash.LoseUnsynced() {
 		ctx = crash.WithLoseUnsynced(ctx) // a crash test's lossy disk: the executor's ledger only
 	}
+	if off, err := crash.ClockOffset(); err != nil {
+		return nil, err
+	} else if off > 0 {
+		// A crash test of the key retention: the host a day later.
+		opts.Now = func() time.Time { return time.Now().Add(off) }
+	}
 	ex, err := host.Open(ctx, opts)
 	return ex, explainMissingModule(explainConfigURL(explainMissingConfig(err, a.g.config), a.g.config), ms)
 }
