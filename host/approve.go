@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -41,7 +42,7 @@ func (e *Executor) Reject(ctx context.Context, approvalID string, d Decision) (R
 	return e.decide(ctx, approvalID, d, false)
 }
 
-func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, approve bool) (Result, error) {
+func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, approve bool) (_ Result, err error) {
 	if d.By == "" {
 		return Result{}, refuse(ErrBadCall, "a decision needs the reviewer's identity")
 	}
@@ -61,6 +62,20 @@ func (e *Executor) decide(ctx context.Context, approvalID string, d Decision, ap
 	if err != nil {
 		return Result{}, err
 	}
+	// The decision joins the trace of the call it decides, however much
+	// later it comes, linked to the reviewer's request.
+	name := telemetry.SpanApprove
+	if !approve {
+		name = telemetry.SpanReject
+	}
+	ctx, span := joinRecorded(ctx, name, rec)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(telemetry.ApprovalID.String(approvalID))
+			telemetry.Fail(span, errorType(err), err)
+		}
+		span.End()
+	}()
 	if d.StateNonce != "" && rec.Approval.StateNonce == d.StateNonce {
 		return ResultOf(rec), stateUsed(approvalID, rec)
 	}

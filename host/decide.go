@@ -90,13 +90,18 @@ const (
 	DecisionInFlightExhausted DecisionCode = "in_flight_at_provider"
 
 	// Recovery of an attempt whose outcome is unknown.
-	DecisionRecoverRetry         DecisionCode = "recover_retry"  // idempotent-retry: same key, attempt+1
-	DecisionRecoverReread        DecisionCode = "recover_reread" // a read: read again
-	DecisionReconcile            DecisionCode = "reconcile"
-	DecisionReconciledApplied    DecisionCode = "reconciled_applied"
-	DecisionReconciledNotApplied DecisionCode = "reconciled_not_applied"
-	DecisionCancelledNotApplied  DecisionCode = "cancelled_not_applied"
-	DecisionSettleWait           DecisionCode = "settle_wait" // not_applied, but an attempt may still land
+	DecisionRecoverRetry  DecisionCode = "recover_retry"  // idempotent-retry: same key, attempt+1
+	DecisionRecoverReread DecisionCode = "recover_reread" // a read: read again
+	DecisionReconcile     DecisionCode = "reconcile"
+	// DecisionKeyRetentionReconcile: an idempotent-retry call older than
+	// the provider's key retention is not re-sent with its key (the
+	// provider may have forgotten it); the module exports reconcile for
+	// the operation, which is asked instead.
+	DecisionKeyRetentionReconcile DecisionCode = "key_retention_reconcile"
+	DecisionReconciledApplied     DecisionCode = "reconciled_applied"
+	DecisionReconciledNotApplied  DecisionCode = "reconciled_not_applied"
+	DecisionCancelledNotApplied   DecisionCode = "cancelled_not_applied"
+	DecisionSettleWait            DecisionCode = "settle_wait" // not_applied, but an attempt may still land
 
 	// recovery_required, and why.
 	DecisionManualPolicy          DecisionCode = "manual_policy"
@@ -204,6 +209,10 @@ type facts struct {
 	// Age is the time since the intent was recorded; KeyRetention how long
 	// the provider remembers an idempotency key.
 	Age, KeyRetention time.Duration
+	// Reconcilable: the module exports reconcile for the operation, which
+	// an idempotent-retry operation may do too; past KeyRetention it is
+	// asked instead of re-sending a key the provider may have forgotten.
+	Reconcilable bool
 	// NextAttemptAt: when a retry_wait record is due.
 	NextAttemptAt time.Time
 	// SettleAt: from when a reconcile answer of not_applied is evidence
@@ -464,6 +473,11 @@ func decideUnknown(f facts) action {
 	switch f.Policy {
 	case manifests.PolicyIdempotentRetry:
 		switch {
+		case f.Age > f.KeyRetention && f.Reconcilable:
+			// The key may be forgotten, so it proves nothing: reconcile
+			// looks at what the provider holds. Its answer is judged as
+			// for the reconcile policy (decideAttempt).
+			return action{Step: stepReconcile, Decision: DecisionKeyRetentionReconcile}
 		case f.Age > f.KeyRetention:
 			return record(ledger.StateRecoveryRequired, DecisionKeyRetentionPassed)
 		case left:

@@ -22,7 +22,7 @@ import (
 //
 //	state=<ledger state>   policy=manual|idempotent-retry|reconcile|-   read
 //	attempt=<n>/<max>      evidence=none|ok|retryable|permanent|unsupported|uncertain|in_progress|applied|not_applied|unknown|reconcile_error|repeat
-//	uncertain  cancel  unloaded  pass (not live)  fenced  elsewhere  age=<duration>
+//	uncertain  cancel  unloaded  pass (not live)  fenced  elsewhere  age=<duration>  reconcilable
 //	next=<±duration>  settle=<±duration>  final=<±duration>  (relative to now)
 //	approval=ok|none|expired|problem|unverified (a shared ledger's approval without a valid signature)
 //	replayed (the journal of consumed approvals holds the next dispatch already; evidence=repeat: it kept the attempt from being called)
@@ -101,6 +101,8 @@ func parseFacts(row string) (facts, error) {
 			}
 		case "uncertain":
 			f.Uncertain = true
+		case "reconcilable":
+			f.Reconcilable = true
 		case "cancel":
 			f.CancelRequested = true
 		case "unloaded":

@@ -7,8 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/internal/crash"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -53,6 +57,17 @@ import (
 // same recorded outcome. Under a Scope (WithScope) the call runs in the
 // scope's namespaces only and within its limits.
 func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
+	if !telemetry.Enabled() {
+		return e.execute(ctx, call)
+	}
+	ctx, span := telemetry.Start(ctx, telemetry.SpanExecutePrefix+call.Tool, trace.SpanKindInternal)
+	res, err := e.execute(ctx, call)
+	endExecute(span, call, res, err)
+	return res, err
+}
+
+// execute is Execute within its span.
+func (e *Executor) execute(ctx context.Context, call ToolCall) (Result, error) {
 	select {
 	case <-e.closed:
 		return Result{}, ErrClosed
@@ -80,16 +95,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	if err := e.admitCall(ctx, call); err != nil {
 		return Result{}, err
 	}
-	op, err := e.lookup(call.Tool)
+	op, doc, digest, err := e.checkArgs(ctx, call)
 	if err != nil {
 		return Result{}, err
-	}
-	doc, digest, err := parseArgs(call.Arguments)
-	if err != nil {
-		return Result{}, &ArgumentsError{Tool: call.Tool, Err: err}
-	}
-	if err := op.op.ValidateDoc(doc); err != nil {
-		return Result{}, &ArgumentsError{Tool: call.Tool, Err: err}
 	}
 	id := ledger.ExecutionID(call.Namespace, call.SessionID, call.ToolCallID)
 	release, err := e.flights.acquire(ctx, id)
@@ -143,6 +151,9 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	if s, ok := ScopeFrom(ctx); ok {
 		rec.RequestedBy = s.Principal
+	}
+	if telemetry.Enabled() {
+		rec.Traceparent, rec.Tracestate = telemetry.Traceparent(ctx)
 	}
 	ev := ledger.Event{Actor: "executor", Reason: call.Note}
 
@@ -259,6 +270,34 @@ func (e *Executor) Execute(ctx context.Context, call ToolCall) (Result, error) {
 	return e.attempt(ctx, ctx, op, created, slot)
 }
 
+// checkArgs finds the operation of call and checks its arguments against
+// the operation's schema, returning them parsed and their digest.
+func (e *Executor) checkArgs(ctx context.Context, call ToolCall) (*operation, map[string]any, string, error) {
+	_, span := telemetry.Start(ctx, telemetry.SpanCheckArgs, trace.SpanKindInternal)
+	defer span.End()
+	op, err := e.lookup(call.Tool)
+	if err != nil {
+		telemetry.Fail(span, errorType(err), err)
+		return nil, nil, "", err
+	}
+	doc, digest, err := parseArgs(call.Arguments)
+	if err == nil {
+		err = op.op.ValidateDoc(doc)
+	}
+	if err != nil {
+		// The span says that the arguments were refused, not why: the
+		// reason quotes them.
+		span.SetAttributes(telemetry.ErrorType.String(errorType(ErrInvalidArguments)))
+		span.SetStatus(codes.Error, "invalid arguments")
+		return nil, nil, "", &ArgumentsError{Tool: call.Tool, Err: err}
+	}
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.Connector.String(op.m.Connector.Name), telemetry.Operation.String(op.op.Name),
+			telemetry.Policy.String(string(op.op.Recovery)))
+	}
+	return op, doc, digest, nil
+}
+
 // reserve waits, Options.InstanceWait at most, for an instance of op's
 // connector for the call id of namespace ns (see wasmrt.Connector.Reserve:
 // fairly between namespaces). Beyond it, it returns a *BusyError;
@@ -367,13 +406,16 @@ func (e *Executor) driveRecorded(ctx context.Context, call ToolCall, op *operati
 			RecordedDigest: rec.ArgsDigest, GivenDigest: digest,
 		}
 	}
+	linkRecorded(ctx, rec)
 	return e.advance(ctx, ctx, rec, observed{})
 }
 
 // create records a new execution and reports it to the observer. On
 // failure it returns what Create returned, for createFailed.
 func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
-	created, err := e.led.Create(ctx, rec, ev)
+	wctx, span, wt := intentSpan(ctx, rec, ev)
+	created, err := e.led.Create(wctx, rec, ev)
+	endWrite(wctx, span, wt, err)
 	if err == nil {
 		e.opts.Observer.Transition(created.State, ev.Decision)
 	}
@@ -390,7 +432,9 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 // call is created again as if it had come now, a few times at most.
 func (e *Executor) createUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
 	for try := 1; ; try++ {
-		created, err := e.led.CreateUnfenced(ctx, rec, ev)
+		wctx, span, wt := intentSpan(ctx, rec, ev)
+		created, err := e.led.CreateUnfenced(wctx, rec, ev)
+		endWrite(wctx, span, wt, err)
 		if err == nil {
 			e.opts.Observer.Transition(created.State, ev.Decision)
 		}
@@ -444,9 +488,11 @@ func (e *Executor) apply(ctx context.Context, rec ledger.Record, t ledger.Transi
 	if t.Event.Actor == "" {
 		t.Event.Actor = "executor"
 	}
+	wctx, span, wt := writeSpan(ctx, rec, t)
 	start := time.Now()
-	out, err := e.led.ApplyFrom(ctx, rec, t)
-	e.opts.Observer.LedgerWrite(time.Since(start))
+	out, err := e.led.ApplyFrom(wctx, rec, t)
+	e.opts.Observer.LedgerWrite(wctx, time.Since(start))
+	endWrite(wctx, span, wt, err)
 	if err != nil {
 		return rec, fmt.Errorf("host: execution[%s] %s→%s: %w", rec.ID, t.From, t.To, err)
 	}
@@ -537,6 +583,7 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			f.Replayed = obs.detail
 		}
 		act := decide(f)
+		noteDecision(ctx, rec, act)
 		if act.Decision == DecisionApprovalUnverified {
 			// A node whose configuration lacks the reviewer (or the
 			// reviewer's namespace) cannot judge the approval: ending the
@@ -641,6 +688,10 @@ func (e *Executor) advance(ctx, caller context.Context, rec ledger.Record, obs o
 			if op == nil {
 				return Result{}, fmt.Errorf("host: execution[%s]: reconcile without a loaded operation", rec.ID)
 			}
+			if act.Decision == DecisionKeyRetentionReconcile {
+				why = fmt.Sprintf("%s; the call is %s old, past the provider's key retention of %s, so its key is not sent again: reconcile asked instead",
+					why, e.now().Sub(rec.CreatedAt).Round(time.Second), e.keyRetention(rec))
+			}
 			if obs, err = e.reconcileCall(ctx, op, rec, why); err != nil {
 				return Result{}, err
 			}
@@ -740,6 +791,7 @@ func (e *Executor) facts(rec ledger.Record, op *operation, obs observed, live, f
 		Backoff: e.opts.RetryBackoff(rec.Attempt), InFlightBackoff: e.opts.InFlightBackoff(rec.Attempt),
 	}
 	if op != nil {
+		f.Reconcilable = op.info.Reconcile
 		// The attempt was dispatched its timeout before its deadline.
 		dispatched := rec.Deadline.Add(-op.m.Limits.Timeout)
 		f.SettleAt = dispatched.Add(op.op.ReconcileSettle)
@@ -953,9 +1005,11 @@ func (e *Executor) call(ctx context.Context, op *operation, rec ledger.Record, s
 		return observed{ev: evRetryable, out: host, detail: host.Error}
 	}
 	defer done()
+	ctx, span := callSpan(ctx, op, rec, export)
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
-	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
+	e.opts.Observer.ConnectorCall(ctx, op.m.Connector.Name, op.op.Name, export, time.Since(start), err)
+	endCall(span, out, err)
 	crash.At(crash.AfterPluginReturn)
 
 	if err != nil {
@@ -1000,9 +1054,11 @@ func (e *Executor) reconcileCall(ctx context.Context, op *operation, rec ledger.
 	if err != nil {
 		return observed{}, err
 	}
+	ctx, span := callSpan(ctx, op, rec, abi.ExportReconcile)
 	start := time.Now()
 	out, err := op.conn.Call(ctx, req)
-	e.opts.Observer.ConnectorCall(op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
+	e.opts.Observer.ConnectorCall(ctx, op.m.Connector.Name, op.op.Name, abi.ExportReconcile, time.Since(start), err)
+	endCall(span, out, err)
 	crash.At(crash.AfterReconcileReturn)
 	if lost := done(); err != nil && lost {
 		// Cut short by the lease's loss: reconcile said nothing.

@@ -27,9 +27,8 @@ import (
 // Options configures an [Executor]. Zero values take the documented
 // defaults (see EnsureDefaults).
 type Options struct {
-	// DataDir holds the ledger (DataDir/ledger) and the wasm compilation
-	// cache (DataDir/cache). Required unless Ledger is set and CacheDir is
-	// given.
+	// DataDir holds the ledger (DataDir/ledger). Required unless Ledger is
+	// set.
 	DataDir string
 	// Ledger, when set, is used instead of opening the Pebble ledger in
 	// DataDir/ledger. The executor does not close a ledger it was given
@@ -68,8 +67,20 @@ type Options struct {
 	// The default value is DataDir + ledger.WitnessSuffix (a sibling of the
 	// data directory: "data.witness" beside "data").
 	WitnessPath string
-	// CacheDir is the compilation cache. The default value is
-	// DataDir/cache.
+	// CacheDir is where compiled connector modules are kept, so that a
+	// start compiles only modules never compiled there before (a compile
+	// takes seconds per connector; a load from the cache, tens of
+	// milliseconds). One directory serves every data directory and
+	// process of the machine: entries are keyed by the module's sha256,
+	// the wazero release, the architecture and the CPU's features, and
+	// written whole (write, then rename), so processes may share it while
+	// they run. It is created, for its owner alone, if missing. Its files
+	// are native code the process runs: keep it writable by its owner
+	// only. A directory that cannot be created or written, or that
+	// others may write to, does not stop Open: modules are compiled in
+	// memory and the Logger says why. The default value is
+	// DefaultCacheDir() (in the user's cache directory), or none (compile
+	// in memory, with a warning) where the user has no cache directory.
 	CacheDir string
 	// Manifests are the connectors to load.
 	Manifests []*manifests.Manifest
@@ -199,13 +210,19 @@ type Options struct {
 	ConsumedDir string
 }
 
+// DefaultCacheDir is the default Options.CacheDir: connhost/wazero in
+// the user's cache directory (os.UserCacheDir: $XDG_CACHE_HOME or
+// ~/.cache on Linux, ~/Library/Caches on macOS, %LocalAppData% on
+// Windows). It is an error where the user has none ($HOME unset).
+func DefaultCacheDir() (string, error) { return wasmrt.DefaultCacheDir() }
+
 // DefaultInstanceWait is the default Options.InstanceWait.
 const DefaultInstanceWait = 5 * time.Second
 
 // EnsureDefaults fills zero fields with their default values.
 func (o *Options) EnsureDefaults() {
-	if o.CacheDir == "" && o.DataDir != "" {
-		o.CacheDir = filepath.Join(o.DataDir, "cache")
+	if o.CacheDir == "" {
+		o.CacheDir, _ = DefaultCacheDir() // "": Open warns
 	}
 	if o.WitnessPath == "" && o.DataDir != "" {
 		o.WitnessPath = filepath.Clean(o.DataDir) + ledger.WitnessSuffix
@@ -446,10 +463,14 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 			_ = e.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if e.base == nil {
+	if opts.DataDir != "" {
+		// Beside a shared ledger the data directory still holds what the
+		// process publishes (a server's discovery file).
 		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: create data dir: %w", err)
 		}
+	}
+	if e.base == nil {
 		warnOpenDataDir(opts.DataDir, opts.Logger)
 		db, err := ledger.Open(ctx, ledger.Options{Dir: filepath.Join(opts.DataDir, "ledger"), WitnessPath: opts.WitnessPath,
 			Now: opts.Now, Logger: opts.Logger, Create: opts.LedgerCreate})
@@ -474,6 +495,16 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 	}
 	ro := opts.Runtime
 	ro.CacheDir = opts.CacheDir
+	if ro.CacheDir == "" {
+		_, err := DefaultCacheDir()
+		opts.Logger.Warn("compiled modules are not cached: each start compiles them again (seconds per connector)", "reason", err)
+	}
+	if old := filepath.Join(opts.DataDir, "cache"); opts.DataDir != "" && filepath.Clean(ro.CacheDir) != old {
+		if st, err := os.Stat(old); err == nil && st.IsDir() {
+			opts.Logger.Info("compiled modules are cached outside the data directory now; its cache directory is no longer used and may be removed",
+				"unused", old, "cache_dir", ro.CacheDir)
+		}
+	}
 	ro.Logger = opts.Logger
 	ro.Config = opts.Config
 	if len(opts.NamespaceConfig) > 0 {

@@ -235,18 +235,25 @@ func TestUncertainAfterPluginReturn(t *testing.T) {
 		require.Equal(t, 1, h.prov.count())
 		require.Equal(t, "dispatch>dispatched#1 recover_retry>dispatched#2 outcome>succeeded#2", joined(h.events(res.ExecutionID)))
 	})
-	t.Run("idempotent-retry past the key retention asks an operator", func(t *testing.T) {
+	// Past the key retention the key proves nothing: the module exports
+	// reconcile for apply, which finds the effect (a module that cannot
+	// reconcile leaves the call to an operator: the decision table's
+	// key_retention_passed rows).
+	t.Run("idempotent-retry past the key retention asks reconcile, never re-sends the key", func(t *testing.T) {
 		h := newHarness(t, "idempotent-retry", withDedup())
 		c := call("s1", "c1", `{"n":1}`)
 		h.execCrashAt(crash.AfterPluginReturn, c)
 		h.advance(25 * time.Hour) // the provider may have forgotten the key
 		h.reopen()
 		res := h.exec(c)
-		require.Equal(t, host.StatusRecoveryRequired, res.Status)
-		require.Contains(t, res.Error, "key_retention_passed")
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, "reconciled", res.Source)
+		require.Equal(t, "r-1", res.Receipt)
+		require.Equal(t, 1, res.Attempt, "not dispatched again")
 		require.Equal(t, 1, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 reconciled_applied>succeeded#1", joined(h.events(res.ExecutionID)))
 	})
-	t.Run("idempotent-retry past the provider's declared retention asks an operator", func(t *testing.T) {
+	t.Run("idempotent-retry past the provider's declared retention asks reconcile", func(t *testing.T) {
 		h := newHarness(t, "idempotent-retry", withDedup(),
 			withManifestText("\n[provider]\nidempotency_header = \"Idempotency-Key\"\nidempotency_retention = \"2h\"\n"))
 		c := call("s1", "c1", `{"n":1}`)
@@ -254,10 +261,21 @@ func TestUncertainAfterPluginReturn(t *testing.T) {
 		h.advance(3 * time.Hour) // within the host's 24h, past the provider's 2h
 		h.reopen()
 		res := h.exec(c)
-		require.Equal(t, host.StatusRecoveryRequired, res.Status)
-		require.Contains(t, res.Error, "key_retention_passed")
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, "reconciled", res.Source)
 		require.Equal(t, 1, h.prov.count())
-		require.Contains(t, joined(h.events(res.ExecutionID)), "key_retention_passed")
+	})
+	t.Run("idempotent-retry past the key retention, nothing applied: re-dispatched after reconcile says so", func(t *testing.T) {
+		h := newHarness(t, "idempotent-retry", withDedup())
+		c := call("s1", "c1", `{"n":1}`)
+		h.execCrashAt(crash.AfterDispatchRecord, c) // the connector never ran
+		h.advance(25 * time.Hour)
+		h.reopen()
+		res := h.exec(c)
+		require.Equal(t, host.StatusSucceeded, res.Status)
+		require.Equal(t, 2, res.Attempt)
+		require.Equal(t, 1, h.prov.count())
+		require.Equal(t, "dispatch>dispatched#1 reconciled_not_applied>dispatched#2 outcome>succeeded#2", joined(h.events(res.ExecutionID)))
 	})
 	t.Run("reconcile finds the effect and records it without a second call", func(t *testing.T) {
 		h := newHarness(t, "reconcile")

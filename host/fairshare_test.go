@@ -176,7 +176,9 @@ type callCounter struct {
 	n atomic.Int64
 }
 
-func (c *callCounter) ConnectorCall(string, string, string, time.Duration, error) { c.n.Add(1) }
-func (c *callCounter) LedgerWrite(time.Duration)                                  {}
-func (c *callCounter) Transition(ledger.State, string)                            {}
-func (c *callCounter) GuestLogDropped(string, int64, int64)                       {}
+func (c *callCounter) ConnectorCall(context.Context, string, string, string, time.Duration, error) {
+	c.n.Add(1)
+}
+func (c *callCounter) LedgerWrite(context.Context, time.Duration) {}
+func (c *callCounter) Transition(ledger.State, string)            {}
+func (c *callCounter) GuestLogDropped(string, int64, int64)       {}

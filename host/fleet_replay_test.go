@@ -13,15 +13,18 @@ import (
 	"github.com/connhost/connhost/ledger/pgledger"
 )
 
-// saveRow copies execution id's row aside, as whoever holds the database's
-// connection string can (CREATE TABLE … AS SELECT), and restoreRow puts it
-// back byte for byte and deletes the events written since: the record is
+// saveRow copies execution id's row and its pending row aside, as whoever
+// holds the database's connection string can (CREATE TABLE … AS SELECT),
+// and restoreRow puts them back byte for byte, as a restore of both tables
+// would (the events written since go with the row's trail): the record is
 // then exactly the one the reviewer's signature covers, at an earlier
 // step.
 func saveRow(t *testing.T, dsn, id, as string) {
 	t.Helper()
 	require.NoError(t, testenv.ExecDSN(context.Background(), dsn,
 		`CREATE TABLE `+as+` AS SELECT * FROM connhost_executions WHERE id = $1`, []byte(id)))
+	require.NoError(t, testenv.ExecDSN(context.Background(), dsn,
+		`CREATE TABLE `+as+`_pending AS SELECT * FROM connhost_pending WHERE id = $1`, []byte(id)))
 }
 
 func restoreRow(t *testing.T, dsn, id, from string) {
@@ -29,10 +32,10 @@ func restoreRow(t *testing.T, dsn, id, from string) {
 	ctx := context.Background()
 	require.NoError(t, testenv.ExecDSN(ctx, dsn, `UPDATE connhost_executions x SET state = s.state, attempt = s.attempt,
     events = s.events, terminal_ns = s.terminal_ns, owner_node = s.owner_node, owner_epoch = s.owner_epoch,
-    due_ns = s.due_ns, record = s.record
+    record = s.record, trail = s.trail
 FROM `+from+` s WHERE x.id = s.id AND x.id = $1`, []byte(id)))
-	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DELETE FROM connhost_events e USING `+from+` s
-WHERE e.execution_id = s.id AND s.id = $1 AND e.seq >= s.events`, []byte(id)))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DELETE FROM connhost_pending WHERE id = $1`, []byte(id)))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `INSERT INTO connhost_pending SELECT * FROM `+from+`_pending WHERE id = $1`, []byte(id)))
 }
 
 // TestFleetReplayedApprovalIsNotDispatchedAgain is issue 37's first
@@ -171,8 +174,11 @@ func editRowSQL(t *testing.T, f *fleet, id string, edit func(*ledger.Record)) {
 	edit(&rec)
 	v, err := rec.MarshalBinary()
 	require.NoError(t, err)
-	require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `UPDATE connhost_executions SET record = $1, state = $2, attempt = $3, terminal_ns = NULL, due_ns = 0 WHERE id = $4`,
+	require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `UPDATE connhost_executions SET record = $1, state = $2, attempt = $3, terminal_ns = NULL WHERE id = $4`,
 		v, string(rec.State), rec.Attempt, []byte(id)))
+	require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `INSERT INTO connhost_pending (id, namespace, session_id, state, due_ns)
+SELECT id, namespace, session_id, $2, 0 FROM connhost_executions WHERE id = $1
+ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, due_ns = 0`, []byte(id), string(rec.State)))
 }
 
 // TestFleetReviewerOutsideHerNamespaces is issue 37's second attack: rita

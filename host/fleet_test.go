@@ -142,10 +142,10 @@ func (o *fleetEvents) LeaseRenewal(ok bool) {
 
 type nopObserver struct{}
 
-func (nopObserver) ConnectorCall(string, string, string, time.Duration, error) {}
-func (nopObserver) LedgerWrite(time.Duration)                                  {}
-func (nopObserver) Transition(ledger.State, string)                            {}
-func (nopObserver) GuestLogDropped(string, int64, int64)                       {}
+func (nopObserver) ConnectorCall(context.Context, string, string, string, time.Duration, error) {}
+func (nopObserver) LedgerWrite(context.Context, time.Duration)                                  {}
+func (nopObserver) Transition(ledger.State, string)                                             {}
+func (nopObserver) GuestLogDropped(string, int64, int64)                                        {}
 
 // TestFleetTakeover: node a dies after the provider applied a call and
 // before the outcome was recorded. While a's lease lasts, node b leaves

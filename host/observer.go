@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"time"
 
 	"github.com/connhost/connhost/ledger"
@@ -10,10 +11,13 @@ import (
 // metrics. Implementations must be safe for concurrent use and fast: they
 // run on the call path.
 type Observer interface {
-	// ConnectorCall reports one call into a connector.
-	ConnectorCall(connector, operation, export string, d time.Duration, err error)
-	// LedgerWrite reports the latency of one synced ledger transition.
-	LedgerWrite(d time.Duration)
+	// ConnectorCall reports one call into a connector. ctx is the call's:
+	// its span (see internal/telemetry) names the trace the call belongs
+	// to, e.g. for a metric's exemplar.
+	ConnectorCall(ctx context.Context, connector, operation, export string, d time.Duration, err error)
+	// LedgerWrite reports the latency of one synced ledger transition;
+	// ctx is the write's, as for ConnectorCall.
+	LedgerWrite(ctx context.Context, d time.Duration)
 	// Transition reports a state change and the decision behind it.
 	Transition(to ledger.State, decision string)
 	// GuestLogDropped reports, once per guest invocation that logged
@@ -25,7 +29,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) ConnectorCall(string, string, string, time.Duration, error) {}
-func (nopObserver) LedgerWrite(time.Duration)                                  {}
-func (nopObserver) Transition(ledger.State, string)                            {}
-func (nopObserver) GuestLogDropped(string, int64, int64)                       {}
+func (nopObserver) ConnectorCall(context.Context, string, string, string, time.Duration, error) {}
+func (nopObserver) LedgerWrite(context.Context, time.Duration)                                  {}
+func (nopObserver) Transition(ledger.State, string)                                             {}
+func (nopObserver) GuestLogDropped(string, int64, int64)                                        {}

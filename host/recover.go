@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -86,11 +89,23 @@ func (e *Executor) pass(ctx context.Context, progress func(int), reread, due boo
 	until := e.now()
 	// On a fleet ledger: the executions of gone leases first; then this
 	// node's own and nobody's, never another live node's.
+	var claimStart time.Time
+	if telemetry.Enabled() {
+		claimStart = time.Now()
+	}
 	claimed, err := e.led.Claim(ctx)
 	if err != nil {
 		return rep, err
 	}
 	rep.Claimed = claimed
+	if claimed > 0 && telemetry.Enabled() {
+		// A takeover: its span lasts the pass, and the recovery span of
+		// each execution decided in it links to it.
+		var span trace.Span
+		ctx, span = telemetry.StartAt(ctx, telemetry.SpanClaim, trace.SpanKindInternal, trace.WithTimestamp(claimStart))
+		span.SetAttributes(telemetry.Claimed.Int(claimed))
+		defer span.End()
+	}
 	if due {
 		err = e.led.Due(ctx, until, addID)
 	} else {
@@ -130,7 +145,15 @@ func (e *Executor) pass(ctx context.Context, progress func(int), reread, due boo
 		}
 		if err == nil && !rec.State.Terminal() {
 			var res Result
-			res, err = e.advance(ctx, nil, rec, observed{})
+			rctx, span := ctx, trace.SpanFromContext(context.Background())
+			if due || (rec.State != ledger.StateAwaitingApproval && rec.State != ledger.StateRecoveryRequired) {
+				// Work on a call nobody waits for: it joins the call's
+				// trace. (At Open, calls waiting for a human are only
+				// looked at: they get no span.)
+				rctx, span = joinRecorded(ctx, telemetry.SpanRecover, rec)
+			}
+			res, err = e.advance(rctx, nil, rec, observed{})
+			endRecover(span, res, err)
 			if err == nil {
 				rep.Pending++
 				rep.Decisions[res.Status]++

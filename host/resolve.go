@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -26,7 +29,7 @@ type Resolution struct {
 // Resolve records an operator's decision on a recovery_required execution
 // and, with Retry, dispatches it again. Once a session holds no
 // recovery_required execution it is no longer fenced.
-func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution) (Result, error) {
+func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution) (_ Result, err error) {
 	if r.By == "" || r.Reason == "" {
 		return Result{}, refuse(ErrBadCall, "a resolution needs the operator's name and a reason")
 	}
@@ -45,6 +48,15 @@ func (e *Executor) Resolve(ctx context.Context, executionID string, r Resolution
 	if err != nil {
 		return Result{}, err
 	}
+	// The resolution joins the trace of the call it resolves.
+	ctx, span := joinRecorded(ctx, telemetry.SpanResolve, rec)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Bool("connhost.resolution.applied", r.Applied), attribute.Bool("connhost.resolution.retry", r.Retry))
+			telemetry.Fail(span, errorType(err), err)
+		}
+		span.End()
+	}()
 	if rec.State != ledger.StateRecoveryRequired {
 		return ResultOf(rec), refuse(ErrNotRecoveryRequired, "execution %s is %s, not recovery_required: only calls whose outcome is unknown are resolved", executionID, rec.State)
 	}

@@ -66,6 +66,7 @@ func TestFleetForgedApprovalsAreNotDispatched(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `UPDATE connhost_executions SET record = $1, state = $2, attempt = $3 WHERE id = $4`,
 			v, string(rec.State), rec.Attempt, []byte(id)))
+		require.NoError(t, testenv.ExecDSN(ctx, f.dsn, `UPDATE connhost_pending SET state = $1 WHERE id = $2`, string(rec.State), []byte(id)))
 	}
 	// redrive sends the call again through node b, as its runtime would.
 	redrive := func(c host.ToolCall) (host.Result, ledger.Event) {

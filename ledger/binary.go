@@ -64,6 +64,8 @@ const (
 	tagRecDuplicateOf
 	tagRecRequestedBy
 	tagRecIntentDigest
+	tagRecTraceparent
+	tagRecTracestate
 )
 
 // Approval field tags.
@@ -274,6 +276,8 @@ func appendRecordV2(dst []byte, r Record) ([]byte, error) {
 	e.str(tagRecDuplicateOf, r.DuplicateOf)
 	e.str(tagRecRequestedBy, r.RequestedBy)
 	e.str(tagRecIntentDigest, r.IntentDigest)
+	e.str(tagRecTraceparent, r.Traceparent)
+	e.str(tagRecTracestate, r.Tracestate)
 	return e.b, nil
 }
 
@@ -516,6 +520,10 @@ func decodeRecordV2(b []byte) (Record, error) {
 			r.RequestedBy = d.str()
 		case tagRecIntentDigest:
 			r.IntentDigest = d.str()
+		case tagRecTraceparent:
+			r.Traceparent = d.str()
+		case tagRecTracestate:
+			r.Tracestate = d.str()
 		default:
 			d.unknown(t)
 		}

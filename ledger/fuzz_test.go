@@ -23,7 +23,7 @@ func fullRecord() Record {
 		Outcome:         &Outcome{Kind: "retryable_error", Result: []byte(`{"r":1}`), Receipt: "pi_1", Error: "busy \xff", Source: "connector", Attempt: 2},
 		Resolution:      &Resolution{Applied: true, Retry: true, By: "bob", Reason: "checked", At: t0.Add(3 * time.Second)},
 		CancelRequested: true, Events: 7, DuplicateWindow: 10 * time.Minute, DuplicateOf: "ex_0", RequestedBy: "agent-runtime",
-		IntentDigest: "id",
+		IntentDigest: "id", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "vendor=x",
 	}
 }
 

@@ -107,6 +107,13 @@ type Record struct {
 	// without), fixed at Create; empty where no server stood between the
 	// caller and the executor (the Go API, the CLI, stdio MCP).
 	RequestedBy string `json:"requested_by,omitempty"`
+	// Traceparent and Tracestate are the W3C trace context of the span
+	// that created the execution (the executor's execute_tool span), fixed
+	// at Create; "" when tracing was off. Work done on the execution
+	// later (an approval, a recovery after a crash, an operator's
+	// resolution) joins that trace. They identify a trace, nothing more.
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 
 	State State `json:"state"`
 	// Attempt is the number of the current (or last) dispatch; 0 before

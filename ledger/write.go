@@ -89,6 +89,7 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	if err := d.commit(b, fc, &rec); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", rec.ID, err)
 	}
+	noteWriteTimes(ctx, b, d.wo.Sync)
 	d.remember(rec)
 	d.noteSessionMarked(sk)
 	return rec, nil
@@ -172,6 +173,7 @@ func (d *DB) Apply(ctx context.Context, id string, t Transition) (Record, error)
 	if err := commit(b, fc, &rec); err != nil {
 		return Record{}, fmt.Errorf("ledger: commit execution[%s]: %w", id, err)
 	}
+	noteWriteTimes(ctx, b, d.wo.Sync && !t.Lazy)
 	d.remember(rec)
 	return rec, nil
 }
@@ -387,5 +389,16 @@ func Normalize(r *Record) {
 		res := *r.Resolution
 		res.At = normTime(res.At)
 		r.Resolution = &res
+	}
+}
+
+// noteWriteTimes fills the WriteTimes ctx carries, if any, from the
+// committed batch b.
+func noteWriteTimes(ctx context.Context, b *pebble.Batch, synced bool) {
+	if wt := writeTimesFrom(ctx); wt != nil {
+		wt.Synced = synced
+		if synced {
+			wt.SyncWait = b.CommitStats().CommitWaitDuration
+		}
 	}
 }

@@ -91,11 +91,30 @@ type Provider struct {
 	// with the same key gets the first request's answer and applies
 	// nothing again. "" when the manifest declares none.
 	IdempotencyHeader string
+	// IdempotencyField is the request body field by which the provider
+	// deduplicates instead (a JSON body's field, nested ones joined by
+	// dots: "external_id"; a form body's field as sent), e.g. a provider
+	// that refuses or replays a second object with the same external id.
+	// At most one of IdempotencyHeader and IdempotencyField is set.
+	IdempotencyField string
 	// IdempotencyRetention is how long the provider remembers a key;
-	// required with IdempotencyHeader. An uncertain idempotent-retry call
+	// required with IdempotencyHeader or IdempotencyField. An uncertain idempotent-retry call
 	// older than this is not re-dispatched (see host.Options.KeyRetention,
 	// which bounds it too).
 	IdempotencyRetention time.Duration
+}
+
+// IdempotencyKey names where the provider reads the key it
+// deduplicates by, for people: "header Idempotency-Key", "body field
+// external_id", or "" when the manifest declares neither.
+func (p Provider) IdempotencyKey() string {
+	switch {
+	case p.IdempotencyHeader != "":
+		return "header " + p.IdempotencyHeader
+	case p.IdempotencyField != "":
+		return "body field " + p.IdempotencyField
+	}
+	return ""
 }
 
 // Connector is the [connector] table.

@@ -245,7 +245,7 @@ func (op *Operation) ValidateDoc(doc map[string]any) error {
 // decides what the host may do with a call of this operation: connector
 // name and version, operation name, effect, recovery policy, approval
 // requirement and TTL, attempt cap, and for an idempotent-retry operation
-// the provider's declared idempotency header and retention (when the
+// the provider's declared idempotency header (or body field) and retention (when the
 // manifest declares them; a manifest without [provider] keeps the version
 // it had before the table existed). Intents and approvals record it so
 // that an approval is bound to the exact policy it was given under: any
@@ -263,6 +263,10 @@ func (op *Operation) PolicyVersion() string {
 	}
 	if op.Recovery == PolicyIdempotentRetry && op.provider.IdempotencyHeader != "" {
 		parts = append(parts, "provider-idempotency", op.provider.IdempotencyHeader,
+			strconv.FormatInt(int64(op.provider.IdempotencyRetention), 10))
+	}
+	if op.Recovery == PolicyIdempotentRetry && op.provider.IdempotencyField != "" {
+		parts = append(parts, "provider-idempotency-field", op.provider.IdempotencyField,
 			strconv.FormatInt(int64(op.provider.IdempotencyRetention), 10))
 	}
 	for _, s := range parts {

@@ -116,6 +116,9 @@ func TestPolicyVersion(t *testing.T) {
 		{name: "attempts", mutate: func(op *Operation) { op.MaxAttempts = 4 }},
 		{name: "retention", mutate: func(op *Operation) { op.provider.IdempotencyRetention = time.Hour }},
 		{name: "idempotency header", mutate: func(op *Operation) { op.provider.IdempotencyHeader = "X-Request-Id" }},
+		{name: "idempotency field instead", mutate: func(op *Operation) {
+			op.provider.IdempotencyField, op.provider.IdempotencyHeader = op.provider.IdempotencyHeader, ""
+		}},
 		{name: "provider name", mutate: func(op *Operation) { op.provider.Name = "Stripe, Inc." }, same: true},
 		{name: "description", mutate: func(op *Operation) { op.Description = "other" }, same: true},
 		{name: "schema", mutate: func(op *Operation) { op.InputSchema = "{}" }, same: true},

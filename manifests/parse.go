@@ -547,15 +547,32 @@ func (p *parser) provider(pv *Provider, prim toml.Primitive) {
 		}
 		pv.IdempotencyHeader = s
 	}
+	ff := get("idempotency_field")
+	if s, ok := p.str(ff, false); ok {
+		if !bodyFieldRE.MatchString(s) {
+			p.add(ff.line, ff.label, "%q is not a body field: names of letters, digits, _ and - (a JSON body's nested field joined by dots, a form's field as sent, e.g. metadata[key])", s)
+		}
+		pv.IdempotencyField = s
+	}
 	rf := get("idempotency_retention")
 	pv.IdempotencyRetention = p.duration(rf, minIdempotencyRetention, maxIdempotencyRetention, 0)
 	switch {
-	case hf.set && !rf.set:
-		p.add(hf.line, "provider.idempotency_retention", "missing: say how long the provider remembers a key (e.g. \"24h\"); the host re-dispatches only within it")
-	case rf.set && !hf.set:
-		p.add(rf.line, rf.label, "applies only with provider.idempotency_header")
+	case hf.set && ff.set:
+		p.add(ff.line, ff.label, "the provider deduplicates by one key: declare idempotency_header or idempotency_field, not both")
+	case (hf.set || ff.set) && !rf.set:
+		line := hf.line
+		if ff.set {
+			line = ff.line
+		}
+		p.add(line, "provider.idempotency_retention", "missing: say how long the provider remembers a key (e.g. \"24h\"); the host re-dispatches only within it")
+	case rf.set && !hf.set && !ff.set:
+		p.add(rf.line, rf.label, "applies only with provider.idempotency_header or provider.idempotency_field")
 	}
 }
+
+// bodyFieldRE matches a body field that carries a key: JSON names joined
+// by dots, or a form field with brackets.
+var bodyFieldRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\[[A-Za-z0-9_-]+\])*(\.[A-Za-z0-9_-]+(\[[A-Za-z0-9_-]+\])*)*$`)
 
 // httpTokenRE matches an RFC 9110 token (a header field name).
 var httpTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -717,7 +734,7 @@ var knownKeys = map[string]bool{
 	"capabilities.http": true, "capabilities.config": true, "capabilities.config_optional": true,
 	"limits.memory_mib": true, "limits.timeout": true, "limits.max_output_kib": true, "limits.instances": true,
 	"limits.log_kib": true, "limits.log_records": true,
-	"provider.name": true, "provider.idempotency_header": true, "provider.idempotency_retention": true,
+	"provider.name": true, "provider.idempotency_header": true, "provider.idempotency_retention": true, "provider.idempotency_field": true,
 	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
 	"operation.input_schema": true, "operation.reconcile_settle": true, "operation.outcome_durability": true,

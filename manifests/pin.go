@@ -1,9 +1,12 @@
 package manifests
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -101,4 +104,24 @@ func PinFile(path, digest string) error {
 		return fmt.Errorf("manifests: pin: %w", err)
 	}
 	return nil
+}
+
+// ReviewDigest returns the hex sha256 of the manifest's text without its
+// [connector] sha256 line: what a reviewer reviews. `connhost build --pin`
+// changes only that line, so a manifest pinned to a rebuilt module keeps
+// its review digest, while any other change — a key, a value, a comment —
+// gives a new one. It returns "" for a manifest not parsed from text.
+func (m *Manifest) ReviewDigest() string {
+	if m.text == nil {
+		return ""
+	}
+	lines := m.text.lines
+	for i, li := range m.text.infos {
+		if li.table == "connector" && li.key == "sha256" && !li.header {
+			lines = append(slices.Clone(lines[:i]), lines[i+1:]...)
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:])
 }

@@ -39,6 +39,7 @@ import (
 //	node = "node-1"              # optional, like --node: this node's id in the fleet (default: the host name)
 //	lease_ttl = "15s"            # optional, like serve --lease-ttl
 //	witness = "/var/lib/connhost-state/ledger.witness"  # optional, like --witness: where a restore of data (or of the database) does not reach
+//	cache_dir = "/var/cache/connhost"  # optional, like --cache-dir: compiled modules (default: connhost/wazero in the user's cache directory)
 //	consumed_dir = "/mnt/fleet/connhost-consumed"  # optional: the journal of consumed approvals every node shares (default: <data>.consumed, this node's own)
 //	require_signoff = true       # run only connectors signed off as they are (connhost audit --sign)
 //	tls_cert = "/etc/connhost/tls/cert.pem"  # optional, with tls_key: serve HTTPS, reloaded on SIGHUP
@@ -72,6 +73,10 @@ import (
 //	webhook_url = "https://hooks.example.com/connhost"  # a signed POST per call awaiting approval or needing an operator
 //	secret_env = "CONNHOST_WEBHOOK_SECRET"  # its signing secret, "whsec_…" (Standard Webhooks)
 //	allow_hosts = ["hooks.example.com"]     # the hosts webhook_url may name (loopback needs none)
+//
+//	[telemetry]                  # OpenTelemetry traces (off without it; see TelemetryConfig)
+//	endpoint = "http://127.0.0.1:4318"  # OTLP/HTTP receiver
+//	headers_env = { authorization = "OTLP_AUTH" }  # export headers, values from the environment
 //
 //	[connectors.payments]
 //	base_url = "https://api.stripe.com"
@@ -146,6 +151,7 @@ type Config struct {
 	Principals []PrincipalConfig
 	MCP        MCPConfig
 	Notify     NotifyConfig
+	Telemetry  TelemetryConfig
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
@@ -362,6 +368,10 @@ type ServerConfig struct {
 	// Witness is the ledger's witness file (witness, like --witness):
 	// the default is the data directory's path plus ".witness".
 	Witness string
+	// CacheDir is where compiled connector modules are kept (cache_dir,
+	// like --cache-dir, host.Options.CacheDir). The default is
+	// host.DefaultCacheDir(): one directory for the machine's user.
+	CacheDir string
 	// ConsumedDir is the journal of consumed approvals on a shared ledger
 	// (consumed_dir, host.Options.ConsumedDir): a directory every node of
 	// the fleet shares, which the database's credentials do not reach.
@@ -716,6 +726,8 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 					c.Server.Witness = str(key, v)
 				case "consumed_dir":
 					c.Server.ConsumedDir = str(key, v)
+				case "cache_dir":
+					c.Server.CacheDir = str(key, v)
 				case "lease_ttl":
 					d, err := time.ParseDuration(str(key, v))
 					if err != nil || d <= 0 {
@@ -752,7 +764,7 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 						bad(key, "public_url must be an http or https URL such as \"https://connhost.example.com\" (no credentials, query or fragment)")
 					}
 				default:
-					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, consumed_dir, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
+					bad(key, "unknown key %s in [server] (known: listen, token, token_env, data, manifests, modules, ledger, ledger_env, node, lease_ttl, witness, cache_dir, consumed_dir, require_signoff, namespaces, tls_cert, tls_key, behind_tls_proxy, public_url, instance_wait)", k)
 				}
 			}
 			if c.Server.LedgerEnv != "" {
@@ -846,6 +858,13 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				continue
 			}
 			c.Notify = parseNotify(t, env, bad)
+		case "telemetry":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "telemetry must be a table")
+				continue
+			}
+			c.Telemetry = parseTelemetry(t, env, bad)
 		case "mcp":
 			t, ok := v.(map[string]any)
 			if !ok {
@@ -894,7 +913,7 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [telemetry], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
 		}
 	}
 	c.lines = lines

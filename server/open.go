@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
@@ -112,6 +113,7 @@ func OpenExecutor(ctx context.Context, cfg *Config, o ExecutorOptions) (*host.Ex
 	}
 	opts := host.Options{
 		DataDir:            c.Server.Data,
+		CacheDir:           c.Server.CacheDir,
 		WitnessPath:        c.WitnessPath(),
 		LedgerCreate:       create,
 		PrewarmInstances:   prewarm,
@@ -139,6 +141,12 @@ func OpenExecutor(ctx context.Context, cfg *Config, o ExecutorOptions) (*host.Ex
 	}
 	if crash.LoseUnsynced() {
 		ctx = crash.WithLoseUnsynced(ctx) // a crash test's lossy disk: the executor's ledger only
+	}
+	if off, err := crash.ClockOffset(); err != nil {
+		return nil, err
+	} else if off > 0 {
+		// A crash test of the key retention: the host a day later.
+		opts.Now = func() time.Time { return time.Now().Add(off) }
 	}
 	var created []string
 	if opts.Ledger == nil {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/buildinfo"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/server/console"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/mcpserver"
@@ -92,6 +92,8 @@ type Server struct {
 	done    chan struct{}
 	servers map[*http.Server]bool
 	closed  bool
+	// stopTelemetry exports the spans still queued and stops tracing.
+	stopTelemetry func()
 }
 
 // New returns a server of opts.Executor, or of the executor it opens from
@@ -109,6 +111,25 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	stopTelemetry := func() {}
+	if cfg.Telemetry.Endpoint != "" {
+		// Before the executor opens: the recovery pass of Open is traced.
+		stop, traced, err := StartTelemetry(ctx, cfg.Telemetry, logger)
+		if err != nil {
+			return nil, err
+		}
+		stopTelemetry, logger = stop, traced
+	}
+	s, err := newServer(ctx, opts, cfg, logger)
+	if err != nil {
+		stopTelemetry()
+		return nil, err
+	}
+	s.stopTelemetry = stopTelemetry
+	return s, nil
+}
+
+func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logger) (*Server, error) {
 	principals := cfg.Credentials()
 	anon := opts.Anonymous
 	if anon == nil {
@@ -198,9 +219,9 @@ func (s *Server) Executor() *host.Executor { return s.ex }
 func (s *Server) audit(ctx context.Context) audit.Report {
 	c := *s.cfg
 	c.EnsureDefaults()
-	cache := "" // an embedder's executor: its cache is unknown here
-	if s.owned {
-		cache = filepath.Join(c.Server.Data, "cache")
+	cache := c.Server.CacheDir
+	if cache == "" {
+		cache, _ = host.DefaultCacheDir()
 	}
 	p := audit.NewProber(ctx, c.Server.Modules, cache)
 	defer p.Close()
@@ -225,7 +246,9 @@ func (s *Server) Handler() http.Handler {
 				http.Error(w, "connhost: the HTTP API cannot be served (see the server's log)", http.StatusInternalServerError)
 			})
 		}
-		s.handler = h
+		// The request's span, when tracing is on; health checks and
+		// scrapes only when their caller traces them.
+		s.handler = telemetry.Handler(h, "/healthz", "/metrics")
 	}
 	return s.handler
 }
@@ -412,6 +435,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close executor: %w", err))
 		}
 	}
+	s.stopTelemetry()
 	return errors.Join(errs...)
 }
 

@@ -7,12 +7,7 @@
 // Not exported by the package: its shape may change with the adapters.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 
-import { identityMeta, resultText, unknownOutcome } from './index.js';
-
-/** _meta key: drive the recorded execution of these ids, and run nothing new. */
-export const META_SETTLE = 'io.connhost/settle';
-/** _meta key: seconds the server may hold a call that awaits a reviewer. */
-export const META_WAIT = 'io.connhost/wait';
+import { identityMeta, META_SETTLE, META_WAIT, resultText, unknownOutcome } from './index.js';
 
 // The statuses under which a call did not run and will not: the model is
 // told so, and not to issue it again.

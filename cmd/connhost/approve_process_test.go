@@ -79,9 +79,16 @@ type serverProcess struct {
 // discovery file). The process is killed when the test ends.
 func startServer(t *testing.T, bin string, env []string, ready string, args ...string) *serverProcess {
 	t.Helper()
+	return startServerAt(t, bin, env, "", ready, args...)
+}
+
+// startServerAt is startServer with the crash point crashAt armed ("":
+// none; see proc.Cmd.CrashAt).
+func startServerAt(t *testing.T, bin string, env []string, crashAt, ready string, args ...string) *serverProcess {
+	t.Helper()
 	pr, pw := io.Pipe()
 	s := &serverProcess{log: &bytes.Buffer{}, logs: make(chan string, 1024)}
-	p, err := proc.Start(proc.Cmd{Path: bin, Args: args, Env: env, Stderr: io.MultiWriter(s.log, pw), DieWithParent: true})
+	p, err := proc.Start(proc.Cmd{Path: bin, Args: args, Env: env, CrashAt: crashAt, Stderr: io.MultiWriter(s.log, pw), DieWithParent: true})
 	if err != nil {
 		t.Fatal(err)
 	}

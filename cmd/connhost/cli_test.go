@@ -149,7 +149,7 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "ledger", "--backend", "postgres"}, "--backend postgres needs --dsn"},
-		{[]string{"bench", "ledger", "--backend", "sqlite"}, `--backend is pebble or postgres, not "sqlite"`},
+		{[]string{"bench", "ledger", "--backend", "sqlite"}, `--backend is pebble, postgres or both, not "sqlite"`},
 		{[]string{"bench", "ledger", "--dsn", "postgres://localhost"}, "--dsn needs --backend postgres"},
 	} {
 		code, _, errOut := runCLI(t, nil, c.args...)

@@ -7,12 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
 )
 
@@ -293,11 +293,11 @@ func (a *app) writeReport(o auditOptions, text, js, html func(io.Writer) error) 
 }
 
 // newModuleProber probes the modules in --modules for the audit, with the
-// compilation cache in --data/cache.
+// compilation cache of --cache-dir, else the user's.
 func (a *app) newModuleProber(ctx context.Context) *audit.Prober {
-	cache := ""
-	if a.g.data != "" {
-		cache = filepath.Join(a.g.data, "cache")
+	cache := a.g.cacheDir
+	if cache == "" {
+		cache, _ = host.DefaultCacheDir()
 	}
 	return audit.NewProber(ctx, a.g.modules, cache)
 }

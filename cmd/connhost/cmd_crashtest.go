@@ -13,12 +13,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	internalcrashtest "github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host/crashtest"
+	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -41,6 +43,7 @@ var crashtestUnused = []struct{ flag, why string }{
 
 func (a *app) crashtestCommand() *cobra.Command {
 	var manifest, operation, args, provider, providerURL, probeURL, probeFile, urlKey, module, variant string
+	var recordProof bool
 	var sets, setEnvs, points []string
 	c := &cobra.Command{
 		Use:   "crashtest --manifest FILE (--provider-url URL [--probe FILE | --probe-url URL] [--set KEY=VALUE]... [--set-env KEY=VAR]... [--module FILE] | --provider payments|email) [--operation X] [--point P]... [--variant gated|ungated] [--args JSON]",
@@ -73,7 +76,9 @@ provider, which the connector is handed instead:
   [operation.create_item]
   hold    = "POST /api/items"               the request the in-flight row holds
   args    = '{"name": "crashtest {unique}"}'  sample arguments
-  receipt = "GET /api/items/{receipt}"      2xx: exists, 404: does not
+  receipt = "GET /api/items/{receipt}"      2xx: exists, 404: does not; and the
+                                            receipt must be named by a hold request
+                                            of the cell (path or 2xx answer)
   effects = { count = "GET /api/items", json = "total" }
             (or answers = "POST /api/items": 2xx answers the proxy saw;
              removes = true for a delete; setup = {request, body} fills
@@ -91,11 +96,37 @@ Without --probe, the provider answers the matrix's questions itself under
                            answers {"answers": [status]} once they were
                            (hold, held, release optional: the in-flight row)
 
+Besides the crash points, every external operation gets the rows
+in_flight (the provider holds the request while the host is killed; with
+a provider that can hold) and equal_args: two calls of one session with
+different tool-call ids and equal arguments, no crash. Each must make an
+effect of its own (a key derived from the arguments, or a provider that
+deduplicates by an argument, merges them), unless the manifest's
+duplicate_window answers the second with the first's outcome. Against
+the Stripe emulator (--provider payments), whose clock moves, every
+idempotent-retry operation also gets key_kept and key_expired: the
+process is killed after the connector returned, the emulator's and the
+host's clocks move just short of, or just past, the key retention the
+manifest declares ([provider] idempotency_retention, at most 24h), and
+the call must end with its one effect: the key re-sent and replayed, or
+past the retention never re-sent (reconcile finds the effect, or an
+operator decides). With --probe, every idempotent-retry operation of a
+manifest whose [provider] names the key the provider deduplicates by
+(idempotency_header, or idempotency_field: a body field) gets provider_key:
+after one call, the proxy sends its request again as it was (no second
+effect allowed) and with that key changed (one effect wanted), proving the
+claim; --record-proof then writes <name>.proof.json next to the manifest,
+which connhost audit reads (without it, the claim is provider-key-unproven).
+The summary counts each way a cell fails: duplicates,
+lost calls, calls answered failed whose effect exists, succeeded without
+an effect, effects undone, receipts naming another object.
+
 Before the first cell every operation runs once without a crash: when one
 does not succeed (a refused token, a wrong URL), crashtest stops with the
 connector's error instead of running every cell into it. --operation,
---point (repeatable; the points of crashtest.Points and in_flight) and
---variant re-run one cell.
+--point (repeatable; the points of crashtest.Points, in_flight,
+equal_args, key_kept, key_expired, provider_key) and --variant re-run one
+cell.
 
 The shipped connectors may run against connhost's own emulators instead:
 --provider payments (the Stripe API subset) or email (Mailpit); a manifest
@@ -135,10 +166,12 @@ has no reconcile, only the first, and is n/a).`,
 				return usagef("--provider (a built-in emulator) and --provider-url (your provider) exclude each other")
 			case probeFile != "" && probeURL != "":
 				return usagef("--probe (a probe config, for a provider without a probe contract) and --probe-url (the provider's probe contract) exclude each other")
+			case recordProof && probeFile == "":
+				return usagef("--record-proof proves the manifest's [provider] claim by repeating the connector's requests through the probe's proxy: give --probe (and --provider-url)")
 			}
 			for _, p := range points {
-				if p != crashtest.PointInFlight && !slices.Contains(crashtest.Points(), p) {
-					return usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), crashtest.PointInFlight)
+				if !slices.Contains(crashtest.Rows(), p) && !slices.Contains(crashtest.Points(), p) {
+					return usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), strings.Join(crashtest.Rows(), ", "))
 				}
 			}
 			var variants []bool
@@ -255,6 +288,11 @@ has no reconcile, only the first, and is n/a).`,
 			} else if err := rep.WriteTable(a.stdout); err != nil {
 				return err
 			}
+			if recordProof {
+				if err := a.recordProof(m, providerURL, rep); err != nil {
+					return err
+				}
+			}
 			if !rep.OK() {
 				if !a.g.json {
 					fmt.Fprintf(a.stderr, "connhost: crashtest: %d cell(s) break the declared recovery policy\n", rep.Totals.Failed)
@@ -275,11 +313,50 @@ has no reconcile, only the first, and is n/a).`,
 	f.StringVar(&urlKey, "url-key", "base_url", "the config key that takes --provider-url")
 	f.StringArrayVar(&sets, "set", nil, "another config value for the connector, KEY=VALUE (repeatable)")
 	f.StringArrayVar(&setEnvs, "set-env", nil, "a config value from the environment, KEY=VAR: the value of $VAR, written nowhere (repeatable)")
-	f.StringArrayVar(&points, "point", nil, "only this crash point, or in_flight (repeatable; default: every point)")
+	f.StringArrayVar(&points, "point", nil, "only this crash point, or row: in_flight, equal_args, key_kept, key_expired, provider_key (repeatable; default: every point and row)")
 	f.StringVar(&variant, "variant", "", "only gated (requires_approval on) or ungated calls (default: both)")
 	f.StringVar(&module, "module", "", "the connector's built module (default: its module in --modules, built from plugins/<connector> when missing)")
+	f.BoolVar(&recordProof, "record-proof", false, "when every provider_key row passed, record the proof of the manifest's [provider] claim next to it (<name>.proof.json), where connhost audit reads it; when one failed, remove an earlier proof")
 	_ = c.MarkFlagRequired("manifest")
 	return c
+}
+
+// recordProof writes the proof of m's [provider] claim next to it when
+// the report's provider_key rows all passed, and removes an earlier proof
+// of the claim when one failed: a claim a run disproved is no longer
+// proven.
+func (a *app) recordProof(m *manifests.Manifest, providerURL string, rep crashtest.Report) error {
+	path := audit.ProofPath(m.Path)
+	var ops []string
+	failed := false
+	for _, r := range rep.Rows {
+		if r.Point != crashtest.PointProviderKey {
+			continue
+		}
+		if !r.Pass {
+			failed = true
+		} else if !slices.Contains(ops, r.Operation) {
+			ops = append(ops, r.Operation)
+		}
+	}
+	switch {
+	case failed:
+		if err := os.Remove(path); err == nil {
+			fmt.Fprintf(a.stderr, "crashtest: the provider does not keep the [provider] claim; removed the earlier proof %s\n", path)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("crashtest: %w", err)
+		}
+		return nil
+	case len(ops) == 0:
+		return usagef("--record-proof: no provider_key row ran: %s declares no key in [provider], has no idempotent-retry operation, or --point/--variant left the row out (it runs ungated)", m.Path)
+	}
+	proof := audit.ProviderProof{Connector: m.Connector.Name, IdempotencyHeader: m.Provider.IdempotencyHeader,
+		IdempotencyField: m.Provider.IdempotencyField, Provider: providerURL, Operations: ops, ProvenAt: reviewClock().UTC().Truncate(time.Second)}
+	if err := audit.WriteProof(path, proof); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "crashtest: the provider deduplicates by %s: recorded in %s (connhost audit reads it)\n", m.Provider.IdempotencyKey(), path)
+	return nil
 }
 
 // crashtestProgress returns the progress callback of a run and a function
@@ -455,6 +532,7 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 		Config:       cfgPath,
 		Effects:      prov.Effects,
 		CheckReceipt: prov.CheckReceipt,
+		Receipts:     prov,
 		Hold:         prov,
 		WorkDir:      work,
 		Points:       sel.points,
@@ -472,6 +550,9 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 	}
 	if operation != "" {
 		o.Operations = []string{operation}
+	}
+	if provider == providerPayments {
+		o.Clock = prov // the Stripe emulator's clock expires its keys
 	}
 	return internalcrashtest.Run(ctx, o)
 }

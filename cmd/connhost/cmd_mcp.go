@@ -106,6 +106,18 @@ In a desktop client's MCP configuration:
 					startErr = err
 				}
 			}
+			if startErr == nil && cfg != nil && cfg.Telemetry.Endpoint != "" {
+				// A tools/call's _meta traceparent is continued, as over
+				// HTTP (the exporter connects on its first export, not
+				// now).
+				stop, traced, err := server.StartTelemetry(ctx, cfg.Telemetry, logger)
+				if err != nil {
+					startErr = err
+				} else {
+					defer stop()
+					logger = traced
+				}
+			}
 			mo.Logger, mo.Version = logger, buildinfo.Read().Short()
 			// The runtime that launched this process may name its
 			// conversation here (Claude Code: CLAUDE_CODE_SESSION_ID).
@@ -133,7 +145,12 @@ In a desktop client's MCP configuration:
 					}
 				}
 				if startErr != nil {
-					if startCtx.Err() == nil {
+					if startCtx.Err() != nil {
+						// The client left during the start: whatever the
+						// start then failed with (wazero's "module closed"
+						// wraps no context error) is that, not a failure.
+						startErr = fmt.Errorf("%w: %v", context.Canceled, startErr)
+					} else {
 						logger.Error("connhost could not start: every tools/call answers why until it is fixed and connhost mcp restarted", "err", startErr)
 					}
 					srv.Started(nil, startErr)

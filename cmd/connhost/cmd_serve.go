@@ -101,6 +101,14 @@ shared ledger stops taking work when it finds the database rolled back
 while it runs; a backup restored on purpose is accepted with connhost
 ledger accept-restore.
 
+Compiled connector modules are kept outside the data directory, in
+connhost/wazero in the user's cache directory (or [server] cache_dir, or
+--cache-dir), keyed by each module's sha256, the wazero release and the
+CPU: a new data directory, node or project on the machine loads them in
+milliseconds instead of compiling them for seconds. A cache directory
+that cannot be written, or that other users may write to, is not used
+(each start compiles, and says why in its log).
+
 Approving is another authority than executing. The runtime's token may
 execute, cancel, recover and read, never approve, reject or resolve (403
 forbidden_role). An "approver" approves, rejects and resolves; an "operator"
@@ -164,18 +172,19 @@ are retried with backoff and never hold a call up.`,
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", server.DefaultListen, "address to listen on")
-	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+" or "+crash.LoseUnsyncedEnv+" set (crash tests only)")
+	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+", "+crash.LoseUnsyncedEnv+" or "+crash.ClockOffsetEnv+" set (crash tests only)")
 	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a shared ledger: other nodes take over this node's calls this long after it dies; it stops taking work if it cannot renew its lease within it (default [server] lease_ttl, else 15s)")
 	return c
 }
 
 // testHooksSet names the crash-test hooks set in the environment:
-// CONNHOST_CRASH_AT kills the process at a crash point, and
+// CONNHOST_CRASH_AT kills the process at a crash point,
 // CONNHOST_LOSE_UNSYNCED=1 keeps the ledger's unsynced writes from
-// surviving it. A production server must run with neither.
+// surviving it, and CONNHOST_CLOCK_OFFSET runs the executor's clock
+// ahead. A production server must run with none.
 func testHooksSet() []string {
 	var set []string
-	for _, v := range []string{crash.EnvVar, crash.LoseUnsyncedEnv} {
+	for _, v := range []string{crash.EnvVar, crash.LoseUnsyncedEnv, crash.ClockOffsetEnv} {
 		if os.Getenv(v) != "" {
 			set = append(set, v)
 		}

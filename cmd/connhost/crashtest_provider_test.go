@@ -46,7 +46,9 @@ func TestCrashtestRefuses(t *testing.T) {
 		{"--probe and --probe-url", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--probe", "p.toml", "--probe-url", "http://127.0.0.1:9/p"},
 			"exclude each other"},
 		{"an unknown point", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--point", "after_lunch"},
-			`--point "after_lunch": not a crash point (known: before_intent, after_intent, after_approval, after_dispatch_record, after_plugin_return, after_outcome_record, after_reconcile_return, after_answer, in_flight)`},
+			`--point "after_lunch": not a crash point (known: before_intent, after_intent, after_approval, after_dispatch_record, after_plugin_return, after_outcome_record, after_reconcile_return, after_answer, in_flight, equal_args, key_kept, key_expired, provider_key)`},
+		{"--record-proof without --probe", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--record-proof"},
+			"--record-proof proves the manifest's [provider] claim by repeating the connector's requests through the probe's proxy: give --probe"},
 		{"an unknown variant", []string{"crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--variant", "both"},
 			`--variant "both": want gated`},
 		{"--data", []string{"--data", "d", "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9"}, "crashtest does not use --data"},
@@ -279,4 +281,97 @@ func mustReadFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCrashtestRecordProof: what [provider] says a provider deduplicates
+// by is shown to a reviewer as proven only after crashtest proved it
+// against the provider. The webhook fixture's receiver deduplicates by a
+// body's event_id and ignores a header X-Event-Id, which the bodykey
+// connector sends too. A manifest naming that header (an invented key, as
+// the header a first author guesses) fails the provider_key row, records
+// nothing, removes an earlier proof of the claim, and `audit` keeps
+// warning provider-key-unproven; a manifest naming event_id is proven,
+// the proof lands next to the manifest, and the audit's verdict says who
+// proved it against what.
+func TestCrashtestRecordProof(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	root, err := wasmbuild.ModuleRoot("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture := filepath.Join(root, "host", "crashtest", "testdata", "webhook")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "connhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	receiver := filepath.Join(dir, "webhookd")
+	build = exec.Command("go", "build", "-o", receiver, "./cmd/webhookd")
+	build.Dir = fixture
+	build.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build webhookd: %v\n%s", err, out)
+	}
+	mods := filepath.Join(dir, "build")
+	if _, err := wasmbuild.Build(ctx, filepath.Join(fixture, "broken", "bodykey"), filepath.Join(mods, "webhook.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	manifest := mustReadFile(t, filepath.Join(fixture, "manifests", "webhook.toml"))
+	url := startReceiver(t, receiver)
+	for _, tc := range []struct {
+		name, claim string
+		proven      bool
+	}{
+		{"an invented header", `idempotency_header = "X-Event-Id"`, false},
+		{"the body field the receiver deduplicates by", `idempotency_field = "event_id"`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mans := t.TempDir()
+			m := writeFile(t, mans, "webhook.toml", strings.Replace(manifest, `idempotency_header = "Idempotency-Key"`, tc.claim, 1))
+			proof := filepath.Join(mans, "webhook.proof.json")
+			if !tc.proven {
+				// An earlier proof of the same claim (a provider that
+				// changed since): the failing run removes it.
+				writeFile(t, mans, "webhook.proof.json", `{"connector": "webhook", "idempotency_header": "X-Event-Id", "provider": "http://old", "operations": ["deliver"], "proven_at": "2026-01-01T00:00:00Z"}`)
+			}
+			p, err := proc.Run(ctx, proc.Cmd{Path: bin, Args: []string{"--modules", mods, "--json", "crashtest", "--manifest", m, "--provider-url", url,
+				"--probe", filepath.Join(fixture, "manifests", "webhook.probe.toml"), "--operation", "deliver", "--point", crashtest.PointProviderKey, "--record-proof"},
+				DieWithParent: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep crashtest.Report
+			if err := json.Unmarshal(p.Stdout, &rep); err != nil || len(rep.Rows) != 1 {
+				t.Fatalf("%s: %v\nstdout %s\nstderr %s", p, err, p.Stdout, p.Stderr)
+			}
+			_, statErr := os.Stat(proof)
+			if tc.proven != (p.Code == ExitOK) || tc.proven != (statErr == nil) || rep.Rows[0].Pass != tc.proven {
+				t.Fatalf("exit %d, proof file: %v, row %+v\nstderr %s", p.Code, statErr, rep.Rows[0], p.Stderr)
+			}
+			_, out, _ := runCLI(t, nil, "--modules", mods, "audit", "--json", m)
+			var r struct {
+				Connectors []struct {
+					Operations []struct {
+						Verdict struct {
+							ReliesOn string `json:"relies_on"`
+						} `json:"verdict"`
+					} `json:"operations"`
+				} `json:"connectors"`
+				Findings []struct{ Code string } `json:"findings"`
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Connectors) != 1 {
+				t.Fatalf("audit: %v\n%s", err, out)
+			}
+			unproven := strings.Contains(out, `"code": "provider-key-unproven"`)
+			reliesOn := r.Connectors[0].Operations[0].Verdict.ReliesOn
+			if tc.proven == unproven || tc.proven != strings.Contains(reliesOn, "proven by connhost crashtest against "+url) {
+				t.Errorf("audit after the run: provider-key-unproven raised %t; deliver relies on %q", unproven, reliesOn)
+			}
+		})
+	}
 }

@@ -238,7 +238,6 @@ func TestHelpExamplesRun(t *testing.T) {
 	for _, v := range []string{"STRIPE_SECRET_KEY", "CONNHOST_TOKEN", "CONNHOST_TOKEN_RITA"} {
 		t.Setenv(v, "examples-"+strings.ToLower(v))
 	}
-	cache := t.TempDir() // one compilation cache for every workspace
 	workspace := func(t *testing.T) string {
 		t.Helper()
 		ws := t.TempDir()
@@ -263,9 +262,6 @@ func TestHelpExamplesRun(t *testing.T) {
 			writeFile(t, filepath.Join(ws, "build"), name, string(b))
 		}
 		writeFile(t, filepath.Join(ws, "docs"), "connhost.example.toml", string(exampleConfig))
-		if err := os.Symlink(cache, filepath.Join(ws, ".connhost", "cache")); err != nil {
-			t.Fatal(err)
-		}
 		return ws
 	}
 

@@ -70,9 +70,9 @@ func TestFleetRollbackAnswersLedgerDamaged(t *testing.T) {
 	ctx := context.Background()
 	r := newRestoreRig(t)
 	for _, tc := range []struct{ name, sql string }{
-		{"executions truncated", `TRUNCATE connhost_executions, connhost_events, connhost_sessions`},
-		{"every table truncated", `TRUNCATE connhost_executions, connhost_events, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks`},
-		{"tables dropped", `DROP TABLE connhost_executions, connhost_events, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks`},
+		{"executions truncated", `TRUNCATE connhost_executions, connhost_pending, connhost_sessions`},
+		{"every table truncated", `TRUNCATE connhost_executions, connhost_pending, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks`},
+		{"tables dropped", `DROP TABLE connhost_executions, connhost_pending, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks`},
 		{"an older dump restored", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -90,8 +90,13 @@ func TestFleetTrustProcess(t *testing.T) {
 		if code := apiCall(t, ft.apis[0], ft.ritaTok, "/v1/approvals/"+res.Approval.ID+"/approve", map[string]string{"digest": res.Approval.ArgsDigest}, &approved); code != http.StatusOK {
 			t.Fatalf("rita's approval: %d %+v", code, approved)
 		}
-		if err := testenv.ExecDSN(ctx, ft.r.ledger, `CREATE TABLE saved AS SELECT * FROM connhost_executions WHERE state = 'approved'`); err != nil {
-			t.Fatal(err)
+		for _, sql := range []string{
+			`CREATE TABLE saved AS SELECT * FROM connhost_executions WHERE state = 'approved'`,
+			`CREATE TABLE saved_pending AS SELECT p.* FROM connhost_pending p JOIN saved s ON s.id = p.id`,
+		} {
+			if err := testenv.ExecDSN(ctx, ft.r.ledger, sql); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if ran, _ := ft.execute(t, 0, "tenant-a", "replay"); ran.Status != host.StatusSucceeded {
 			t.Fatalf("the approved call: %+v", ran)
@@ -99,8 +104,9 @@ func TestFleetTrustProcess(t *testing.T) {
 		for round, node := range []int{1, 0, 1} {
 			for _, sql := range []string{
 				`UPDATE connhost_executions x SET state = s.state, attempt = s.attempt, events = s.events, terminal_ns = s.terminal_ns,
-    owner_node = s.owner_node, owner_epoch = s.owner_epoch, due_ns = s.due_ns, record = s.record FROM saved s WHERE x.id = s.id`,
-				`DELETE FROM connhost_events e USING saved s WHERE e.execution_id = s.id AND e.seq >= s.events`,
+    owner_node = s.owner_node, owner_epoch = s.owner_epoch, record = s.record, trail = s.trail FROM saved s WHERE x.id = s.id`,
+				`DELETE FROM connhost_pending p USING saved s WHERE p.id = s.id`,
+				`INSERT INTO connhost_pending SELECT * FROM saved_pending`,
 			} {
 				if err := testenv.ExecDSN(ctx, ft.r.ledger, sql); err != nil {
 					t.Fatal(err)

@@ -488,7 +488,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 	t.Run("tables truncated", func(t *testing.T) {
 		c := call{"truncated", "call_1", "effect.plain"}
 		data, id := ran(t, "truncated", c)
-		if err := testenv.ExecDSN(ctx, r.ledger, `TRUNCATE connhost_executions, connhost_events, connhost_sessions`); err != nil {
+		if err := testenv.ExecDSN(ctx, r.ledger, `TRUNCATE connhost_executions, connhost_pending, connhost_sessions`); err != nil {
 			t.Fatal(err)
 		}
 		r.refused(t, data, c, "behind its witness", "is missing", "accept-restore")
@@ -504,7 +504,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 		dev, api := startDamagedDev(t, r.bin, r.devArgs(data))
 		id := runCall(t, api, c).ExecutionID
 		waitProbe(t, data+".witness", id, 2)
-		if err := testenv.ExecDSN(ctx, r.ledger, `TRUNCATE connhost_executions, connhost_events, connhost_sessions`); err != nil {
+		if err := testenv.ExecDSN(ctx, r.ledger, `TRUNCATE connhost_executions, connhost_pending, connhost_sessions`); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(processBound)
@@ -599,7 +599,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 	t.Run("tables dropped", func(t *testing.T) {
 		c := call{"dropped", "call_1", "effect.plain"}
 		data, id := ran(t, "dropped", c)
-		if err := testenv.ExecDSN(ctx, r.ledger, `DROP TABLE IF EXISTS connhost_executions, connhost_events, connhost_sessions, connhost_nodes,
+		if err := testenv.ExecDSN(ctx, r.ledger, `DROP TABLE IF EXISTS connhost_executions, connhost_pending, connhost_sessions, connhost_nodes,
 connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migrations`); err != nil {
 			t.Fatal(err)
 		}

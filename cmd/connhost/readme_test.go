@@ -167,8 +167,16 @@ func recipeRoot(t *testing.T, repo string, modules map[string][]byte) string {
 		t.Fatal(err)
 	}
 	skip := append(topIgnored(t, repo), ".git")
+	embedded := rootEmbeds(t, repo)
 	for _, e := range entries {
 		if slices.Contains(skip, e.Name()) {
+			continue
+		}
+		if files, ok := embedded[e.Name()]; ok {
+			// go:embed refuses a symlinked directory or file: the
+			// directory is real, the files the root package embeds are
+			// copies and the rest are links.
+			linkDirCopying(t, filepath.Join(repo, e.Name()), filepath.Join(root, e.Name()), files)
 			continue
 		}
 		if err := os.Symlink(filepath.Join(repo, e.Name()), filepath.Join(root, e.Name())); err != nil {
@@ -182,6 +190,64 @@ func recipeRoot(t *testing.T, repo string, modules map[string][]byte) string {
 		writeFile(t, filepath.Join(root, "build"), name, string(b))
 	}
 	return root
+}
+
+// rootEmbeds maps each top-level directory the root package's //go:embed
+// lines reach into to the names of the files embedded from it
+// ("manifests" → "email.toml", …).
+func rootEmbeds(t *testing.T, repo string) map[string][]string {
+	t.Helper()
+	sources, err := filepath.Glob(filepath.Join(repo, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded := map[string][]string{}
+	for _, src := range sources {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			patterns, ok := strings.CutPrefix(line, "//go:embed ")
+			if !ok {
+				continue
+			}
+			for _, p := range strings.Fields(patterns) {
+				if dir, file, ok := strings.Cut(p, "/"); ok {
+					embedded[dir] = append(embedded[dir], file)
+				}
+			}
+		}
+	}
+	return embedded
+}
+
+// linkDirCopying makes dst a directory of links to src's entries, except
+// the files named, which it copies.
+func linkDirCopying(t *testing.T, src, dst string, files []string) {
+	t.Helper()
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !slices.Contains(files, e.Name()) {
+			if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // topIgnored lists the top-level names repo's .gitignore names with a

@@ -93,6 +93,8 @@ type globals struct {
 	node   string
 	// witness is the ledger's witness file (--witness).
 	witness string
+	// cacheDir is where compiled modules are kept (--cache-dir).
+	cacheDir string
 	// logLevel is --log-level: the least severe records servers log.
 	logLevel string
 }
@@ -362,7 +364,7 @@ follow from another's.`,
 		return nil
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (ledger and compilation cache)")
+	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (the ledger)")
 	pf.StringVar(&a.g.manifests, "manifests", "./manifests", "directory of connector manifests (*.toml)")
 	pf.StringVar(&a.g.modules, "modules", "./build", "directory of built connector modules (where connhost build writes)")
 	pf.StringVar(&a.g.config, "config", "", "connhost.toml with connector config and secrets (see connhost serve --help)")
@@ -371,6 +373,7 @@ follow from another's.`,
 	pf.BoolVar(&a.g.init, "init", false, "start a new, empty ledger in place of a missing or damaged one, in --data or on --ledger (the remains and the witness are set aside, not deleted; refused where the ledger is healthy)")
 	pf.StringVar(&a.g.ledger, "ledger", "", "shared ledger on PostgreSQL, postgres://user@host/db (default $"+EnvLedger+" or [server] ledger; without one, the Pebble ledger in --data; a password goes in PGPASSWORD, not here)")
 	pf.StringVar(&a.g.node, "node", "", "this process's node id on a shared ledger (default [server] node, else the host name for serve and dev, <host>-cli-<pid> otherwise)")
+	pf.StringVar(&a.g.cacheDir, "cache-dir", "", "where compiled connector modules are kept, shared by every data directory of this machine (default [server] cache_dir, else connhost/wazero in the user's cache directory)")
 	pf.StringVar(&a.g.witness, "witness", "", "the ledger's witness: what this deployment acknowledged of its ledger, kept where a restore of --data (or of the database) does not reach (default [server] witness, else <data>.witness beside --data)")
 
 	root.AddCommand(
@@ -553,6 +556,7 @@ func (a *app) serverConfig() (*server.Config, error) {
 	}
 	cfg.Server.Data, cfg.Server.Manifests, cfg.Server.Modules = a.g.data, a.g.manifests, a.g.modules
 	cfg.Server.Witness, cfg.Server.Ledger = a.witnessPath(file), dsn
+	cfg.Server.CacheDir = a.cacheDir(file)
 	if a.g.node != "" {
 		cfg.Server.Node = a.g.node
 	}
@@ -639,6 +643,15 @@ func (a *app) witnessPath(cfg *server.Config) string {
 		return cfg.Server.Witness
 	}
 	return filepath.Clean(a.g.data) + ledger.WitnessSuffix
+}
+
+// cacheDir is where compiled modules are kept: --cache-dir, else the
+// config's [server] cache_dir, else "" (host.DefaultCacheDir).
+func (a *app) cacheDir(cfg *server.Config) string {
+	if a.g.cacheDir == "" && cfg != nil {
+		return cfg.Server.CacheDir
+	}
+	return a.g.cacheDir
 }
 
 // mustExist refuses a path of a global flag (given, or its default) that

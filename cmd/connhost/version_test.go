@@ -79,13 +79,23 @@ func TestMCPServerVersion(t *testing.T) {
 	a.stdin, a.stdout, a.stderr = inR, outW, &errb
 	done := make(chan int, 1)
 	go func() {
-		done <- a.execute(context.Background(), []string{"mcp"})
+		done <- a.execute(context.Background(), []string{"--manifests", "testdata/manifests", "mcp"})
 		outW.Close()
 	}()
 	go func() {
 		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
 	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
+	out := bufio.NewReader(outR)
+	line, err := out.ReadString('\n')
+	// initialize is answered before connhost has started; a call waits
+	// for the start, so the client stays until it has one answer.
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"noop.echo","arguments":{"msg":"hi"},"_meta":{"io.connhost/session_id":"s1","io.connhost/tool_call_id":"c1"}}}`+"\n")
+	}()
+	if called, cerr := out.ReadString('\n'); cerr != nil || !strings.Contains(called, `"succeeded"`) {
+		t.Fatalf("tools/call after initialize: %q %v\n%s", called, cerr, errb.String())
+	}
 	inW.Close()
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
 	if code := <-done; code != ExitOK || err != nil {
@@ -127,5 +137,33 @@ func TestServeRefusesTestHooks(t *testing.T) {
 				t.Fatalf("--allow-test-hooks: exit %d %q", code, errOut)
 			}
 		})
+	}
+}
+
+// TestMCPClientLeavesDuringStart: a client that leaves while connhost mcp
+// is still starting (it answered initialize before its ledger and
+// connectors were ready) is no failure: the start is abandoned, and the
+// exit status is 0.
+func TestMCPClientLeavesDuringStart(t *testing.T) {
+	a := testApp(t)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb bytes.Buffer
+	a.stdin, a.stdout, a.stderr = inR, outW, &errb
+	done := make(chan int, 1)
+	go func() {
+		done <- a.execute(context.Background(), []string{"--manifests", "testdata/manifests", "mcp"})
+		outW.Close()
+	}()
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	}()
+	if _, err := bufio.NewReader(outR).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("mcp: exit %d after its client left during the start:\n%s", code, errb.String())
 	}
 }

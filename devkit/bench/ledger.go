@@ -383,10 +383,12 @@ func waitForPool(ctx context.Context, ex *host.Executor) error {
 // calls the executor reports, and nothing else.
 type callClock struct{ total atomic.Int64 }
 
-func (c *callClock) ConnectorCall(_, _, _ string, d time.Duration, _ error) { c.total.Add(int64(d)) }
-func (*callClock) LedgerWrite(time.Duration)                                {}
-func (*callClock) Transition(ledger.State, string)                          {}
-func (*callClock) GuestLogDropped(string, int64, int64)                     {}
+func (c *callClock) ConnectorCall(_ context.Context, _, _, _ string, d time.Duration, _ error) {
+	c.total.Add(int64(d))
+}
+func (*callClock) LedgerWrite(context.Context, time.Duration) {}
+func (*callClock) Transition(ledger.State, string)            {}
+func (*callClock) GuestLogDropped(string, int64, int64)       {}
 
 // sequential is sequential(ops, fn) for ops executions, which also
 // returns the microseconds of their connector calls per execution.

@@ -69,6 +69,10 @@ type PostgresReport struct {
 	// the write-ahead log the server wrote per execution.
 	BytesPerExecution    float64 `json:"bytes_per_execution"`
 	WALBytesPerExecution float64 `json:"wal_bytes_per_execution"`
+	// HOTUpdateShare is the share of the updates of the execute run's
+	// execution rows that PostgreSQL made heap-only (HOT: no index entry
+	// written), from its statistics (pg_stat_user_tables).
+	HOTUpdateShare float64 `json:"hot_update_share"`
 	// CommitsPerExecution is the number of write transactions per
 	// execution of the ledger's writes (transaction ids consumed, measured
 	// on the sequential runs); ExecuteCommitsPerExecution the same for a
@@ -262,6 +266,9 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind
 	raw.pool.Close()
 	_ = led.Close()
 	closeEx()
+	if rep.HOTUpdateShare, err = hotShare(ctx, admin, schemas[4]); err != nil {
+		return rep, err
+	}
 	if err := measurePostgresWitness(ctx, lo, o.MaxConns, &rep, dsn, schemas[5], schemas[6]); err != nil {
 		return rep, err
 	}
@@ -467,6 +474,30 @@ func ledgerShareOfWAL(ctx context.Context, conn *pgx.Conn, from, to, rawSchema s
 	return max(0, total-perRaw*float64(rawOps)), nil
 }
 
+// hotShare returns the share of the updates of schema's
+// connhost_executions that were HOT updates. Closed connections report
+// their statistics as they end, so it reads them until two reads agree
+// (at most two seconds).
+func hotShare(ctx context.Context, conn *pgx.Conn, schema string) (float64, error) {
+	var upd, hot, lastUpd int64 = 0, 0, -1
+	for range 20 {
+		err := conn.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+WHERE schemaname = $1 AND relname = 'connhost_executions'`, schema).Scan(&upd, &hot)
+		if err != nil {
+			return 0, fmt.Errorf("bench: read the statistics of %s.connhost_executions: %w", schema, err)
+		}
+		if upd > 0 && upd == lastUpd {
+			break
+		}
+		lastUpd = upd
+		time.Sleep(100 * time.Millisecond)
+	}
+	if upd == 0 {
+		return 0, nil
+	}
+	return float64(hot) / float64(upd), nil
+}
+
 // sequentialCommits is sequential(ops, fn), and the write transactions
 // the server committed meanwhile (transaction ids consumed).
 func sequentialCommits(ctx context.Context, admin *pgx.Conn, ops int, fn func() error) (us float64, xids int64, err error) {
@@ -523,7 +554,7 @@ func loadPostgres(ctx context.Context, dsn string, history, pending int) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	for _, t := range []string{"connhost_executions", "connhost_events", "connhost_sessions"} {
+	for _, t := range []string{"connhost_executions", "connhost_pending", "connhost_sessions"} {
 		if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 			return err
 		}

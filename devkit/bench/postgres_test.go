@@ -41,6 +41,7 @@ func TestRunPostgres(t *testing.T) {
 		"execute_par_per_s": rep.ExecuteParPerSecond, "execute par ratio": rep.ExecuteParRatio,
 		"witness_seq_us": rep.WitnessSeqMicros, "witness seq ratio": rep.WitnessSeqRatio,
 		"witness_par_per_s": rep.WitnessParPerSecond, "witness par ratio": rep.WitnessParRatio,
+		"hot update share": rep.HOTUpdateShare,
 	} {
 		require.Positive(t, v, name)
 	}

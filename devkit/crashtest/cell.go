@@ -26,7 +26,6 @@ type cell struct {
 	spec      cellSpec
 	connector string
 	dir       string
-	cache     string
 	manifest  []byte
 	// baseline is the effect count of an uninterrupted run of the same
 	// operation and variant, when known.
@@ -44,6 +43,12 @@ type cell struct {
 	// heldAnswered: in the in-flight row, the provider told what it
 	// answered the released request (Row.HeldAnswer).
 	heldAnswered bool
+	// retention is the key retention the host applies to the connector
+	// (keyRetention); clockOffset how far ahead the cell's processes run
+	// (the key rows, once the provider's clock moved).
+	retention, clockOffset time.Duration
+	// provider is the manifest's [provider] claim (the provider_key row).
+	provider manifests.Provider
 }
 
 // result is the subset of host.Result (exec --json) the judge reads.
@@ -77,6 +82,10 @@ type history struct {
 	} `json:"events"`
 }
 
+// nothingHappened are the final statuses that tell a caller the call took
+// no effect.
+var nothingHappened = []string{"failed", "rejected", "expired", "cancelled"}
+
 // final statuses: the call will not move without an operator or a runtime.
 var finalStatuses = []string{"succeeded", "failed", "rejected", "expired", "abandoned", "cancelled", "recovery_required"}
 
@@ -89,9 +98,6 @@ func (c *cell) prepare(ctx context.Context) error {
 		return err
 	}
 	if err := os.MkdirAll(c.data, 0o755); err != nil {
-		return err
-	}
-	if err := os.Symlink(c.cache, filepath.Join(c.data, "cache")); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(c.manifests, c.connector+".toml"), c.manifest, 0o644); err != nil {
@@ -115,7 +121,13 @@ func (c *cell) prepare(ctx context.Context) error {
 // it, and a provider that outlives one run must not take the next run's
 // calls for retries of this one.
 func (c *cell) callArgs(args json.RawMessage) []string {
-	return []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", "call-" + c.spec.point,
+	return c.callArgsAs("call-"+c.spec.point, args)
+}
+
+// callArgsAs is the exec command line of a call of the cell's session
+// with the tool-call id toolCall.
+func (c *cell) callArgsAs(toolCall string, args json.RawMessage) []string {
+	return []string{"exec", "--session", "crashtest-" + c.runID + "-" + filepath.Base(c.dir), "--tool-call", toolCall,
 		"--tool", c.connector + "." + c.spec.op.Name, "--args", string(args)}
 }
 
@@ -123,6 +135,9 @@ func (c *cell) callArgs(args json.RawMessage) []string {
 // answer.
 func (c *cell) preflight(ctx context.Context) (result, error) {
 	if err := c.prepare(ctx); err != nil {
+		return result{}, err
+	}
+	if err := c.startCell(ctx); err != nil {
 		return result{}, err
 	}
 	args, err := c.o.Args(ctx, c.spec.op.Name)
@@ -141,6 +156,9 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	if err := c.prepare(ctx); err != nil {
 		return row, err
 	}
+	if err := c.startCell(ctx); err != nil {
+		return row, err
+	}
 	args, err := c.o.Args(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("sample arguments: %w", err)
@@ -148,6 +166,12 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	before, err := c.o.Effects(ctx, op.Name)
 	if err != nil {
 		return row, fmt.Errorf("count effects before: %w", err)
+	}
+	switch c.spec.point {
+	case PointEqualArgs:
+		return c.equalArgs(ctx, row, args, before)
+	case PointProviderKey:
+		return c.proveKey(ctx, row, args, before)
 	}
 	call := c.callArgs(args)
 
@@ -172,8 +196,11 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 		// Phase 1 (and 2 for after_reconcile_return): armed until a
 		// process dies at the point.
 		phases := []string{c.spec.point}
-		if c.spec.point == crash.AfterReconcileReturn {
+		switch c.spec.point {
+		case crash.AfterReconcileReturn:
 			phases = []string{crash.AfterPluginReturn, crash.AfterReconcileReturn}
+		case PointKeyKept, PointKeyExpired:
+			phases = []string{crash.AfterPluginReturn}
 		}
 		for _, p := range phases {
 			_, killed, err := c.sequence(ctx, p, call)
@@ -184,6 +211,17 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 				row.Reached = false
 				break
 			}
+		}
+		if row.Reached && (c.spec.point == PointKeyKept || c.spec.point == PointKeyExpired) {
+			// A day later, for the provider and for the host.
+			d := c.retention - time.Minute
+			if c.spec.point == PointKeyExpired {
+				d = c.retention + time.Minute
+			}
+			if err := c.o.Clock.Advance(ctx, d); err != nil {
+				return row, fmt.Errorf("move the provider's clock %s ahead: %w", d, err)
+			}
+			c.clockOffset = d
 		}
 	}
 	res, err := c.driveToFinal(ctx, call)
@@ -233,6 +271,9 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	}
 	if c.spec.point == PointInFlight && row.Reached {
 		problems = append(problems, judgeInFlight(row, inFlight, c.heldAnswered)...)
+	}
+	if (c.spec.point == PointKeyKept || c.spec.point == PointKeyExpired) && row.Reached {
+		problems = append(problems, judgeKeyRetention(row, c.spec.point, c.retention)...)
 	}
 	row.Pass = len(problems) == 0
 	row.Problem = strings.Join(problems, "; ")
@@ -420,6 +461,40 @@ func judgeInFlight(row Row, seen []string, answers bool) []string {
 	return problems
 }
 
+// judgeKeyRetention checks a key row (the effect applied, then the
+// clocks moved by the retention less or more a minute): within the
+// retention the key is re-sent and the provider, which still knows it,
+// answers with the one effect; past it the key is never re-sent, and
+// reconcile finds the effect (succeeded, not dispatched again) or an
+// operator decides (recovery_required, key_retention_passed).
+func judgeKeyRetention(row Row, point string, retention time.Duration) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if point == PointKeyKept {
+		if row.Decision != string(host.DecisionRecoverRetry) || row.Final != "succeeded" {
+			bad("%s within the key retention of %s: recovery decided %s and the call ended %s, want recover_retry and succeeded", point, retention, row.Decision, row.Final)
+		}
+		if row.Effects > 1 {
+			bad("the provider forgot the key before the retention the manifest declares (%s): the key re-sent %s after the call made a second effect; declare the provider's real retention in [provider] idempotency_retention", retention, retention-time.Minute)
+		}
+		return problems
+	}
+	switch {
+	case row.Attempt > 1 || row.Decision == string(host.DecisionRecoverRetry):
+		bad("past the key retention of %s the call was dispatched again (attempt %d, decision %s): the provider may have forgotten the key", retention, row.Attempt, row.Decision)
+	case row.Final == "succeeded" && row.Decision != string(host.DecisionReconciledApplied):
+		bad("past the key retention the call succeeded by %s, want reconciled_applied", row.Decision)
+	case row.Final == "recovery_required" && row.Decision != string(host.DecisionKeyRetentionPassed):
+		bad("past the key retention the call became recovery_required by %s, want key_retention_passed", row.Decision)
+	case row.Final != "succeeded" && row.Final != "recovery_required":
+		bad("past the key retention the call ended %s, want succeeded (reconcile found the effect) or recovery_required (an operator decides)", row.Final)
+	}
+	if row.Effects != 1 {
+		bad("%d effects, want the one the call made before the kill", row.Effects)
+	}
+	return problems
+}
+
 // judge checks a finished cell against the declared policy and returns
 // what it broke.
 func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history) []string {
@@ -450,22 +525,23 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 		bad("%d effects at the provider for one call", row.Effects)
 	}
 	if row.Effects < 0 {
-		bad("the provider lost %d effects", -row.Effects)
+		row.EffectUndone = true
+		bad("effect undone: the provider holds %d effects fewer than before the cell", -row.Effects)
 	}
 	if external && res.Status == "succeeded" && row.Effects != 1 {
+		row.SucceededWithoutEffect = row.Effects == 0
 		bad("succeeded with %d effects (want 1)", row.Effects)
 	}
-	if res.Status == "succeeded" && external && c.o.CheckReceipt != nil {
-		problem, err := c.o.CheckReceipt(ctx, op.Name, res.Receipt)
-		switch {
-		case err != nil:
-			bad("checking receipt %q: %v", res.Receipt, err)
-		case problem != "":
-			bad("%s", problem)
-		}
+	if external && row.Effects > 0 && slices.Contains(nothingHappened, res.Status) {
+		row.AppliedButFailed = true
+		bad("applied but answered %s: the provider holds %d effect(s) of a call its caller is told did nothing, and would issue again", res.Status, row.Effects)
 	}
-	if !external || c.spec.point == PointInFlight {
-		// The in-flight row is judged by judgeInFlight.
+	if res.Status == "succeeded" && external {
+		problems = append(problems, c.checkReceipt(ctx, row, res.Receipt)...)
+	}
+	if !external || c.spec.point == PointInFlight || c.spec.point == PointKeyKept || c.spec.point == PointKeyExpired {
+		// The in-flight row is judged by judgeInFlight, the key rows by
+		// judgeKeyRetention.
 		return problems
 	}
 	switch op.Recovery {
@@ -505,6 +581,190 @@ func (c *cell) judge(ctx context.Context, row *Row, res, again result, h history
 		}
 	}
 	return problems
+}
+
+// startCell tells Options.Receipts that a cell begins.
+func (c *cell) startCell(ctx context.Context) error {
+	if c.o.Receipts == nil {
+		return nil
+	}
+	if err := c.o.Receipts.StartCell(ctx, c.spec.op.Name); err != nil {
+		return fmt.Errorf("ask the provider what exists before the cell: %w", err)
+	}
+	return nil
+}
+
+// checkReceipt checks the receipt of a succeeded external call: that it
+// names what the call's effect left (Options.CheckReceipt), and that
+// this is the effect of a call of this cell (Options.Receipts), marking a
+// wrong receipt in row.
+func (c *cell) checkReceipt(ctx context.Context, row *Row, receipt string) []string {
+	op := c.spec.op.Name
+	if c.o.CheckReceipt != nil {
+		problem, err := c.o.CheckReceipt(ctx, op, receipt)
+		switch {
+		case err != nil:
+			return []string{fmt.Sprintf("checking receipt %q: %v", receipt, err)}
+		case problem != "":
+			return []string{problem}
+		}
+	}
+	if c.o.Receipts == nil || receipt == "" {
+		return nil
+	}
+	problem, err := c.o.Receipts.OwnReceipt(ctx, op, receipt)
+	switch {
+	case err != nil:
+		return []string{fmt.Sprintf("checking whose effect receipt %q names: %v", receipt, err)}
+	case problem != "":
+		row.WrongReceipt = true
+		return []string{problem}
+	}
+	return nil
+}
+
+// equalArgs is the row PointEqualArgs: two calls of one session with
+// different tool-call ids and the same arguments, each driven to its end
+// without a crash, as a runtime does (approving what awaits approval, a
+// held duplicate included: the reviewer means both). Each must leave an
+// effect of its own, unless the operation's duplicate_window answers the
+// second with the first's outcome.
+func (c *cell) equalArgs(ctx context.Context, row Row, args json.RawMessage, before int) (Row, error) {
+	op := c.spec.op
+	first, second := c.callArgsAs("call-equal-1", args), c.callArgsAs("call-equal-2", args)
+	a, err := c.driveToFinal(ctx, first)
+	if err != nil {
+		return row, err
+	}
+	b, err := c.driveToFinal(ctx, second)
+	if err != nil {
+		return row, err
+	}
+	var h history
+	if b.ExecutionID != "" {
+		p, err := c.connhost(ctx, "", "history", b.ExecutionID)
+		if err != nil {
+			return row, err
+		}
+		if err := json.Unmarshal(p.Stdout, &h); err != nil || p.Code != 0 {
+			return row, fmt.Errorf("history %s: exit %d: %s %s", b.ExecutionID, p.Code, clip(string(p.Stdout)), clip(string(p.Stderr)))
+		}
+	}
+	after, err := c.o.Effects(ctx, op.Name)
+	if err != nil {
+		return row, fmt.Errorf("count effects after: %w", err)
+	}
+	row.Reached = true
+	row.Effects = after - before
+	row.Final = statusOf(a) + "/" + statusOf(b)
+	row.Receipt = a.Receipt + "/" + b.Receipt
+	row.ConnectorError = b.Error
+	if row.ConnectorError == "" {
+		row.ConnectorError = a.Error
+	}
+	row.Attempt = h.Attempt
+	row.Decision = "none"
+	for _, ev := range h.Events {
+		if ev.Decision == string(host.DecisionDuplicateHeld) || ev.Decision == string(host.DecisionDuplicateAnswered) {
+			row.Decision = ev.Decision
+			break
+		}
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	answered := op.DuplicateWindow > 0 && op.OnDuplicate == manifests.DuplicateAnswer
+	held := op.DuplicateWindow > 0 && !answered
+	for i, r := range []result{a, b} {
+		if !slices.Contains(finalStatuses, r.Status) || r.Code != "" {
+			row.Lost = true
+			bad("call %d ended %s, neither terminal nor recovery_required", i+1, statusOf(r))
+		}
+		if r.Status != "succeeded" {
+			bad("call %d of two with equal arguments ended %s, want succeeded (each runs, without a crash)", i+1, statusOf(r))
+			continue
+		}
+		problems = append(problems, c.checkReceipt(ctx, &row, r.Receipt)...)
+	}
+	want := 2
+	switch {
+	case answered:
+		want = 1
+		if row.Decision != string(host.DecisionDuplicateAnswered) {
+			bad("the operation declares duplicate_window %s with on_duplicate = \"answer\", but the second call was not answered with the first's outcome (decision %s)", op.DuplicateWindow, row.Decision)
+		}
+		if b.Status == "succeeded" && a.Receipt != b.Receipt {
+			bad("the second call was answered receipt %q, the first's is %q", b.Receipt, a.Receipt)
+		}
+	case held && row.Decision != string(host.DecisionDuplicateHeld):
+		bad("the operation declares duplicate_window %s (on_duplicate hold), but the second call was not held for a reviewer (decision %s)", op.DuplicateWindow, row.Decision)
+	}
+	switch {
+	case row.Effects > want:
+		row.Duplicate = true
+		bad("%d effects at the provider for %d call(s) with equal arguments, want %d", row.Effects, 2, want)
+	case row.Effects < 0:
+		row.EffectUndone = true
+		bad("effect undone: the provider holds %d effects fewer than before the cell", -row.Effects)
+	case row.Effects < want && a.Status == "succeeded" && b.Status == "succeeded":
+		row.SucceededWithoutEffect = true
+		bad("two different calls with equal arguments both succeeded, and the provider holds %d effect(s), want %d: the calls were merged (a key derived from the arguments, or a provider deduplicating by an argument, takes a second genuine call for a retry of the first)", row.Effects, want)
+	case row.Effects < want:
+		bad("%d effect(s) for two calls with equal arguments, want %d", row.Effects, want)
+	}
+	row.Pass = len(problems) == 0
+	row.Problem = strings.Join(problems, "; ")
+	return row, nil
+}
+
+// proveKey is the row PointProviderKey: one call without a crash, whose
+// effectful request the prover then repeats at the provider, as it was
+// and with the declared key changed.
+func (c *cell) proveKey(ctx context.Context, row Row, args json.RawMessage, before int) (Row, error) {
+	op := c.spec.op
+	if err := c.o.Prover.CaptureNext(op.Name); err != nil {
+		return row, err
+	}
+	res, err := c.driveToFinal(ctx, c.callArgs(args))
+	if err != nil {
+		return row, err
+	}
+	after, err := c.o.Effects(ctx, op.Name)
+	if err != nil {
+		return row, fmt.Errorf("count effects after: %w", err)
+	}
+	row.Reached, row.Effects, row.Final, row.Receipt, row.ConnectorError, row.Decision = true, after-before, statusOf(res), res.Receipt, res.Error, "none"
+	key := c.provider.IdempotencyKey()
+	var problems []string
+	switch {
+	case res.Status != "succeeded":
+		row.Lost = !slices.Contains(finalStatuses, res.Status)
+		problems = append(problems, fmt.Sprintf("the call ended %s without a crash: there is no request of it to repeat", row.Final))
+	case row.Effects != 1:
+		problems = append(problems, fmt.Sprintf("the call made %d effects without a crash, want 1", row.Effects))
+	default:
+		problem, err := c.o.Prover.ProveKey(ctx, op.Name, c.provider)
+		if err != nil {
+			return row, fmt.Errorf("repeat the request at the provider: %w", err)
+		}
+		if problem != "" {
+			problems = append(problems, fmt.Sprintf("[provider] says the provider deduplicates by %s; %s", key, problem))
+		}
+	}
+	row.Pass = len(problems) == 0
+	row.Problem = strings.Join(problems, "; ")
+	if row.Pass {
+		row.ProvenKey = key
+	}
+	return row, nil
+}
+
+// statusOf is a call's final status, or the problem code connhost
+// answered instead.
+func statusOf(r result) string {
+	if r.Code != "" {
+		return "error:" + r.Code
+	}
+	return r.Status
 }
 
 // sequence drives the call the way a runtime does: exec, approve when it

@@ -109,6 +109,24 @@ type Options struct {
 	// ProviderName says which provider the connector talks to, for the
 	// report: every row carries it. The default value is "".
 	ProviderName string
+	// Receipts, when set, checks that the receipt of every succeeded
+	// external call names that call's own effect, not another object
+	// that exists (another call's, one made before the cell). The
+	// default value checks only what CheckReceipt checks.
+	Receipts ReceiptOwner
+	// Removes, when set, reports whether an operation's effect removes
+	// an object (a delete): two calls with equal arguments then make one
+	// effect, and the row PointEqualArgs is n/a for it. The default value
+	// is false for every operation.
+	Removes func(operation string) bool
+	// Prover, when set, repeats requests at the provider, and adds the
+	// row PointProviderKey for every idempotent-retry operation of a
+	// manifest whose [provider] declares a key. The default value is nil.
+	Prover KeyProver
+	// Clock, when set, moves the provider's clock, and adds the rows
+	// PointKeyKept and PointKeyExpired for every idempotent-retry
+	// operation. The default value is nil: the rows are n/a.
+	Clock Clock
 	// Hold, when set, adds the row PointInFlight for every external
 	// operation (it is skipped otherwise): the provider holds the call's
 	// request, the process running it is SIGKILLed, the call is re-driven
@@ -122,6 +140,90 @@ type Options struct {
 // killed attempt (see Options.Hold). It is not a crash point: the process
 // is killed from outside while its request is held.
 const PointInFlight = "in_flight"
+
+// PointEqualArgs names the row of two different calls with equal
+// arguments: the same session, two tool-call ids, no crash. Each must
+// make an effect of its own — a connector whose key is derived from the
+// arguments, or a provider that deduplicates by an argument, merges them
+// — except where the operation's duplicate_window says otherwise
+// (on_duplicate = "answer": the second is answered with the first's
+// outcome; "hold": it waits for a reviewer, who here approves it). It
+// runs for every external operation that does not remove an object (see
+// Options.Removes).
+const PointEqualArgs = "equal_args"
+
+// PointKeyKept and PointKeyExpired name the rows of the provider's key
+// retention, for an idempotent-retry operation and a provider whose
+// clock moves (Options.Clock): the process is killed after the connector
+// returned (the effect applied, its outcome unknown), then the provider's
+// clock and the host's move ahead, just short of the retention the
+// manifest declares ([provider] idempotency_retention, at most the host's
+// default 24h) in key_kept, just past it in key_expired, and the call is
+// driven to its end. key_kept: the key is re-sent and the provider, which
+// must still know it, answers with the one effect; a provider that keeps
+// its keys for less than the manifest says makes a second. key_expired:
+// the key is never re-sent; reconcile finds the effect (when the module
+// exports it) or the call waits for an operator.
+const (
+	PointKeyKept    = "key_kept"
+	PointKeyExpired = "key_expired"
+)
+
+// PointProviderKey names the row that proves the manifest's [provider]
+// claim, for an idempotent-retry operation and a provider whose requests
+// the matrix can repeat (Options.Prover): one call without a crash, then
+// the request that took its effect is sent again as it was — the
+// provider must make no second effect — and with the declared key (a
+// header, or a body field) changed — it must make one. The first shows
+// that it deduplicates, the second that it deduplicates by that key and
+// not by something else (the arguments), which would merge two genuine
+// calls. It runs ungated only (approval changes nothing the provider
+// sees).
+const PointProviderKey = "provider_key"
+
+// KeyProver repeats a call's effectful request at the provider to prove
+// the manifest's [provider] claim (see PointProviderKey).
+type KeyProver interface {
+	// CaptureNext keeps the next request of operation that takes its
+	// effect and that the provider answers 2xx.
+	CaptureNext(operation string) error
+	// ProveKey sends the captured request again, as it was and with the
+	// key pv declares changed, and returns "" when the provider made no
+	// second effect for the first and one for the second, else what it
+	// did instead. An error means the provider could not be asked.
+	ProveKey(ctx context.Context, operation string, pv manifests.Provider) (problem string, err error)
+}
+
+// DefaultKeyRetention is the host's default key retention
+// (host.Options.KeyRetention), which a manifest's [provider]
+// idempotency_retention may only shorten.
+const DefaultKeyRetention = 24 * time.Hour
+
+// Clock moves a provider's clock, as an emulator's control API does.
+type Clock interface {
+	// Advance moves the provider's clock d ahead.
+	Advance(ctx context.Context, d time.Duration) error
+}
+
+// Rows are the rows that are no crash point, in the order they run after
+// an operation's crash points: each is asked for by its name in
+// Options.Points like a point.
+var Rows = []string{PointInFlight, PointEqualArgs, PointKeyKept, PointKeyExpired, PointProviderKey}
+
+// ReceiptOwner knows which objects the calls of a cell made: the
+// requests that take the operation's effect and what the provider
+// answered them. A receipt that names an existing object the cell's call
+// did not make is a wrong receipt (a reconcile that finds another
+// object; a provider that answers with an object of another call).
+type ReceiptOwner interface {
+	// StartCell forgets what earlier cells made: a cell of operation
+	// begins.
+	StartCell(ctx context.Context, operation string) error
+	// OwnReceipt returns "" when receipt names an object a call of the
+	// cell made (or, for a delete, removed), else what is wrong with it.
+	// An error means the provider could not be asked.
+	OwnReceipt(ctx context.Context, operation, receipt string) (problem string, err error)
+}
 
 // Errors of Run and of the providers it asks.
 var (
@@ -197,6 +299,26 @@ type Row struct {
 	// Lost marks a call that ended neither terminal nor
 	// recovery_required.
 	Lost bool `json:"lost,omitempty"`
+	// AppliedButFailed marks a call answered failed (or cancelled,
+	// expired, rejected: "nothing happened") whose effect exists at the
+	// provider: a runtime that believes it issues the call again.
+	AppliedButFailed bool `json:"applied_but_failed,omitempty"`
+	// SucceededWithoutEffect marks a call answered succeeded of which the
+	// provider holds no effect (or, with two calls, fewer effects than
+	// calls that succeeded): its caller believes in an effect that is not
+	// there.
+	SucceededWithoutEffect bool `json:"succeeded_without_effect,omitempty"`
+	// EffectUndone marks a cell after which the provider holds fewer
+	// effects than before it (an object made earlier went away; for a
+	// delete, a deleted object came back).
+	EffectUndone bool `json:"effect_undone,omitempty"`
+	// WrongReceipt marks a succeeded call whose receipt names an object
+	// that exists but is not this call's effect (another call's, an
+	// object that was there before).
+	WrongReceipt bool `json:"wrong_receipt,omitempty"`
+	// ProvenKey is, in a provider_key row that passed, the key the
+	// provider was shown to deduplicate by ("header Idempotency-Key").
+	ProvenKey string `json:"proven_key,omitempty"`
 	// HeldAnswer is, in the in-flight row of a provider that tells
 	// (HeldAnswerer), the HTTP status the provider answered the held
 	// request once it was released.
@@ -215,8 +337,20 @@ type Totals struct {
 	// KilledCells counts the cells in which a process was killed.
 	KilledCells int `json:"killed_cells"`
 	Failed      int `json:"failed"`
-	Duplicates  int `json:"duplicates_beyond_policy"`
-	Lost        int `json:"executions_lost"`
+	// Every cell that failed counts in at least one of the classes
+	// below, or in Other.
+	Duplicates int `json:"duplicates_beyond_policy"`
+	Lost       int `json:"executions_lost"`
+	// AppliedButFailed, SucceededWithoutEffect, EffectsUndone and
+	// WrongReceipts count the rows so marked (see Row).
+	AppliedButFailed       int `json:"applied_but_failed"`
+	SucceededWithoutEffect int `json:"succeeded_without_effect"`
+	EffectsUndone          int `json:"effects_undone"`
+	WrongReceipts          int `json:"receipts_naming_another_object"`
+	// Other counts the failed cells in none of the classes above (a
+	// wrong recovery decision, a manual call re-executed, a second
+	// answer that differs from the first, …): their rows say why.
+	Other int `json:"other_failures"`
 }
 
 // Report is the matrix of one connector.
@@ -274,8 +408,10 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	t := r.Totals
-	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d in %d cells, failed %d, duplicates beyond policy %d, executions lost %d\n",
-		t.Cells, t.NA, t.Kills, t.KilledCells, t.Failed, t.Duplicates, t.Lost)
+	_, err := fmt.Fprintf(w, "cells %d (n/a %d), kills survived %d in %d cells, failed %d, duplicates beyond policy %d, executions lost %d, "+
+		"applied but answered failed %d, succeeded without effect %d, effects undone %d, receipts naming another object %d, other failures %d\n",
+		t.Cells, t.NA, t.Kills, t.KilledCells, t.Failed, t.Duplicates, t.Lost,
+		t.AppliedButFailed, t.SucceededWithoutEffect, t.EffectsUndone, t.WrongReceipts, t.Other)
 	return err
 }
 
@@ -353,20 +489,17 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			ops = append(ops, op)
 		}
 	}
-	// One compilation cache for every cell: each cell's data directory is
-	// fresh, its cache need not be.
-	cache := filepath.Join(o.WorkDir, "cache")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return Report{}, fmt.Errorf("crashtest: %w", err)
-	}
+	// Each cell's data directory is fresh; its processes load the
+	// modules from the machine's compilation cache (--cache-dir's
+	// default), compiled once for every cell.
 	rep := Report{Connector: m.Connector.Name}
-	total := countCells(o, ops, points, variants)
+	total := countCells(o, ops, points, variants, m.Provider)
 	// Every run has sessions (and so idempotency keys) of its own.
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
 	runID := hex.EncodeToString(rb[:])
 	if o.Preflight {
-		if err := preflight(ctx, &o, m, src, ops, cache, runID); err != nil {
+		if err := preflight(ctx, &o, m, src, ops, runID); err != nil {
 			return rep, err
 		}
 	}
@@ -384,14 +517,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			// normal run leaves at the provider (0 for an operation the
 			// provider refuses), the yardstick of the manual cells.
 			var baseline *int
-			rowPoints := slices.DeleteFunc(slices.Clone(points), func(p string) bool { return p == PointInFlight })
-			if o.Hold != nil && op.Effect == manifests.EffectExternal && (len(o.Points) == 0 || slices.Contains(o.Points, PointInFlight)) {
-				rowPoints = append(rowPoints, PointInFlight)
-			}
+			rowPoints := o.rowPoints(op, points, gated, m.Provider)
 			for _, point := range rowPoints {
 				n++
 				c := &cell{o: &o, runID: runID, spec: cellSpec{point: point, op: op, gated: gated}, connector: m.Connector.Name,
-					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), cache: cache, manifest: text, baseline: baseline}
+					dir: filepath.Join(o.WorkDir, fmt.Sprintf("cell-%03d", n)), manifest: text, baseline: baseline,
+					retention: keyRetention(m), provider: m.Provider}
 				row, err := c.run(ctx)
 				if err != nil {
 					return rep, fmt.Errorf("crashtest: cell %s × %s.%s gated=%t: %w", point, m.Connector.Name, op.Name, gated, err)
@@ -416,14 +547,14 @@ func Run(ctx context.Context, o Options) (Report, error) {
 // preflight runs each operation once, ungated and without a crash, and
 // fails with ErrPreflight, naming the connector's error, when one does
 // not succeed.
-func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byte, ops []*manifests.Operation, cache, runID string) error {
+func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byte, ops []*manifests.Operation, runID string) error {
 	for _, op := range ops {
 		text, err := variant(src, op.Name, false)
 		if err != nil {
 			return err
 		}
 		c := &cell{o: o, runID: runID, spec: cellSpec{point: "preflight", op: op}, connector: m.Connector.Name,
-			dir: filepath.Join(o.WorkDir, "preflight-"+op.Name), cache: cache, manifest: text}
+			dir: filepath.Join(o.WorkDir, "preflight-"+op.Name), manifest: text}
 		res, err := c.preflight(ctx)
 		if err != nil {
 			return fmt.Errorf("crashtest: preflight %s.%s: %w", m.Connector.Name, op.Name, err)
@@ -446,20 +577,50 @@ func preflight(ctx context.Context, o *Options, m *manifests.Manifest, src []byt
 
 // countCells is the number of cells Run runs for ops: the loop of Run,
 // counted.
-func countCells(o Options, ops []*manifests.Operation, points []string, variants []bool) int {
+func countCells(o Options, ops []*manifests.Operation, points []string, variants []bool, pv manifests.Provider) int {
 	n := 0
 	for _, op := range ops {
 		for _, gated := range variants {
 			if gated && op.Effect == manifests.EffectRead && !o.GatedReads {
 				continue
 			}
-			n += len(slices.DeleteFunc(slices.Clone(points), func(p string) bool { return p == PointInFlight }))
-			if o.Hold != nil && op.Effect == manifests.EffectExternal && (len(o.Points) == 0 || slices.Contains(o.Points, PointInFlight)) {
-				n++
-			}
+			n += len(o.rowPoints(op, points, gated, pv))
 		}
 	}
 	return n
+}
+
+// keyRetention is how long the host re-sends the key of an uncertain
+// call of m: its declared idempotency_retention, at most the default.
+func keyRetention(m *manifests.Manifest) time.Duration {
+	if d := m.Provider.IdempotencyRetention; d > 0 && d < DefaultKeyRetention {
+		return d
+	}
+	return DefaultKeyRetention
+}
+
+// rowPoints are the rows of op: the crash points, then the rows that are
+// no crash point (in flight, equal arguments) where they apply and were
+// asked for (Options.Points empty, or naming them).
+func (o *Options) rowPoints(op *manifests.Operation, points []string, gated bool, pv manifests.Provider) []string {
+	out := slices.DeleteFunc(slices.Clone(points), func(p string) bool { return slices.Contains(Rows, p) })
+	asked := func(p string) bool { return len(o.Points) == 0 || slices.Contains(o.Points, p) }
+	external := op.Effect == manifests.EffectExternal
+	if o.Hold != nil && external && asked(PointInFlight) {
+		out = append(out, PointInFlight)
+	}
+	if external && asked(PointEqualArgs) && (o.Removes == nil || !o.Removes(op.Name)) {
+		out = append(out, PointEqualArgs)
+	}
+	for _, p := range []string{PointKeyKept, PointKeyExpired} {
+		if o.Clock != nil && external && op.Recovery == manifests.PolicyIdempotentRetry && asked(p) {
+			out = append(out, p)
+		}
+	}
+	if o.Prover != nil && external && op.Recovery == manifests.PolicyIdempotentRetry && pv.IdempotencyKey() != "" && !gated && asked(PointProviderKey) {
+		out = append(out, PointProviderKey)
+	}
+	return out
 }
 
 func (rep *Report) add(row Row) {
@@ -482,6 +643,20 @@ func (rep *Report) add(row Row) {
 	if row.Lost {
 		t.Lost++
 	}
+	classes := 0
+	for _, c := range []struct {
+		marked bool
+		n      *int
+	}{{row.AppliedButFailed, &t.AppliedButFailed}, {row.SucceededWithoutEffect, &t.SucceededWithoutEffect},
+		{row.EffectUndone, &t.EffectsUndone}, {row.WrongReceipt, &t.WrongReceipts}} {
+		if c.marked {
+			*c.n++
+			classes++
+		}
+	}
+	if !row.Pass && !row.Duplicate && !row.Lost && classes == 0 {
+		t.Other++
+	}
 }
 
 func (o *Options) validate() error {
@@ -498,14 +673,17 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("crashtest: Options.Effects is required"))
 	}
 	for _, p := range o.Points {
+		if (p == PointKeyKept || p == PointKeyExpired) && o.Clock == nil {
+			errs = append(errs, fmt.Errorf("crashtest: row %s needs Options.Clock (a provider whose clock moves)", p))
+		}
 		if p == PointInFlight {
 			if o.Hold == nil {
 				errs = append(errs, fmt.Errorf("crashtest: point %s needs Options.Hold", PointInFlight))
 			}
 			continue
 		}
-		if !slices.Contains(crash.Points, p) {
-			errs = append(errs, fmt.Errorf("crashtest: unknown crash point %q (known: %s)", p, strings.Join(crash.Points, ", ")))
+		if !slices.Contains(crash.Points, p) && !slices.Contains(Rows, p) {
+			errs = append(errs, fmt.Errorf("crashtest: unknown crash point %q (known: %s)", p, strings.Join(append(slices.Clone(crash.Points), Rows...), ", ")))
 		}
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
@@ -560,6 +738,12 @@ func (c *cell) run1(ctx context.Context, crashAt string, killWhen func(context.C
 	var env []string // nil: this process's
 	if c.o.LoseUnsynced {
 		env = append(os.Environ(), crash.LoseUnsyncedEnv+"=1")
+	}
+	if c.clockOffset > 0 {
+		if env == nil {
+			env = os.Environ()
+		}
+		env = append(env, crash.ClockOffsetEnv+"="+c.clockOffset.String())
 	}
 	p, err := proc.Start(proc.Cmd{Path: c.o.Binary, Args: full, Env: env, CrashAt: crashAt})
 	if err != nil {

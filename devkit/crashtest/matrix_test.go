@@ -110,6 +110,8 @@ func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 			Args:         prov.Args,
 			Effects:      prov.Effects,
 			CheckReceipt: prov.CheckReceipt,
+			Receipts:     prov,
+			Clock:        prov,
 			Hold:         prov,
 			WorkDir:      t.TempDir(),
 			Ledger:       ledger,
@@ -134,9 +136,16 @@ func runMatrix(t *testing.T, ledger func(ctx context.Context) (string, error)) {
 		total.Failed += rep.Totals.Failed
 		total.Duplicates += rep.Totals.Duplicates
 		total.Lost += rep.Totals.Lost
+		total.AppliedButFailed += rep.Totals.AppliedButFailed
+		total.SucceededWithoutEffect += rep.Totals.SucceededWithoutEffect
+		total.EffectsUndone += rep.Totals.EffectsUndone
+		total.WrongReceipts += rep.Totals.WrongReceipts
+		total.Other += rep.Totals.Other
 	}
-	fmt.Fprintf(&out, "total: cells %d (n/a %d), kills survived %d, failed %d, duplicates beyond policy %d, executions lost %d; wall time %s\n",
-		total.Cells, total.NA, total.Kills, total.Failed, total.Duplicates, total.Lost, time.Since(start).Round(time.Second))
+	fmt.Fprintf(&out, "total: cells %d (n/a %d), kills survived %d, failed %d, duplicates beyond policy %d, executions lost %d, "+
+		"applied but answered failed %d, succeeded without effect %d, effects undone %d, receipts naming another object %d, other failures %d; wall time %s\n",
+		total.Cells, total.NA, total.Kills, total.Failed, total.Duplicates, total.Lost,
+		total.AppliedButFailed, total.SucceededWithoutEffect, total.EffectsUndone, total.WrongReceipts, total.Other, time.Since(start).Round(time.Second))
 	t.Log("\n" + out.String())
 	if path := *matrixOut; path != "" {
 		if ledger != nil { // matrix.txt → matrix-postgres.txt
@@ -178,7 +187,7 @@ func TestCrashMatrixLosingUnsyncedWrites(t *testing.T) {
 		}
 		rep, err := crashtest.Run(ctx, crashtest.Options{
 			Binary: env.binary, Manifest: env.manifest[conn.name], Modules: env.modules, Config: cfgPath,
-			Args: prov.Args, Effects: prov.Effects, CheckReceipt: prov.CheckReceipt,
+			Args: prov.Args, Effects: prov.Effects, CheckReceipt: prov.CheckReceipt, Receipts: prov,
 			Operations:   conn.ops,
 			Points:       []string{crash.AfterPluginReturn, crash.AfterOutcomeRecord, crash.AfterAnswer},
 			LoseUnsynced: true,

@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -11,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/connhost/connhost/manifests"
 )
 
 // ErrNoArgs is what ConfigProbe.Args returns for an operation its config
@@ -26,7 +30,8 @@ var ErrNoArgs = errors.New("crashtest: the probe config gives no sample argument
 // can hold a request and counts answers, and it asks the provider's own
 // API how many effects it holds, whether a receipt exists, and for the
 // objects sample arguments name. It implements Options' Effects,
-// CheckReceipt and Args, and HeldAnswerer. It is safe for concurrent use.
+// CheckReceipt and Args, ReceiptOwner (what the requests of the cell's
+// call named) and HeldAnswerer. It is safe for concurrent use.
 //
 // The proxy forwards every request whole, whether or not its client is
 // still there when the provider answers, the way a provider that has
@@ -49,6 +54,22 @@ type ConfigProbe struct {
 	answer  chan int        // the last held request's answer, once forwarded
 	answers map[string]int  // counted answers per operation
 	unique  string          // the token of the cell whose Args ran last
+	// cellOp is the operation of the cell under way (StartCell); named
+	// holds what its effect's requests named: their path segments, and
+	// the values of the provider's 2xx answers to them.
+	cellOp string
+	named  map[string]bool
+	// captureOp is the operation whose next 2xx effectful request is kept
+	// in captured (CaptureNext).
+	captureOp string
+	captured  *capturedRequest
+}
+
+// capturedRequest is a request of the connector as the proxy received it.
+type capturedRequest struct {
+	method, rel, query string
+	header             http.Header
+	body               []byte
 }
 
 // StartProbe starts the proxy of cfg in front of providerURL on a free
@@ -161,6 +182,8 @@ func (p *ConfigProbe) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.count(r.Method, rel, resp)
+	p.record(r.Method, rel, resp, answer)
+	p.capture(r, rel, body, resp.StatusCode)
 	if answered != nil {
 		answered <- resp.StatusCode
 	}
@@ -206,6 +229,271 @@ func (p *ConfigProbe) count(method, rel string, resp *http.Response) {
 		}
 		p.answers[name]++
 	}
+}
+
+// effectRequest is the request that takes op's effect: its hold pattern,
+// else the requests its effects' answers count; nil when the config names
+// neither.
+func (op *ProbeOperation) effectRequest() *RequestPattern {
+	if op.Hold != nil {
+		return op.Hold
+	}
+	return op.Effects.Answers
+}
+
+// record notes what a request of the cell's operation that takes its
+// effect names: the segments of its path (a delete's object), and, when
+// the provider answered 2xx, every string and number of its JSON answer
+// and the path of its Location header (a created object's id).
+func (p *ConfigProbe) record(method, rel string, resp *http.Response, answer []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	op := p.cfg.Operations[p.cellOp]
+	if op == nil || p.named == nil || !op.effectRequest().Match(method, rel) {
+		return
+	}
+	segments := func(path string) {
+		for _, seg := range strings.Split(path, "/") {
+			if v, err := url.PathUnescape(seg); err == nil && v != "" {
+				p.named[v] = true
+			}
+		}
+	}
+	segments(rel)
+	if resp.StatusCode/100 != 2 {
+		return
+	}
+	if loc, err := url.Parse(resp.Header.Get("Location")); err == nil {
+		segments(loc.Path)
+	}
+	if len(answer) > 8<<20 {
+		return
+	}
+	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		// Forwarded as the provider sent it (the connector asked for
+		// gzip); read here unzipped.
+		zr, err := gzip.NewReader(bytes.NewReader(answer))
+		if err != nil {
+			return
+		}
+		if answer, err = io.ReadAll(io.LimitReader(zr, 8<<20)); err != nil {
+			return
+		}
+	}
+	if v, err := decodeJSON(answer); err == nil {
+		leaves(v, func(s string) { p.named[s] = true })
+	}
+}
+
+// leaves calls f with every string and number in a decoded JSON value.
+func leaves(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case json.Number:
+		f(x.String())
+	case []any:
+		for _, e := range x {
+			leaves(e, f)
+		}
+	case map[string]any:
+		for _, e := range x {
+			leaves(e, f)
+		}
+	}
+}
+
+// capture keeps the request when CaptureNext asked for one like it.
+func (p *ConfigProbe) capture(r *http.Request, rel string, body []byte, status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	op := p.cfg.Operations[p.captureOp]
+	if op == nil || status/100 != 2 || !op.effectRequest().Match(r.Method, rel) {
+		return
+	}
+	p.captureOp = ""
+	p.captured = &capturedRequest{method: r.Method, rel: rel, query: r.URL.RawQuery, header: r.Header.Clone(), body: body}
+}
+
+// CaptureNext implements KeyProver: the next request of operation that
+// its config's hold (else effects' answers) pattern names and that the
+// provider answers 2xx is kept.
+func (p *ConfigProbe) CaptureNext(operation string) error {
+	op := p.cfg.Operations[operation]
+	if op == nil || op.effectRequest() == nil {
+		return fmt.Errorf("crashtest: the probe config names no request of %s that takes its effect (hold = \"METHOD /path\")", operation)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.captureOp, p.captured = operation, nil
+	return nil
+}
+
+// ProveKey implements KeyProver: it sends the captured request through
+// the proxy twice more — as it was, then with the key pv declares (a
+// header, or a field of a JSON or form body) set to a new value — and
+// counts the operation's effects after each. The second request makes a
+// real effect at the provider: a test instance's.
+func (p *ConfigProbe) ProveKey(ctx context.Context, operation string, pv manifests.Provider) (string, error) {
+	p.mu.Lock()
+	c := p.captured
+	p.mu.Unlock()
+	if c == nil {
+		return "no request of the call that takes its effect was answered 2xx: nothing to repeat", nil
+	}
+	value, ok := keyOf(c, pv)
+	if !ok {
+		return fmt.Sprintf("the connector's request (%s %s) carries no %s: the provider cannot deduplicate by it", c.method, c.rel, pv.IdempotencyKey()), nil
+	}
+	n0, err := p.Effects(ctx, operation)
+	if err != nil {
+		return "", err
+	}
+	st, err := p.resend(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	n1, err := p.Effects(ctx, operation)
+	if err != nil {
+		return "", err
+	}
+	if n1 != n0 {
+		return fmt.Sprintf("the request repeated with the same %s (%q) was answered %d and made %d more effect(s): the provider does not deduplicate by it", pv.IdempotencyKey(), value, st, n1-n0), nil
+	}
+	var tok [8]byte
+	_, _ = rand.Read(tok[:])
+	other, err := withKey(c, pv, fmt.Sprintf("crashtest-%x", tok))
+	if err != nil {
+		return fmt.Sprintf("the connector's request: %v", err), nil
+	}
+	st, err = p.resend(ctx, other)
+	if err != nil {
+		return "", err
+	}
+	n2, err := p.Effects(ctx, operation)
+	if err != nil {
+		return "", err
+	}
+	if n2 != n1+1 {
+		return fmt.Sprintf("the request repeated with another %s and the same everything else was answered %d and made %d effect(s), want 1: the provider deduplicates by something else (the arguments?), which merges two genuine calls, not by the key declared", pv.IdempotencyKey(), st, n2-n1), nil
+	}
+	return "", nil
+}
+
+// resend sends a captured request through the proxy (so that it is
+// counted like the connector's) and returns the provider's status.
+func (p *ConfigProbe) resend(ctx context.Context, c *capturedRequest) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, c.method, p.URL()+c.rel+querySuffix(c.query), bytes.NewReader(c.body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = c.header.Clone()
+	for _, h := range append(slices.Clone(hopHeaders), "Content-Length") {
+		req.Header.Del(h)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("repeat %s %s: %w", c.method, c.rel, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, nil
+}
+
+// keyOf returns the key the request carries where pv says.
+func keyOf(c *capturedRequest, pv manifests.Provider) (string, bool) {
+	if pv.IdempotencyHeader != "" {
+		v := c.header.Get(pv.IdempotencyHeader)
+		return v, v != ""
+	}
+	if form, ok := formBody(c); ok {
+		v := form.Get(pv.IdempotencyField)
+		return v, v != ""
+	}
+	v, err := decodeJSON(c.body)
+	if err != nil {
+		return "", false
+	}
+	at, err := lookupJSON(v, pv.IdempotencyField)
+	switch x := at.(type) {
+	case string:
+		return x, err == nil && x != ""
+	case json.Number:
+		return x.String(), err == nil
+	}
+	return "", false
+}
+
+// withKey returns a copy of c whose key (where pv says) is value.
+func withKey(c *capturedRequest, pv manifests.Provider, value string) (*capturedRequest, error) {
+	out := *c
+	out.header = c.header.Clone()
+	if pv.IdempotencyHeader != "" {
+		out.header.Set(pv.IdempotencyHeader, value)
+		return &out, nil
+	}
+	if form, ok := formBody(c); ok {
+		form.Set(pv.IdempotencyField, value)
+		out.body = []byte(form.Encode())
+		return &out, nil
+	}
+	var v any
+	if err := json.Unmarshal(c.body, &v); err != nil {
+		return nil, fmt.Errorf("its body is neither a form nor JSON: %v", err)
+	}
+	steps := strings.Split(pv.IdempotencyField, ".")
+	obj, ok := v.(map[string]any)
+	for _, st := range steps[:len(steps)-1] {
+		if !ok {
+			break
+		}
+		obj, ok = obj[st].(map[string]any)
+	}
+	if !ok {
+		return nil, fmt.Errorf("its JSON body has no object holding %s", pv.IdempotencyField)
+	}
+	obj[steps[len(steps)-1]] = value
+	b, err := json.Marshal(v)
+	out.body = b
+	return &out, err
+}
+
+// formBody parses a form-encoded body.
+func formBody(c *capturedRequest) (url.Values, bool) {
+	mt, _, _ := strings.Cut(c.header.Get("Content-Type"), ";")
+	if !strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded") {
+		return nil, false
+	}
+	v, err := url.ParseQuery(string(c.body))
+	return v, err == nil
+}
+
+// StartCell implements ReceiptOwner: a cell of operation begins, and what
+// earlier cells' requests named is forgotten.
+func (p *ConfigProbe) StartCell(_ context.Context, operation string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cellOp, p.named = operation, map[string]bool{}
+	return nil
+}
+
+// OwnReceipt implements ReceiptOwner for an operation whose receipts the
+// config looks up (receipt) and whose effect's request it names (hold,
+// else effects' answers): the receipt must be named by such a request of
+// the cell, in its path or in the provider's 2xx answer to it. Other
+// operations' receipts pass.
+func (p *ConfigProbe) OwnReceipt(_ context.Context, operation, receipt string) (string, error) {
+	op := p.cfg.Operations[operation]
+	if op == nil || op.NoReceipt || op.Receipt == "" || op.effectRequest() == nil {
+		return "", nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if operation != p.cellOp || p.named[receipt] {
+		return "", nil
+	}
+	return fmt.Sprintf("receipt %s names an object that exists but is not this call's effect: no %s request of the cell named it, in its path or in the provider's answer (a reconcile that found another object, or an answer naming another call's)",
+		receipt, op.effectRequest()), nil
 }
 
 // Arm implements Holder: the next request matching the operation's hold
@@ -306,6 +594,10 @@ func (p *ConfigProbe) Effects(ctx context.Context, operation string) (int, error
 	if err != nil {
 		return 0, fmt.Errorf("count the effects of %s: GET %s: %s: %w", operation, u, e.JSON, err)
 	}
+	where := e.JSON
+	if where == "" {
+		where = "the answer"
+	}
 	var n int
 	switch x := at.(type) {
 	case []any:
@@ -313,11 +605,12 @@ func (p *ConfigProbe) Effects(ctx context.Context, operation string) (int, error
 	case json.Number:
 		i, err := strconv.Atoi(x.String())
 		if err != nil || i < 0 {
-			return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, not a count", operation, u, e.JSON, x)
+			return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, not a count", operation, u, where, x)
 		}
 		n = i
 	default:
-		return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, want a number or an array", operation, u, e.JSON, jsonKind(at))
+		return 0, fmt.Errorf("count the effects of %s: GET %s: %s is %s, want a number or an array: name the count in it with json = \"PATH\" (dotted names and indexes), or count the 2xx answers the proxy sees instead with answers = \"METHOD /path\"",
+			operation, u, where, jsonKind(at))
 	}
 	if e.Removes {
 		n = -n

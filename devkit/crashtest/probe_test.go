@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -254,5 +255,140 @@ func TestConfigProbeHold(t *testing.T) {
 	}
 	if n, _ := p.Effects(ctx, "create"); n != 1 {
 		t.Fatalf("%d effects after release, want 1", n)
+	}
+}
+
+// TestConfigProbeCountsBareArray: a provider whose list answers a bare
+// JSON array (no envelope) is counted by the array's length, with json
+// left out or empty; an answer that is neither a number nor an array
+// there is an error that says how to count instead (a path, or answers).
+func TestConfigProbeCountsBareArray(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/entries":
+			_, _ = w.Write([]byte(`[{"id": 1}, {"id": 2}, {"id": 3}]`))
+		case "/feeds":
+			_, _ = w.Write([]byte(`{"total": 3}`))
+		}
+	}))
+	defer srv.Close()
+	src := `
+[operation.bare]
+effects = { count = "GET /entries" }
+
+[operation.empty_path]
+effects = { count = "GET /entries", json = "" }
+
+[operation.object]
+effects = { count = "GET /feeds" }
+`
+	cfg, err := ParseProbeConfig("bare.probe.toml", []byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartProbe(cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, op := range []string{"bare", "empty_path"} {
+		if n, err := p.Effects(ctx, op); err != nil || n != 3 {
+			t.Errorf("%s: %d effects, %v; want the array's 3", op, n, err)
+		}
+	}
+	_, err = p.Effects(ctx, "object")
+	for _, want := range []string{"the answer is an object, want a number or an array", `json = "PATH"`, `answers = "METHOD /path"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("an object counted without a path: %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// TestConfigProbeOwnReceipt: a receipt must name what a request of the
+// cell that takes the operation's effect made (its id in the provider's
+// answer) or named (a delete's path); an object that exists but that no
+// such request of this cell named — another call's, an older one — is a
+// wrong receipt. A new cell forgets the earlier cell's objects.
+func TestConfigProbeOwnReceipt(t *testing.T) {
+	ctx := context.Background()
+	_, p := startItemsProbe(t)
+	create := func(ref string) string {
+		t.Helper()
+		st, _, body := postItem(t, p.URL()+"/items", "", `{"name": "n", "ref": "`+ref+`"}`)
+		var it struct{ ID string }
+		if err := json.Unmarshal([]byte(body), &it); err != nil || st != 201 {
+			t.Fatalf("create: %d %s", st, body)
+		}
+		return it.ID
+	}
+	if err := p.StartCell(ctx, "create"); err != nil {
+		t.Fatal(err)
+	}
+	older := create("older")
+	if err := p.StartCell(ctx, "create"); err != nil {
+		t.Fatal(err)
+	}
+	own := create("own")
+	if problem, err := p.OwnReceipt(ctx, "create", own); problem != "" || err != nil {
+		t.Errorf("the cell's own item: %q %v", problem, err)
+	}
+	problem, err := p.OwnReceipt(ctx, "create", older)
+	if err != nil || !strings.Contains(problem, "receipt "+older+" names an object that exists but is not this call's effect") {
+		t.Errorf("an earlier cell's item: %q %v", problem, err)
+	}
+	// A delete names its object in the path, whatever the answer.
+	if err := p.StartCell(ctx, "delete"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("DELETE", p.URL()+"/items/"+own, nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	if problem, _ := p.OwnReceipt(ctx, "delete", own); problem != "" {
+		t.Errorf("the deleted item: %q", problem)
+	}
+	if problem, _ := p.OwnReceipt(ctx, "delete", older); problem == "" {
+		t.Error("a delete's receipt naming an item the cell did not delete passed")
+	}
+}
+
+// TestConfigProbeOwnReceiptGzip: a provider that compresses its answer
+// for a connector asking for gzip (Mailpit does) still names what it made:
+// the proxy forwards the answer as sent and reads it unzipped.
+func TestConfigProbeOwnReceiptGzip(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = zw.Write([]byte(`{"ID": "msg_7"}`))
+		_ = zw.Close()
+	}))
+	defer srv.Close()
+	cfg, err := ParseProbeConfig("mail.probe.toml", []byte("[operation.send]\nhold = \"POST /send\"\nreceipt = \"GET /message/{receipt}\"\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartProbe(cfg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.StartCell(ctx, "send"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", p.URL()+"/send", strings.NewReader(`{}`))
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("the answer was not forwarded as sent: %v", resp.Header)
+	}
+	if problem, err := p.OwnReceipt(ctx, "send", "msg_7"); problem != "" || err != nil {
+		t.Errorf("the gzipped answer's ID: %q %v", problem, err)
 	}
 }

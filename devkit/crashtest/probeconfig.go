@@ -46,7 +46,8 @@ import (
 //   - effects: how many effects the provider holds. Either count (a GET
 //     whose JSON answer holds the count at json: a number, or an array
 //     whose length is the count; the path is names and array indexes
-//     separated by dots) or answers (METHOD /path: the 2xx answers the
+//     separated by dots, and without json, or with json = "", the answer
+//     itself is the count: a bare top-level array) or answers (METHOD /path: the 2xx answers the
 //     provider gave such requests of the connector, counted by the proxy,
 //     without those carrying unless_header "Name: value", such as a
 //     replay's Idempotent-Replayed: true). For a delete, removes = true:
@@ -108,7 +109,7 @@ type ProbeOperation struct {
 // or by the proxy's counted answers (Answers).
 type EffectRule struct {
 	// Count is the URL of the GET that answers the count, JSON its path
-	// in the answer.
+	// in the answer ("": the answer itself, a number or an array).
 	Count, JSON string
 	// Answers are the requests whose 2xx answers are counted, except
 	// those carrying the header UnlessHeader (a name) with the value
@@ -402,6 +403,7 @@ func (p *probeParser) effects(v any, path string) EffectRule {
 	if !ok {
 		return r
 	}
+	jsonSet := false
 	for k, v := range t {
 		kp := path + "." + k
 		switch k {
@@ -415,10 +417,10 @@ func (p *probeParser) effects(v any, path string) EffectRule {
 			}
 		case "json":
 			if s, ok := p.str(v, kp); ok {
-				if _, err := splitJSONPath(s); err != nil {
+				if _, err := splitJSONPath(s); err != nil && s != "" {
 					p.add(kp, "%v", err)
 				}
-				r.JSON = s
+				r.JSON, jsonSet = s, true
 			}
 		case "answers":
 			if s, ok := p.str(v, kp); ok {
@@ -446,9 +448,7 @@ func (p *probeParser) effects(v any, path string) EffectRule {
 	switch {
 	case r.Count != "" && r.Answers != nil:
 		p.add(path, "count and answers exclude each other: count effects one way")
-	case r.Count != "" && r.JSON == "":
-		p.add(path, "count needs json: the path of the count in the answer")
-	case r.Count == "" && r.JSON != "":
+	case r.Count == "" && jsonSet:
 		p.add(path, "json needs count: the request that answers it")
 	case r.Answers == nil && r.UnlessHeader != "":
 		p.add(path, "unless_header needs answers")
@@ -619,8 +619,11 @@ func splitJSONPath(s string) ([]string, error) {
 }
 
 // lookupJSON follows path (dotted names and array indexes) in a decoded
-// JSON value.
+// JSON value; the empty path is the value itself.
 func lookupJSON(v any, path string) (any, error) {
+	if path == "" {
+		return v, nil
+	}
 	steps, err := splitJSONPath(path)
 	if err != nil {
 		return nil, err

@@ -111,7 +111,6 @@ receipt = "GET /x/{receipt}?q={setup.id}"
 		`p.toml:6: operation.send.hold: pattern "SEND /x": want "METHOD /path"`,
 		"p.toml:7: operation.send.args: not JSON",
 		`p.toml:8: operation.send.receipt: "GET /messages/42" does not name the receipt`,
-		"p.toml:10: operation.send.effects: count needs json",
 		"p.toml:11: operation.send.effects.count: effects are counted with GET, not POST",
 		"p.toml:14: operation.get.args: args name {setup.…} but the operation has no setup",
 		`p.toml:15: operation.get.effects.answers: pattern "POST /x?y=1": the query is not matched`,

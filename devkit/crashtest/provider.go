@@ -17,6 +17,7 @@ import (
 
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/devkit/sandbox/fault"
+	"github.com/connhost/connhost/devkit/sandbox/mailpit"
 	"github.com/connhost/connhost/devkit/sandbox/stripe"
 )
 
@@ -30,6 +31,10 @@ type Provider struct {
 	mu      sync.Mutex
 	pi      string // a PaymentIntent refunds and reads name
 	message string // a stored message reads and releases name
+	// existed holds the PaymentIntents and Refunds there were when the
+	// cell began, messages how many messages (StartCell).
+	existed  map[string]bool
+	messages int
 }
 
 // holdPaths are the requests of the shipped operations that take effect.
@@ -76,6 +81,15 @@ func (p *Provider) WaitHeld(ctx context.Context) error {
 // Release implements Holder.
 func (p *Provider) Release(ctx context.Context) error { return p.client.ReleaseHeld(ctx) }
 
+// Advance implements Clock: it moves the Stripe emulator's clock, which
+// expires idempotency keys after its retention (24h, as Stripe does).
+func (p *Provider) Advance(ctx context.Context, d time.Duration) error {
+	if p.client.PaymentsURL == "" {
+		return fmt.Errorf("crashtest: no payments emulator, whose clock moves")
+	}
+	return p.client.AdvanceClock(ctx, d)
+}
+
 // NewProvider returns a Provider for the given base URLs; either may be
 // empty when the connector under test does not use it.
 func NewProvider(paymentsURL, emailURL string) *Provider {
@@ -119,6 +133,96 @@ func (p *Provider) CheckReceipt(ctx context.Context, operation, receipt string) 
 		return "", err
 	}
 	return fmt.Sprintf("receipt %s names no object at the provider", receipt), nil
+}
+
+// StartCell implements ReceiptOwner: it notes the PaymentIntents and
+// Refunds that exist, and how many messages Mailpit holds.
+func (p *Provider) StartCell(ctx context.Context, _ string) error {
+	existed := map[string]bool{}
+	if p.client.PaymentsURL != "" {
+		pis, err := p.client.PaymentIntents(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pi := range pis {
+			existed[pi.ID] = true
+		}
+		rs, err := p.client.Refunds(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			existed[r.ID] = true
+		}
+	}
+	n := 0
+	if p.client.EmailURL != "" {
+		var err error
+		if n, err = p.client.CountMessages(ctx); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.existed, p.messages = existed, n
+	return nil
+}
+
+// OwnReceipt implements ReceiptOwner for the shipped operations: a
+// PaymentIntent or Refund must be one made since the cell began, a
+// message one of those stored since; release_message names the message
+// it relayed, which must be the one its arguments named.
+func (p *Provider) OwnReceipt(ctx context.Context, operation, receipt string) (string, error) {
+	p.mu.Lock()
+	existed, messages, released := p.existed, p.messages, p.message
+	p.mu.Unlock()
+	notOwn := func(why string) string {
+		return fmt.Sprintf("receipt %s names an object that exists but is not this call's effect: %s", receipt, why)
+	}
+	switch {
+	case operation == "release_message":
+		if receipt != released {
+			return notOwn("release_message relays the message its arguments name, " + released), nil
+		}
+	case strings.HasPrefix(receipt, "pi_") || strings.HasPrefix(receipt, "re_"):
+		if existed[receipt] {
+			return notOwn("it existed before the cell's call was made"), nil
+		}
+	case p.client.EmailURL != "":
+		n, err := p.client.CountMessages(ctx)
+		if err != nil {
+			return "", err
+		}
+		if n <= messages {
+			return notOwn("Mailpit stored no message since the cell began"), nil
+		}
+		var s mailpit.MessagesSummary
+		if err := getJSON(ctx, p.client, fmt.Sprintf("%s/api/v1/messages?limit=%d", p.client.EmailURL, n-messages), &s); err != nil {
+			return "", err
+		}
+		if !slices.ContainsFunc(s.Messages, func(m mailpit.MessageSummary) bool { return m.ID == receipt }) {
+			return notOwn(fmt.Sprintf("it is not one of the %d message(s) stored since the cell began", n-messages)), nil
+		}
+	}
+	return "", nil
+}
+
+// getJSON GETs u and decodes its JSON answer into out.
+func getJSON(ctx context.Context, c *sandbox.Client, u string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("crashtest: GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("crashtest: GET %s: %s: %s", u, resp.Status, b)
+	}
+	return json.Unmarshal(b, out)
 }
 
 // Exists reports whether the object a receipt names exists: a

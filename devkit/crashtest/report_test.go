@@ -33,7 +33,8 @@ func TestWriteTableOneRowPerCell(t *testing.T) {
 	if !strings.Contains(lines[1], "the connector said: status 502: <html> <b>Bad gateway</b> </html>") {
 		t.Errorf("connector error not folded onto its row: %q", lines[1])
 	}
-	if want := "cells 3 (n/a 1), kills survived 4 in 3 cells, failed 1, duplicates beyond policy 0, executions lost 0"; lines[4] != want {
+	if want := "cells 3 (n/a 1), kills survived 4 in 3 cells, failed 1, duplicates beyond policy 0, executions lost 0, " +
+		"applied but answered failed 0, succeeded without effect 0, effects undone 0, receipts naming another object 0, other failures 1"; lines[4] != want {
 		t.Errorf("totals %q, want %q", lines[4], want)
 	}
 }

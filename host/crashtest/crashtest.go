@@ -56,6 +56,30 @@ var ErrNoHeldAnswer = engine.ErrNoHeldAnswer
 // outside while the provider holds its request.
 const PointInFlight = engine.PointInFlight
 
+// PointEqualArgs names the row of two different calls with equal
+// arguments in one session, without a crash: each must make an effect of
+// its own (a key derived from the arguments, or a provider deduplicating
+// by an argument, merges them), unless the operation's duplicate_window
+// answers the second with the first's outcome. It runs for every external
+// operation but a delete (a probe config's removes).
+const PointEqualArgs = engine.PointEqualArgs
+
+// PointProviderKey names the row that proves a manifest's [provider]
+// claim against the provider, with a probe config (Options.ProbeConfig):
+// the request that took a call's effect is sent again as it was (the
+// provider must make no second effect) and with the declared key changed
+// (it must make one). A row that passes carries the key in
+// Row.ProvenKey; connhost crashtest --record-proof writes it where the
+// audit reads it.
+const PointProviderKey = engine.PointProviderKey
+
+// Rows returns the rows that are no crash point, each asked for in
+// Options.Points by its name like a point: PointInFlight, PointEqualArgs,
+// the key retention's key_kept and key_expired, which need a provider
+// whose clock moves (connhost crashtest --provider payments), and
+// PointProviderKey.
+func Rows() []string { return slices.Clone(engine.Rows) }
+
 // ErrCannotHold is what Holder.Arm returns for an operation whose request
 // the provider cannot hold; the in-flight row is then n/a.
 var ErrCannotHold = engine.ErrCannotHold
@@ -101,7 +125,8 @@ type ProbeConfigError = engine.ProbeConfigError
 //
 // hold is METHOD /path ({name} matches a segment, {name...} the rest);
 // effects counts with a GET answering JSON (json: the path of a number,
-// or of an array whose length counts) or with answers = "METHOD /path",
+// or of an array whose length counts; without json the answer itself, a
+// bare top-level array) or with answers = "METHOD /path",
 // the 2xx answers the proxy saw, except those carrying unless_header
 // ("Idempotent-Replayed: true"); removes = true makes each object that
 // goes away one effect, the effect of a delete. receipt is a GET with
@@ -173,9 +198,9 @@ type Options struct {
 	// Operations are the operations to run. The default value is every
 	// operation of the manifest.
 	Operations []string
-	// Points are the crash points (see Points), and PointInFlight. The
-	// default value is every point, plus PointInFlight for external
-	// operations.
+	// Points are the crash points (see Points), and the rows that are no
+	// crash point (see Rows). The default value is every point, plus
+	// every row that applies to an operation.
 	Points []string
 	// Variants are the approval variants of external operations: true runs
 	// an operation with requires_approval = true, false without. The
@@ -218,7 +243,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		defer probe.Close()
 		providerURL = probe.URL()
-		eo.Effects, eo.CheckReceipt, eo.Hold = probe.Effects, probe.CheckReceipt, probe
+		eo.Effects, eo.CheckReceipt, eo.Hold, eo.Receipts, eo.Prover = probe.Effects, probe.CheckReceipt, probe, probe, probe
+		eo.Removes = func(op string) bool {
+			po := o.ProbeConfig.Operations[op]
+			return po != nil && po.Effects.Removes
+		}
 		eo.Args = func(ctx context.Context, op string) (json.RawMessage, error) {
 			if a, ok := o.Args[op]; ok {
 				return a, nil

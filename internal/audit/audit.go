@@ -36,8 +36,9 @@
 //	loopback-host                       warning   an origin on a loopback address: fine for emulators, not for a deployment
 //	internal-host                       warning   an origin on a private, link-local, unspecified or otherwise internal address (the host's own internal-address table)
 //	idempotency-unknown-provider        warning   an idempotent-retry operation whose hosts are neither in KnownIdempotencyProviders nor covered by a [provider] idempotency declaration
+//	provider-key-unproven               warning   [provider] declares the key an idempotent-retry operation rests on (a header or a body field), and no connhost crashtest proof next to the manifest (<name>.proof.json) covers it; a known provider's Idempotency-Key needs none
 //	missing-description                 warning   an operation's description is too short (< MinDescriptionLen) to guide the model
-//	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties) or undeclared properties (additionalProperties not false)
+//	permissive-schema                   warning   an input schema, or an object nested in it, accepts any object (no properties, additionalProperties not false) or undeclared properties beside its own; one declaring none and allowing none accepts only {} and passes
 //	unbounded-amount                    warning   a money or amount field (amount, price, total, fee, …) of the input schema without a minimum and a maximum
 //	unbounded-string                    warning   a string argument (nested ones included) without a maxLength, enum or const, in an operation a reviewer approves (requires_approval, or duplicate_window holding repeats): its calls can outgrow what an approval dialog shows whole
 //	approval-ttl-long                   warning   approval_ttl is longer than Options.MaxApprovalTTL (default 24h): an approval outlives the reviewer's context
@@ -46,7 +47,7 @@
 //	http-empty                          info      a connector with an external operation allowlists no origin (capabilities.http empty): it reaches only what a deployment adds with allow_http, so the audit cannot name its provider
 //	approval-ttl-ignored                info      approval_ttl differs from the default on an operation that requires no approval
 //	module-not-checked                  info      no module facts were available (FactsFunc nil): module checks were skipped
-//	waiver-stale                        info      a waiver was given for another version of the manifest (another digest): it no longer applies
+//	waiver-stale                        info      a waiver was given for another version of the manifest (other content than its module pin; for a finding about the module, another digest): it no longer applies
 //	waiver-unused                       info      a waiver for this version of the manifest matches no finding
 //	signoff-stale                       info      the connector was signed off, but its manifest or module changed since
 //
@@ -123,6 +124,7 @@ const (
 	CodeLoopbackHost                   Code = "loopback-host"
 	CodeInternalHost                   Code = "internal-host"
 	CodeIdempotencyUnknownProvider     Code = "idempotency-unknown-provider"
+	CodeProviderKeyUnproven            Code = "provider-key-unproven"
 	CodeMissingDescription             Code = "missing-description"
 	CodePermissiveSchema               Code = "permissive-schema"
 	CodeUnboundedAmount                Code = "unbounded-amount"
@@ -165,6 +167,7 @@ var FindingCodes = []struct {
 	{CodeLoopbackHost, SeverityWarning},
 	{CodeInternalHost, SeverityWarning},
 	{CodeIdempotencyUnknownProvider, SeverityWarning},
+	{CodeProviderKeyUnproven, SeverityWarning},
 	{CodeMissingDescription, SeverityWarning},
 	{CodePermissiveSchema, SeverityWarning},
 	{CodeUnboundedAmount, SeverityWarning},
@@ -308,15 +311,19 @@ type Report struct {
 
 // ConnectorReport is what one manifest declares and what its module is.
 type ConnectorReport struct {
-	Name           string       `json:"name"`
-	Version        string       `json:"version"`
-	File           string       `json:"file"`
-	ManifestSHA256 string       `json:"manifest_sha256"`
-	ABI            int          `json:"abi"`
-	Module         ModuleReport `json:"module"`
-	HTTP           []string     `json:"http"`
-	Config         []string     `json:"config"`
-	Limits         LimitsReport `json:"limits"`
+	Name           string `json:"name"`
+	Version        string `json:"version"`
+	File           string `json:"file"`
+	ManifestSHA256 string `json:"manifest_sha256"`
+	// ReviewSHA256 is the manifest's review digest: its digest without
+	// the module pin (manifests.Manifest.ReviewDigest), what a waiver is
+	// given for.
+	ReviewSHA256 string       `json:"review_sha256"`
+	ABI          int          `json:"abi"`
+	Module       ModuleReport `json:"module"`
+	HTTP         []string     `json:"http"`
+	Config       []string     `json:"config"`
+	Limits       LimitsReport `json:"limits"`
 	// Provider is the manifest's [provider] declaration (nil: none).
 	Provider *ProviderReport `json:"provider,omitempty"`
 	// Operations are in manifest order.
@@ -332,8 +339,14 @@ type ConnectorReport struct {
 type ProviderReport struct {
 	Name                 string `json:"name,omitempty"`
 	IdempotencyHeader    string `json:"idempotency_header,omitempty"`
+	IdempotencyField     string `json:"idempotency_field,omitempty"`
 	IdempotencyRetention string `json:"idempotency_retention,omitempty"`
-	Line                 int    `json:"line,omitempty"`
+	// Key says where the provider reads its key, for people ("header
+	// Idempotency-Key", "body field external_id").
+	Key  string `json:"idempotency_key,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Proof is the connhost crashtest proof of the claim (nil: none).
+	Proof *ProviderProof `json:"proof,omitempty"`
 }
 
 // Digest statuses of ModuleReport.DigestStatus.
@@ -600,6 +613,8 @@ type auditor struct {
 	o        *Options
 	facts    *ModuleFacts // nil: not checked
 	findings []Finding
+	// proof is the crashtest proof of the [provider] claim (nil: none).
+	proof *ProviderProof
 }
 
 // at is where a finding points.
@@ -644,7 +659,7 @@ func opKey(op *manifests.Operation, keys ...string) at {
 func (a *auditor) run() ConnectorReport {
 	m := a.m
 	cr := ConnectorReport{
-		Name: m.Connector.Name, Version: m.Connector.Version, File: m.Path, ManifestSHA256: m.Digest,
+		Name: m.Connector.Name, Version: m.Connector.Version, File: m.Path, ManifestSHA256: m.Digest, ReviewSHA256: m.ReviewDigest(),
 		ABI:        m.Connector.ABI,
 		HTTP:       orEmpty(m.Capabilities.HTTP),
 		Config:     orEmpty(m.Capabilities.Config),
@@ -656,8 +671,10 @@ func (a *auditor) run() ConnectorReport {
 		Module:     a.module(),
 		Operations: []OperationReport{},
 	}
+	a.proof = a.providerProof()
 	if pv := m.Provider; pv != (manifests.Provider{}) {
-		cr.Provider = &ProviderReport{Name: pv.Name, IdempotencyHeader: pv.IdempotencyHeader, Line: m.Line("provider")}
+		cr.Provider = &ProviderReport{Name: pv.Name, IdempotencyHeader: pv.IdempotencyHeader, IdempotencyField: pv.IdempotencyField,
+			Key: pv.IdempotencyKey(), Line: m.Line("provider"), Proof: a.proof}
 		if pv.IdempotencyRetention > 0 {
 			cr.Provider.IdempotencyRetention = FormatDuration(pv.IdempotencyRetention)
 		}
@@ -857,8 +874,8 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 // idempotency checks what an idempotent-retry policy rests on: a provider
 // that deduplicates by key, known or declared.
 func (a *auditor) idempotency(op *manifests.Operation) {
-	if a.m.Provider.IdempotencyHeader != "" {
-		return // declared in [provider]: the verdict shows the promise
+	if a.m.Provider.IdempotencyHeader != "" || a.m.Provider.IdempotencyField != "" {
+		return // declared in [provider]: the verdict shows the promise (proven or not: provider-key-unproven)
 	}
 	var unknown []string
 	for _, o := range a.m.Capabilities.HTTP {
@@ -866,7 +883,7 @@ func (a *auditor) idempotency(op *manifests.Operation) {
 			unknown = append(unknown, u.Hostname())
 		}
 	}
-	const how = "declare what the provider guarantees in [provider] (idempotency_header, idempotency_retention) or waive this finding"
+	const how = "declare what the provider guarantees in [provider] (idempotency_header or idempotency_field, idempotency_retention) or waive this finding"
 	switch {
 	case len(a.m.Capabilities.HTTP) == 0:
 		a.add(CodeIdempotencyUnknownProvider, opKey(op, "recovery"),

@@ -45,6 +45,8 @@ var auditCases = map[string][]Code{
 	"loopback-host":                      {CodeLoopbackHost},
 	"internal-host":                      {CodeInternalHost, CodeInternalHost, CodeIdempotencyUnknownProvider},
 	"idempotency-unknown-provider":       {CodeIdempotencyUnknownProvider},
+	"provider-key-unproven":              {CodeProviderKeyUnproven},
+	"provider-key-proven":                nil,
 	"missing-description":                {CodeMissingDescription},
 	"permissive-schema":                  {CodePermissiveSchema, CodePermissiveSchema},
 	"permissive-schema-nested":           {CodePermissiveSchema, CodePermissiveSchema},

@@ -300,25 +300,31 @@ func nameWords(name string) []string {
 }
 
 // looseObject says how an object schema lets arguments through unchecked,
-// or "" if it does not: no declared properties, or undeclared properties
-// allowed. At the top level only "additionalProperties": false (or
+// or "" if it does not: no declared properties and undeclared ones
+// allowed (any object), or undeclared properties allowed beside declared
+// ones. An object that declares none and allows none accepts only {}. At the top level only "additionalProperties": false (or
 // "unevaluatedProperties": false) closes it; a nested object may also be
 // a typed map ("additionalProperties": {schema}).
 func looseObject(s *jsonschema.Schema, top bool) string {
 	if s == nil {
 		return ""
 	}
+	closed := s.AdditionalProperties == false
+	if u := s.UnevaluatedProperties; u != nil && u.Bool != nil && !*u.Bool {
+		closed = true
+	}
 	if len(s.Properties) == 0 && len(s.PatternProperties) == 0 {
 		if _, typedMap := s.AdditionalProperties.(*jsonschema.Schema); typedMap && !top {
 			return ""
 		}
+		if closed {
+			// No property declared and none other allowed: it accepts
+			// exactly {} (an operation without arguments).
+			return ""
+		}
 		return "declares no properties: it accepts any object"
 	}
-	closed := s.AdditionalProperties == false
 	if _, typedMap := s.AdditionalProperties.(*jsonschema.Schema); typedMap && !top {
-		closed = true
-	}
-	if u := s.UnevaluatedProperties; u != nil && u.Bool != nil && !*u.Bool {
 		closed = true
 	}
 	if !closed {

@@ -27,7 +27,7 @@ type Prober struct {
 	// dir is --modules; modules not found there are looked up next to
 	// their manifest.
 	dir string
-	// cacheDir is the compilation cache, --data/cache.
+	// cacheDir is the compilation cache ("": in memory).
 	cacheDir string
 	rt       *wasmrt.Runtime
 	// rtErr is why the runtime could not be created (reported as each
@@ -54,13 +54,9 @@ func (p *Prober) runtime() (*wasmrt.Runtime, error) {
 		// the audit's output is the report alone.
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	// A cache directory that cannot serve compiles in memory (the cache
+	// only saves compile time).
 	p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
-	if p.rtErr != nil && ro.CacheDir != "" {
-		// The cache only saves compile time: an audit of a read-only
-		// checkout still runs, with an in-memory cache.
-		ro.CacheDir = ""
-		p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
-	}
 	return p.rt, p.rtErr
 }
 

@@ -186,8 +186,12 @@ func providerLine(p *ProviderReport) string {
 	if p.Name != "" {
 		parts = append(parts, p.Name)
 	}
-	if p.IdempotencyHeader != "" {
-		parts = append(parts, fmt.Sprintf("deduplicates by %s, keys kept %s", p.IdempotencyHeader, p.IdempotencyRetention))
+	if p.Key != "" {
+		s := fmt.Sprintf("deduplicates by %s, keys kept %s", p.Key, p.IdempotencyRetention)
+		if p.Proof != nil {
+			s += " (" + p.Proof.String() + ")"
+		}
+		parts = append(parts, s)
 	}
 	return orDash(strings.Join(parts, ": "))
 }
@@ -375,7 +379,7 @@ var reportTmpl = template.Must(template.Must(template.New("report").Funcs(funcs)
 <tr><th>HTTP</th><td>{{range .HTTP}}<code>{{.}}</code> {{else}}-{{end}}</td></tr>
 <tr><th>Config</th><td>{{range .Config}}<code>{{.}}</code> {{else}}-{{end}}</td></tr>
 <tr><th>Limits</th><td>memory {{.Limits.MemoryMiB}} MiB, timeout {{.Limits.Timeout}}, output {{.Limits.MaxOutputKiB}} KiB, instances {{.Limits.Instances}}</td></tr>
-{{with .Provider}}<tr><th>Provider</th><td>{{orDash .Name}}{{if .IdempotencyHeader}}: deduplicates by <code>{{.IdempotencyHeader}}</code>, keys kept {{.IdempotencyRetention}}{{end}} (declared by the manifest)</td></tr>{{end}}
+{{with .Provider}}<tr><th>Provider</th><td>{{orDash .Name}}{{if .Key}}: deduplicates by <code>{{.Key}}</code>, keys kept {{.IdempotencyRetention}}{{end}} (declared by the manifest{{with .Proof}}; {{.}}{{end}})</td></tr>{{end}}
 {{if .Undeclared}}<tr><th>Undeclared</th><td>{{join .Undeclared ", "}}</td></tr>{{end}}
 </table>
 <table class="operations">

@@ -19,7 +19,8 @@ import (
 // payments.signoff.json), so that they travel with the manifest through
 // review and deployment but never change its digest. Both name the
 // manifest digest they were made for: a changed manifest is a new thing to
-// review.
+// review. A waiver also names the review digest (the manifest without its
+// module pin), so that re-pinning a rebuilt module does not undo it.
 
 // Errors of the review files. Callers branch on them with errors.Is.
 var (
@@ -59,9 +60,17 @@ type Waiver struct {
 	// Operation is the operation the finding is about ("" for a finding
 	// about the connector as a whole).
 	Operation string `json:"operation,omitempty"`
-	// ManifestSHA256 is the digest of the manifest version the reviewer
-	// looked at. The waiver applies to that version alone.
+	// ManifestSHA256 is the digest of the manifest file the reviewer
+	// looked at.
 	ManifestSHA256 string `json:"manifest_sha256"`
+	// ReviewedSHA256 is its review digest (manifests.Manifest.ReviewDigest:
+	// the file without its module pin). The waiver applies to every
+	// manifest with this review digest, however its module is pinned
+	// (`connhost build --pin` keeps it), except a waiver of a finding
+	// about the module itself (undeclared-operation, module-not-checked),
+	// which applies to ManifestSHA256 alone. A waiver without it (written
+	// before it existed) applies to ManifestSHA256 alone.
+	ReviewedSHA256 string `json:"reviewed_sha256,omitempty"`
 	// Reviewer is who accepted the finding.
 	Reviewer string `json:"reviewer"`
 	// Reason says why the finding is acceptable.
@@ -145,7 +154,7 @@ func Waive(wf WaiverFile, r Report, connector string, code Code, operation, revi
 	wf.Connector = connector
 	wf.Waivers = slices.DeleteFunc(wf.Waivers, func(w Waiver) bool { return w.Code == code && w.Operation == operation })
 	wf.Waivers = append(wf.Waivers, Waiver{
-		Code: code, Operation: operation, ManifestSHA256: r.Connectors[i].ManifestSHA256,
+		Code: code, Operation: operation, ManifestSHA256: r.Connectors[i].ManifestSHA256, ReviewedSHA256: r.Connectors[i].ReviewSHA256,
 		Reviewer: reviewer, Reason: reason, At: now.UTC().Truncate(time.Second),
 	})
 	return wf, nil
@@ -448,7 +457,7 @@ func (a *auditor) applyWaivers() {
 		case strings.TrimSpace(w.Reviewer) == "" || strings.TrimSpace(w.Reason) == "":
 			bad(line, "waiver %d of %s has no reviewer or no reason", i+1, w.Code)
 			continue
-		case w.ManifestSHA256 != a.m.Digest:
+		case !w.appliesTo(a.m):
 			info(CodeWaiverStale, "waiver of %s by %s was given for manifest sha256 %s; this manifest is %s: it no longer applies (review the change and waive again)",
 				w.Code, w.Reviewer, short(w.ManifestSHA256), short(a.m.Digest))
 			continue
@@ -466,6 +475,21 @@ func (a *auditor) applyWaivers() {
 			info(CodeWaiverUnused, "waiver of %s by %s matches no finding of this manifest: remove it", w.Code, w.Reviewer)
 		}
 	}
+}
+
+// moduleFindings are the waivable findings about the module rather than
+// the manifest: a waiver of one applies to the manifest pinning the
+// module the reviewer looked at, not to one re-pinned to another.
+var moduleFindings = []Code{CodeUndeclaredOperation, CodeModuleNotChecked}
+
+// appliesTo reports whether the waiver was given for m as it is: the same
+// file, or (ReviewedSHA256) the same reviewed content pinned to another
+// module, for a finding about the manifest.
+func (w Waiver) appliesTo(m *manifests.Manifest) bool {
+	if w.ManifestSHA256 == m.Digest {
+		return true
+	}
+	return w.ReviewedSHA256 != "" && w.ReviewedSHA256 == m.ReviewDigest() && !slices.Contains(moduleFindings, w.Code)
 }
 
 // decodeStrict decodes one JSON value, refusing unknown fields and

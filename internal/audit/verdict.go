@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connhost/connhost/manifests"
 )
@@ -34,7 +35,19 @@ type Verdict struct {
 	// new tool-call id (the duplicate-intent guard, duplicate_window);
 	// external operations only.
 	Repeats string `json:"repeats,omitempty"`
+	// KeyRetention is, for idempotent-retry, how long after its intent an
+	// uncertain call is still re-sent with its key: the [provider]
+	// idempotency_retention, at most the host's default of 24h
+	// (DefaultKeyRetention). An older call is asked of reconcile when the
+	// module exports it for the operation, else it becomes
+	// recovery_required (AfterCrash says which).
+	KeyRetention string `json:"key_retention,omitempty"`
 }
+
+// DefaultKeyRetention is the host's default key retention
+// (host.Options.KeyRetention): a manifest's [provider]
+// idempotency_retention can shorten it, not lengthen it.
+const DefaultKeyRetention = 24 * time.Hour
 
 // sameIntent says which calls the duplicate-intent guard takes for one
 // (operation key intent).
@@ -77,7 +90,21 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 		v.AfterCrash = "stops: the call becomes recovery_required and its session is fenced until an operator resolves it"
 		v.ReliesOn = "an operator finding out at " + hosts + " whether the call took effect"
 	case op.Recovery == manifests.PolicyIdempotentRetry:
-		v.AfterCrash = "re-dispatches the call with the same idempotency key (execute_with_key)"
+		retention := DefaultKeyRetention
+		if d := a.m.Provider.IdempotencyRetention; d > 0 && d < retention {
+			retention = d
+		}
+		v.KeyRetention = FormatDuration(retention)
+		older := "reconcile is asked if the module exports it for the operation, else it becomes recovery_required (the module was not checked)"
+		if a.facts != nil && a.facts.Description != nil {
+			if info, _ := a.facts.Description.Operation(op.Name); info.Reconcile {
+				older = "the connector's reconcile is asked instead (the module exports it): applied → succeeded, not applied → re-dispatch, unknown → recovery_required"
+			} else {
+				older = "it becomes recovery_required (the module exports no reconcile for it)"
+			}
+		}
+		v.AfterCrash = fmt.Sprintf("re-dispatches the call with the same idempotency key (execute_with_key) within %s of its intent (the provider's key retention); an older call is never re-sent with its key: %s",
+			v.KeyRetention, older)
 		v.ReliesOn = a.idempotencyPromise(hosts)
 	case op.Recovery == manifests.PolicyReconcile:
 		v.AfterCrash = "asks the connector's reconcile whether the call took effect: applied → succeeded, not applied → re-dispatch, unknown → recovery_required"
@@ -91,17 +118,24 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 // on: the manifest's [provider] declaration, a known provider, or nobody's.
 func (a *auditor) idempotencyPromise(hosts string) string {
 	pv := a.m.Provider
-	if pv.IdempotencyHeader != "" {
+	if key := pv.IdempotencyKey(); key != "" {
 		who := pv.Name
 		if who == "" {
 			who = hosts
 		}
-		return fmt.Sprintf("%s deduplicating requests by %s for %s (declared in [provider], line %d; not verified by the audit: prove it with connhost crashtest); uncertain calls older than that become recovery_required",
-			who, pv.IdempotencyHeader, FormatDuration(pv.IdempotencyRetention), a.m.Line("provider.idempotency_header"))
+		proven := "not proven: see provider-key-unproven"
+		switch {
+		case a.proof != nil:
+			proven = a.proof.String()
+		case knownClaim(a.m):
+			proven = "a provider connhost knows to do so"
+		}
+		return fmt.Sprintf("%s deduplicating requests by %s for %s (declared in [provider], line %d; %s)",
+			who, key, FormatDuration(pv.IdempotencyRetention), a.key("provider", "idempotency_header", "idempotency_field").line, proven)
 	}
 	names := hostNames(a.m.Capabilities.HTTP)
 	if len(names) > 0 && !slices.ContainsFunc(names, func(h string) bool { return !slices.Contains(KnownIdempotencyProviders, h) }) {
-		return hosts + " deduplicating requests by Idempotency-Key for at least 24h (a provider connhost knows); uncertain calls older than that become recovery_required"
+		return hosts + " deduplicating requests by Idempotency-Key for at least 24h (a provider connhost knows)"
 	}
 	return "an unverified promise that " + hosts + " deduplicates requests by key (see idempotency-unknown-provider)"
 }

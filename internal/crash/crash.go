@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // EnvVar is the environment variable that arms a crash point.
@@ -54,6 +55,26 @@ const LoseUnsyncedEnv = "CONNHOST_LOSE_UNSYNCED"
 
 // LoseUnsynced reports whether LoseUnsyncedEnv asks for it.
 func LoseUnsynced() bool { return os.Getenv(LoseUnsyncedEnv) == "1" }
+
+// ClockOffsetEnv, set to a duration ("24h30m"), runs the connhost binary's
+// executor that far in the future: crash tests of the providers' key
+// retention move a provider emulator's clock and the host's together,
+// instead of waiting a day.
+const ClockOffsetEnv = "CONNHOST_CLOCK_OFFSET"
+
+// ClockOffset returns the offset ClockOffsetEnv asks for, 0 when it is
+// unset, or an error for a value that is no positive duration.
+func ClockOffset() (time.Duration, error) {
+	v := os.Getenv(ClockOffsetEnv)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("crash: %s=%q: want a positive duration such as 24h30m", ClockOffsetEnv, v)
+	}
+	return d, nil
+}
 
 type loseUnsyncedKey struct{}
 

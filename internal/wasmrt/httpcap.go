@@ -16,8 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/internal/ipclass"
+	"github.com/connhost/connhost/internal/telemetry"
 )
 
 // The http capability. A connector reaches the network only through it,
@@ -357,6 +360,21 @@ func (h *httpCap) do(ctx context.Context, q abi.HTTPRequest) abi.HTTPResponse {
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The provider request's span (a client span, named by its method as
+	// the HTTP conventions name one without a route template); the
+	// request carries its traceparent, so that the provider's own tracing
+	// joins the trace.
+	rctx, span := telemetry.Start(rctx, q.Method, trace.SpanKindClient)
+	resp := h.send(rctx, q, u)
+	endRequest(span, q.Method, u, resp)
+	return resp
+}
+
+// send performs the checked request q to u within ctx.
+func (h *httpCap) send(rctx context.Context, q abi.HTTPRequest, u *url.URL) abi.HTTPResponse {
+	fail := func(code abi.HTTPErrorCode, format string, a ...any) abi.HTTPResponse {
+		return abi.HTTPResponse{Err: code, Message: fmt.Sprintf(format, a...)}
+	}
 	var body io.Reader
 	if len(q.Body) > 0 {
 		body = bytes.NewReader(q.Body)
@@ -374,6 +392,7 @@ func (h *httpCap) do(ctx context.Context, q abi.HTTPRequest) abi.HTTPResponse {
 		}
 		req.Header.Add(f.Name, f.Value)
 	}
+	telemetry.Inject(rctx, req.Header)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return h.failure(rctx, err)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/manifests"
@@ -37,8 +36,13 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // EnsureDefaults (NewRuntime does) to fill in the defaults.
 type Options struct {
 	// CacheDir is the directory of wazero's on-disk compilation cache,
-	// shared by every connector of the runtime. The default value is ""
-	// (an in-memory cache that lives as long as the runtime).
+	// shared by every connector of the runtime, and by every process
+	// given the same directory (see cache.go). It is created (owner only)
+	// if missing. A directory that cannot be created or written, or that
+	// others may write to, is not used: modules are compiled in memory and
+	// the Logger is told why. The default value is "" (an in-memory cache
+	// that lives as long as the runtime); DefaultCacheDir is the
+	// directory the executor uses unless told otherwise.
 	CacheDir string
 	// Logger receives the runtime's records and the guests' log calls. The
 	// default value is slog.Default().
@@ -142,6 +146,11 @@ func (o *Options) Validate() error {
 type Runtime struct {
 	opts  Options
 	cache wazero.CompilationCache
+	// cacheDir is the directory of cache, or "" when it is in memory.
+	cacheDir string
+	// memCache is the in-memory cache of connectors the on-disk one
+	// failed (see Load); nil until then.
+	memCache wazero.CompilationCache
 
 	mu     sync.Mutex
 	conns  map[*Connector]struct{}
@@ -154,17 +163,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	var cache wazero.CompilationCache
-	if opts.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("host: compilation cache %s: %w", opts.CacheDir, err)
-		}
-		cache = c
-	} else {
-		cache = wazero.NewCompilationCache()
-	}
-	return &Runtime{opts: opts, cache: cache, conns: map[*Connector]struct{}{}}, nil
+	cache, dir := openCache(opts.CacheDir, opts.Logger)
+	return &Runtime{opts: opts, cache: cache, cacheDir: dir, conns: map[*Connector]struct{}{}}, nil
 }
 
 // Close closes every connector the runtime loaded (instances still busy in
@@ -186,6 +186,12 @@ func (r *Runtime) Close(ctx context.Context) error {
 		errs = append(errs, c.Close(ctx))
 	}
 	errs = append(errs, r.cache.Close(ctx))
+	r.mu.Lock()
+	mem := r.memCache
+	r.mu.Unlock()
+	if mem != nil {
+		errs = append(errs, mem.Close(ctx))
+	}
 	return errors.Join(errs...)
 }
 
@@ -318,24 +324,30 @@ func (r *Runtime) Load(ctx context.Context, m *manifests.Manifest, opts LoadOpti
 	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(uint32(limits.MemoryMiB) * 16).
-		WithCompilationCache(r.cache)
-	c.wrt = wazero.NewRuntimeWithConfig(ctx, cfg)
+		WithMemoryLimitPages(uint32(limits.MemoryMiB) * 16)
 	defer func() {
 		if err != nil {
-			_ = c.wrt.Close(context.WithoutCancel(ctx))
+			if c.wrt != nil {
+				_ = c.wrt.Close(context.WithoutCancel(ctx))
+			}
 			hc.close()
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, c.wrt); err != nil {
-		return nil, wrap(fmt.Errorf("host: instantiate wasi: %w", err))
+	c.wrt, c.compiled, err = compile(ctx, cfg, r.cache, opts.ModulePath, code)
+	if err != nil && r.cacheDir != "" {
+		// The on-disk cache failed this module (an entry that does not
+		// read back, a write refused): compile it without the cache. If
+		// that fails too, the module is at fault, and its error is the
+		// one reported.
+		var merr error
+		if c.wrt, c.compiled, merr = compile(ctx, cfg, r.memoryCache(), opts.ModulePath, code); merr == nil {
+			c.log.Warn("the compilation cache failed this module; it was compiled without it (remove the cache directory to clear a damaged entry)",
+				"cache_dir", r.cacheDir, "module", opts.ModulePath, "error", err.Error())
+		}
+		err = merr
 	}
-	if err := instantiateHostModule(ctx, c.wrt); err != nil {
-		return nil, wrap(err)
-	}
-	c.compiled, err = c.wrt.CompileModule(ctx, code)
 	if err != nil {
-		return nil, wrap(fmt.Errorf("%w: compile %s: %v", ErrBadModule, opts.ModulePath, err))
+		return nil, wrap(err)
 	}
 	// Say which import is wrong and what the host offers, where
 	// instantiation would only say "module[env] not instantiated".

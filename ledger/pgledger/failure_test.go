@@ -84,11 +84,11 @@ func TestConnectionLostMidWrite(t *testing.T) {
 	}
 
 	t.Run("apply", func(t *testing.T) {
-		// The test holds event 2 of "a": Apply's statement updates the
-		// row, then waits to insert the event.
+		// The test holds the pending row of "a": Apply's statement
+		// updates the execution's row, then waits to delete it.
 		tx, err := blocker.Begin(ctx)
 		require.NoError(t, err)
-		_, err = tx.Exec(ctx, `INSERT INTO connhost_events (execution_id, seq, event) VALUES ('a', 2, 'held')`)
+		_, err = tx.Exec(ctx, `SELECT 1 FROM connhost_pending WHERE id = 'a' FOR UPDATE`)
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() {

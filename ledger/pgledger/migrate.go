@@ -145,10 +145,22 @@ func appliedMigrations(ctx context.Context, q querier) ([]migration, error) {
 	return out, nil
 }
 
+// supersededSchemas are the sha256 of migrations of development builds
+// that this release's schema replaced, with what they stored: nothing was
+// released with them, so there is no migration from them, and a database
+// they built is refused with what to do instead of being read.
+var supersededSchemas = map[string]string{
+	"5ee04ba2f0c97abed26624749858ce1bd68dce1e7151643cc2bbe1322f2e5913": "events in a table of their own, the pending executions found by partial indexes of the executions' table",
+}
+
 // checkApplied refuses a database whose recorded migrations are not a
 // prefix of ms.
 func checkApplied(applied, ms []migration) error {
 	for i, a := range applied {
+		if was, ok := supersededSchemas[a.sum]; ok {
+			return fmt.Errorf("%w: the database holds a connhost ledger in the schema of an earlier development build (migration %d, %s, sha256 %.12s: %s); this release stores one row per execution, does not read that schema and has no migration from it: give the ledger a new database, or drop the connhost_* tables there (losing what they record)",
+				ledger.ErrProtocol, a.version, a.name, a.sum, was)
+		}
 		if a.version != i+1 {
 			return fmt.Errorf("%w: the database's schema migrations skip from %d to %d; this release's schema is version %d",
 				ledger.ErrProtocol, i, a.version, len(ms))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,24 @@ func TestMigrationsRefuse(t *testing.T) {
 		_, err = Open(ctx, Options{DSN: dsn, Logger: quietLog})
 		require.ErrorIs(t, err, ledger.ErrProtocol)
 		require.Contains(t, err.Error(), "differs from this release's")
+	})
+	t.Run("earlier development schema", func(t *testing.T) {
+		// A database built by a build before one row per execution (its
+		// migration 1, as that build recorded it) is refused with what to
+		// do, and nothing of it is read or changed.
+		dsn := testenv.NewPostgresDatabase(t)
+		require.NoError(t, testenv.ExecDSN(ctx, dsn, createMigrationsTable))
+		require.NoError(t, testenv.ExecDSN(ctx, dsn, `INSERT INTO connhost_schema_migrations (version, name, sha256)
+VALUES (1, '0001_ledger', '5ee04ba2f0c97abed26624749858ce1bd68dce1e7151643cc2bbe1322f2e5913')`))
+		for _, init := range []bool{false, true} {
+			_, err := Open(ctx, Options{DSN: dsn, Logger: quietLog, Init: init, WitnessPath: filepath.Join(t.TempDir(), "w")})
+			require.ErrorIs(t, err, ledger.ErrProtocol)
+			require.Contains(t, err.Error(), "schema of an earlier development build")
+			require.Contains(t, err.Error(), "no migration")
+		}
+		var tables int
+		require.NoError(t, testenv.QueryDSN(ctx, dsn, `SELECT count(*) FROM pg_tables WHERE tablename LIKE 'connhost_%'`, &tables))
+		require.Equal(t, 1, tables, "tables created in a database of another schema")
 	})
 	t.Run("gap", func(t *testing.T) {
 		dsn := testenv.NewPostgresDatabase(t)

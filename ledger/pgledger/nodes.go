@@ -118,7 +118,7 @@ const claimSQL = `WITH me AS (
     SELECT 1 FROM connhost_nodes WHERE node_id = $1 AND epoch = $2 AND expires_at > clock_timestamp()
 ), cand AS (
     SELECT x.id, x.owner_node, x.owner_epoch
-    FROM connhost_executions x
+    FROM connhost_pending p CROSS JOIN LATERAL (` + executionOf + `) x
     LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
     WHERE x.terminal_ns IS NULL AND x.owner_node IS NOT NULL AND x.state <> 'recovery_required'
       AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())
@@ -266,11 +266,11 @@ func (d *DB) PendingOwned(ctx context.Context, l Lease, fn func(ledger.Record) e
 		return err
 	}
 	defer d.leave(&err)
-	return d.scanPending(ctx, fn, `SELECT x.id, x.record FROM connhost_executions x
+	return d.scanPending(ctx, fn, `SELECT x.id, x.record FROM connhost_pending p CROSS JOIN LATERAL (`+executionOf+`) x
 LEFT JOIN connhost_nodes n ON n.node_id = x.owner_node
-WHERE x.terminal_ns IS NULL AND (x.owner_node IS NULL OR (x.owner_node = $1 AND x.owner_epoch = $2)
+WHERE (x.owner_node IS NULL OR (x.owner_node = $1 AND x.owner_epoch = $2)
   OR (x.state = 'recovery_required' AND (n.node_id IS NULL OR n.epoch <> x.owner_epoch OR n.expires_at <= clock_timestamp())))
-ORDER BY x.id`, l.Node, l.Epoch)
+ORDER BY p.id`, l.Node, l.Epoch)
 }
 
 // DueOwned implements ledger.Fleet: Due restricted to the executions l
@@ -280,8 +280,8 @@ func (d *DB) DueOwned(ctx context.Context, l Lease, until time.Time, fn func(id 
 		return err
 	}
 	defer d.leave(&err)
-	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_executions
-WHERE due_ns <= $1 AND (owner_node IS NULL OR (owner_node = $2 AND owner_epoch = $3)) ORDER BY due_ns, id`, ledger.DueUnixNano(until), l.Node, l.Epoch)
+	return d.scanIDs(ctx, fn, `SELECT p.id FROM connhost_pending p CROSS JOIN LATERAL (`+executionOf+`) x
+WHERE p.due_ns <= $1 AND (x.owner_node IS NULL OR (x.owner_node = $2 AND x.owner_epoch = $3)) ORDER BY p.due_ns, p.id`, ledger.DueUnixNano(until), l.Node, l.Epoch)
 }
 
 // checkOwner explains why an owned write of t by l to id was refused:

@@ -7,12 +7,15 @@
 // and retention with tombstones.
 //
 // Every Create and Apply is one SQL statement in its own transaction: the
-// record's row, its event and (for a session's first record) the session's
-// classification are written together or not at all, and the row is changed
-// only if it still holds the version (event count), state and attempt the
-// change was checked against - a compare-and-set, so that of two writers
-// racing on one execution, on one node or on two, exactly one wins and the
-// other gets ErrConflict (or ErrTerminal). See RATIONALE.md.
+// execution's row (its record and, appended to it, its event), its row in
+// the pending set while it is not terminal, and (for a session's first
+// record) the session's classification are written together or not at
+// all, and the row is changed only if it still holds the version (event
+// count), state and attempt the change was checked against - a
+// compare-and-set, so that of two writers racing on one execution, on one
+// node or on two, exactly one wins and the other gets ErrConflict (or
+// ErrTerminal). No column an index covers changes after the insert, so an
+// outcome is a HOT update. See RATIONALE.md.
 //
 // For fleet mode the schema records an owner node and lease epoch per
 // execution, and DB implements ledger.Fleet: node leases (RegisterNode,

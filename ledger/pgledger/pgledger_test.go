@@ -80,9 +80,12 @@ func TestConformance(t *testing.T) {
 // checkStorage checks the tables against each other: every live row's
 // record decodes to the row's own key columns, state, attempt and version;
 // terminal_ns is set exactly for terminal rows, at the record's UpdatedAt;
-// due_ns is the record's due time (ledger.DueAt), NULL when it has none;
-// its events are rows 1..events; a pruned row keeps no record and no
-// events; every execution's session is classified.
+// exactly the rows that are not terminal have a pending row, with their
+// namespace, session and state, and due_ns the record's due time
+// (ledger.DueAt), NULL when it has none; the trail holds events 1..events
+// of the execution; a pruned row keeps no record and no events; every
+// execution's session is classified; no pending row outlives its
+// execution's pending state.
 func checkStorage(t testing.TB, l ledger.Ledger) {
 	t.Helper()
 	dsn, ok := dsns.Load(l)
@@ -98,28 +101,29 @@ func checkTables(t testing.TB, dsn string) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT x.id, x.namespace, x.session_id, x.tool_call_id, x.args_digest, x.state, x.attempt,
-  x.events, x.terminal_ns, x.pruned_ns, x.record, x.due_ns,
-  (SELECT count(*) FROM connhost_events e WHERE e.execution_id = x.id),
-  (SELECT coalesce(max(seq), 0) FROM connhost_events e WHERE e.execution_id = x.id),
+  x.events, x.terminal_ns, x.pruned_ns, x.record, x.trail,
+  p.id IS NOT NULL, p.namespace, p.session_id, p.state, p.due_ns,
   EXISTS (SELECT 1 FROM connhost_sessions s WHERE s.namespace = x.namespace AND s.session_id = x.session_id)
-FROM connhost_executions x`)
+FROM connhost_executions x LEFT JOIN connhost_pending p ON p.id = x.id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {
-		var id, ns, session, tool, digest, v []byte
+		var id, ns, session, tool, digest, v, pns, psession []byte
+		var trail [][]byte
 		var state string
+		var pstate *string
 		var attempt int
-		var events, nEvents, maxSeq int64
+		var events int64
 		var terminal, pruned, due *int64
-		var classified bool
-		require.NoError(t, rows.Scan(&id, &ns, &session, &tool, &digest, &state, &attempt, &events, &terminal, &pruned, &v, &due,
-			&nEvents, &maxSeq, &classified))
+		var pending, classified bool
+		require.NoError(t, rows.Scan(&id, &ns, &session, &tool, &digest, &state, &attempt, &events, &terminal, &pruned, &v, &trail,
+			&pending, &pns, &psession, &pstate, &due, &classified))
 		if !classified {
 			t.Errorf("storage: the session of %q is not classified", id)
 		}
 		if pruned != nil {
-			if v != nil || nEvents != 0 || terminal == nil || !ledger.State(state).Terminal() {
-				t.Errorf("storage: pruned %q keeps record %v, %d events, terminal_ns %v, state %s", id, v != nil, nEvents, terminal, state)
+			if v != nil || trail != nil || pending || terminal == nil || !ledger.State(state).Terminal() {
+				t.Errorf("storage: pruned %q keeps record %v, %d events, pending row %v, terminal_ns %v, state %s", id, v != nil, len(trail), pending, terminal, state)
 			}
 			continue
 		}
@@ -136,18 +140,30 @@ FROM connhost_executions x`)
 		if rec.State.Terminal() != (terminal != nil) || (terminal != nil && *terminal != rec.UpdatedAt.UnixNano()) {
 			t.Errorf("storage: %q is %s with terminal_ns %v (updated %s)", id, state, terminal, rec.UpdatedAt)
 		}
-		if at, ok := ledger.DueAt(rec); ok != (due != nil) || (ok && *due != ledger.DueUnixNano(at)) {
+		if rec.State.Terminal() == pending {
+			t.Errorf("storage: %q is %s, pending row %v", id, state, pending)
+		}
+		if pending && (string(pns) != rec.Namespace || string(psession) != rec.SessionID || *pstate != state) {
+			t.Errorf("storage: %q (%s) has the pending row %q/%q %s", id, state, pns, psession, *pstate)
+		}
+		if at, ok := ledger.DueAt(rec); pending && (ok != (due != nil) || (ok && *due != ledger.DueUnixNano(at))) {
 			t.Errorf("storage: %q is %s with due_ns %v, due at %s (%v)", id, state, due, at, ok)
 		}
-		if nEvents != events || maxSeq != events {
-			t.Errorf("storage: %q counts %d events, has %d rows up to seq %d", id, events, nEvents, maxSeq)
+		if int64(len(trail)) != events {
+			t.Errorf("storage: %q counts %d events, its trail holds %d", id, events, len(trail))
+		}
+		for i, b := range trail {
+			var e ledger.Event
+			if err := e.UnmarshalBinary(b); err != nil || e.Seq != uint64(i+1) || e.ExecutionID != string(id) {
+				t.Errorf("storage: %q event %d: seq %d of %q (%v)", id, i+1, e.Seq, e.ExecutionID, err)
+			}
 		}
 	}
 	require.NoError(t, rows.Err())
 	var orphans int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM connhost_events e
-WHERE NOT EXISTS (SELECT 1 FROM connhost_executions x WHERE x.id = e.execution_id AND x.pruned_ns IS NULL)`).Scan(&orphans))
-	require.Zero(t, orphans, "events without a live execution")
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM connhost_pending p
+WHERE NOT EXISTS (SELECT 1 FROM connhost_executions x WHERE x.id = p.id AND x.terminal_ns IS NULL)`).Scan(&orphans))
+	require.Zero(t, orphans, "pending rows without a pending execution")
 }
 
 func openDB(t testing.TB, dsn string, now func() time.Time) *pgledger.DB {

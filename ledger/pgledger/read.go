@@ -63,52 +63,40 @@ func decode(id string, v []byte) (ledger.Record, error) {
 }
 
 // Events implements ledger.Ledger: the execution's events in order, read
-// in one statement with the execution's row. A pruned id is ErrPruned, an
-// unknown one ErrNotFound.
+// from its row's trail. A pruned id is ErrPruned, an unknown one
+// ErrNotFound.
 func (d *DB) Events(ctx context.Context, id string) (_ []ledger.Event, err error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer d.leave(&err)
-	rows, err := d.pool.Query(ctx, `SELECT x.pruned_ns, e.event FROM connhost_executions x
-LEFT JOIN connhost_events e ON e.execution_id = x.id WHERE x.id = $1 ORDER BY e.seq`, []byte(id))
-	if err != nil {
+	var (
+		pruned *int64
+		trail  [][]byte
+	)
+	err = d.pool.QueryRow(ctx, `SELECT pruned_ns, trail FROM connhost_executions WHERE id = $1`, []byte(id)).Scan(&pruned, &trail)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
+	case err != nil:
 		return nil, fmt.Errorf("pgledger: read events of execution[%s]: %w", id, err)
+	case pruned != nil:
+		return nil, fmt.Errorf("execution[%s]: %w", id, ledger.ErrPruned)
 	}
-	defer rows.Close()
-	found := false
-	var evs []ledger.Event
-	for rows.Next() {
-		found = true
-		var pruned *int64
-		var b []byte
-		if err := rows.Scan(&pruned, &b); err != nil {
-			return nil, fmt.Errorf("pgledger: read events of execution[%s]: %w", id, err)
-		}
-		if pruned != nil {
-			return nil, fmt.Errorf("execution[%s]: %w", id, ledger.ErrPruned)
-		}
-		if b == nil {
-			continue // an execution without events: none to read
-		}
+	evs := make([]ledger.Event, 0, len(trail))
+	for _, b := range trail {
 		var e ledger.Event
 		if err := e.UnmarshalBinary(b); err != nil {
 			return nil, fmt.Errorf("execution[%s] event: %w", id, err)
 		}
 		evs = append(evs, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgledger: read events of execution[%s]: %w", id, err)
-	}
-	if !found {
-		return nil, fmt.Errorf("execution[%s]: %w", id, ledger.ErrNotFound)
-	}
 	return evs, nil
 }
 
-// Pending implements ledger.Ledger. It reads the pending index only (a
-// partial index of the executions that are not terminal), in id order, in
-// one statement, so the records are one consistent snapshot; fn may write
+// Pending implements ledger.Ledger. It reads the executions of
+// connhost_pending only (one row per execution that is not terminal), in
+// id order, in one statement, so the records are one consistent snapshot; fn may write
 // to the ledger meanwhile (on other connections).
 // A record that does not decode is skipped; once the others were handed
 // to fn, Pending returns a *ledger.CorruptRecordsError naming them.
@@ -117,18 +105,25 @@ func (d *DB) Pending(ctx context.Context, fn func(ledger.Record) error) (err err
 		return err
 	}
 	defer d.leave(&err)
-	return d.scanPending(ctx, fn, `SELECT id, record FROM connhost_executions WHERE terminal_ns IS NULL ORDER BY id`)
+	return d.scanPending(ctx, fn, `SELECT x.id, x.record FROM connhost_pending p
+CROSS JOIN LATERAL (`+executionOf+`) x ORDER BY p.id`)
 }
 
+// executionOf is the subquery that reads the execution of pending row p
+// by its primary key. Its LIMIT keeps the planner from flattening it into
+// a join, which, with many pending rows, it may run as a scan of the whole
+// executions table: one index look-up per pending execution keeps a
+// recovery's cost with the pending work, whatever the history's size.
+const executionOf = `SELECT id, record, state, owner_node, owner_epoch, terminal_ns FROM connhost_executions WHERE id = p.id LIMIT 1`
+
 // Due implements ledger.Ledger: the ids of the executions due by until,
-// in due order, from the due index (a partial index of the rows with a due
-// time), in one statement; fn may write to the ledger meanwhile.
+// in due order, from the due index of connhost_pending, in one statement; fn may write to the ledger meanwhile.
 func (d *DB) Due(ctx context.Context, until time.Time, fn func(id string) error) (err error) {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
 	defer d.leave(&err)
-	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_executions WHERE due_ns <= $1 ORDER BY due_ns, id`, ledger.DueUnixNano(until))
+	return d.scanIDs(ctx, fn, `SELECT id FROM connhost_pending WHERE due_ns <= $1 ORDER BY due_ns, id`, ledger.DueUnixNano(until))
 }
 
 // scanIDs calls fn for each id the query returns, stopping at fn's first
@@ -163,8 +158,8 @@ func (d *DB) scanIDs(ctx context.Context, fn func(id string) error, sql string, 
 	return nil
 }
 
-// AwaitingApproval implements ledger.Ledger from the approval index (a
-// partial index of the executions awaiting approval).
+// AwaitingApproval implements ledger.Ledger from the approval index of
+// connhost_pending.
 func (d *DB) AwaitingApproval(ctx context.Context, namespace string) (_ int, err error) {
 	if err := d.enter(ctx); err != nil {
 		return 0, err
@@ -172,9 +167,9 @@ func (d *DB) AwaitingApproval(ctx context.Context, namespace string) (_ int, err
 	defer d.leave(&err)
 	var n int
 	if namespace == "" {
-		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions WHERE state = 'awaiting_approval'`).Scan(&n)
+		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_pending WHERE state = 'awaiting_approval'`).Scan(&n)
 	} else {
-		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_executions WHERE state = 'awaiting_approval' AND namespace = $1`,
+		err = d.pool.QueryRow(ctx, `SELECT count(*) FROM connhost_pending WHERE state = 'awaiting_approval' AND namespace = $1`,
 			[]byte(namespace)).Scan(&n)
 	}
 	if err != nil {
@@ -240,7 +235,7 @@ func (d *DB) scanPending(ctx context.Context, fn func(ledger.Record) error, sql 
 }
 
 // Fenced implements ledger.Ledger: the session's recovery_required
-// executions in id order, from the fence index.
+// executions in id order, from the fence index of connhost_pending.
 func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) (_ []ledger.Record, err error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
@@ -248,8 +243,8 @@ func (d *DB) Fenced(ctx context.Context, namespace, sessionID string) (_ []ledge
 	defer d.leave(&err)
 	var recs []ledger.Record
 	err = d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil },
-		`SELECT id, record FROM connhost_executions
-WHERE namespace = $1 AND session_id = $2 AND state = 'recovery_required' ORDER BY id`,
+		`SELECT x.id, x.record FROM connhost_pending p JOIN connhost_executions x ON x.id = p.id
+WHERE p.namespace = $1 AND p.session_id = $2 AND p.state = 'recovery_required' ORDER BY p.id`,
 		[]byte(namespace), []byte(sessionID))
 	return recs, err
 }
@@ -275,8 +270,8 @@ func (d *DB) SessionKnown(ctx context.Context, namespace, sessionID string) (_ b
 // List implements ledger.Ledger: records without pruned ones, filtered by
 // the database, in id order after f.After, (ledger.OrderNewest) by
 // created_ns and id descending after the record f.After names, or
-// (ledger.OrderDue) by due_ns and id from the due index, after the
-// position (f.AfterDue, f.After).
+// (ledger.OrderDue) by due time and id from the due index of
+// connhost_pending, after the position (f.AfterDue, f.After).
 func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err error) {
 	if f.Order != ledger.OrderID && f.Order != ledger.OrderNewest && f.Order != ledger.OrderDue {
 		return nil, fmt.Errorf("pgledger: list order %d: %w", f.Order, ledger.ErrInvalid)
@@ -289,7 +284,8 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err 
 	if limit <= 0 {
 		limit = ledger.DefaultListLimit
 	}
-	where := []string{"pruned_ns IS NULL"}
+	from := "connhost_executions x"
+	where := []string{"x.pruned_ns IS NULL"}
 	var args []any
 	add := func(cond string, v ...any) {
 		for _, a := range v {
@@ -299,25 +295,25 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err 
 		where = append(where, cond)
 	}
 	if f.State != "" {
-		add("state = ?", string(f.State))
+		add("x.state = ?", string(f.State))
 	}
 	if f.Namespace != "" {
-		add("namespace = ?", []byte(f.Namespace))
+		add("x.namespace = ?", []byte(f.Namespace))
 	}
 	if len(f.Namespaces) > 0 {
 		nss := make([][]byte, len(f.Namespaces))
 		for i, ns := range f.Namespaces {
 			nss[i] = []byte(ns)
 		}
-		add("namespace = ANY(?::BYTEA[])", nss)
+		add("x.namespace = ANY(?::BYTEA[])", nss)
 	}
 	if f.SessionID != "" {
-		add("session_id = ?", []byte(f.SessionID))
+		add("x.session_id = ?", []byte(f.SessionID))
 	}
-	order := "id"
+	order := "x.id"
 	switch {
 	case f.Order == ledger.OrderNewest:
-		order = "created_ns DESC, id DESC"
+		order = "x.created_ns DESC, x.id DESC"
 		if f.After != "" {
 			var created, pruned *int64
 			err := d.pool.QueryRow(ctx, `SELECT created_ns, pruned_ns FROM connhost_executions WHERE id = $1`, []byte(f.After)).Scan(&created, &pruned)
@@ -329,19 +325,20 @@ func (d *DB) List(ctx context.Context, f ledger.Filter) (_ []ledger.Record, err 
 			case pruned != nil || created == nil:
 				return nil, fmt.Errorf("pgledger: list after execution[%s]: %w", f.After, ledger.ErrPruned)
 			}
-			add("(created_ns, id) < (?, ?)", *created, []byte(f.After))
+			add("(x.created_ns, x.id) < (?, ?)", *created, []byte(f.After))
 		}
 	case f.Order == ledger.OrderDue:
-		order = "due_ns, id"
-		where = append(where, "due_ns IS NOT NULL")
+		from = "connhost_pending p JOIN connhost_executions x ON x.id = p.id"
+		order = "p.due_ns, p.id"
+		where = append(where, "p.due_ns IS NOT NULL")
 		if f.After != "" {
-			add("(due_ns, id) > (?, ?)", ledger.DueUnixNano(f.AfterDue), []byte(f.After))
+			add("(p.due_ns, p.id) > (?, ?)", ledger.DueUnixNano(f.AfterDue), []byte(f.After))
 		}
 	case f.After != "":
-		add("id > ?", []byte(f.After))
+		add("x.id > ?", []byte(f.After))
 	}
 	args = append(args, limit)
-	sql := fmt.Sprintf("SELECT id, record FROM connhost_executions WHERE %s ORDER BY %s LIMIT $%d", strings.Join(where, " AND "), order, len(args))
+	sql := fmt.Sprintf("SELECT x.id, x.record FROM %s WHERE %s ORDER BY %s LIMIT $%d", from, strings.Join(where, " AND "), order, len(args))
 	var recs []ledger.Record
 	err = d.scan(ctx, func(r ledger.Record) error { recs = append(recs, r); return nil }, sql, args...)
 	return recs, err

@@ -100,7 +100,7 @@ func TestWitnessTruncate(t *testing.T) {
 	ran(t, db, "x", "s1")
 	require.NoError(t, db.Close())
 
-	require.NoError(t, testenv.ExecDSN(ctx, dsn, `TRUNCATE connhost_executions, connhost_events, connhost_sessions`))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `TRUNCATE connhost_executions, connhost_pending, connhost_sessions`))
 	_, err := n.open()
 	damaged(t, err, ledger.DamageBehind, "behind its witness "+n.witness, `execution "x", which the witness saw with 2 events, is missing`, "AcceptRestore")
 	_, err = n.open(func(o *pgledger.Options) { o.MustExist = true })
@@ -198,9 +198,9 @@ func TestWitnessDropTables(t *testing.T) {
 	ran(t, db, "x", "s1")
 	require.NoError(t, db.Close())
 
-	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_events`))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_pending`))
 	_, err := n.open()
-	damaged(t, err, ledger.DamageMissing, "connhost_events", "are gone")
+	damaged(t, err, ledger.DamageMissing, "connhost_pending", "are gone")
 
 	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_executions, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migrations`))
 	_, err = n.open()
@@ -262,7 +262,7 @@ func TestWitnessWhileOpen(t *testing.T) {
 		return strings.Contains(string(wa), `"probe"`) && strings.Contains(string(wb), `"probe"`)
 	})
 
-	require.NoError(t, testenv.ExecDSN(ctx, dsn, `TRUNCATE connhost_executions, connhost_events, connhost_sessions`))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `TRUNCATE connhost_executions, connhost_pending, connhost_sessions`))
 	for _, db := range []*pgledger.DB{a, b} {
 		waitFor(t, func() bool {
 			_, err := db.Get(ctx, "x")

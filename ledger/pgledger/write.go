@@ -12,28 +12,34 @@ import (
 )
 
 // Each write is one statement, so one round trip and one commit: its
-// data-modifying CTEs insert or update the execution's row, append its
-// event and classify its session, all or nothing. The statements are
-// prepared once per connection (pgx caches them).
+// data-modifying CTEs insert or update the execution's row (its event
+// appended to the row's trail), keep its connhost_pending row, and
+// classify its session, all or nothing. The statements are prepared once
+// per connection (pgx's statement cache) and then sent as one message
+// each. An outcome's UPDATE changes no indexed column of the execution's
+// row, so PostgreSQL makes it a HOT update (no index entry written), and
+// deletes the pending row (none written either).
 
-// createSQL inserts a new execution, its first event and (if the session
-// has none) its session's classification. $11 and $12 name the owner's
-// lease, or are NULL; with a lease, the row is inserted only while the
-// lease is live. $14 is its due time (NULL: never due), $15 the intent key
-// of a guarded record (else NULL), $16 the time a record created terminal
-// (a duplicate answered with an earlier outcome) became so. It returns 1
-// if it inserted the execution, else 0, and false (see createUnfencedSQL).
+// createSQL inserts a new execution with its first event, its pending row
+// (unless it is created terminal) and (if the session has none) its
+// session's classification. $11 and $12 name the owner's lease, or are
+// NULL; with a lease, the row is inserted only while the lease is live.
+// $14 is its due time (NULL: never due), $15 the intent key of a guarded
+// record (else NULL), $16 the time a record created terminal (a duplicate
+// answered with an earlier outcome) became so. It returns 1 if it
+// inserted the execution, else 0, and false (see createUnfencedSQL).
 const createSQL = `WITH ins AS (
     INSERT INTO connhost_executions
-        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns,
-         due_ns, intent_key, terminal_ns)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13, $14, $15, $16
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, trail, owner_node, owner_epoch,
+         created_ns, intent_key, terminal_ns)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, ARRAY[$9::BYTEA], $11, $12, $13, $15, $16
     WHERE $11::TEXT IS NULL OR EXISTS (
         SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())
     ON CONFLICT (id) DO NOTHING
     RETURNING id
-), ev AS (
-    INSERT INTO connhost_events (execution_id, seq, event) SELECT id, 1, $9 FROM ins
+), pend AS (
+    INSERT INTO connhost_pending (id, namespace, session_id, state, due_ns)
+    SELECT id, $2, $3, $6, $14 FROM ins WHERE $16::BIGINT IS NULL
 ), sess AS (
     INSERT INTO connhost_sessions (namespace, session_id, legacy) SELECT $2, $3, $10 FROM ins
     ON CONFLICT (namespace, session_id) DO NOTHING
@@ -46,18 +52,19 @@ SELECT count(*), FALSE FROM ins`
 // the fence refused the execution.
 const createUnfencedSQL = `WITH fence AS (
     SELECT EXISTS (
-        SELECT 1 FROM connhost_executions WHERE namespace = $2 AND session_id = $3 AND state = 'recovery_required') AS fenced
+        SELECT 1 FROM connhost_pending WHERE namespace = $2 AND session_id = $3 AND state = 'recovery_required') AS fenced
 ), ins AS (
     INSERT INTO connhost_executions
-        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, owner_node, owner_epoch, created_ns,
-         due_ns, intent_key, terminal_ns)
-    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, $11, $12, $13, $14, $15, $16
+        (id, namespace, session_id, tool_call_id, args_digest, state, attempt, events, record, trail, owner_node, owner_epoch,
+         created_ns, intent_key, terminal_ns)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 1, $8, ARRAY[$9::BYTEA], $11, $12, $13, $15, $16
     WHERE NOT (SELECT fenced FROM fence) AND ($11::TEXT IS NULL OR EXISTS (
         SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp()))
     ON CONFLICT (id) DO NOTHING
     RETURNING id
-), ev AS (
-    INSERT INTO connhost_events (execution_id, seq, event) SELECT id, 1, $9 FROM ins
+), pend AS (
+    INSERT INTO connhost_pending (id, namespace, session_id, state, due_ns)
+    SELECT id, $2, $3, $6, $14 FROM ins WHERE $16::BIGINT IS NULL
 ), sess AS (
     INSERT INTO connhost_sessions (namespace, session_id, legacy) SELECT $2, $3, $10 FROM ins
     ON CONFLICT (namespace, session_id) DO NOTHING
@@ -65,17 +72,19 @@ const createUnfencedSQL = `WITH fence AS (
 SELECT count(*), (SELECT fenced FROM fence) FROM ins`
 
 // applySQL moves an execution from the version it was checked against
-// ($7 events, $8 state, $9 attempt) to the new one and appends its event.
-// Without a lease ($11, $12 NULL) the owner is left as it is. With one,
-// the lease must be live, and the execution unowned, owned by that lease,
-// or open to it ($13: at rest, or the change is a cancel request); the
-// lease becomes its owner unless $14 (a cancel request, which leaves the
-// owner as it is). $15 is the new due time (NULL: never due). It returns 1
-// if it changed the row, else 0 (someone else changed it first, or the
-// lease check failed).
+// ($7 events, $8 state, $9 attempt) to the new one, appends its event to
+// the trail and keeps its pending row: changed if its state or due time
+// ($15, NULL: never due) changed, deleted when it becomes terminal ($5,
+// its terminal time, is not NULL). Without a lease ($11, $12 NULL) the
+// owner is left as it is. With one, the lease must be live, and the
+// execution unowned, owned by that lease, or open to it ($13: at rest, or
+// the change is a cancel request); the lease becomes its owner unless $14
+// (a cancel request, which leaves the owner as it is). It returns 1 if it
+// changed the row, else 0 (someone else changed it first, or the lease
+// check failed).
 const applySQL = `WITH upd AS (
     UPDATE connhost_executions
-    SET state = $2, attempt = $3, events = $4, terminal_ns = $5, record = $6, due_ns = $15,
+    SET state = $2, attempt = $3, events = $4, terminal_ns = $5, record = $6, trail = array_append(trail, $10::BYTEA),
         owner_node = CASE WHEN $14::BOOL THEN owner_node ELSE COALESCE($11, owner_node) END,
         owner_epoch = CASE WHEN $14::BOOL THEN owner_epoch ELSE COALESCE($12, owner_epoch) END
     WHERE id = $1 AND events = $7 AND state = $8 AND attempt = $9
@@ -83,8 +92,11 @@ const applySQL = `WITH upd AS (
           (owner_node IS NULL OR (owner_node = $11 AND owner_epoch = $12) OR $13::BOOL)
           AND EXISTS (SELECT 1 FROM connhost_nodes WHERE node_id = $11 AND epoch = $12 AND expires_at > clock_timestamp())))
     RETURNING id
-), ev AS (
-    INSERT INTO connhost_events (execution_id, seq, event) SELECT id, $4, $10 FROM upd
+), pend AS (
+    UPDATE connhost_pending p SET state = $2, due_ns = $15::BIGINT FROM upd
+    WHERE p.id = upd.id AND $5::BIGINT IS NULL AND (p.state <> $2 OR p.due_ns IS DISTINCT FROM $15::BIGINT)
+), done AS (
+    DELETE FROM connhost_pending p USING upd WHERE p.id = upd.id AND $5::BIGINT IS NOT NULL
 )
 SELECT count(*) FROM upd`
 
@@ -205,52 +217,55 @@ const (
 // earlier execution's record. At READ COMMITTED each statement reads what
 // was committed before it started, so the look-up after the wait sees the
 // other Create's row.
+//
+// The transaction's seven statements are sent in two pipelined batches,
+// two round trips: BEGIN, the lock, the existence check and the look-up;
+// then, as they decide, the insert, the unlock and COMMIT, or ROLLBACK.
 func (d *DB) createGuarded(ctx context.Context, stmt string, intent []byte, since int64, args []any) (n int, fenced bool, earlier []byte, err error) {
-	tx, err := d.pool.Begin(ctx)
+	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return 0, false, nil, err
 	}
-	defer func() {
-		if err != nil || earlier != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	if _, err = tx.Exec(ctx, lockIntentSQL, intent); err != nil {
-		return 0, false, nil, err
-	}
+	// A connection left inside the transaction (an error between the
+	// batches) is not reused: the pool closes it on Release.
+	defer conn.Release()
+	var look pgx.Batch
+	look.Queue("BEGIN")
+	look.Queue(lockIntentSQL, intent)
 	var exists bool
-	if err = tx.QueryRow(ctx, existsSQL, args[0]).Scan(&exists); err != nil {
+	look.Queue(existsSQL, args[0]).QueryRow(func(row pgx.Row) error { return row.Scan(&exists) })
+	var candidates [][]byte
+	look.Queue(repeatedSQL, intent, since, ledger.MaxRepeatCandidates).Query(func(rows pgx.Rows) error {
+		var err error
+		candidates, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		return err
+	})
+	if err := conn.SendBatch(ctx, &look).Close(); err != nil {
 		return 0, false, nil, err
 	}
 	if !exists {
-		if earlier, err = repeatedOf(ctx, tx, intent, since); err != nil || earlier != nil {
-			return 0, false, earlier, err
+		if earlier, err = repeatedOf(candidates); err != nil || earlier != nil {
+			_, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			return 0, false, earlier, errors.Join(err, rerr)
 		}
 	}
-	if err = tx.QueryRow(ctx, stmt, args...).Scan(&n, &fenced); err != nil {
+	var write pgx.Batch
+	write.Queue(stmt, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&n, &fenced) })
+	write.Queue(unlockIntentSQL, intent)
+	write.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, &write).Close(); err != nil {
 		return 0, false, nil, err
 	}
-	if _, err = tx.Exec(ctx, unlockIntentSQL, intent); err != nil {
-		return 0, false, nil, err
-	}
-	return n, fenced, nil, tx.Commit(ctx)
+	return n, fenced, nil, nil
 }
 
-// repeatedOf returns the record a guarded Create of intent repeats (see
-// ledger.Ledger.Create): the earliest counting one that is not itself a
-// duplicate, else the earliest; nil when none counts.
-func repeatedOf(ctx context.Context, tx pgx.Tx, intent []byte, since int64) ([]byte, error) {
-	rows, err := tx.Query(ctx, repeatedSQL, intent, since, ledger.MaxRepeatCandidates)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+// repeatedOf returns the record a guarded Create repeats (see
+// ledger.Ledger.Create) among the candidates repeatedSQL found, in its
+// order: the earliest counting one that is not itself a duplicate, else
+// the earliest; nil when none counts.
+func repeatedOf(candidates [][]byte) ([]byte, error) {
 	var first []byte
-	for rows.Next() {
-		var v []byte
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
+	for _, v := range candidates {
 		var r ledger.Record
 		if err := r.UnmarshalBinary(v); err != nil {
 			return nil, err
@@ -262,7 +277,7 @@ func repeatedOf(ctx context.Context, tx pgx.Tx, intent []byte, since int64) ([]b
 			first = v
 		}
 	}
-	return first, rows.Err()
+	return first, nil
 }
 
 // encode returns the record and event values, refusing a record larger
@@ -390,26 +405,26 @@ func (d *DB) apply(ctx context.Context, lease *Lease, id string, t ledger.Transi
 		id, maxCASRounds, t.From, t.To, ledger.ErrConflict)
 }
 
-// pruneSQL turns up to 512 terminal executions that became terminal
-// before $1 into tombstones (the row keeps its id and key columns, loses
-// its record) and deletes their events. The rows are locked first, so
-// that two nodes pruning at once wait for each other instead of
-// interleaving.
+// pruneSQL turns up to 512 executions created and terminal before $1
+// into tombstones (the row keeps its id and key columns, loses its record
+// and events), oldest first, from the creation index: an execution
+// becomes terminal after its creation (by its writers' clocks: one whose
+// node's clock ran ahead is pruned once the creation time it recorded is
+// older than $1 too). The rows are locked first, so that two nodes
+// pruning at once wait for each other instead of interleaving.
 const pruneSQL = `WITH victims AS (
     SELECT id FROM connhost_executions
-    WHERE terminal_ns < $1 AND pruned_ns IS NULL
-    ORDER BY terminal_ns, id
+    WHERE created_ns < $1 AND pruned_ns IS NULL AND terminal_ns < $1
+    ORDER BY created_ns, id
     LIMIT 512
     FOR UPDATE
-), del AS (
-    DELETE FROM connhost_events WHERE execution_id IN (SELECT id FROM victims)
 )
-UPDATE connhost_executions x SET pruned_ns = $2, record = NULL
+UPDATE connhost_executions x SET pruned_ns = $2, record = NULL, trail = NULL
 FROM victims v WHERE x.id = v.id`
 
-// Prune implements ledger.Ledger. It walks the retention index up to
-// olderThan and, 512 executions per transaction, replaces each record with
-// its tombstone and deletes its events; a crash between transactions
+// Prune implements ledger.Ledger. It walks the creation index up to
+// olderThan and, 512 executions per transaction, replaces each record and
+// its events with its tombstone; a crash between transactions
 // leaves a prefix of the work done and the rest for the next Prune. Get,
 // Apply and Events then answer ErrPruned, and Create on the id is refused.
 func (d *DB) Prune(ctx context.Context, olderThan time.Time) (_ int, err error) {

@@ -33,6 +33,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/internal/strictjson"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/server/tooldefs"
 )
 
@@ -250,7 +251,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 		}
 	}
 	a.openapiDoc = withVersion(OpenAPI, opts.Build)
-	a.metricsH = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{opts.Logger}})
+	a.metricsH = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{opts.Logger}, EnableOpenMetrics: true})
 
 	mux := http.NewServeMux()
 	allowed := map[string][]string{}
@@ -261,6 +262,7 @@ func New(ex *host.Executor, opts Options) (http.Handler, error) {
 			hh = a.authenticate(a.authorize(rt, hh))
 		}
 		hh = notePathID(rt.path, hh)
+		hh = telemetry.Route(rt.method+" "+rt.path, hh)
 		mux.Handle(rt.method+" "+rt.path, hh)
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/ledger"
 )
 
@@ -141,15 +143,28 @@ func (o *observer) TookOver(decision string) {
 	o.takeovers.WithLabelValues(decision).Inc()
 }
 
-func (o *observer) ConnectorCall(connector, operation, export string, d time.Duration, err error) {
+func (o *observer) ConnectorCall(ctx context.Context, connector, operation, export string, d time.Duration, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
-	o.calls.WithLabelValues(connector, operation, export, result).Observe(d.Seconds())
+	observe(ctx, o.calls.WithLabelValues(connector, operation, export, result), d)
 }
 
-func (o *observer) LedgerWrite(d time.Duration) { o.writes.Observe(d.Seconds()) }
+// observe records d in h, with the trace id of ctx's span as its exemplar
+// when that span is sampled: a slow call found on a dashboard leads to its
+// trace (exemplars are served in the OpenMetrics format of /metrics).
+func observe(ctx context.Context, h prometheus.Observer, d time.Duration) {
+	if traceID, _ := telemetry.IDs(ctx); traceID != "" {
+		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
+	h.Observe(d.Seconds())
+}
+
+func (o *observer) LedgerWrite(ctx context.Context, d time.Duration) { observe(ctx, o.writes, d) }
 
 func (o *observer) Transition(to ledger.State, decision string) {
 	o.transitions.WithLabelValues(string(to), decision).Inc()

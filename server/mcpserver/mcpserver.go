@@ -48,6 +48,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/telemetry"
 	"github.com/connhost/connhost/manifests"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/tooldefs"
@@ -365,6 +366,9 @@ func NewStarting(ms []*manifests.Manifest, opts Options) (*Server, error) {
 		}, s.callTool)
 	}
 	s.srv.AddReceivingMiddleware(s.aliases, s.lifecycle)
+	if telemetry.Enabled() {
+		s.srv.AddReceivingMiddleware(traced)
+	}
 	s.registerTasks()
 	return s, nil
 }

@@ -30,7 +30,10 @@ func BenchmarkStdioStart(b *testing.B) {
 	warmData := b.TempDir()
 	for _, kind := range []string{"cold", "newdata", "warm"} {
 		b.Run(kind, func(b *testing.B) {
-			if kind == "warm" {
+			switch kind {
+			case "newdata":
+				startOnce(b, bin, b.TempDir(), machineCache) // the machine has compiled the modules
+			case "warm":
 				startOnce(b, bin, warmData, machineCache) // the data directory has been used
 			}
 			var tInit, tCall time.Duration

@@ -280,7 +280,7 @@ type fleetObserver struct {
 
 type nopObserver struct{}
 
-func (nopObserver) ConnectorCall(string, string, string, time.Duration, error) {}
-func (nopObserver) LedgerWrite(time.Duration)                                  {}
-func (nopObserver) Transition(ledger.State, string)                            {}
-func (nopObserver) GuestLogDropped(string, int64, int64)                       {}
+func (nopObserver) ConnectorCall(context.Context, string, string, string, time.Duration, error) {}
+func (nopObserver) LedgerWrite(context.Context, time.Duration)                                  {}
+func (nopObserver) Transition(ledger.State, string)                                             {}
+func (nopObserver) GuestLogDropped(string, int64, int64)                                        {}

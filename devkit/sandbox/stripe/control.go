@@ -12,12 +12,16 @@ import (
 // (the fault part is mounted by fault.Injector.Register):
 //
 //	GET  /_sandbox/stats       Stats
+//	GET  /_sandbox/traces      the requests that carried a traceparent ([]Traced)
 //	POST /_sandbox/search_lag  {"lag": "30s"}
 //	POST /_sandbox/clock       {"advance": "1m"} → {"now": RFC 3339}
 //	POST /_sandbox/reset       forget every object, key and counter
 func (s *Server) registerControl(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+fault.ControlPrefix+"stats", func(w http.ResponseWriter, _ *http.Request) {
 		fault.WriteJSON(w, http.StatusOK, s.Stats())
+	})
+	mux.HandleFunc("GET "+fault.ControlPrefix+"traces", func(w http.ResponseWriter, _ *http.Request) {
+		fault.WriteJSON(w, http.StatusOK, s.Traces())
 	})
 	mux.HandleFunc("POST "+fault.ControlPrefix+"search_lag", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {

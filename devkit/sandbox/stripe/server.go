@@ -126,6 +126,7 @@ type Server struct {
 	idem      map[string]*idemEntry
 	lastSweep time.Time
 	stats     Stats
+	traces    []Traced
 
 	// state is where Persist saves the state (by default in memory only).
 	state statefile.File[savedState]
@@ -220,6 +221,30 @@ func (s *Server) Refunds() []Refund {
 	return out
 }
 
+// Traced is an API request that carried a W3C trace context: the
+// traceparent a caller's tracing sent, as the provider's own tracing would
+// continue it.
+type Traced struct {
+	Method         string `json:"method"`
+	Path           string `json:"path"`
+	Traceparent    string `json:"traceparent"`
+	Tracestate     string `json:"tracestate,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Baggage says whether the request carried a baggage header.
+	Baggage bool `json:"baggage,omitempty"`
+}
+
+// maxTraced bounds the requests Traces remembers (the latest).
+const maxTraced = 1000
+
+// Traces returns the API requests that carried a traceparent header, in
+// order of arrival (the latest 1000).
+func (s *Server) Traces() []Traced {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Traced(nil), s.traces...)
+}
+
 // Reset forgets every object, idempotency key and counter. Fault rules,
 // the clock and the search lag are kept.
 func (s *Server) Reset() {
@@ -237,6 +262,7 @@ func (s *Server) resetLocked() {
 	s.byRefund = map[string]*Refund{}
 	s.idem = map[string]*idemEntry{}
 	s.stats = Stats{}
+	s.traces = nil
 }
 
 // ServeHTTP routes the control API, applies faults and serves the Stripe
@@ -248,6 +274,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.stats.Requests++
+	if tp := r.Header.Get("traceparent"); tp != "" {
+		if len(s.traces) == maxTraced {
+			s.traces = append(s.traces[:0], s.traces[1:]...)
+		}
+		s.traces = append(s.traces, Traced{Method: r.Method, Path: r.URL.Path, Traceparent: tp, Tracestate: r.Header.Get("tracestate"),
+			IdempotencyKey: r.Header.Get("Idempotency-Key"), Baggage: r.Header.Get("baggage") != ""})
+	}
 	s.mu.Unlock()
 	s.faults.Serve(w, r, s.api, errorBodyFor, "stripe", s.opts.Logger)
 }

@@ -30,6 +30,11 @@ const (
 	pebble = "github.com/cockroachdb/pebble/v2"
 	wazero = "github.com/tetratelabs/wazero"
 	pgx    = "github.com/jackc/pgx/v5"
+	otel   = "go.opentelemetry.io"
+	// The OpenTelemetry SDK and exporters, below otel.
+	otelSDK       = "go.opentelemetry.io/otel/sdk"
+	otelExporters = "go.opentelemetry.io/otel/exporters"
+	otelProto     = "go.opentelemetry.io/proto"
 )
 
 // pkg is the part of `go list -json` output the rules read.
@@ -318,6 +323,10 @@ func TestRuleCheckersReportViolations(t *testing.T) {
 		{ImportPath: module + "/ledger/pgledger", Imports: []string{pgx}}}, pgx, pgxAllowed); !slices.Equal(got, []string{module + "/host imports " + pgx + "/pgxpool"}) {
 		t.Errorf("confinedViolations(pgx) = %q", got)
 	}
+	if got := confinedViolations([]pkg{{ImportPath: module + "/ledger", Imports: []string{otel + "/otel/trace"}},
+		{ImportPath: module + "/host", Imports: []string{otel + "/otel/trace"}}}, otel, otelAPIAllowed); !slices.Equal(got, []string{module + "/ledger imports " + otel + "/otel/trace"}) {
+		t.Errorf("confinedViolations(otel) = %q", got)
+	}
 	upward := []pkg{
 		{ImportPath: module + "/internal/lease", Imports: []string{module + "/server/waiting"}, TestImports: []string{module + "/devkit/testing/testenv"}},
 		{ImportPath: module + "/internal/wasmrt", XTestImports: []string{module + "/server/httpapi"}},
@@ -368,4 +377,68 @@ func TestTheProductDoesNotImportTheDevKit(t *testing.T) {
 			t.Errorf("the serveronly build of connhost contains %s", p.ImportPath)
 		}
 	}
+}
+
+// otelAPIAllowed: the packages that open spans or carry trace context may
+// import the OpenTelemetry API: internal/telemetry (which names every span
+// and attribute), the executor, the wasm runtime's http capability, the
+// HTTP API, the MCP server and the CLI. The ledger, the ABI and the
+// connectors never do.
+func otelAPIAllowed(p string) bool {
+	for _, dir := range []string{"/internal/telemetry", "/host", "/internal/wasmrt", "/server/httpapi", "/server/mcpserver", "/cmd/connhost"} {
+		if within(p, module+dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// otelSDKAllowed: the SDK and its exporters are set up in one place,
+// internal/telemetry/otlp, which `connhost serve` calls. Test files may
+// use them (an in-memory recorder), and so may the test rigs under
+// devkit/testing (a runtime's span exported to a real backend).
+func otelSDKAllowed(p string) bool { return within(p, module+"/internal/telemetry/otlp") }
+
+// TestOpenTelemetryStaysInItsPackages: the OpenTelemetry API is imported
+// only where spans are opened (otelAPIAllowed), the SDK and exporters only
+// by internal/telemetry/otlp; and host's dependency closure holds no SDK,
+// so a Go program that embeds the executor carries the API only.
+func TestOpenTelemetryStaysInItsPackages(t *testing.T) {
+	pkgs := goList(t, nil, "./...")
+	if !listed(pkgs, module+"/internal/telemetry/otlp") {
+		t.Fatalf("go list did not list %s", module+"/internal/telemetry/otlp")
+	}
+	tests := func(p string) bool {
+		return strings.HasSuffix(p, "_test") || within(p, module+"/devkit/testing")
+	}
+	for _, bad := range confinedViolations(withoutTests(pkgs, tests), otel, otelAPIAllowed) {
+		t.Errorf("%s; the OpenTelemetry API is confined to internal/telemetry and the packages that open spans (host, internal/wasmrt, server/httpapi, server/mcpserver, cmd/connhost)", bad)
+	}
+	for _, dep := range []string{otelSDK, otelExporters, otelProto} {
+		for _, bad := range confinedViolations(withoutTests(pkgs, func(string) bool { return false }), dep, otelSDKAllowed) {
+			t.Errorf("%s; the OpenTelemetry SDK and exporters are confined to internal/telemetry/otlp", bad)
+		}
+	}
+	for _, p := range goList(t, nil, "-deps", "./host") {
+		for _, dep := range []string{otelSDK, otelExporters, otelProto} {
+			if within(p.ImportPath, dep) {
+				t.Errorf("host depends on %s: the executor carries the OpenTelemetry API only", p.ImportPath)
+			}
+		}
+	}
+}
+
+// withoutTests returns pkgs with the test imports dropped, and packages
+// for which skip is true dropped whole (test rigs may read a real
+// backend's traces with the SDK).
+func withoutTests(pkgs []pkg, skip func(string) bool) []pkg {
+	var out []pkg
+	for _, p := range pkgs {
+		if skip(p.ImportPath) {
+			continue
+		}
+		p.TestImports, p.XTestImports = nil, nil
+		out = append(out, p)
+	}
+	return out
 }

@@ -121,7 +121,6 @@ func TestFleetKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cache := filepath.Join(tmp, "cache")
 	env := append(os.Environ(), "FLEET_RUNTIME_TOKEN="+runtimeToken, "FLEET_RITA_TOKEN="+ritaToken)
 	// Each node's crash points, one per generation: n3 kills itself after
 	// a provider applied its 3rd call; n1's second generation (after the
@@ -133,18 +132,12 @@ func TestFleetKill(t *testing.T) {
 		if err := os.MkdirAll(data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(cache, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(cache, filepath.Join(data, "cache")); err != nil {
-			t.Fatal(err)
-		}
 		f.nodes = append(f.nodes, &node{t: t, name: name, bin: bin, env: env, dir: tmp, args: []string{
 			"serve", "--json", "--config", cfg, "--data", data, "--manifests", mans, "--modules", modules,
 			"--ledger", dsn, "--node", name, "--lease-ttl", leaseTTL.String(),
 		}})
 	}
-	// The first start compiles the modules into the shared cache.
+	// The first start compiles the modules into the machine's cache.
 	for i, n := range f.nodes {
 		if err := n.start(next(arms, n.name)); err != nil {
 			t.Fatal(err)

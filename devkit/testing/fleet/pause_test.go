@@ -51,17 +51,10 @@ func TestFleetPausedNode(t *testing.T) {
 	prov := sandbox.NewClient(paymentsURL, emailURL)
 	cfg, mans, modules := setupFiles(t, root, tmp, paymentsURL, emailURL)
 	env := append(os.Environ(), "FLEET_RUNTIME_TOKEN="+runtimeToken, "FLEET_RITA_TOKEN="+ritaToken)
-	cache := filepath.Join(tmp, "cache")
 	var nodes []*node
 	for _, name := range []string{"p1", "p2"} {
 		data := filepath.Join(tmp, "data-"+name)
 		if err := os.MkdirAll(data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(cache, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(cache, filepath.Join(data, "cache")); err != nil {
 			t.Fatal(err)
 		}
 		n := &node{t: t, name: name, bin: bin, env: env, dir: tmp, args: []string{

@@ -1,5 +1,5 @@
--- connhost ledger schema, version 1: executions, their append-only events
--- and their indexes, the session classification, the fleet's node leases,
+-- connhost ledger schema, version 1: executions with their append-only
+-- events, the pending ones, the session classification, the fleet's node leases,
 -- the ledger's identity and commit position, and accepted restores.
 --
 -- Identifiers (execution id, namespace, session, tool call, args digest) are
@@ -8,10 +8,19 @@
 -- Times the ledger compares are BIGINT Unix nanoseconds, exact like the
 -- record's own times (TIMESTAMPTZ keeps microseconds).
 
--- One row per execution ever created. The record column holds the record in
--- the ledger's binary encoding (version byte first), the single source of
--- truth for its value; the other columns are what SQL filters, orders and
--- compares on, written in the same statement as the record.
+-- One row per execution ever created, its audit trail included. The record
+-- column holds the record in the ledger's binary encoding (version byte
+-- first), the single source of truth for its value; trail holds its events
+-- in order (the ledger's binary encoding of each), appended in the
+-- statement that changes the record. The other columns are what SQL
+-- filters, orders and compares on, written in the same statement.
+--
+-- Only columns that never change once the row is created are indexed here
+-- (id, created_ns, intent_key, and pruned_ns, which only retention sets):
+-- an execution's changes, its outcome above all, are then HOT updates,
+-- which write no index entry. What a recovery pass looks up by state or due
+-- time lives in connhost_pending instead. fillfactor leaves room on each
+-- page for the new version of the rows inserted there.
 CREATE TABLE connhost_executions (
     id           BYTEA  PRIMARY KEY,
     namespace    BYTEA  NOT NULL,
@@ -36,50 +45,55 @@ CREATE TABLE connhost_executions (
     owner_node   TEXT,
     owner_epoch  BIGINT,
     -- The record's CreatedAt (Unix ns), fixed at Create, for List in
-    -- creation order (ledger.OrderNewest); NULL in a pruned row, which
-    -- nothing lists.
-    created_ns   BIGINT,
-    -- When a recovery pass must look at the execution next (ledger.DueAt,
-    -- Unix ns); NULL when no pass needs to (recovery_required and
-    -- terminal executions).
-    due_ns       BIGINT,
+    -- creation order (ledger.OrderNewest) and for retention.
+    created_ns   BIGINT NOT NULL,
     -- ledger.IntentKey of an execution the duplicate-intent guard covers
     -- (ledger.Record.DuplicateWindow: the sha256 of namespace, session,
     -- connector, operation and argument digest); NULL for every other.
     intent_key   BYTEA,
     record       BYTEA,
+    trail        BYTEA[],
     CHECK ((pruned_ns IS NULL) = (record IS NOT NULL)),
+    CHECK ((pruned_ns IS NULL) = (trail IS NOT NULL)),
     CHECK (pruned_ns IS NULL OR terminal_ns IS NOT NULL),
     CHECK ((owner_node IS NULL) = (owner_epoch IS NULL))
-);
-
--- The pending index: recovery reads only the executions that are not
--- terminal, so its cost follows pending work, not history.
-CREATE INDEX connhost_executions_pending ON connhost_executions (id) WHERE terminal_ns IS NULL;
-
--- The fence index: a session's recovery_required executions.
-CREATE INDEX connhost_executions_fenced ON connhost_executions (namespace, session_id, id)
-    WHERE state = 'recovery_required';
-
--- The retention index: terminal, not yet pruned executions in the order
--- they became terminal.
-CREATE INDEX connhost_executions_retention ON connhost_executions (terminal_ns, id)
-    WHERE terminal_ns IS NOT NULL AND pruned_ns IS NULL;
+) WITH (fillfactor = 70);
 
 -- The creation index, newest first, as `connhost ls` and the API list.
+-- Retention walks it oldest first: an execution became terminal after it
+-- was created.
 CREATE INDEX connhost_executions_newest ON connhost_executions (created_ns DESC, id DESC) WHERE pruned_ns IS NULL;
-
--- The due index a recovery pass reads.
-CREATE INDEX connhost_executions_due ON connhost_executions (due_ns, id) WHERE due_ns IS NOT NULL;
-
--- The approval index: a namespace's executions awaiting approval, counted
--- by a per-principal limit before a new approval request is recorded.
-CREATE INDEX connhost_executions_awaiting ON connhost_executions (namespace) WHERE state = 'awaiting_approval';
 
 -- The duplicate-intent index: a guarded Create finds the recent executions
 -- of its intent through it, and a pruned row leaves it.
 CREATE INDEX connhost_executions_intent ON connhost_executions (intent_key, created_ns)
     WHERE intent_key IS NOT NULL AND pruned_ns IS NULL;
+
+-- One row per execution that is not terminal: recovery reads only these,
+-- so its cost follows pending work, not history. The row is inserted with
+-- the execution's, changed with its state or due time, and deleted in the
+-- statement that makes it terminal (a delete writes no index entry). state
+-- repeats the execution's, for the indexes below.
+CREATE TABLE connhost_pending (
+    id         BYTEA  PRIMARY KEY,
+    namespace  BYTEA  NOT NULL,
+    session_id BYTEA  NOT NULL,
+    state      TEXT   NOT NULL,
+    -- When a recovery pass must look at the execution next (ledger.DueAt,
+    -- Unix ns); NULL when no pass needs to (recovery_required).
+    due_ns     BIGINT
+);
+
+-- The due index a recovery pass reads.
+CREATE INDEX connhost_pending_due ON connhost_pending (due_ns, id) WHERE due_ns IS NOT NULL;
+
+-- The fence index: a session's recovery_required executions.
+CREATE INDEX connhost_pending_fenced ON connhost_pending (namespace, session_id, id)
+    WHERE state = 'recovery_required';
+
+-- The approval index: a namespace's executions awaiting approval, counted
+-- by a per-principal limit before a new approval request is recorded.
+CREATE INDEX connhost_pending_awaiting ON connhost_pending (namespace) WHERE state = 'awaiting_approval';
 
 -- One row per intent while a guarded Create of it runs: the Create inserts
 -- it first and deletes it before it commits, so a concurrent guarded Create
@@ -88,16 +102,6 @@ CREATE INDEX connhost_executions_intent ON connhost_executions (intent_key, crea
 -- execution. Rows never outlive their transaction.
 CREATE TABLE connhost_intent_locks (
     intent_key BYTEA PRIMARY KEY
-);
-
--- The audit trail. Rows are only ever inserted (one per change, in the
--- change's statement) and deleted by retention with their execution; the
--- primary key refuses a second event with the same number.
-CREATE TABLE connhost_events (
-    execution_id BYTEA  NOT NULL,
-    seq          BIGINT NOT NULL,
-    event        BYTEA  NOT NULL,
-    PRIMARY KEY (execution_id, seq)
 );
 
 -- A session is classified by its first record: legacy when that record was

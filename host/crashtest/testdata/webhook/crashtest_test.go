@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,12 +60,15 @@ func TestCrashMatrix(t *testing.T) {
 		// probed: observed through the probe config, not /_crashtest.
 		probed bool
 		points []string
-		// wantFailed are the points of the cells that must fail.
+		// wantFailed are the points of the cells that must fail, and
+		// wantClass (when set) the class each is counted in.
 		wantFailed []string
+		wantClass  func(crashtest.Row) bool
 	}{
 		{name: "honest, idempotent-retry", pkg: "./plugins/webhook", policy: "idempotent-retry", probed: true},
 		{name: "honest, idempotent-retry, /_crashtest", pkg: "./plugins/webhook", policy: "idempotent-retry"},
-		{name: "honest, reconcile", pkg: "./plugins/webhook", policy: "reconcile", probed: true, points: revealing},
+		{name: "honest, reconcile", pkg: "./plugins/webhook", policy: "reconcile", probed: true,
+			points: append(slices.Clone(revealing), crashtest.PointEqualArgs)},
 		{name: "key ignored", pkg: "./broken/keyignored", policy: "idempotent-retry", probed: true, points: revealing[:1],
 			wantFailed: []string{"after_plugin_return"}},
 		{name: "key ignored, /_crashtest", pkg: "./broken/keyignored", policy: "idempotent-retry", points: revealing[:1],
@@ -73,6 +77,24 @@ func TestCrashMatrix(t *testing.T) {
 			wantFailed: []string{"after_plugin_return", "after_reconcile_return"}},
 		{name: "reconcile always not applied, /_crashtest", pkg: "./broken/notapplied", policy: "reconcile", points: revealing[:2],
 			wantFailed: []string{"after_plugin_return", "after_reconcile_return"}},
+		// Reconcile finds a delivery by a field many share and names it:
+		// it exists, so only the receipt's owner tells it is another
+		// call's. Where reconcile answers after the delivery was made
+		// there is one effect, and the receipt names the wrong one.
+		{name: "reconcile names another call's delivery", pkg: "./broken/bytopic", policy: "reconcile", probed: true, points: revealing,
+			wantFailed: revealing, wantClass: func(r crashtest.Row) bool { return r.WrongReceipt }},
+		// A key taken from the arguments survives every crash (each
+		// retry carries it), and merges two genuine calls with equal
+		// arguments into one delivery.
+		{name: "key from the arguments", pkg: "./broken/argkey", policy: "idempotent-retry", probed: true,
+			points: append(slices.Clone(revealing), crashtest.PointEqualArgs), wantFailed: []string{crashtest.PointEqualArgs},
+			wantClass: func(r crashtest.Row) bool { return r.SucceededWithoutEffect && r.Effects == 1 }},
+		// The receiver's probe contract gives every call the same
+		// arguments: each cell's call is taken for a retry of the
+		// preflight's, and makes nothing.
+		{name: "key from the arguments, /_crashtest", pkg: "./broken/argkey", policy: "idempotent-retry",
+			points: []string{"after_plugin_return", crashtest.PointEqualArgs}, wantFailed: []string{"after_plugin_return", crashtest.PointEqualArgs},
+			wantClass: func(r crashtest.Row) bool { return r.SucceededWithoutEffect }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			module := filepath.Join(t.TempDir(), "webhook.wasm")
@@ -109,8 +131,12 @@ func TestCrashMatrix(t *testing.T) {
 				failed[row.Point] = row
 			}
 			for _, p := range tc.wantFailed {
-				if _, ok := failed[p]; !ok {
+				row, ok := failed[p]
+				switch {
+				case !ok:
 					t.Errorf("cell %s not caught", p)
+				case tc.wantClass != nil && !tc.wantClass(row):
+					t.Errorf("cell %s failed in another class: %+v", p, row)
 				}
 				delete(failed, p)
 			}
@@ -128,9 +154,86 @@ func TestCrashMatrix(t *testing.T) {
 			if tc.wantFailed == nil && len(tc.points) == 0 {
 				// The full matrix: the in-flight row ran, and the read too.
 				js, _ := json.Marshal(rep)
-				if !strings.Contains(string(js), `"point":"in_flight"`) || !strings.Contains(string(js), `"operation":"get_delivery"`) {
-					t.Errorf("the full matrix lacks the in-flight row or the read:\n%s", table.String())
+				if !strings.Contains(string(js), `"point":"in_flight"`) || !strings.Contains(string(js), `"point":"equal_args"`) ||
+					!strings.Contains(string(js), `"operation":"get_delivery"`) {
+					t.Errorf("the full matrix lacks the in-flight row, the row of equal arguments or the read:\n%s", table.String())
 				}
+			}
+		})
+	}
+}
+
+// TestProviderKeyProof: the row provider_key proves what a manifest's
+// [provider] says the provider deduplicates by, against the receiver: a
+// request of the connector repeated as it was makes no second delivery,
+// and repeated with the declared key changed makes one. The receiver
+// deduplicates by Idempotency-Key and by a body's event_id, never by a
+// header X-Event-Id: a claim naming that header — sent by the connector
+// or not — is disproved, the others proven.
+func TestProviderKeyProof(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns connhost processes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := crashtest.BuildConnhost(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join("manifests", "webhook.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(line string) string {
+		t.Helper()
+		out := strings.Replace(string(manifest), `idempotency_header = "Idempotency-Key"`, line, 1)
+		if out == string(manifest) {
+			t.Fatal("manifests/webhook.toml changed: update the test")
+		}
+		return writeFile(t, t.TempDir(), "webhook.toml", out)
+	}
+	probeConfig, err := crashtest.LoadProbeConfig(filepath.Join("manifests", "webhook.probe.toml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, pkg, manifest string
+		// want is "" for a proof, else part of the problem.
+		want string
+	}{
+		{"header Idempotency-Key", "./plugins/webhook", filepath.Join("manifests", "webhook.toml"), ""},
+		{"body field event_id", "./broken/bodykey", claim(`idempotency_field = "event_id"`), ""},
+		{"a header the receiver ignores", "./broken/bodykey", claim(`idempotency_header = "X-Event-Id"`),
+			"the request repeated with another header X-Event-Id and the same everything else was answered 200 and made 0 effect(s), want 1: the provider deduplicates by something else"},
+		{"a header the connector does not send", "./plugins/webhook", claim(`idempotency_header = "X-Event-Id"`),
+			"carries no header X-Event-Id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			module := filepath.Join(t.TempDir(), "webhook.wasm")
+			if _, err := crashtest.BuildModule(ctx, tc.pkg, module); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(provider.New())
+			defer srv.Close()
+			rep, err := crashtest.Run(ctx, crashtest.Options{
+				Binary: bin, Manifest: tc.manifest, Module: module, ProviderURL: srv.URL, ProbeConfig: probeConfig,
+				Operations: []string{"deliver"}, Points: []string{crashtest.PointProviderKey}, WorkDir: t.TempDir(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table strings.Builder
+			_ = rep.WriteTable(&table)
+			t.Logf("\n%s", table.String())
+			if len(rep.Rows) != 1 {
+				t.Fatalf("%d rows, want the ungated provider_key row alone", len(rep.Rows))
+			}
+			row := rep.Rows[0]
+			switch {
+			case tc.want == "" && (!row.Pass || row.ProvenKey == ""):
+				t.Errorf("claim not proven: %+v", row)
+			case tc.want != "" && (row.Pass || row.ProvenKey != "" || !strings.Contains(row.Problem, tc.want)):
+				t.Errorf("claim not disproved as %q: %+v", tc.want, row)
 			}
 		})
 	}

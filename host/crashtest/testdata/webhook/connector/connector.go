@@ -5,14 +5,20 @@
 // The connector's module is plugins/webhook (package main, an empty main
 // that registers Honest). broken/keyignored and broken/notapplied register
 // the two ways of breaking the declared policies that only a crash
-// reveals; connhost crashtest must catch both.
+// reveals, broken/bytopic a reconcile that names another call's delivery
+// and broken/argkey a key taken from the arguments, which only two calls
+// with equal arguments reveal; connhost crashtest must catch all four.
+// broken/bodykey sends its key in a body field, for the proof of a [provider]
+// claim (honest when the manifest names that field).
 package connector
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/connhost/connhost/abi"
@@ -32,6 +38,18 @@ const (
 	KeyIgnored
 	// AlwaysNotApplied answers reconcile "not applied" without looking.
 	AlwaysNotApplied
+	// ByTopic reconciles by the event's topic, which many deliveries
+	// share, and answers the first delivery of that topic: another
+	// call's, which exists.
+	ByTopic
+	// KeyFromArgs sends a key derived from the arguments instead of the
+	// host's: every retry of a call carries it, but so does another call
+	// with equal arguments, which the receiver then takes for a retry.
+	KeyFromArgs
+	// BodyKey sends the host's key as the delivery's event_id, which the
+	// receiver deduplicates by, and in a header X-Event-Id, which it
+	// ignores: a manifest may claim either.
+	BodyKey
 )
 
 // Register registers the operations of variant v.
@@ -70,17 +88,26 @@ func (k conn) deliver(c *guest.Call, args []byte) abi.Outcome {
 		return guest.Permanent("deliver: bad arguments: %v", err)
 	}
 	key := c.Key
-	if k.v == KeyIgnored {
+	switch k.v {
+	case KeyIgnored:
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		key = hex.EncodeToString(b[:])
+	case KeyFromArgs:
+		sum := sha256.Sum256(args)
+		key = hex.EncodeToString(sum[:16])
 	}
 	body, _ := json.Marshal(in)
-	resp := c.HTTP(abi.HTTPRequest{
-		Method: "POST", URL: baseURL(c) + "/v1/deliveries",
-		Header: []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Idempotency-Key", Value: key}},
-		Body:   body,
-	})
+	header := []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Idempotency-Key", Value: key}}
+	if k.v == BodyKey {
+		body, _ = json.Marshal(struct {
+			Topic   string          `json:"topic"`
+			Payload json.RawMessage `json:"payload"`
+			EventID string          `json:"event_id"`
+		}{in.Topic, in.Payload, key})
+		header = []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Event-Id", Value: key}}
+	}
+	resp := c.HTTP(abi.HTTPRequest{Method: "POST", URL: baseURL(c) + "/v1/deliveries", Header: header, Body: body})
 	switch {
 	case resp.Err == abi.HTTPDenied:
 		return guest.Permanent("deliver: %s", resp.Message)
@@ -109,7 +136,11 @@ func (k conn) reconcileDeliver(c *guest.Call, args []byte) abi.Outcome {
 	if k.v == AlwaysNotApplied {
 		return guest.NotApplied("deliver: not looked up")
 	}
-	resp := c.HTTP(abi.HTTPRequest{Method: "GET", URL: baseURL(c) + "/v1/deliveries?idempotency_key=" + url.QueryEscape(c.Key)})
+	lookup := baseURL(c) + "/v1/deliveries?idempotency_key=" + url.QueryEscape(c.Key)
+	if k.v == ByTopic {
+		lookup = baseURL(c) + "/v1/deliveries"
+	}
+	resp := c.HTTP(abi.HTTPRequest{Method: "GET", URL: lookup})
 	if resp.Err != abi.HTTPOK || resp.Status != 200 {
 		return guest.Unknown("deliver: lookup: %s %s (status %d)", resp.Err, resp.Message, resp.Status)
 	}
@@ -118,6 +149,13 @@ func (k conn) reconcileDeliver(c *guest.Call, args []byte) abi.Outcome {
 	}
 	if err := json.Unmarshal(resp.Body, &list); err != nil || list.Data == nil {
 		return guest.Unknown("deliver: lookup: unreadable answer")
+	}
+	if k.v == ByTopic {
+		var in struct {
+			Topic string `json:"topic"`
+		}
+		_ = json.Unmarshal(args, &in)
+		list.Data = slices.DeleteFunc(list.Data, func(d Delivery) bool { return d.Topic != in.Topic })
 	}
 	if len(list.Data) == 0 {
 		return guest.NotApplied("deliver: no delivery carries key %s", c.Key)

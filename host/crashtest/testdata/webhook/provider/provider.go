@@ -10,6 +10,9 @@
 // answer again and stores nothing (header Idempotent-Replayed: true); with
 // another body it is refused (422); while the first request with that key
 // is still being processed, 409. Keys are kept as long as the server runs.
+// A delivery may carry an event_id in its body instead: one whose
+// event_id was stored before gets that delivery back the same way,
+// whatever its headers say.
 //
 // connhost crashtest observes it through that API alone, as
 // manifests/webhook.probe.toml describes. It also implements crashtest's
@@ -37,6 +40,7 @@ type Delivery struct {
 	Topic   string          `json:"topic"`
 	Payload json.RawMessage `json:"payload"`
 	Key     string          `json:"idempotency_key,omitempty"`
+	EventID string          `json:"event_id,omitempty"`
 }
 
 // Server is the receiver. It is safe for concurrent use.
@@ -131,6 +135,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(k.answer)
 		return
+	}
+	if d.EventID != "" {
+		for _, e := range s.deliveries {
+			if e.EventID == d.EventID {
+				s.mu.Unlock()
+				w.Header().Set("Idempotent-Replayed", "true")
+				writeJSON(w, http.StatusOK, e)
+				return
+			}
+		}
 	}
 	if key != "" && s.inFlight[key] {
 		s.mu.Unlock()
