@@ -17,7 +17,7 @@
 //
 // After a change to a connector (or to the SDK it compiles in), `go
 // generate .` at the repository root rebuilds the modules and pins them
-// (internal/devkit/shipgen); a test fails until it has.
+// (devkit/shipgen); a test fails until it has.
 package connhost
 
 import (
@@ -35,7 +35,7 @@ import (
 	"github.com/connhost/connhost/manifests"
 )
 
-//go:generate go run ./internal/devkit/shipgen
+//go:generate go run ./devkit/shipgen
 
 //go:embed manifests/email.toml manifests/payments.toml plugins/email.wasm.gz plugins/payments.wasm.gz
 var shipped embed.FS

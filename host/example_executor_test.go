@@ -305,7 +305,7 @@ type exampleEnv struct {
 
 func newExampleEnv(ctx context.Context, recovery string, requiresApproval bool) *exampleEnv {
 	// Tests build connectors on demand; a deployment has a built .wasm.
-	path, digest, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/effect")
+	path, digest, err := wasmbuild.Cached(ctx, "devkit/testing/testconnectors/effect")
 	if err != nil {
 		panic(err)
 	}

@@ -186,6 +186,15 @@ type Options struct {
 	// a fleet needs the same. The executor does not modify the map. The
 	// default value is none: every reviewer decides in every namespace.
 	ApprovalNamespaces map[string][]string
+	// AllowHTTP adds origins to connectors' allowlists, by connector name:
+	// each connector may reach its manifest's capabilities.http and these
+	// ("scheme://host:port", http or https, explicit port), so that a
+	// deployment can point a connector at a provider on another origin (a
+	// sandbox on a loopback port, a regional endpoint) without editing
+	// the reviewed manifest. Open logs a warning naming the connector and
+	// the origins it adds, and does not modify the manifests it is given.
+	// The default value is none: the manifests' lists only.
+	AllowHTTP map[string][]string
 	// ConsumedDir is the journal of consumed approvals on a shared ledger
 	// (see journal.go): a directory outside the database where the node
 	// records each dispatch of an approval-gated call before making it,
@@ -275,6 +284,7 @@ func (o *Options) Validate() error {
 		}
 		seen[m.Connector.Name] = true
 	}
+	errs = append(errs, allowHTTPProblems(o.Manifests, o.AllowHTTP)...)
 	if o.MaxInlineRetryWait < 0 {
 		errs = append(errs, errors.New("MaxInlineRetryWait is negative"))
 	}
@@ -306,15 +316,18 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("ConsumedDir is required on a fleet ledger (or DataDir or WitnessPath, beside which it is kept): without it a row restored in the database would dispatch an approved call again"))
 		}
 	}
-	missing := missingConfig(o.Manifests, "", o.Config)
-	denied := deniedConfigURLs(o.Manifests, "", o.Config)
+	// The URLs are checked against the allowlists as AllowHTTP extends
+	// them.
+	ms := withAllowHTTP(o.Manifests, o.AllowHTTP, slog.New(slog.DiscardHandler))
+	missing := missingConfig(ms, "", o.Config)
+	denied := deniedConfigURLs(ms, "", o.Config)
 	for _, ns := range slices.Sorted(maps.Keys(o.NamespaceConfig)) {
 		if msg := NamespaceProblem(ns); msg != "" {
 			errs = append(errs, fmt.Errorf("NamespaceConfig: namespace %q %s", ns, msg))
 			continue
 		}
-		missing = append(missing, missingConfig(o.Manifests, ns, o.configIn(ns))...)
-		denied = append(denied, deniedConfigURLs(o.Manifests, ns, o.configIn(ns))...)
+		missing = append(missing, missingConfig(ms, ns, o.configIn(ns))...)
+		denied = append(denied, deniedConfigURLs(ms, ns, o.configIn(ns))...)
 	}
 	if len(missing) > 0 {
 		errs = append(errs, &MissingConfigError{Missing: missing})
@@ -442,6 +455,7 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 		return nil, err
 	}
+	opts.Manifests = withAllowHTTP(opts.Manifests, opts.AllowHTTP, opts.Logger)
 	e := &Executor{opts: opts, base: opts.Ledger, ownsLedger: opts.Ledger != nil && opts.CloseLedger, conns: map[string]*loaded{}, closed: make(chan struct{})}
 	ok := false
 	defer func() {

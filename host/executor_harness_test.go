@@ -196,7 +196,7 @@ var (
 func effectModule(t *testing.T) (string, string) {
 	t.Helper()
 	effectOnce.Do(func() {
-		effectPath, effectDigest, effectErr = wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/effect")
+		effectPath, effectDigest, effectErr = wasmbuild.Cached(context.Background(), "devkit/testing/testconnectors/effect")
 	})
 	require.NoError(t, effectErr)
 	return effectPath, effectDigest

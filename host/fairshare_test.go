@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/sandbox/fault"
+	"github.com/connhost/connhost/devkit/sandbox/stripe"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
-	"github.com/connhost/connhost/internal/devkit/sandbox/stripe"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"

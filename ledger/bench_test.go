@@ -21,7 +21,7 @@ func benchParallelism(n int) int {
 // BenchmarkCreateApply measures the ledger's share of one ungated execution:
 // Create(dispatched) + Apply(succeeded), two synced batches, on a real
 // directory; sequential and with ~64 goroutines (compare with
-// internal/devkit/bench's BenchmarkRawSync and `connhost bench ledger`).
+// devkit/bench's BenchmarkRawSync and `connhost bench ledger`).
 func BenchmarkCreateApply(b *testing.B) {
 	benchCreateApply(b, 0)
 }

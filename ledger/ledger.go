@@ -200,7 +200,7 @@ type Approval struct {
 	Signature string `json:"signature,omitempty"`
 	// StateNonce is the nonce of the single-use request state whose
 	// answer made the decision (an MCP client's answer to the input
-	// request that asked its user to approve: see internal/mcpserver);
+	// request that asked its user to approve: see server/mcpserver);
 	// "" for a decision made otherwise. The decision that records it
 	// consumes the state: a later decision naming the same nonce is
 	// refused with ErrStateUsed (grammar.go, rule 12).

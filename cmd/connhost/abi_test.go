@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connhost/connhost/internal/devkit/testing/wasmgen"
+	"github.com/connhost/connhost/devkit/testing/wasmgen"
 )
 
 // TestABICheck: connhost abi check passes a module written from

@@ -23,8 +23,8 @@ import (
 var auditModules = map[string]string{
 	"payments.wasm":    "plugins/payments",
 	"email.wasm":       "plugins/email",
-	"noreconcile.wasm": "internal/devkit/testing/testconnectors/noreconcile",
-	"badversion.wasm":  "internal/devkit/testing/testconnectors/badversion",
+	"noreconcile.wasm": "devkit/testing/testconnectors/noreconcile",
+	"badversion.wasm":  "devkit/testing/testconnectors/badversion",
 }
 
 var (

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func TestUsageErrorsExit2(t *testing.T) {
@@ -159,17 +159,6 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 	}
 }
 
-func TestIsLoopbackListen(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8420": true, "localhost:1": true, "[::1]:8420": true,
-		":8420": false, "0.0.0.0:8420": false, "10.1.2.3:80": false, "example.com:80": false, "nonsense": false,
-	} {
-		if got := isLoopbackListen(addr); got != want {
-			t.Errorf("isLoopbackListen(%q) = %t", addr, got)
-		}
-	}
-}
-
 func writeFile(t *testing.T, dir, name, text string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -177,100 +166,6 @@ func writeFile(t *testing.T, dir, name, text string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func TestConfig(t *testing.T) {
-	env := func(k string) (string, bool) {
-		v, ok := map[string]string{"TOKEN": "tok-secret", "KEY": "sk_live_secret"}[k]
-		return v, ok
-	}
-	good := `
-[server]
-listen = "0.0.0.0:8420"
-token_env = "TOKEN"
-
-[connectors.noop]
-base_url = "http://127.0.0.1:9"
-api_key_env = "KEY"
-`
-	c, err := parseConfig("connhost.toml", []byte(good), env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Server.Token != "tok-secret" || c.Server.Listen != "0.0.0.0:8420" {
-		t.Fatalf("server: %+v", c.Server)
-	}
-	if v, ok := c.lookup("noop", "api_key"); !ok || v != "sk_live_secret" {
-		t.Fatalf("api_key: %q %t", v, ok)
-	}
-	s := c.String()
-	b, _ := json.Marshal(c)
-	for _, out := range []string{s, string(b)} {
-		if strings.Contains(out, "secret") {
-			t.Errorf("secret printed: %s", out)
-		}
-	}
-
-	bad := `
-[server]
-listen = "127.0.0.1:8420"
-tokn = "x"
-
-[connectors.noop]
-api_key = "a"
-api_key_env = "KEY"
-url_env = "MISSING"
-
-[extra]
-`
-	_, err = parseConfig("connhost.toml", []byte(bad), env)
-	if err == nil {
-		t.Fatal("no error")
-	}
-	for _, want := range []string{
-		"connhost.toml:4: unknown key tokn in [server]",
-		"connhost.toml:8: set api_key or api_key_env, not both",
-		"connhost.toml:9: environment variable MISSING (url_env) is not set",
-		`connhost.toml:11: unknown table or key "extra"`,
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
-	}
-	if _, err := parseConfig("c.toml", []byte("[server\n"), env); err == nil || !strings.Contains(err.Error(), "c.toml:") {
-		t.Errorf("syntax error without file:line: %v", err)
-	}
-}
-
-// TestConfigRefusesEmptyEnv: a variable named by a "_env" key that is set
-// but empty is refused like an unset one, naming file:line, key and
-// variable; an empty secret is never used.
-func TestConfigRefusesEmptyEnv(t *testing.T) {
-	env := func(k string) (string, bool) {
-		v, ok := map[string]string{"EMPTY_TOKEN": "", "EMPTY_KEY": ""}[k]
-		return v, ok
-	}
-	text := `
-[server]
-token_env = "EMPTY_TOKEN"
-
-[connectors.noop]
-api_key_env = "EMPTY_KEY"
-url_env = "UNSET"
-`
-	c, err := parseConfig("connhost.toml", []byte(text), env)
-	if err == nil {
-		t.Fatalf("empty variables accepted: %v", c)
-	}
-	for _, want := range []string{
-		"connhost.toml:3: environment variable EMPTY_TOKEN (token_env) is empty",
-		"connhost.toml:6: environment variable EMPTY_KEY (api_key_env) is empty",
-		"connhost.toml:7: environment variable UNSET (url_env) is not set",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
-	}
 }
 
 // TestProblemForRecoveryRequired: the CLI reports Cancel's refusal of a
@@ -327,10 +222,10 @@ token = "0123456789abcdef0123456789abcdef"
 type dirs struct{ data, modules string }
 
 // testDirs returns a fresh data dir and a modules dir holding noop.wasm
-// (internal/devkit/testing/testconnectors/noop), the module of testdata/manifests.
+// (devkit/testing/testconnectors/noop), the module of testdata/manifests.
 func testDirs(t *testing.T) dirs {
 	t.Helper()
-	wasm, _, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/noop")
+	wasm, _, err := wasmbuild.Cached(context.Background(), "devkit/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatalf("build noop connector: %v", err)
 	}
@@ -494,28 +389,6 @@ func TestPruneKeepsTheIDFenced(t *testing.T) {
 	var p map[string]any
 	if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "pruned" {
 		t.Fatalf("re-issued pruned call: %d %q", code, out)
-	}
-}
-
-// A config file may hold secrets: a syntax error says where, never what.
-func TestConfigSyntaxErrorsDoNotEchoSecrets(t *testing.T) {
-	for _, line := range []string{
-		"[server]\ntoken = tSECRETVALUE\n",
-		"[server]\ntoken = 99999999999999999999999\n",
-		"[server]\ntoken = \"sk_live_abc\n",
-	} {
-		_, err := parseConfig("connhost.toml", []byte(line), func(string) (string, bool) { return "", false })
-		if err == nil {
-			t.Fatalf("%q parsed", line)
-		}
-		for _, secret := range []string{"SECRETVALUE", "99999999", "sk_live_abc"} {
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error %q shows the secret", err)
-			}
-		}
-		if !strings.Contains(err.Error(), "connhost.toml:2:") {
-			t.Errorf("error %q does not say where", err)
-		}
 	}
 }
 

@@ -2,26 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
-	"github.com/connhost/connhost/internal/wasmrt"
-	"github.com/connhost/connhost/manifests"
 )
 
 func (a *app) auditCommand() *cobra.Command {
@@ -175,8 +167,8 @@ var reviewClock = time.Now
 // report fails.
 func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) error {
 	p := a.newModuleProber(ctx)
-	defer p.close()
-	ao := audit.Options{Facts: p.facts, MaxApprovalTTL: o.maxTTL}
+	defer p.Close()
+	ao := audit.Options{Facts: p.Facts, MaxApprovalTTL: o.maxTTL}
 	r := audit.AuditPaths(paths, ao)
 	if err := ctx.Err(); err != nil {
 		return err // interrupted: the module facts are not to be trusted
@@ -254,9 +246,9 @@ func (a *app) sign(r audit.Report, o auditOptions) error {
 // operational error.
 func (a *app) runAuditDiff(ctx context.Context, oldPath, newPath string, o auditOptions) error {
 	p := a.newModuleProber(ctx)
-	defer p.close()
+	defer p.Close()
 	d := audit.DiffPaths(oldPath, newPath, audit.DiffOptions{
-		Audit: audit.Options{Facts: p.facts, MaxApprovalTTL: o.maxTTL},
+		Audit: audit.Options{Facts: p.Facts, MaxApprovalTTL: o.maxTTL},
 		Allow: o.allow,
 	})
 	if err := ctx.Err(); err != nil {
@@ -300,155 +292,12 @@ func (a *app) writeReport(o auditOptions, text, js, html func(io.Writer) error) 
 	return nil
 }
 
-// moduleProber finds out the facts about connector modules for the audit by
-// loading them with the wasm runtime. One runtime, with the compilation
-// cache of --cache-dir (else the user's), serves every manifest of a run;
-// close releases it.
-// It is not safe for concurrent use (the audit calls it in turn).
-type moduleProber struct {
-	ctx context.Context
-	// dir is --modules; modules not found there are looked up next to
-	// their manifest.
-	dir string
-	// cacheDir is the compilation cache: --cache-dir, else
-	// host.DefaultCacheDir(), else "" (in memory).
-	cacheDir string
-	rt       *wasmrt.Runtime
-	// rtErr is why the runtime could not be created (reported as each
-	// module's load error).
-	rtErr error
-}
-
-func (a *app) newModuleProber(ctx context.Context) *moduleProber {
-	p := &moduleProber{ctx: ctx, dir: a.g.modules, cacheDir: a.g.cacheDir}
-	if p.cacheDir == "" {
-		p.cacheDir, _ = host.DefaultCacheDir()
+// newModuleProber probes the modules in --modules for the audit, with the
+// compilation cache of --cache-dir, else the user's.
+func (a *app) newModuleProber(ctx context.Context) *audit.Prober {
+	cache := a.g.cacheDir
+	if cache == "" {
+		cache, _ = host.DefaultCacheDir()
 	}
-	return p
-}
-
-// runtime returns the prober's runtime, creating it on first use (an audit
-// whose manifests all fail to parse creates no cache directory).
-func (p *moduleProber) runtime() (*wasmrt.Runtime, error) {
-	if p.rt != nil || p.rtErr != nil {
-		return p.rt, p.rtErr
-	}
-	ro := wasmrt.Options{
-		CacheDir: p.cacheDir,
-		// Guests may log while they initialise and describe themselves;
-		// the audit's output is the report alone.
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	// A cache directory that cannot serve compiles in memory (the cache
-	// only saves compile time).
-	p.rt, p.rtErr = wasmrt.New(p.ctx, ro)
-	return p.rt, p.rtErr
-}
-
-func (p *moduleProber) close() {
-	if p.rt != nil {
-		_ = p.rt.Close(context.WithoutCancel(p.ctx))
-	}
-}
-
-// modulePath resolves m's module: in --modules, else next to the manifest.
-// When neither exists it returns the --modules path (where connhost build
-// writes), and false.
-func (p *moduleProber) modulePath(m *manifests.Manifest) (string, bool) {
-	path := m.ModulePath(p.dir)
-	if _, err := os.Stat(path); err == nil {
-		return path, true
-	}
-	if alt := m.ModulePath(""); alt != path {
-		if _, err := os.Stat(alt); err == nil {
-			return alt, true
-		}
-	}
-	return path, false
-}
-
-// abiInError extracts the version a module claims from an ErrABIVersion
-// load error ("module speaks abi 2", "module describes itself as abi 2").
-var abiInError = regexp.MustCompile(`module (?:speaks|describes itself as) abi (-?\d+)`)
-
-// facts is the audit.FactsFunc of the prober. It reads the module, hashes
-// it, and loads it to learn its ABI version and self-description. The load
-// is a probe: it uses a copy of the manifest that pins the actual digest
-// (a mismatch is the audit's finding, not a reason to stop looking),
-// declares the host's ABI version (the audit compares the module's with the
-// manifest's) and no operations and capabilities, so that the host's own
-// cross-check of declared policies against exports does not hide the
-// description the audit needs to report export-missing per operation. A
-// second probe declares exactly the operations the module describes, so
-// that a module claiming an entry point it does not export is reported as
-// module-invalid.
-func (p *moduleProber) facts(m *manifests.Manifest) audit.ModuleFacts {
-	path, found := p.modulePath(m)
-	f := audit.ModuleFacts{Path: path, Found: found}
-	if !found {
-		return f
-	}
-	code, err := os.ReadFile(path)
-	if err != nil {
-		f.LoadError = err.Error()
-		return f
-	}
-	sum := sha256.Sum256(code)
-	f.ActualSHA256 = hex.EncodeToString(sum[:])
-	if _, err := p.runtime(); err != nil {
-		f.LoadError = err.Error()
-		return f
-	}
-
-	desc, err := p.probe(m, path, f.ActualSHA256, nil)
-	if err != nil {
-		if errors.Is(err, host.ErrABIVersion) {
-			if sm := abiInError.FindStringSubmatch(err.Error()); sm != nil {
-				if v, cerr := strconv.Atoi(sm[1]); cerr == nil && v != 0 {
-					f.ABI = v // the audit raises abi-mismatch
-					return f
-				}
-			}
-		}
-		f.LoadError = loadErrorText(m, err)
-		return f
-	}
-	f.ABI = abi.Version // Load checked connhost_abi_version against it
-	f.Description = &desc
-
-	ops := make([]*manifests.Operation, 0, len(desc.Operations))
-	for _, info := range desc.Operations {
-		ops = append(ops, &manifests.Operation{Name: info.Name})
-	}
-	if _, err := p.probe(m, path, f.ActualSHA256, ops); err != nil {
-		f.LoadError = loadErrorText(m, err)
-	}
-	return f
-}
-
-// probe loads the module at path under a probing copy of m (see facts) and
-// returns its description.
-func (p *moduleProber) probe(m *manifests.Manifest, path, digest string, ops []*manifests.Operation) (abi.Description, error) {
-	pm := *m
-	pm.Connector.SHA256 = digest
-	pm.Connector.ABI = abi.Version
-	pm.Capabilities = manifests.Capabilities{}
-	pm.Operations = ops
-	c, err := p.rt.Load(p.ctx, &pm, wasmrt.LoadOptions{ModulePath: path, AllowUnpinned: true})
-	if err != nil {
-		return abi.Description{}, err
-	}
-	defer c.Close(context.WithoutCancel(p.ctx))
-	return c.Description(), nil
-}
-
-// loadErrorText makes a load error read well after "module X could not be
-// loaded: ": without the connector prefix, on one line.
-func loadErrorText(m *manifests.Manifest, err error) string {
-	prefix := "connector[" + m.Connector.Name + "]: "
-	lines := strings.Split(err.Error(), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimPrefix(l, prefix)
-	}
-	return strings.Join(lines, "; ")
+	return audit.NewProber(ctx, a.g.modules, cache)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/devkit/bench"
+	"github.com/connhost/connhost/devkit/bench"
 )
 
 func (a *app) benchCommand() *cobra.Command {

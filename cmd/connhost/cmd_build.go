@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/tooldefs"
 )
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -17,10 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	internalcrashtest "github.com/connhost/connhost/devkit/crashtest"
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/audit"
-	internalcrashtest "github.com/connhost/connhost/internal/devkit/crashtest"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

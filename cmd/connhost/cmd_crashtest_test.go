@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connhost/connhost/internal/devkit/crashtest"
+	"github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
@@ -50,8 +50,8 @@ func TestCrashtestCommand(t *testing.T) {
 	for name, src := range map[string]string{
 		"payments":        "plugins/payments",
 		"email":           "plugins/email",
-		"brokenkey":       "internal/devkit/testing/testconnectors/brokenkey",
-		"brokenreconcile": "internal/devkit/testing/testconnectors/brokenreconcile",
+		"brokenkey":       "devkit/testing/testconnectors/brokenkey",
+		"brokenreconcile": "devkit/testing/testconnectors/brokenreconcile",
 	} {
 		wasm, digest, err := wasmbuild.Cached(ctx, src)
 		if err != nil {
@@ -66,7 +66,7 @@ func TestCrashtestCommand(t *testing.T) {
 		}
 		mpath := filepath.Join(root, "manifests", name+".toml")
 		if strings.HasPrefix(name, "broken") {
-			mpath = filepath.Join(root, "internal", "devkit", "crashtest", "testdata", name+".toml")
+			mpath = filepath.Join(root, "devkit", "crashtest", "testdata", name+".toml")
 		}
 		// Pinned copies: the test does not depend on the committed pins.
 		text, err := os.ReadFile(mpath)

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"

@@ -20,12 +20,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
-	"github.com/connhost/connhost/internal/console"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/console"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/notify"
+	"github.com/connhost/connhost/server/tooldefs"
 )
 
 // startSandbox starts the local provider emulators (Stripe and Mailpit API
@@ -44,10 +46,10 @@ func startSandbox(ctx context.Context, listen, stateDir string, logger *slog.Log
 // (manifests/payments.toml declares config ["api_key", "base_url"],
 // manifests/email.toml ["base_url", "default_from", "basic_auth"]). Values
 // from a --config file win.
-func devConfig(paymentsURL, emailURL string, file *Config) func(connector, key string) (string, bool) {
+func devConfig(paymentsURL, emailURL string, file *server.Config) func(connector, key string) (string, bool) {
 	return func(connector, key string) (string, bool) {
 		if file != nil {
-			if v, ok := file.lookup(connector, key); ok {
+			if v, ok := file.Lookup(connector, key); ok {
 				return v, true
 			}
 		}
@@ -103,7 +105,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
   connhost dev --json | head -1 | jq -r .api`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !isLoopbackListen(listen) {
+			if !server.IsLoopbackListen(listen) {
 				return usagef("dev serves without a token and only listens on loopback (got --listen %s); use connhost serve", listen)
 			}
 			ctx := cmd.Context()
@@ -125,7 +127,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 					emailURL = sb.EmailURL()
 				}
 			}
-			var file *Config
+			var file *server.Config
 			if a.g.config != "" {
 				if file, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
 					return err
@@ -143,16 +145,26 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 			}
 			cfg := devConfig(paymentsURL, emailURL, file)
 			anon := httpapi.DevLoopback
+			// dev has no credentials: of --config it takes the
+			// connectors' values, [mcp] and [notify].
+			served := &server.Config{Server: server.ServerConfig{Listen: listen}}
+			if file != nil {
+				served.Path, served.MCP, served.Notify = file.Path, file.MCP, file.Notify
+			}
+			var chans []notify.Channel
+			if emailURL != "" {
+				chans = append(chans, notify.NewMailpit(emailURL, "connhost@localhost", "reviewer@localhost"))
+				a.logger().Info("notifications: an e-mail to the local Mailpit for each call that starts to wait", "mailpit", emailURL,
+					"to", "reviewer@localhost", "search", "tag:"+notify.MailTag)
+			}
 			return a.serveAPI(ctx, serveOptions{
 				command:       "dev",
+				config:        served,
 				anonymous:     &anon,
-				listen:        listen,
 				configFunc:    cfg,
 				allowUnpinned: true,
 				extraOrigins:  devOrigins(cfg),
-				mcp:           mcpOptions(file, true),
-				mailURL:       emailURL,
-				notify:        notifyOf(file),
+				channels:      chans,
 				ready: func(api string) {
 					if a.g.json {
 						line := map[string]string{"api": api}
@@ -171,7 +183,7 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&listen, "listen", DefaultListen, "API address (loopback only)")
+	f.StringVar(&listen, "listen", server.DefaultListen, "API address (loopback only)")
 	f.StringVar(&paymentsURL, "payments-url", "", "use this payments provider instead of the sandbox's")
 	f.StringVar(&emailURL, "email-url", "", "use this email provider instead of the sandbox's")
 	return c
@@ -463,12 +475,4 @@ Without it the state lives in memory.`,
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address of the payments emulator; email listens on the next port (port 0: free ports)")
 	c.Flags().StringVar(&state, "state", "", "directory that keeps the emulators' state across restarts (default: memory only)")
 	return c
-}
-
-// notifyOf returns the [notify] table of dev's --config, if any.
-func notifyOf(file *Config) *NotifyConfig {
-	if file == nil {
-		return nil
-	}
-	return &file.Notify
 }

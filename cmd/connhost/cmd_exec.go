@@ -12,8 +12,8 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/tooldefs"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/tooldefs"
 )
 
 func (a *app) execCommand() *cobra.Command {

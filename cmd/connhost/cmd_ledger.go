@@ -15,9 +15,9 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/argview"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // timeFormat is how times are shown to people: UTC, second precision.

@@ -11,9 +11,10 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/mcpserver"
-	"github.com/connhost/connhost/internal/waiting"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/mcpserver"
+	"github.com/connhost/connhost/server/waiting"
 )
 
 func (a *app) mcpCommand() *cobra.Command {
@@ -80,16 +81,13 @@ In a desktop client's MCP configuration:
 			// the config and the manifests are read before serving, and
 			// what fails there is served to the client as the reason no
 			// tool runs, not only printed where nobody reads it.
-			cfg, startErr := a.loadMCPConfig()
-			if cfg != nil {
-				a.applyServerConfig(cmd, cfg)
-			}
+			cfg, startErr := a.loadConfigLenient()
 			// Without a config (a quick local try) calls without ids
 			// run, with a warning; a configured one refuses them unless
 			// it allows them.
-			mo := mcpOptions(cfg, a.g.config == "")
+			mo := cfg.MCPOptions(a.g.config == "")
 			approver := mo.Approver
-			if startErr == nil && approver != "" && !cfg.principalWith(approver, httpapi.RoleApprover) {
+			if startErr == nil && approver != "" && !cfg.PrincipalWith(approver, httpapi.RoleApprover) {
 				if dsn, _, err := a.sharedLedger(); err != nil {
 					startErr = err
 				} else if dsn != "" {
@@ -112,7 +110,7 @@ In a desktop client's MCP configuration:
 				// A tools/call's _meta traceparent is continued, as over
 				// HTTP (the exporter connects on its first export, not
 				// now).
-				stop, traced, err := startTelemetry(ctx, cfg.Telemetry, logger)
+				stop, traced, err := server.StartTelemetry(ctx, cfg.Telemetry, logger)
 				if err != nil {
 					startErr = err
 				} else {
@@ -203,12 +201,13 @@ In a desktop client's MCP configuration:
 // waits for a start still under way to end.
 const mcpStartGrace = 2 * time.Second
 
-// loadMCPConfig loads --config for connhost mcp (nil without one). A
+// loadConfigLenient loads --config for connhost mcp, and for every
+// command's [server] paths (nil without one). A
 // config whose only problems are environment variables that are unset or
 // empty (the stdio transports of many runtimes pass a bare environment)
 // still yields its paths and [mcp] table, so that the tools can be
 // listed; err then says what is missing, and nothing runs with it.
-func (a *app) loadMCPConfig() (*Config, error) {
+func (a *app) loadConfigLenient() (*server.Config, error) {
 	if a.g.config == "" {
 		return nil, nil
 	}

@@ -11,9 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func (a *app) ledgerCommand() *cobra.Command {
@@ -253,12 +254,12 @@ prints what was fenced.`,
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 			var rep ledger.RestoreReport
 			if dsn != "" {
-				if err := badDSN(dsn); err != nil {
+				if err := server.CheckDSN(dsn); err != nil {
 					return err
 				}
 				rep, err = pgledger.AcceptRestore(cmd.Context(), pgledger.Options{DSN: dsn, ApplicationName: "connhost", Logger: quiet, WitnessPath: a.witnessPath(cfg)}, acc)
 				if err != nil {
-					err = fmt.Errorf("shared ledger %s: %w", redactDSN(dsn), err)
+					err = fmt.Errorf("shared ledger %s: %w", server.RedactDSN(dsn), err)
 				}
 			} else {
 				rep, err = ledger.AcceptRestore(cmd.Context(), ledger.Options{Dir: filepath.Join(a.g.data, "ledger"), WitnessPath: a.witnessPath(cfg), Logger: quiet}, acc)

@@ -2,92 +2,25 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/audit"
-	"github.com/connhost/connhost/internal/buildinfo"
-	"github.com/connhost/connhost/internal/console"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/mcpserver"
-	"github.com/connhost/connhost/internal/notify"
-	"github.com/connhost/connhost/internal/telemetry"
-	"github.com/connhost/connhost/internal/telemetry/otlp"
-	"github.com/connhost/connhost/internal/waiting"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/notify"
 )
-
-// DefaultListen is the default address of serve and dev: loopback only.
-const DefaultListen = "127.0.0.1:8420"
-
-// minTokenLength is the shortest bearer token serve takes without a
-// warning, and on a non-loopback listen at all: 32 characters, as 16
-// random bytes in hex (openssl rand -hex 32 makes 64).
-const minTokenLength = 32
-
-// errShortToken refuses a non-loopback listen with a token shorter than
-// minTokenLength.
-var errShortToken = errors.New("refusing to listen on a non-loopback address with bearer tokens shorter than 32 characters: whoever reaches the port could guess them (and the server proof lets an impostor test guesses offline); make each one 32 random bytes, e.g. openssl rand -hex 32")
-
-// shortTokens names the principals whose token is shorter than
-// minTokenLength, with its length.
-func shortTokens(ps []httpapi.Principal) []string {
-	var out []string
-	for _, p := range ps {
-		if n := utf8.RuneCountInString(p.Token); n < minTokenLength {
-			out = append(out, fmt.Sprintf("%s (%d characters)", p.Name, n))
-		}
-	}
-	return out
-}
-
-// errPublicWithoutToken refuses a non-loopback listen address without a
-// bearer token.
-var errPublicWithoutToken = errors.New("refusing to listen on a non-loopback address without a bearer token (set [server] token_env, or add [[principals]], in the config)")
-
-// isLoopbackListen reports whether addr ("host:port") binds only loopback
-// interfaces. An empty host (":8420") binds every interface.
-func isLoopbackListen(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil || h == "" {
-		return false
-	}
-	if strings.EqualFold(h, "localhost") {
-		// A name is only as loopback as what it resolves to.
-		addrs, err := net.LookupHost(h)
-		if err != nil || len(addrs) == 0 {
-			return false
-		}
-		for _, a := range addrs {
-			if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
-				return false
-			}
-		}
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
 
 func (a *app) serveCommand() *cobra.Command {
 	var listen string
@@ -97,7 +30,7 @@ func (a *app) serveCommand() *cobra.Command {
 		Use:   "serve --config connhost.toml [--listen 127.0.0.1:8420]",
 		Short: "Serve the HTTP API (production)",
 		Long: `serve opens the ledger, loads the connectors, runs recovery, and serves
-the HTTP API (see internal/httpapi/openapi.json; GET /openapi.json on the
+the HTTP API (see server/httpapi/openapi.json; GET /openapi.json on the
 server) until SIGINT or SIGTERM, then drains requests and closes the ledger.
 MCP clients reach the same tools at /mcp (streamable HTTP; see connhost mcp
 --help for the _meta ids a runtime passes). A side-effecting MCP call
@@ -224,36 +157,21 @@ are retried with backoff and never hold a call up.`,
 			if err != nil {
 				return err
 			}
-			a.applyServerConfig(cmd, cfg)
 			if cmd.Flags().Changed("listen") || cfg.Server.Listen == "" {
 				cfg.Server.Listen = listen
-			}
-			principals := cfg.principals()
-			if !isLoopbackListen(cfg.Server.Listen) && len(principals) == 0 {
-				return fmt.Errorf("%w: %s", errPublicWithoutToken, cfg.Server.Listen)
-			}
-			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.TLSCert == "" && !cfg.Server.BehindTLSProxy {
-				return fmt.Errorf("%w (listen %s)", errPlainPublicListen, cfg.Server.Listen)
-			}
-			if short := shortTokens(principals); len(short) > 0 {
-				if !isLoopbackListen(cfg.Server.Listen) {
-					return fmt.Errorf("%w (listen %s): %s", errShortToken, cfg.Server.Listen, strings.Join(short, ", "))
-				}
-				a.logger().Warn("short bearer tokens: a token under "+strconv.Itoa(minTokenLength)+" characters can be guessed; this server listens on loopback only, where that is allowed (a non-loopback listen refuses to start); make each one 32 random bytes, e.g. openssl rand -hex 32",
-					"principals", short)
-			}
-			if !isLoopbackListen(cfg.Server.Listen) && cfg.Server.PublicURL == "" {
-				a.logger().Warn("no [server] public_url: clients check the server's proof against the URL they dial, and the proof names only the listen address; set public_url to the URL clients use, or they will not send their tokens",
-					"listen", cfg.Server.Listen)
 			}
 			if leaseTTL < 0 {
 				return usagef("--lease-ttl must be positive")
 			}
-			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", listen: cfg.Server.Listen, principals: principals,
-				anonymous: cfg.anonymous(), config: cfg, leaseTTL: leaseTTL, mcp: mcpOptions(cfg, false)})
+			// Refused before anything is opened: a refused start leaves
+			// no ledger behind.
+			if err := cfg.CheckListen(cfg.Server.Listen, a.logger()); err != nil {
+				return err
+			}
+			return a.serveAPI(cmd.Context(), serveOptions{command: "serve", config: cfg, leaseTTL: leaseTTL})
 		},
 	}
-	c.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	c.Flags().StringVar(&listen, "listen", server.DefaultListen, "address to listen on")
 	c.Flags().BoolVar(&testHooks, "allow-test-hooks", false, "start even with "+crash.EnvVar+", "+crash.LoseUnsyncedEnv+" or "+crash.ClockOffsetEnv+" set (crash tests only)")
 	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a shared ledger: other nodes take over this node's calls this long after it dies; it stops taking work if it cannot renew its lease within it (default [server] lease_ttl, else 15s)")
 	return c
@@ -275,8 +193,8 @@ func testHooksSet() []string {
 }
 
 // applyServerConfig takes data, manifests and modules from the config file
-// unless they were given as flags.
-func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
+// unless they were given as flags (every command, before it runs).
+func (a *app) applyServerConfig(cmd *cobra.Command, cfg *server.Config) {
 	set := func(flag string, dst *string, v string) {
 		if v != "" && !cmd.Flags().Changed(flag) {
 			*dst = v
@@ -290,14 +208,14 @@ func (a *app) applyServerConfig(cmd *cobra.Command, cfg *Config) {
 type serveOptions struct {
 	// command is "serve" or "dev" (written into the discovery file).
 	command string
-	listen  string
-	// principals are the API's credentials (see httpapi.Options).
-	principals []httpapi.Principal
+	// config is the config served: the file's (dev: or an empty one),
+	// with [server] listen set.
+	config *server.Config
 	// anonymous acts for every request when there are no principals; nil
-	// is httpapi's default, the runtime-only httpapi.LoopbackRuntime.
+	// is the config's, the runtime-only httpapi.LoopbackRuntime.
 	anonymous *httpapi.Principal
-	config    *Config
-	// configFunc overrides config (dev hands the sandbox URLs).
+	// configFunc overrides config's connector values (dev hands the
+	// sandbox URLs).
 	configFunc func(connector, key string) (string, bool)
 	// allowUnpinned loads unpinned modules (dev).
 	allowUnpinned bool
@@ -308,107 +226,56 @@ type serveOptions struct {
 	// leaseTTL is the node's lease TTL on a shared ledger (0: the
 	// config's, else the default).
 	leaseTTL time.Duration
-	// mcp are the options of /mcp's server (see mcpOptions); serveAPI
-	// sets the logger and the body cap.
-	mcp mcpserver.Options
-	// notify is the [notify] table of dev's --config (serve reads
-	// config's).
-	notify *NotifyConfig
-	// mailURL is the Mailpit dev mails what starts to wait to ("":
-	// none).
-	mailURL string
+	// channels are told what starts to wait, besides [notify]'s webhook
+	// (dev's Mailpit).
+	channels []notify.Channel
 }
 
-// mcpOptions are the MCP server's options from the config's [mcp] table
-// (cfg may be nil). A side-effecting call without a stable identity is
-// refused unless the config allows it, or unless lenient (dev, connhost
-// mcp without a config), where it runs with a warning.
-func mcpOptions(cfg *Config, lenient bool) mcpserver.Options {
-	o := mcpserver.Options{PerRequest: mcpserver.PerRequestRefuse}
-	if lenient {
-		o.PerRequest = mcpserver.PerRequestWarn
-	}
-	if cfg != nil {
-		o.Approver = cfg.MCP.Approver
-		o.ApprovalWait = cfg.MCP.ApprovalWait
-		o.TrustedOrigins = cfg.MCP.AllowOrigins
-		if cfg.MCP.AllowPerRequest {
-			o.PerRequest = mcpserver.PerRequestAllow
-		}
-	}
-	return o
-}
-
-// serveAPI opens the executor and serves the API until ctx is done.
+// serveAPI opens the executor (through a.open, with the flags over the
+// config) and serves the API until ctx is done: server.New and Serve,
+// with the discovery file, the startup lines and SIGHUP's TLS reload
+// around them.
 func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	logger := a.logger()
-	if so.config != nil && so.config.Telemetry.Endpoint != "" {
-		// Before the executor opens: the recovery pass of Open is traced.
-		stop, traced, err := startTelemetry(ctx, so.config.Telemetry, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		logger = traced
-	}
-	apiOpts := httpapi.Options{Principals: so.principals, Anonymous: so.anonymous, Logger: logger, Build: buildinfo.Read()}
-	// Failed tokens and sign-ins are counted per client; behind a proxy
-	// the client is the one the proxy names.
-	apiOpts.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: logger,
-		ForwardedFor: so.config != nil && so.config.Server.BehindTLSProxy})
-	apiOpts.EnsureDefaults()
-	if err := apiOpts.Validate(); err != nil {
+	cfg, err := a.serverConfig()
+	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	apiOpts.Registry = reg
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// What waits for a human is logged as it starts to wait, woken by
-	// the executor's transitions.
-	ann := waiting.NewAnnouncer(logger)
-	o := openOptions{observer: ann.Observer(httpapi.NewObserver(reg)), logger: logger, allowUnpinned: so.allowUnpinned, config: so.configFunc, extraOrigins: so.extraOrigins,
-		prewarm: true, server: true, leaseTTL: so.leaseTTL}
-	if o.config == nil && so.config != nil {
-		o.config = so.config.lookup
-	}
-	if so.config != nil {
-		ms, err := a.loadManifests()
-		if err != nil {
-			return err
-		}
-		if err := so.config.check(ms); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	ex, err := a.open(ctx, o)
-	if err != nil {
-		return lockedError(ctx, a.g.data, err)
-	}
-	defer func() {
-		if err := ex.Close(context.WithoutCancel(ctx)); err != nil {
-			logger.Error("close executor", "err", err)
-		}
-	}()
-	if l, _, fleet := ex.NodeLease(); fleet {
-		dsn, _, _ := a.sharedLedger()
-		logger.Info("executor open", "data", a.g.data, "ledger", redactDSN(dsn), "node", l.Node, "epoch", l.Epoch,
-			"connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
-	} else {
-		logger.Info("executor open", "data", a.g.data, "connectors", len(ex.Manifests()), "took", time.Since(start).Round(time.Millisecond))
-	}
-	ln, err := net.Listen("tcp", so.listen)
+	// The file's config as loaded for this command (dev's may name
+	// another [notify]), with the flags' paths and ledger over it.
+	file := *so.config
+	file.Server.Data, file.Server.Manifests, file.Server.Modules = cfg.Server.Data, cfg.Server.Manifests, cfg.Server.Modules
+	file.Server.Witness, file.Server.Ledger, file.Server.Node = cfg.Server.Witness, cfg.Server.Ledger, cfg.Server.Node
+	// Listen first: a port already taken refuses the start before a
+	// ledger is created.
+	ln, err := net.Listen("tcp", file.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	scheme := "http"
-	if so.config != nil && so.config.Server.TLSCert != "" {
-		certs, err := newCertReloader(so.config.Server.TLSCert, so.config.Server.TLSKey)
-		if err != nil {
-			ln.Close()
-			return err
+	srv, err := server.New(ctx, server.Options{
+		Config:    &file,
+		Logger:    logger,
+		Anonymous: so.anonymous,
+		Dev:       so.command == "dev",
+		Channels:  so.channels,
+		Ready:     so.ready,
+		Open: func(ctx context.Context, o server.ExecutorOptions) (*host.Executor, error) {
+			return a.open(ctx, openOptions{observer: o.Observer, logger: o.Logger, allowUnpinned: so.allowUnpinned, config: so.configFunc,
+				extraOrigins: so.extraOrigins, server: true, leaseTTL: so.leaseTTL})
+		},
+	})
+	if err != nil {
+		ln.Close()
+		return lockedError(ctx, a.g.data, err)
+	}
+	defer func() {
+		if err := srv.Shutdown(context.WithoutCancel(ctx)); err != nil {
+			logger.Error("close executor", "err", err)
 		}
-		ln, scheme = tls.NewListener(ln, certs.config()), "https"
+	}()
+	scheme := "http"
+	if file.Server.TLSCert != "" {
+		scheme = "https"
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
@@ -418,70 +285,17 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 				case <-ctx.Done():
 					return
 				case <-hup:
-					certs.logReload(logger)
+					srv.ReloadTLS()
 				}
 			}
 		}()
 	}
-	url := scheme + "://" + ln.Addr().String()
-	public := publicURL(so.config, scheme, ln.Addr())
-	// The server proof signs the URLs the server is reached at: the
-	// public one and the listener's (as the discovery file names it).
-	listenURL := scheme + strings.TrimPrefix(clientURL(ln.Addr()), "http")
-	apiOpts.URLs = []string{listenURL}
-	if public != listenURL {
-		apiOpts.URLs = []string{public, listenURL}
-	}
-	// Browsers reach the server over https when it terminates TLS, when a
-	// proxy does, or when the URL humans are given says so: the console's
-	// cookies are then Secure and every answer carries HSTS.
-	apiOpts.Secure = scheme == "https" || strings.HasPrefix(public, "https://") ||
-		(so.config != nil && so.config.Server.BehindTLSProxy)
-	// What starts to wait is told, besides the log, to the configured
-	// webhook and to dev's Mailpit.
-	if err := a.startNotifier(ctx, so, ann, reg, logger, public); err != nil {
-		ln.Close()
-		return err
-	}
-	ann.Start(ctx, ex.Ledger())
-	// Retries come due and approvals expire while no runtime is asking.
-	go ex.Run(ctx, time.Second)
-
-	mo := so.mcp
-	mo.Approver = "" // over HTTP the principal approves
-	mo.Logger, mo.MaxBodyBytes, mo.Version = logger, apiOpts.MaxBodyBytes, apiOpts.Build.Short()
-	if mo.PerRequest == "" {
-		mo.PerRequest = mcpserver.PerRequestRefuse
-	}
-	mcpSrv, err := mcpserver.New(ex, mo)
-	if err != nil {
-		return err
-	}
-	apiOpts.MCP = mcpSrv.HTTPHandler()
-	ui, err := console.New(console.Options{Executor: ex, Principals: so.principals, Anonymous: apiOpts.Anonymous,
-		Dev: so.command == "dev", Secure: apiOpts.Secure, Throttle: apiOpts.Throttle, Audit: a.consoleAudit(ex), Logger: logger})
-	if err != nil {
-		return err
-	}
-	apiOpts.Console = ui
-	handler, err := httpapi.New(ex, apiOpts)
-	if err != nil {
-		return err
-	}
-	// The request's span, when tracing is on; health checks and scrapes
-	// only when their caller traces them.
-	handler = telemetry.Handler(handler, "/healthz", "/metrics")
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	url := server.URL(scheme, ln.Addr())
 	// The discovery file is written before the startup line, so that
 	// whoever waits for that line finds the file.
+	principals := file.Credentials()
 	removeInfo, err := writeServerInfo(a.g.data, serverInfo{
-		URL: listenURL, PID: os.Getpid(), Command: so.command, Auth: len(so.principals) > 0, Started: time.Now().UTC(),
+		URL: url, PID: os.Getpid(), Command: so.command, Auth: len(principals) > 0, Started: time.Now().UTC(),
 	})
 	if err != nil {
 		// The API works without it; only the CLI's way to find it is lost.
@@ -489,163 +303,7 @@ func (a *app) serveAPI(ctx context.Context, so serveOptions) error {
 	} else {
 		defer removeInfo()
 	}
-	logAuthority(logger, apiOpts)
-	logScopes(logger, so.principals)
-	logger.Info("serving the HTTP API", "url", url, "mcp", url+"/mcp", "console", url+console.Prefix, "auth", len(so.principals) > 0, "principals", principalNames(so.principals), "tls", scheme == "https")
-	if so.ready != nil {
-		so.ready(url)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	var fatal error
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	case <-ex.Fatal():
-		// Another live process serves under this node id: it keeps it.
-		fatal = fmt.Errorf("serve: %w", ex.Health())
-		logger.Error("stopping", "err", fatal)
-	}
-	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return errors.Join(fatal, fmt.Errorf("shutdown: %w", err))
-	}
-	return fatal
-}
-
-// startTelemetry exports traces as [telemetry] says (internal/telemetry/otlp)
-// and returns what stops it (exporting what is queued) and logger, whose
-// records made with a traced context name trace_id and span_id.
-func startTelemetry(ctx context.Context, tc TelemetryConfig, logger *slog.Logger) (stop func(), traced *slog.Logger, err error) {
-	o := tc.options()
-	o.Logger, o.ServiceVersion = logger, buildinfo.Read().Short()
-	shutdown, err := otlp.Setup(ctx, o)
-	if err != nil {
-		return nil, nil, fmt.Errorf("[telemetry]: %w", err)
-	}
-	logger.Info("telemetry: exporting traces over OTLP/HTTP", "endpoint", o.Endpoint, "sampler", tc.sampler(), "headers", tc.headerNames())
-	return func() {
-		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
-			logger.Warn("telemetry: flushing the last spans failed", "err", err)
-		}
-	}, slog.New(telemetry.LogHandler(logger.Handler())), nil
-}
-
-// consoleAudit returns the audit of ex's connectors for the console's
-// Connectors page: the report `connhost audit` makes of them, their
-// modules probed as it probes them.
-func (a *app) consoleAudit(ex *host.Executor) func(context.Context) audit.Report {
-	return func(ctx context.Context) audit.Report {
-		p := a.newModuleProber(ctx)
-		defer p.close()
-		return audit.Audit(ex.Manifests(), audit.Options{Facts: p.facts})
-	}
-}
-
-// publicURL is the URL humans reach the server at: [server] public_url,
-// else the listen address's (loopback for an unspecified one).
-func publicURL(cfg *Config, scheme string, addr net.Addr) string {
-	if cfg != nil && cfg.Server.PublicURL != "" {
-		return cfg.Server.PublicURL
-	}
-	return scheme + strings.TrimPrefix(clientURL(addr), "http")
-}
-
-// startNotifier tells what starts to wait (ann's OnWait) to the webhook of
-// [notify] and, in dev, to its Mailpit, with console links under base.
-func (a *app) startNotifier(ctx context.Context, so serveOptions, ann *waiting.Announcer, reg prometheus.Registerer, logger *slog.Logger, base string) error {
-	var chans []notify.Channel
-	if so.notify == nil && so.config != nil {
-		so.notify = &so.config.Notify
-	}
-	if so.notify != nil && so.notify.WebhookURL != "" {
-		n := *so.notify
-		wh, err := notify.NewWebhook(notify.WebhookOptions{URL: n.WebhookURL, Key: n.Key, AllowHosts: n.AllowHosts})
-		if err != nil {
-			return err
-		}
-		chans = append(chans, wh)
-		logger.Info("notifications: a signed webhook for each call that starts to wait", "webhook", redactURL(n.WebhookURL), "console", base+"/ui/")
-	}
-	if so.mailURL != "" {
-		chans = append(chans, notify.NewMailpit(so.mailURL, "connhost@localhost", "reviewer@localhost"))
-		logger.Info("notifications: an e-mail to the local Mailpit for each call that starts to wait", "mailpit", so.mailURL,
-			"to", "reviewer@localhost", "search", "tag:"+notify.MailTag)
-	}
-	if len(chans) == 0 {
-		return nil
-	}
-	nt, err := notify.New(notify.Options{Logger: logger, Registry: reg, PublicURL: base}, chans...)
-	if err != nil {
-		return err
-	}
-	nt.Start(ctx)
-	ann.OnWait = func(w waiting.Wait) { nt.Notify(notify.FromWait(w, base)) }
-	return nil
-}
-
-// redactURL is raw without its query (a receiver's URL may carry a token
-// there).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(not shown)"
-	}
-	u.RawQuery, u.User = "", nil
-	return u.String()
-}
-
-// logAuthority logs who may decide what through the API, in the terms an
-// operator acts on: dev's open door, and roles no principal holds.
-func logAuthority(logger *slog.Logger, o httpapi.Options) {
-	has := func(r httpapi.Role) bool {
-		if len(o.Principals) == 0 {
-			return o.Anonymous.Has(r)
-		}
-		return slices.ContainsFunc(o.Principals, func(p httpapi.Principal) bool { return p.Has(r) })
-	}
-	if len(o.Principals) == 0 && o.Anonymous.Has(httpapi.RoleApprover) {
-		logger.Warn("no credentials: anyone on this machine can approve, reject and resolve calls through this API",
-			"recorded_as", o.Anonymous.Name)
-	}
-	if !has(httpapi.RoleApprover) {
-		logger.Warn("approvals disabled: no principal has role approver, so approve and reject answer 403 approval_not_configured; add a [[principals]] entry with roles = [\"approver\"] to the config")
-	}
-	for _, p := range o.Principals {
-		if selfApprover(p.Roles) {
-			logger.Warn("principal may approve the calls it makes itself (allow_self_approval): its approvals are no second pair of eyes",
-				"principal", p.Name)
-		}
-	}
-	if len(o.Principals) > 0 && !has(httpapi.RoleRuntime) {
-		logger.Warn("no principal has role runtime: executions are refused (set [server] token_env in the config)")
-	}
-}
-
-// logScopes logs, once any principal is bound to namespaces, where each
-// principal acts.
-func logScopes(logger *slog.Logger, ps []httpapi.Principal) {
-	if !slices.ContainsFunc(ps, func(p httpapi.Principal) bool { return len(p.Namespaces) > 0 }) {
-		return
-	}
-	for _, p := range ps {
-		nss := p.Namespaces
-		if len(nss) == 0 {
-			nss = []string{"* (every namespace)"}
-		}
-		logger.Info("principal scope", "principal", p.Name, "roles", p.Roles, "namespaces", nss)
-	}
-}
-
-func principalNames(ps []httpapi.Principal) []string {
-	names := make([]string, len(ps))
-	for i, p := range ps {
-		names[i] = p.Name
-	}
-	return names
+	return srv.Serve(ctx, ln)
 }
 
 // logger logs to stderr: JSON with --json, text otherwise, from

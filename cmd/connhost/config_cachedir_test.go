@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/connhost/connhost/server"
 )
 
 // TestConfigCacheDir: where compiled modules are kept is --cache-dir,
@@ -11,13 +13,13 @@ import (
 // line.
 func TestConfigCacheDir(t *testing.T) {
 	env := func(string) (string, bool) { return "", false }
-	c, err := parseConfig("connhost.toml", []byte("[server]\ncache_dir = \"/var/cache/connhost\"\n"), env)
+	c, err := server.ParseConfig("connhost.toml", []byte("[server]\ncache_dir = \"/var/cache/connhost\"\n"), env)
 	if err != nil || c.Server.CacheDir != "/var/cache/connhost" {
 		t.Fatalf("cache_dir: %+v %v", c, err)
 	}
 	for _, tc := range []struct {
 		name, flag string
-		cfg        *Config
+		cfg        *server.Config
 		want       string
 	}{
 		{"neither", "", nil, ""},
@@ -30,7 +32,7 @@ func TestConfigCacheDir(t *testing.T) {
 			t.Errorf("%s: cacheDir = %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	_, err = parseConfig("connhost.toml", []byte("[server]\ncache_dir = 5\n"), env)
+	_, err = server.ParseConfig("connhost.toml", []byte("[server]\ncache_dir = 5\n"), env)
 	if err == nil || !strings.Contains(err.Error(), "connhost.toml:2:") || !strings.Contains(err.Error(), "cache_dir must be a string") {
 		t.Errorf("cache_dir = 5: %v", err)
 	}

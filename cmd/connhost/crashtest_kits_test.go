@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/sandbox"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
@@ -21,7 +21,7 @@ import (
 
 // TestCrashtestKitTwins proves the guest kits the way an author would
 // use them: the shipped payments connector, written again in Rust and in
-// AssemblyScript (internal/devkit/testing/kitconnectors), is scaffolded
+// AssemblyScript (devkit/testing/kitconnectors), is scaffolded
 // with connhost new --lang, its source put in, built and pinned with
 // connhost build --pin, audited, and crash-tested with the Go original's
 // manifest (renamed) and probe config against the same Stripe API
@@ -80,7 +80,7 @@ func TestCrashtestKitTwins(t *testing.T) {
 			if code, _, errOut := runCLI(t, nil, "new", tc.name, "--lang", tc.lang, "--dir", proj); code != ExitOK {
 				t.Fatalf("new: exit %d %s", code, errOut)
 			}
-			src, err := os.ReadFile(filepath.Join(root, "internal", "devkit", "testing", "kitconnectors", tc.source[0]))
+			src, err := os.ReadFile(filepath.Join(root, "devkit", "testing", "kitconnectors", tc.source[0]))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host/crashtest"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
@@ -53,10 +53,10 @@ func TestCrashtestPocketBase(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	mods := filepath.Join(dir, "build")
-	if _, err := wasmbuild.Build(ctx, filepath.Join(root, "internal", "devkit", "testing", "testconnectors", "pocketbase"), filepath.Join(mods, "pocketbase.wasm")); err != nil {
+	if _, err := wasmbuild.Build(ctx, filepath.Join(root, "devkit", "testing", "testconnectors", "pocketbase"), filepath.Join(mods, "pocketbase.wasm")); err != nil {
 		t.Fatal(err)
 	}
-	testdata := filepath.Join(root, "internal", "devkit", "crashtest", "testdata")
+	testdata := filepath.Join(root, "devkit", "crashtest", "testdata")
 	run := func(t *testing.T, collection string, extra ...string) (int, crashtest.Report, string) {
 		t.Helper()
 		p, err := proc.Run(ctx, proc.Cmd{

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connhost/connhost/internal/devkit/crashtest"
+	"github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
@@ -21,7 +21,7 @@ import (
 // payments.toml declares, the key is re-sent and replayed; past it the
 // key is never re-sent, and the module's reconcile finds the charge (a
 // provider that forgets keys sooner than the manifest says is caught by
-// internal/devkit/crashtest's TestKeyRetentionOverstated).
+// devkit/crashtest's TestKeyRetentionOverstated).
 func TestCrashtestKeyRetention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns connhost processes")

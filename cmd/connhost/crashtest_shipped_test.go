@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/sandbox"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"

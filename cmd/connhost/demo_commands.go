@@ -12,8 +12,8 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // gated runs the first call of a part and checks it awaits approval; it

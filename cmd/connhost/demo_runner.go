@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/internal/proc"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // command runs one child connhost process and returns its step (not yet

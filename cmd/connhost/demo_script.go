@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // partPayment: create_payment (idempotent-retry) killed after Stripe charged.

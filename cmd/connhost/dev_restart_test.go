@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	manifestsPkg "github.com/connhost/connhost/manifests"

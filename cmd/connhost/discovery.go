@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -107,24 +106,6 @@ type untrustedFileError struct {
 
 func (e *untrustedFileError) Error() string {
 	return fmt.Sprintf("%s was not written by a connhost server of yours (%s; serve and dev write it mode 0600 in a directory only you can write): remove it, and use --server URL to reach a server", e.Path, e.Why)
-}
-
-// clientURL is the base URL a client on this machine uses for a listener
-// bound to addr: an unspecified address (0.0.0.0, ::) is reached through
-// loopback.
-func clientURL(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return "http://" + addr.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if ip.To4() != nil {
-			host = "127.0.0.1"
-		} else {
-			host = "::1"
-		}
-	}
-	return "http://" + net.JoinHostPort(host, port)
 }
 
 // answers reports whether the server of si is alive, is the process the

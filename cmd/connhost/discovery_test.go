@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // impostor is an HTTP server that pretends to be connhost: /healthz

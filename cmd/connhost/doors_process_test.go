@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // TestDoorsThroughServe runs connhost serve (a real process) behind a

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // TestFleetApprovalNeedsAToken runs a fleet node (connhost serve on a

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 )
 
 // answers counts the answers of a running node, by status and problem

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 )
 
 // fleetTrust is two `connhost serve` nodes on one PostgreSQL ledger,

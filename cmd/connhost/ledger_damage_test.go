@@ -58,7 +58,7 @@ func TestDamagedLedgerProcess(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(prov.Close)
-	wasm, digest, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/effect")
+	wasm, digest, err := wasmbuild.Cached(ctx, "devkit/testing/testconnectors/effect")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
@@ -94,7 +94,7 @@ func newRestoreRig(t *testing.T) *restoreRig {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(prov.Close)
-	wasm, digest, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/effect")
+	wasm, digest, err := wasmbuild.Cached(context.Background(), "devkit/testing/testconnectors/effect")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := writeFile(t, r.dir, "serve.toml", "[server]\ntoken_env = \"T_RUNTIME\"\n\n[[principals]]\nname = \"rita\"\nroles = [\"approver\"]\ntoken_env = \"T_RITA\"\n\n"+string(base))
-		serve := func() (*server, string) {
+		serve := func() (*serverProcess, string) {
 			s := startServer(t, r.bin, cliEnv("T_RUNTIME="+runtimeTok, "T_RITA="+ritaTok), "serving the HTTP API",
 				"--data", data, "--manifests", r.manifests, "--modules", r.modules, "--config", cfg, "--ledger", r.ledger,
 				"serve", "--listen", "127.0.0.1:0", "--node", "n1")

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // TestLsByExpiry: ls --state awaiting_approval --order expiry lists the

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/audit"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
 	"github.com/connhost/connhost/manifests"
 )
 

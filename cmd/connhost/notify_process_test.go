@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/server"
 )
 
 const notifySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -208,13 +209,13 @@ func TestNotifyConfig(t *testing.T) {
 		{"tls_cert alone", "[server]\ntls_cert = \"c.pem\"\n", "c.toml:2: set tls_cert and tls_key together"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseConfig("c.toml", []byte(c.toml), env)
+			_, err := server.ParseConfig("c.toml", []byte(c.toml), env)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want %q", err, c.want)
 			}
 		})
 	}
-	cfg, err := parseConfig("c.toml", []byte("[notify]\nwebhook_url = \"https://hooks.example.com/x\"\nsecret_env = \"HOOK_SECRET\"\nallow_hosts = [\"hooks.example.com\"]\n"), env)
+	cfg, err := server.ParseConfig("c.toml", []byte("[notify]\nwebhook_url = \"https://hooks.example.com/x\"\nsecret_env = \"HOOK_SECRET\"\nallow_hosts = [\"hooks.example.com\"]\n"), env)
 	if err != nil || len(cfg.Notify.Key) != 24 {
 		t.Fatalf("a listed host: %v", err)
 	}

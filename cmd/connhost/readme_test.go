@@ -20,7 +20,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/connhost/connhost/internal/devkit/sandbox"
+	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )

@@ -20,7 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // DefaultTokenEnv is the environment variable the decision commands read
@@ -342,4 +343,44 @@ func orNone(urls []string) string {
 		return "no URL it names"
 	}
 	return strings.Join(urls, " or ")
+}
+
+// deciders are the roles whose name a direct decision on a shared ledger
+// may be recorded under, per command: the roles the API requires.
+var deciders = map[string][]httpapi.Role{
+	"approve": {httpapi.RoleApprover},
+	"reject":  {httpapi.RoleApprover},
+	"resolve": {httpapi.RoleApprover, httpapi.RoleOperator},
+	"cancel":  {httpapi.RoleRuntime, httpapi.RoleOperator},
+}
+
+// checkSharedApproval refuses, before anything is opened, an approval or
+// rejection made directly on a shared ledger that could not be signed: by
+// must be an approver principal of the config, whose token (in the config,
+// as on every node) signs it. The database's credentials alone are no
+// approval authority: no node dispatches an unsigned approval.
+func checkSharedApproval(cfg *server.Config, verb, by, tokenEnv string) error {
+	if cfg.PrincipalWith(by, deciders[verb]...) {
+		return nil
+	}
+	who := "without --by"
+	if by != "" {
+		who = fmt.Sprintf("%q is no principal with role approver in --config", by)
+		if cfg == nil {
+			who = fmt.Sprintf("without --config, %q is no principal with role approver", by)
+		}
+	}
+	return fmt.Errorf("%s on the shared ledger: %s, so the decision cannot be signed, and nodes dispatch only approvals signed with an approver's token (the database's credentials are no approval authority); %s through a node: connhost %s … --server URL, with your token in $%s",
+		verb, who, verb, verb, tokenEnv)
+}
+
+// sharedActor is who a resolution or cancellation made directly on a
+// shared ledger is recorded as: by when the config names it as a principal
+// with a role the API requires for verb, else the database role the
+// ledger connects as ("db:<role>"), which is all the connection proves.
+func sharedActor(cfg *server.Config, verb, by, role string) string {
+	if by != "" && cfg.PrincipalWith(by, deciders[verb]...) {
+		return by
+	}
+	return "db:" + role
 }

@@ -18,10 +18,10 @@ import (
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
-	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // Exit codes of connhost. They are part of the CLI's contract: scripts and
@@ -74,8 +74,10 @@ const exitCodesHelp = `connhost exits with one of these codes:
      old one is set aside, not deleted)
 
 With --json, a failure is printed on stdout as an RFC 9457 problem document
-with a stable "code" (the codes of the HTTP API, and ledger_damaged for exit
-code 6); without it, as one "connhost: ..." line on stderr.`
+with a stable "code" (the codes of the HTTP API, ledger_damaged for exit
+code 6, invalid_config for a config refused before the command started,
+which is also printed on stderr); without it, as one "connhost: ..." line
+on stderr.`
 
 // globals are the persistent flags.
 type globals struct {
@@ -123,7 +125,7 @@ type app struct {
 	shipped bool
 }
 
-// providerSandbox is what dev and sandbox need from internal/devkit/sandbox.
+// providerSandbox is what dev and sandbox need from devkit/sandbox.
 type providerSandbox interface {
 	PaymentsURL() string
 	EmailURL() string
@@ -221,7 +223,11 @@ func (a *app) printError(err error, usage bool) {
 	p := problemFor(err, usage)
 	if a.g.json {
 		writeJSON(a.stdout, p)
-		return
+		if p.Code != httpapi.CodeInvalidConfig {
+			return
+		}
+		// A refused config is also said where an operator watching a
+		// server (serve --json, its stdout read by a program) looks.
 	}
 	renderProblem(a.stderr, p)
 }
@@ -276,6 +282,9 @@ func problemFor(err error, usage bool) *httpapi.Problem {
 			res = rr.res
 		}
 		return httpapi.ProblemOf(err, res)
+	case errors.Is(err, server.ErrInvalidConfig), errors.Is(err, host.ErrMissingConfig), errors.Is(err, host.ErrConfigURLDenied):
+		// Refused before anything ran: the reason, not "internal".
+		return httpapi.NewProblem(httpapi.CodeInvalidConfig, err.Error())
 	}
 	// Everything else is reported as is: unlike the HTTP API, the CLI's
 	// user owns the process and needs the real cause.
@@ -313,6 +322,11 @@ Exit codes: 0 ok, 1 failure, 2 usage error, 3 audit/crashtest findings,
 4 recovery required or session fenced, 5 execution not succeeded,
 6 ledger damaged or missing (see "connhost help exit-codes").
 
+Every command reads [server] data, manifests, modules, witness and ledger
+from --config (relative paths there are relative to the config file's
+directory), and finds a running server through that data directory; flags
+given on the command line win.
+
 The examples run from the repository's root. Commands that load the
 connectors need their config (payments' api_key): the examples pass
 docs/connhost.example.toml with --config, which takes it and the API's
@@ -334,9 +348,20 @@ follow from another's.`,
 		Version: buildinfo.Read().Short(),
 	}
 	root.SetVersionTemplate(buildinfo.Read().Text())
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		_, err := parseLogLevel(a.g.logLevel)
-		return err
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := parseLogLevel(a.g.logLevel); err != nil {
+			return err
+		}
+		// One config for every command: [server]'s paths from --config
+		// (relative to the config file), unless flags name them. A
+		// config that does not load is reported by the command that
+		// reads it; its unset variables do not hide the paths.
+		if a.g.config != "" {
+			if cfg, _ := a.loadConfigLenient(); cfg != nil {
+				a.applyServerConfig(cmd, cfg)
+			}
+		}
+		return nil
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.g.data, "data", "./.connhost", "data directory (the ledger)")
@@ -457,9 +482,6 @@ type openOptions struct {
 	// extraOrigins adds origins to a connector's http capability (dev
 	// only: the sandbox's loopback ports).
 	extraOrigins func(m *manifests.Manifest) []string
-	// prewarm fills the connectors' instance pools in the background after
-	// Open (serve, dev: long-running); one-shot commands leave them empty.
-	prewarm bool
 	// server: the executor serves the API (serve, dev), which sets the
 	// default node id on a shared ledger.
 	server bool
@@ -494,82 +516,51 @@ func (a *app) openExecutor(ctx context.Context, o openOptions) (*host.Executor, 
 			}
 		}
 	}
-	dsn, cfg, err := a.sharedLedger()
+	cfg, err := a.serverConfig()
 	if err != nil {
 		return nil, err
 	}
-	if o.existing && dsn == "" && !a.g.init {
+	if o.existing && cfg.Server.Ledger == "" && !a.g.init {
 		if err := mustExist("--data", a.g.data); err != nil {
 			return nil, err
 		}
 	}
-	var approvalKeys map[string][]byte
-	var approvalNamespaces map[string][]string
-	if cfg != nil {
-		if o.config == nil {
-			if err := cfg.check(ms); err != nil {
-				return nil, err
-			}
-			o.config = cfg.lookup
-		}
-		cfg.applyAllowHTTP(ms, a.warnLogger(explicitLogger))
-		approvalKeys, approvalNamespaces = cfg.approvalKeys(), cfg.approvalNamespaces()
-		if cfg.Server.RequireSignoff {
-			if err := a.checkSignoffs(ms); err != nil {
-				return nil, err
-			}
-		}
+	if o.leaseTTL != 0 {
+		cfg.Server.LeaseTTL = o.leaseTTL
 	}
-	create := ledger.CreateIfNew
-	if a.g.init {
-		create = ledger.CreateInit
-	}
-	opts := host.Options{
-		DataDir:            a.g.data,
-		CacheDir:           a.cacheDir(cfg),
-		WitnessPath:        a.witnessPath(cfg),
-		LedgerCreate:       create,
-		PrewarmInstances:   prewarmInstances(o.prewarm),
-		Manifests:          ms,
-		ModuleDir:          a.g.modules,
-		AllowUnpinned:      o.allowUnpinned,
-		Config:             o.config,
-		Logger:             o.logger,
-		Observer:           o.observer,
-		RecoveryProgress:   o.progress,
-		ApprovalKeys:       approvalKeys,
-		ApprovalNamespaces: approvalNamespaces,
-	}
-	if cfg != nil {
-		opts.NamespaceConfig = cfg.namespaceConfig()
-		opts.InstanceWait = cfg.Server.InstanceWait
-	}
-	if dsn != "" {
-		db, err := openShared(ctx, sharedOpen{dsn: dsn, witness: a.witnessPath(cfg), init: a.g.init, logger: o.logger})
-		if err != nil {
-			return nil, err
-		}
-		opts.Ledger, opts.CloseLedger = db, true
-		opts.Node = a.nodeID(cfg, o.server)
-		if cfg != nil {
-			opts.ConsumedDir = cfg.Server.ConsumedDir
-		}
-		opts.LeaseTTL = o.leaseTTL
-		if opts.LeaseTTL == 0 && cfg != nil {
-			opts.LeaseTTL = cfg.Server.LeaseTTL
-		}
-	}
-	if crash.LoseUnsynced() {
-		ctx = crash.WithLoseUnsynced(ctx) // a crash test's lossy disk: the executor's ledger only
-	}
-	if off, err := crash.ClockOffset(); err != nil {
-		return nil, err
-	} else if off > 0 {
-		// A crash test of the key retention: the host a day later.
-		opts.Now = func() time.Time { return time.Now().Add(off) }
-	}
-	ex, err := host.Open(ctx, opts)
+	ex, err := server.OpenExecutor(ctx, cfg, server.ExecutorOptions{
+		Manifests:        ms,
+		Logger:           o.logger,
+		Warnings:         a.warnLogger(explicitLogger),
+		Observer:         o.observer,
+		Values:           o.config,
+		AllowUnpinned:    o.allowUnpinned,
+		OneShot:          !o.server,
+		Init:             a.g.init,
+		RecoveryProgress: o.progress,
+	})
 	return ex, explainMissingModule(explainConfigURL(explainMissingConfig(err, a.g.config), a.g.config), ms)
+}
+
+// serverConfig is the config a command runs on: --config's file (an
+// empty one without it) with the flags over it: --data, --manifests,
+// --modules, --witness, --ledger (or $CONNHOST_LEDGER) and --node.
+func (a *app) serverConfig() (*server.Config, error) {
+	dsn, file, err := a.sharedLedger()
+	if err != nil {
+		return nil, err
+	}
+	var cfg server.Config
+	if file != nil {
+		cfg = *file
+	}
+	cfg.Server.Data, cfg.Server.Manifests, cfg.Server.Modules = a.g.data, a.g.manifests, a.g.modules
+	cfg.Server.Witness, cfg.Server.Ledger = a.witnessPath(file), dsn
+	cfg.Server.CacheDir = a.cacheDir(file)
+	if a.g.node != "" {
+		cfg.Server.Node = a.g.node
+	}
+	return &cfg, nil
 }
 
 // explainMissingModule rewrites host.Open's error for a connector whose
@@ -602,7 +593,7 @@ func (a *app) withLedger(ctx context.Context, f func(led ledger.Ledger) error) e
 	if errors.Is(err, ledger.ErrNoLedger) {
 		// Never an empty answer: that would read as "nothing waits".
 		if dsn, _, _ := a.sharedLedger(); dsn != "" {
-			return refusef(ledger.ErrNoLedger, "there is no ledger in the shared database %s (it holds no connhost tables): nothing was ever recorded there (serve, dev and exec create them; is --ledger the right database?)", redactDSN(dsn))
+			return refusef(ledger.ErrNoLedger, "there is no ledger in the shared database %s (it holds no connhost tables): nothing was ever recorded there (serve, dev and exec create them; is --ledger the right database?)", server.RedactDSN(dsn))
 		}
 		return refusef(ledger.ErrNoLedger, "there is no ledger in %s: nothing was ever recorded there (serve, dev and exec create one; is --data the right directory?)", a.g.data)
 	}
@@ -625,7 +616,7 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if dsn != "" {
-		return openShared(ctx, sharedOpen{dsn: dsn, mustExist: !a.g.init, witness: a.witnessPath(cfg), init: a.g.init, logger: quiet})
+		return server.OpenSharedLedger(ctx, server.SharedLedgerOptions{DSN: dsn, MustExist: !a.g.init, Witness: a.witnessPath(cfg), Init: a.g.init, Logger: quiet})
 	}
 	create := ledger.CreateNever
 	if a.g.init {
@@ -644,7 +635,7 @@ func (a *app) openLedgerDirect(ctx context.Context) (ledger.Ledger, error) {
 // witnessPath is the ledger's witness file: --witness, else the config's
 // [server] witness, else the data directory's path plus ".witness" (a
 // sibling of --data, so that a restored or deleted data directory is seen).
-func (a *app) witnessPath(cfg *Config) string {
+func (a *app) witnessPath(cfg *server.Config) string {
 	switch {
 	case a.g.witness != "":
 		return a.g.witness
@@ -656,20 +647,11 @@ func (a *app) witnessPath(cfg *Config) string {
 
 // cacheDir is where compiled modules are kept: --cache-dir, else the
 // config's [server] cache_dir, else "" (host.DefaultCacheDir).
-func (a *app) cacheDir(cfg *Config) string {
+func (a *app) cacheDir(cfg *server.Config) string {
 	if a.g.cacheDir == "" && cfg != nil {
 		return cfg.Server.CacheDir
 	}
 	return a.g.cacheDir
-}
-
-// prewarmInstances is host.Options.PrewarmInstances: every instance for a
-// server, none for a one-shot command.
-func prewarmInstances(on bool) int {
-	if on {
-		return 0
-	}
-	return -1
 }
 
 // mustExist refuses a path of a global flag (given, or its default) that
@@ -730,4 +712,23 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// warnLogger is logger, or, when a one-shot command discards the
+// executor's logs, a logger that prints warnings on stderr: an operator
+// override must never be silent.
+func (a *app) warnLogger(logger *slog.Logger) *slog.Logger {
+	if logger != nil {
+		return logger
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// loadConfig reads and validates --config's file (server.LoadConfig); a
+// file that does not exist is a usage error (exit 2).
+func loadConfig(path string, env func(string) (string, bool)) (*server.Config, error) {
+	if err := mustExist("--config", path); err != nil {
+		return nil, err
+	}
+	return server.LoadConfig(path, env)
 }

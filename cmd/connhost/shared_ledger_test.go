@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 func TestMain(m *testing.M) {
@@ -32,8 +33,8 @@ func TestRedactDSN(t *testing.T) {
 		"host=db password='hunter 2' dbname=ledger":                      "host=db password=xxxxx dbname=ledger",
 		"postgres://c:hunter2@db:notaport/x%zz":                          "(a connection string that does not parse; not shown)",
 	} {
-		if got := redactDSN(in); got != want {
-			t.Errorf("redactDSN(%q) = %q, want %q", in, got, want)
+		if got := server.RedactDSN(in); got != want {
+			t.Errorf("server.RedactDSN(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -46,7 +47,7 @@ func TestConfigSharedLedger(t *testing.T) {
 		v, ok := map[string]string{"LEDGER": "postgres://connhost:hunter2@db/ledger", "EMPTY": ""}[k]
 		return v, ok
 	}
-	cfg, err := parseConfig("c.toml", []byte("[server]\nledger_env = \"LEDGER\"\nnode = \"node-1\"\nlease_ttl = \"5s\"\n"), env)
+	cfg, err := server.ParseConfig("c.toml", []byte("[server]\nledger_env = \"LEDGER\"\nnode = \"node-1\"\nlease_ttl = \"5s\"\n"), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +60,14 @@ func TestConfigSharedLedger(t *testing.T) {
 			t.Errorf("config shown as %q", s)
 		}
 	}
-	cfg, err = parseConfig("c.toml", []byte("[server]\nledger = \"postgres://connhost:hunter2@db/ledger\"\n"), env)
+	cfg, err = server.ParseConfig("c.toml", []byte("[server]\nledger = \"postgres://connhost:hunter2@db/ledger\"\n"), env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := cfg.String(); strings.Contains(s, "hunter2") || !strings.Contains(s, "postgres://connhost:xxxxx@db/ledger") {
 		t.Errorf("config shown as %q", s)
 	}
-	_, err = parseConfig("c.toml", []byte("[server]\nledger = \"postgres://a:hunter2@db/x\"\nledger_env = \"LEDGER\"\nlease_ttl = \"soon\"\n\n[connectors.x]\n"), env)
+	_, err = server.ParseConfig("c.toml", []byte("[server]\nledger = \"postgres://a:hunter2@db/x\"\nledger_env = \"LEDGER\"\nlease_ttl = \"soon\"\n\n[connectors.x]\n"), env)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -78,7 +79,7 @@ func TestConfigSharedLedger(t *testing.T) {
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error shows the password: %q", err)
 	}
-	_, err = parseConfig("c.toml", []byte("[server]\nledger_env = \"EMPTY\"\n"), env)
+	_, err = server.ParseConfig("c.toml", []byte("[server]\nledger_env = \"EMPTY\"\n"), env)
 	if err == nil || !strings.Contains(err.Error(), "c.toml:2: environment variable EMPTY (ledger_env) is empty") {
 		t.Errorf("empty ledger_env: %v", err)
 	}
@@ -227,13 +228,13 @@ func TestLedgerPasswordOnTheCommandLineWarns(t *testing.T) {
 			want = 1
 		}
 		if got := strings.Count(errOut, "holds a password"); got != want {
-			t.Errorf("%s: %d warnings:\n%s", redactDSN(dsn), got, errOut)
+			t.Errorf("%s: %d warnings:\n%s", server.RedactDSN(dsn), got, errOut)
 		}
 		if warn && !strings.Contains(errOut, "PGPASSWORD") {
-			t.Errorf("%s: the warning says not where the password goes:\n%s", redactDSN(dsn), errOut)
+			t.Errorf("%s: the warning says not where the password goes:\n%s", server.RedactDSN(dsn), errOut)
 		}
 		if strings.Contains(out+errOut, "hunter2") {
-			t.Errorf("%s: the password was shown:\n%s%s", redactDSN(dsn), out, errOut)
+			t.Errorf("%s: the password was shown:\n%s%s", server.RedactDSN(dsn), out, errOut)
 		}
 	}
 }

@@ -22,15 +22,15 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/connhost/connhost/devkit/sandbox"
+	"github.com/connhost/connhost/devkit/sandbox/stripe"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/devkit/sandbox/stripe"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
-	"github.com/connhost/connhost/internal/httpapi"
-	"github.com/connhost/connhost/internal/mcpserver"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
+	"github.com/connhost/connhost/server/mcpserver"
 )
 
 // The names of the spans the test follows (internal/telemetry).

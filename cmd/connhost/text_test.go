@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // evil is provider and connector text that would drive a terminal: clear

@@ -18,7 +18,7 @@ type logLine map[string]any
 // nextLog returns the first log line of s whose msg is msg and whose
 // fields hold want, failing the test if s ends first or none comes within
 // processBound.
-func (s *server) nextLog(t *testing.T, msg string, want map[string]any) logLine {
+func (s *serverProcess) nextLog(t *testing.T, msg string, want map[string]any) logLine {
 	t.Helper()
 	bound := time.After(processBound)
 	for {

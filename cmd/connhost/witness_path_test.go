@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/connhost/connhost/server"
 	"path/filepath"
 	"testing"
 )
@@ -9,7 +10,7 @@ import (
 // the default beside --data (outside it: a restore or deletion of the data
 // directory must not take the witness with it).
 func TestWitnessPath(t *testing.T) {
-	cfg, err := parseConfig("c.toml", []byte("[server]\nwitness = \"/state/node-1.witness\"\n"), func(string) (string, bool) { return "", false })
+	cfg, err := server.ParseConfig("c.toml", []byte("[server]\nwitness = \"/state/node-1.witness\"\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func TestWitnessPath(t *testing.T) {
 	if got := a.witnessPath(cfg); got != "/elsewhere/w" {
 		t.Errorf("--witness: %q", got)
 	}
-	if _, err := parseConfig("c.toml", []byte("[server]\nwitness = 3\n"), nil); err == nil {
+	if _, err := server.ParseConfig("c.toml", []byte("[server]\nwitness = 3\n"), nil); err == nil {
 		t.Error("a witness that is not a string is accepted")
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	engine "github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/internal/crash"
-	engine "github.com/connhost/connhost/internal/devkit/crashtest"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )

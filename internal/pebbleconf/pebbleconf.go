@@ -1,7 +1,7 @@
 // Package pebbleconf is the Pebble configuration of the ledger, in one
 // place for the two programs that open Pebble: the ledger itself and the
 // raw baseline the ledger's write path is benchmarked against
-// (internal/devkit/bench), so that both measure the same engine configured the
+// (devkit/bench), so that both measure the same engine configured the
 // same way.
 package pebbleconf
 

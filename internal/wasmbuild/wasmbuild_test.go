@@ -29,7 +29,7 @@ func TestBuildReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join(root, "internal", "devkit", "testing", "testconnectors", "noop")
+	src := filepath.Join(root, "devkit", "testing", "testconnectors", "noop")
 	dir := t.TempDir()
 	ctx := context.Background()
 	d1, err := Build(ctx, src, filepath.Join(dir, "a.wasm"))
@@ -80,11 +80,11 @@ func TestBuildError(t *testing.T) {
 func TestCached(t *testing.T) {
 	t.Setenv(CacheEnv, t.TempDir())
 	ctx := context.Background()
-	p1, d1, err := Cached(ctx, "internal/devkit/testing/testconnectors/noop")
+	p1, d1, err := Cached(ctx, "devkit/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, d2, err := Cached(ctx, "internal/devkit/testing/testconnectors/noop")
+	p2, d2, err := Cached(ctx, "devkit/testing/testconnectors/noop")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestCached(t *testing.T) {
 	if got, err := FileDigest(p1); err != nil || got != d1 {
 		t.Fatalf("cached file digest %s (%v), want %s", got, err, d1)
 	}
-	p3, _, err := Cached(ctx, "internal/devkit/testing/testconnectors/badversion")
+	p3, _, err := Cached(ctx, "devkit/testing/testconnectors/badversion")
 	if err != nil {
 		t.Fatal(err)
 	}

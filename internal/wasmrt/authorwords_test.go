@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/internal/devkit/testing/wasmgen"
+	"github.com/connhost/connhost/devkit/testing/wasmgen"
 	"github.com/connhost/connhost/manifests"
 )
 

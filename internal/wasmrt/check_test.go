@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/internal/devkit/testing/wasmgen"
+	"github.com/connhost/connhost/devkit/testing/wasmgen"
 	"github.com/connhost/connhost/manifests"
 )
 

@@ -20,7 +20,7 @@ import (
 func ExampleRuntime_Load() {
 	ctx := context.Background()
 	// Tests build connectors on demand; a deployment has a built .wasm.
-	path, digest, err := wasmbuild.Cached(ctx, "internal/devkit/testing/testconnectors/noop")
+	path, digest, err := wasmbuild.Cached(ctx, "devkit/testing/testconnectors/noop")
 	if err != nil {
 		panic(err)
 	}

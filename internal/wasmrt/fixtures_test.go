@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -32,7 +32,7 @@ var fixtures = sync.OnceValue(func() map[string]builtFixture {
 	var wg sync.WaitGroup
 	for _, name := range fixtureNames {
 		wg.Go(func() {
-			p, d, err := wasmbuild.Cached(context.Background(), "internal/devkit/testing/testconnectors/"+name)
+			p, d, err := wasmbuild.Cached(context.Background(), "devkit/testing/testconnectors/"+name)
 			mu.Lock()
 			out[name] = builtFixture{p, d, err}
 			mu.Unlock()

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 )
 
 // logCounter is an Observer that sums GuestLogDropped.

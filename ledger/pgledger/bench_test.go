@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/ledgertest"
 )

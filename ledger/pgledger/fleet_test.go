@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/ledgertest"
 	"github.com/connhost/connhost/ledger/pgledger"

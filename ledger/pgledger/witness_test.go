@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
 )

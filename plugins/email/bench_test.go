@@ -7,7 +7,7 @@ import (
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest"
 	"github.com/connhost/connhost/abi/guest/guesttest"
-	"github.com/connhost/connhost/internal/devkit/sandbox/mailpit"
+	"github.com/connhost/connhost/devkit/sandbox/mailpit"
 )
 
 // BenchmarkGuestSend is send's own work: decode and validate the

@@ -11,7 +11,7 @@ import (
 	"github.com/connhost/connhost/abi/codec"
 	"github.com/connhost/connhost/abi/guest"
 	"github.com/connhost/connhost/abi/guest/guesttest"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 )
 
 // The connector reads and writes JSON with package codec instead of

@@ -8,7 +8,7 @@ import (
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest/guesttest"
-	"github.com/connhost/connhost/internal/devkit/testing/testenv"
+	"github.com/connhost/connhost/devkit/testing/testenv"
 )
 
 // The tests in this file run the connector against a real Mailpit server

@@ -6,12 +6,12 @@ import (
 
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest/guesttest"
-	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
-	"github.com/connhost/connhost/internal/devkit/sandbox/mailpit"
+	"github.com/connhost/connhost/devkit/sandbox/fault"
+	"github.com/connhost/connhost/devkit/sandbox/mailpit"
 )
 
 // These tests run the connector against the Mailpit emulator the host's dev
-// mode and end-to-end tests use (internal/devkit/sandbox/mailpit), so the two agree
+// mode and end-to-end tests use (devkit/sandbox/mailpit), so the two agree
 // on the wire format and on Mailpit's search semantics.
 
 func startSandbox(t *testing.T) (*mailpit.Server, *testHost) {

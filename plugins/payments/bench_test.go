@@ -6,7 +6,7 @@ import (
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest"
 	"github.com/connhost/connhost/abi/guest/guesttest"
-	"github.com/connhost/connhost/internal/devkit/sandbox/stripe"
+	"github.com/connhost/connhost/devkit/sandbox/stripe"
 )
 
 // BenchmarkGuestCreatePayment is create_payment's own work: decode and
@@ -15,7 +15,7 @@ import (
 // It runs natively: the test binary compiled to wasip1 imports the host's
 // connhost module, which a plain wasm runtime does not provide. The same
 // work compiled to wasm and called through the host is what
-// BenchmarkPaymentOverhead in internal/devkit/testing/e2e measures.
+// BenchmarkPaymentOverhead in devkit/testing/e2e measures.
 func BenchmarkGuestCreatePayment(b *testing.B) {
 	s := stripe.New(stripe.Options{})
 	b.Cleanup(s.Close)

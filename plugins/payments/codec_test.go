@@ -11,7 +11,7 @@ import (
 	"github.com/connhost/connhost/abi"
 	"github.com/connhost/connhost/abi/guest"
 	"github.com/connhost/connhost/abi/guest/guesttest"
-	"github.com/connhost/connhost/internal/devkit/sandbox/stripe"
+	"github.com/connhost/connhost/devkit/sandbox/stripe"
 )
 
 // The connector reads and writes JSON and forms with package codec instead

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/abi"
-	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
-	"github.com/connhost/connhost/internal/devkit/sandbox/stripe"
+	"github.com/connhost/connhost/devkit/sandbox/fault"
+	"github.com/connhost/connhost/devkit/sandbox/stripe"
 )
 
 // These tests run the connector against the Stripe emulator the host's dev
-// mode and end-to-end tests use (internal/devkit/sandbox/stripe), so the two agree
+// mode and end-to-end tests use (devkit/sandbox/stripe), so the two agree
 // on the wire format and on Stripe's idempotency semantics.
 
 func startSandbox(t testing.TB, opts stripe.Options) (*stripe.Server, *testHost) {

@@ -1,5 +1,5 @@
 // One run of an @openai/agents agent against connhost, for the Go test
-// internal/devkit/testing/runtimes (which starts connhost, kills this process
+// devkit/testing/runtimes (which starts connhost, kills this process
 // mid-call with SIGKILL and counts the charges at the Stripe emulator).
 // The model is a scripted Model (no model API is reachable): it asks for
 // one tool call, then answers with what the tool said; it counts the

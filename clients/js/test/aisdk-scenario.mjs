@@ -1,5 +1,5 @@
 // One run of a Vercel AI SDK (ai 7) conversation against connhost, for
-// the Go test internal/devkit/testing/runtimes (which starts connhost, kills
+// the Go test devkit/testing/runtimes (which starts connhost, kills
 // this process mid-call with SIGKILL, approves or rejects through the API
 // and counts the charges at the Stripe emulator). The model is the SDK's
 // MockLanguageModelV3 with a script (no model API is reachable): asked

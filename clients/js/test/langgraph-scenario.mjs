@@ -1,5 +1,5 @@
 // One run of a LangGraph agent against connhost, for the Go test
-// internal/devkit/testing/runtimes (which starts connhost, kills this process
+// devkit/testing/runtimes (which starts connhost, kills this process
 // mid-call with SIGKILL and counts the charges at the Stripe emulator).
 // The model is LangChain's FakeListChatModel bound to the tools (no model
 // API is reachable): it answers with one tool call, then with what the

@@ -1,5 +1,5 @@
 // One run of a Mastra (@mastra/core 1.71) agent against connhost, for the
-// Go test internal/devkit/testing/runtimes (which starts connhost, kills this
+// Go test devkit/testing/runtimes (which starts connhost, kills this
 // process mid-call with SIGKILL, approves or rejects through the API and
 // counts the charges at the Stripe emulator). The agent has memory in a
 // libSQL file (threads, messages, and the snapshots of suspended runs), as

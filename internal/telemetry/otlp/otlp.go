@@ -5,7 +5,7 @@
 // connhost.toml's [telemetry] table.
 //
 // It is the only package that imports the SDK and the exporter (the
-// dependency test, internal/devkit/testing/depcheck, says so): the host
+// dependency test, devkit/testing/depcheck, says so): the host
 // package and everything a Go program embedding it imports carry the
 // OpenTelemetry API only.
 package otlp

@@ -18,8 +18,8 @@ import (
 	"github.com/connhost/connhost/clients/go/internal/rtest/rt"
 	"github.com/connhost/connhost/clients/go/internal/scripted"
 	"github.com/connhost/connhost/clients/go/internal/testkit"
-	"github.com/connhost/connhost/internal/devkit/sandbox"
-	"github.com/connhost/connhost/internal/devkit/sandbox/fault"
+	"github.com/connhost/connhost/devkit/sandbox"
+	"github.com/connhost/connhost/devkit/sandbox/fault"
 )
 
 // shared is what every test of the package uses, set up once by TestMain:

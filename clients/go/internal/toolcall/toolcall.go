@@ -2,7 +2,7 @@
 // offers a model, the text and fields a model reads of each answer, and
 // the settle and wait steps of resume by reconciliation.
 //
-// The texts follow the MCP server's (internal/mcpserver): a model told
+// The texts follow the MCP server's (server/mcpserver): a model told
 // "Do not issue this call again" does not, and a call that never ran is
 // the one case where it is told it may issue the call again.
 package toolcall
@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/tooldefs"
 	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/server/tooldefs"
 )
 
 // Def is one tool as a model sees it.

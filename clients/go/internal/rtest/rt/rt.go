@@ -18,7 +18,7 @@ import (
 	"github.com/connhost/connhost/clients/go/internal/scripted"
 	"github.com/connhost/connhost/clients/go/internal/testkit"
 	"github.com/connhost/connhost/host"
-	"github.com/connhost/connhost/internal/httpapi"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // Config is a runtime program's one argument, as JSON.

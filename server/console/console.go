@@ -1,0 +1,529 @@
+// Package console is the reviewer and operator console that `connhost
+// serve` and `connhost dev` serve under /ui/ (httpapi.Options.Console):
+// server-rendered pages (html/template, assets embedded in the binary)
+// for the approvals inbox, the recovery queue, the executions and the
+// loaded connectors.
+//
+// It holds no logic of its own about executions: every page reads through
+// the executor the HTTP API reads through (Get, ApprovalView, the ledger's
+// List under the principal's scope), shows executions as the API's one
+// view (httpapi.Execution) and the approval view (host.ApprovalView), and
+// every action calls the executor's Approve, Reject and Resolve as the
+// API's routes do, recorded under the signed-in principal's name.
+//
+// A browser signs in with a principal's token; the console keeps a
+// server-side session and hands the browser only its id, in an HttpOnly,
+// SameSite=Strict cookie. On a server without credentials no sign-in
+// happens and nothing is kept per browser: the cookie's random id and an
+// HMAC of it are the session and its CSRF token. Every form carries the
+// session's CSRF token, and
+// a POST that a browser marks as cross-site (Sec-Fetch-Site, Origin) is
+// refused before it is read. A principal's roles decide what it may do,
+// in the handlers: a runtime principal reads, never decides.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/audit"
+	"github.com/connhost/connhost/server/httpapi"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Prefix is the path the console is served under.
+const Prefix = "/ui/"
+
+// DefaultSessionTTL is how long a sign-in lasts.
+const DefaultSessionTTL = 8 * time.Hour
+
+// Cookie names: the session's id, and the sign-in form's token (which
+// keeps another site from signing a browser in under its own token).
+const (
+	sessionCookie = "connhost_console"
+	signinCookie  = "connhost_console_signin"
+)
+
+// Options configures the console returned by [New].
+type Options struct {
+	// Executor is the executor the HTTP API serves. Required.
+	Executor *host.Executor
+	// Principals are the API's credentials (httpapi.Options.Principals):
+	// the tokens the sign-in form accepts.
+	Principals []httpapi.Principal
+	// Anonymous is the principal of a server without credentials
+	// (httpapi.Options.Anonymous): with no Principals, every browser is
+	// signed in as it without a form. The default value is
+	// &httpapi.LoopbackRuntime, which reads and decides nothing.
+	Anonymous *httpapi.Principal
+	// Dev marks `connhost dev`: every page says so, and who decides.
+	Dev bool
+	// Secure says browsers reach the console over https, whether the
+	// server terminates TLS itself or a proxy in front does: every cookie
+	// is then marked Secure, so a browser never sends the session over
+	// plain http, and every answer carries Strict-Transport-Security. The
+	// default value (false) marks a cookie Secure only when the request
+	// came over TLS to this process, and sends no HSTS.
+	Secure bool
+	// Audit returns the audit of the loaded connectors (the Connectors
+	// page, and its HTML report); it is called once, on the first visit.
+	// The default value (nil) shows the connectors without an audit.
+	Audit func(context.Context) audit.Report
+	// SessionTTL is how long a sign-in lasts. The default value is
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
+	// Throttle limits failed sign-ins per source; pass the API's
+	// (httpapi.Options.Throttle) so that a source's failures count alike
+	// wherever it guesses. The default value is a Throttle of its own.
+	Throttle *httpapi.Throttle
+	// Logger receives the causes of internal errors. The default value is
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the console's clock (sessions, ages). The default value is
+	// time.Now.
+	Now func() time.Time
+}
+
+type console struct {
+	opts     Options
+	creds    []credential
+	sessions *sessions
+	// key derives the CSRF tokens of anonymous sessions
+	// (anonymousSession); it lives as long as the process.
+	key   []byte
+	pages map[string]*template.Template
+
+	handler http.Handler
+
+	auditOnce sync.Once
+	report    *audit.Report
+}
+
+// credential is a principal with its token's digest.
+type credential struct {
+	p   httpapi.Principal
+	sum [sha256.Size]byte
+}
+
+// New returns the console's handler, to be served at Prefix.
+func New(o Options) (http.Handler, error) {
+	c, err := newConsole(o)
+	if err != nil {
+		return nil, err
+	}
+	return c.handler, nil
+}
+
+func newConsole(o Options) (*console, error) {
+	if o.Executor == nil {
+		return nil, errors.New("console: no executor")
+	}
+	if o.Anonymous == nil {
+		anon := httpapi.LoopbackRuntime
+		o.Anonymous = &anon
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Throttle == nil {
+		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
+	}
+	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now), key: []byte(randomToken())}
+	for _, p := range o.Principals {
+		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
+	}
+	pages, err := parsePages(o.Now)
+	if err != nil {
+		return nil, err
+	}
+	c.pages = pages
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET "+Prefix+"signin", c.signinForm)
+	mux.HandleFunc("POST "+Prefix+"signin", c.signin)
+	mux.HandleFunc("GET "+Prefix+"{$}", c.page(c.home))
+	mux.HandleFunc("POST "+Prefix+"signout", c.action(nil, c.signout))
+	mux.HandleFunc("GET "+Prefix+"approvals", c.page(c.approvals))
+	mux.HandleFunc("POST "+Prefix+"approvals/{id}/approve", c.action(deciders(httpapi.RoleApprover), c.approve))
+	mux.HandleFunc("POST "+Prefix+"approvals/{id}/reject", c.action(deciders(httpapi.RoleApprover), c.reject))
+	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
+	mux.HandleFunc("POST "+Prefix+"executions/{id}/resolve", c.action(deciders(httpapi.RoleApprover, httpapi.RoleOperator), c.resolve))
+	mux.HandleFunc("GET "+Prefix+"executions", c.page(c.executions))
+	mux.HandleFunc("GET "+Prefix+"executions/{id}", c.page(c.execution))
+	mux.HandleFunc("GET "+Prefix+"connectors", c.page(c.connectors))
+	mux.HandleFunc("GET "+Prefix+"connectors/audit", c.auditHTML)
+	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no such page: "+r.URL.Path, http.StatusNotFound)
+	})
+	c.handler = securityHeaders(mux, o.Secure)
+	return c, nil
+}
+
+// csp allows the console's own stylesheet and nothing else: no script, no
+// frame, no form posting elsewhere.
+const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// securityHeaders sets the headers every console answer carries; secure
+// adds HSTS (Options.Secure).
+func securityHeaders(next http.Handler, secure bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		if secure {
+			h.Set("Strict-Transport-Security", httpapi.HSTS)
+		}
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// lookup returns the principal whose token is token. Every candidate is
+// compared, in constant time, as the API does.
+func (c *console) lookup(token string) (httpapi.Principal, bool) {
+	sum := sha256.Sum256([]byte(token))
+	match := -1
+	for i := range c.creds {
+		if subtle.ConstantTimeCompare(sum[:], c.creds[i].sum[:]) == 1 {
+			match = i
+		}
+	}
+	if token == "" || match < 0 {
+		return httpapi.Principal{}, false
+	}
+	return c.creds[match].p, true
+}
+
+// anonymous reports whether the server has no credentials: every
+// browser then acts as Options.Anonymous.
+func (c *console) anonymous() bool { return len(c.creds) == 0 }
+
+// current returns the request's session: the cookie's, or, on a server
+// without credentials, the anonymous principal's (anonymousSession).
+func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool) {
+	if c.anonymous() {
+		return c.anonymousSession(w, r), true
+	}
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		if s, ok := c.sessions.get(ck.Value); ok {
+			return s, true
+		}
+	}
+	return session{}, false
+}
+
+// anonymousSession returns the session of a browser on a server without
+// credentials, which the server keeps no state for: its id is the
+// cookie's random value (a new one, set on w, when the request has none
+// of the right form), and its CSRF token is an HMAC of that id under a key
+// of this process, which a page of another site can neither read nor
+// compute. Only an action's outcome, until the next page shows it, is
+// kept (sessions.addNote). So a request without a cookie, however many,
+// costs nothing to keep.
+func (c *console) anonymousSession(w http.ResponseWriter, r *http.Request) session {
+	id := ""
+	if ck, err := r.Cookie(sessionCookie); err == nil && validToken(ck.Value) {
+		id = ck.Value
+	} else {
+		id = randomToken()
+		c.setCookie(w, r, sessionCookie, id, c.opts.SessionTTL)
+	}
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte("connhost console csrf v1\x00" + id))
+	return session{id: anonymousPrefix + id, principal: *c.opts.Anonymous, csrf: base64.RawURLEncoding.EncodeToString(m.Sum(nil))}
+}
+
+func (c *console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: Prefix, MaxAge: int(ttl / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r),
+	})
+}
+
+func (c *console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: Prefix, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
+}
+
+// secure reports whether r's browser reached the console over https
+// (Options.Secure, or TLS to this process).
+func (c *console) secure(r *http.Request) bool { return c.opts.Secure || r.TLS != nil }
+
+// crossSite reports why a browser's POST did not come from the console's
+// own pages ("" when nothing says so). Sec-Fetch-Site, which no page can
+// set, decides when the browser sends it: same-origin only. Without it,
+// an Origin must name the server; "null" is refused, since the console's
+// own pages send it only alongside Sec-Fetch-Site (their Referrer-Policy
+// is no-referrer, under which Chromium's form posts say Origin: null).
+// Clients that send neither, such as curl, still need the session's CSRF
+// token.
+func crossSite(r *http.Request) string {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		if s != "same-origin" {
+			return "the browser says the form came from another site (Sec-Fetch-Site: " + s + ")"
+		}
+		return ""
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+			return "the form came from another origin (Origin: " + o + ")"
+		}
+	}
+	return ""
+}
+
+// scoped returns ctx acting within p's namespaces, as the API's requests
+// of p do (host.Scope): executions of other namespaces are unknown ids.
+func scoped(ctx context.Context, p httpapi.Principal) context.Context {
+	return host.WithScope(ctx, host.Scope{Principal: p.Name, Namespaces: p.Namespaces})
+}
+
+// deciders returns the roles an action needs.
+func deciders(roles ...httpapi.Role) []httpapi.Role { return roles }
+
+// view is what every page template receives.
+type view struct {
+	Title     string
+	Nav       string
+	Principal httpapi.Principal
+	// Anonymous: signed in without a token (a server without
+	// credentials); Dev: by `connhost dev`.
+	Anonymous bool
+	Dev       bool
+	CanDecide bool
+	CanSettle bool
+	CSRF      string
+	Notes     []note
+	// Refresh, when above 0, reloads the page every Refresh seconds.
+	Refresh int
+	Data    any
+}
+
+// page wraps a GET handler: the session (else the sign-in form), then the
+// page the handler fills.
+func (c *console) page(fill func(r *http.Request, s session, v *view) (string, int)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := c.current(w, r)
+		if !ok {
+			http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		c.noteAccess(r, s)
+		v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
+			CanDecide: s.principal.Has(httpapi.RoleApprover),
+			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
+			CSRF:      s.csrf}
+		name, status := fill(r, s, v)
+		v.Notes = append(c.sessions.takeNotes(s.id), v.Notes...)
+		c.render(w, name, status, v)
+	}
+}
+
+func (c *console) render(w http.ResponseWriter, name string, status int, v *view) {
+	t, ok := c.pages[name]
+	if !ok {
+		http.Error(w, "console: no template "+name, http.StatusInternalServerError)
+		return
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
+		c.opts.Logger.Error("console: render", "page", name, "err", err)
+		http.Error(w, "console: the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// errRefused is an action refused before the executor was asked.
+type refusal struct {
+	status int
+	text   string
+}
+
+// action wraps a POST handler: refused when cross-site, without a
+// session, without the session's CSRF token, or when the principal holds
+// none of roles (nil: any); otherwise the handler acts and the browser is
+// sent back (303) to where it returns to, with the outcome as a note.
+func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r *http.Request, s session) (back string, n note)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if why := crossSite(r); why != "" {
+			c.refuse(w, r, session{}, refusal{http.StatusForbidden, "refused: " + why + "; act from the console's own pages"})
+			return
+		}
+		s, ok := c.current(w, r)
+		if !ok {
+			c.refuse(w, r, session{}, refusal{http.StatusUnauthorized, "refused: sign in first"})
+			return
+		}
+		c.noteAccess(r, s)
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if err := r.ParseForm(); err != nil {
+			c.refuse(w, r, s, refusal{http.StatusBadRequest, "refused: the form could not be read: " + err.Error()})
+			return
+		}
+		if !sameToken(r.PostForm.Get("csrf"), s.csrf) {
+			c.refuse(w, r, s, refusal{http.StatusForbidden, "refused: the form lacks this session's CSRF token (it came from elsewhere, or from a page older than the sign-in); reload the page and try again"})
+			return
+		}
+		if roles != nil && !s.principal.Has(roles...) {
+			c.refuse(w, r, s, refusal{http.StatusForbidden, fmt.Sprintf("refused: this needs role %s; principal %q has %s",
+				rolesText(roles), s.principal.Name, rolesText(s.principal.Roles))})
+			return
+		}
+		back, n := act(w, r, s)
+		if back == "" {
+			return // the handler answered
+		}
+		c.sessions.addNote(s.id, n)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	}
+}
+
+// noteAccess names the session's principal and the page's execution or
+// approval in the request's access log line.
+func (c *console) noteAccess(r *http.Request, s session) {
+	id := r.PathValue("id")
+	exec, approval := id, ""
+	if strings.HasPrefix(r.URL.Path, Prefix+"approvals/") {
+		exec, approval = "", id
+	}
+	httpapi.NoteAccess(r.Context(), s.principal.Name, exec, approval)
+}
+
+// refuse answers a refused action with a page saying why.
+func (c *console) refuse(w http.ResponseWriter, r *http.Request, s session, f refusal) {
+	c.opts.Logger.WarnContext(r.Context(), "console: refused", "method", r.Method, "path", r.URL.Path, "principal", s.principal.Name, "why", f.text)
+	v := &view{Title: "Refused", Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev, CSRF: s.csrf,
+		Notes: []note{{Error: true, Text: f.text}}}
+	c.render(w, "refused", f.status, v)
+}
+
+func rolesText(roles []httpapi.Role) string {
+	s := make([]string, len(roles))
+	for i, r := range roles {
+		s[i] = string(r)
+	}
+	if len(s) == 0 {
+		return "no role"
+	}
+	return strings.Join(s, " or ")
+}
+
+// safeNext returns next when it is a console page, else the inbox: the
+// sign-in form sends nobody to another site.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.Contains(next, "\\") && !strings.HasPrefix(next, Prefix+"signin") {
+		return next
+	}
+	return Prefix
+}
+
+func (c *console) signinForm(w http.ResponseWriter, r *http.Request) {
+	if c.anonymous() {
+		http.Redirect(w, r, Prefix, http.StatusSeeOther)
+		return
+	}
+	tok := randomToken()
+	c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
+	v := &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.URL.Query().Get("next"))}
+	c.render(w, "signin", http.StatusOK, v)
+}
+
+func (c *console) signin(w http.ResponseWriter, r *http.Request) {
+	if c.anonymous() {
+		http.Redirect(w, r, Prefix, http.StatusSeeOther)
+		return
+	}
+	form := func(status int, text string) {
+		tok := randomToken()
+		c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
+		c.render(w, "signin", status, &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.PostFormValue("next")),
+			Notes: []note{{Error: true, Text: text}}})
+	}
+	fail := func(status int, text string) {
+		c.opts.Logger.WarnContext(r.Context(), "console: sign-in refused", "why", text)
+		form(status, text)
+	}
+	if why := crossSite(r); why != "" {
+		c.refuse(w, r, session{}, refusal{http.StatusForbidden, "refused: " + why + "; sign in from the console's own page"})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		fail(http.StatusBadRequest, "the form could not be read: "+err.Error())
+		return
+	}
+	ck, err := r.Cookie(signinCookie)
+	if err != nil || !sameToken(r.PostForm.Get("csrf"), ck.Value) {
+		fail(http.StatusForbidden, "the sign-in form has expired or came from elsewhere; sign in again")
+		return
+	}
+	if wait, ok := c.opts.Throttle.Allow(r); !ok {
+		// The throttle's summary line stands for this request.
+		httpapi.NoteThrottled(r.Context())
+		w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(wait.Seconds())))))
+		form(http.StatusTooManyRequests, fmt.Sprintf("too many sign-ins with a wrong token came from here; try again in %s", wait.Round(time.Second)))
+		return
+	}
+	p, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
+	if !ok {
+		c.opts.Throttle.Failed(r)
+		fail(http.StatusUnauthorized, "no principal has this token")
+		return
+	}
+	if !p.Has(httpapi.RoleRuntime, httpapi.RoleApprover, httpapi.RoleOperator) {
+		fail(http.StatusForbidden, fmt.Sprintf("principal %q has role %s only, which reads /metrics and nothing else", p.Name, rolesText(p.Roles)))
+		return
+	}
+	ss := c.sessions.create(p)
+	c.clearCookie(w, r, signinCookie)
+	c.setCookie(w, r, sessionCookie, ss.id, c.opts.SessionTTL)
+	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
+}
+
+func (c *console) signout(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	c.sessions.remove(s.id)
+	c.clearCookie(w, r, sessionCookie)
+	if c.anonymous() {
+		return Prefix, note{Text: "signed out"}
+	}
+	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
+	return "", note{}
+}

@@ -1,0 +1,705 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/internal/argview"
+	"github.com/connhost/connhost/internal/audit"
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/httpapi"
+)
+
+// pageNames are the templates in templates/, each rendered inside
+// layout.html.
+var pageNames = []string{"signin", "refused", "approvals", "recovery", "executions", "execution", "connectors"}
+
+func parsePages(now func() time.Time) (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"vis":     vis,
+		"when":    when,
+		"until":   func(t time.Time) string { return relative(t.Sub(now())) },
+		"since":   func(t time.Time) string { return relative(now().Sub(t)) },
+		"crash":   crashText,
+		"short":   shortDigest,
+		"rawjson": func(b json.RawMessage) string { return vis(string(b)) },
+		"roles":   rolesText,
+	}
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// vis shows s with the characters that would change how it reads
+// (control, bidirectional, invisible) as escapes, as the approval view
+// shows arguments (argview.Quote); html/template escapes the rest.
+func vis(s string) string {
+	q, escaped := argview.Quote(s)
+	if !escaped {
+		return s
+	}
+	return q
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// relative says how far a duration is, in the largest unit that fits.
+func relative(d time.Duration) string {
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Minute:
+		s = fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		s = fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	}
+	if neg {
+		return s + " ago"
+	}
+	return "in " + s
+}
+
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12] + "…"
+	}
+	return d
+}
+
+// crashText says what connhost does with a call of the operation's
+// recovery policy when a crash leaves its outcome unknown.
+func crashText(policy string) string {
+	switch manifests.Policy(policy) {
+	case manifests.PolicyIdempotentRetry:
+		return "sent again with the same idempotency key; the provider keeps it to one effect"
+	case manifests.PolicyReconcile:
+		return "the connector asks the provider whether it took effect, and settles it from the answer"
+	case manifests.PolicyManual:
+		return "it becomes recovery_required and waits for an operator"
+	}
+	return "recovery policy " + policy
+}
+
+func (c *console) home(r *http.Request, s session, v *view) (string, int) {
+	return c.approvals(r, s, v)
+}
+
+// list returns the executions f selects within s's namespaces, as the
+// API's GET /v1/executions lists them.
+func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpapi.Execution, error) {
+	if len(s.principal.Namespaces) > 0 {
+		if f.Namespace != "" && !slices.Contains(s.principal.Namespaces, f.Namespace) {
+			return nil, &namespaceRefusal{detail: fmt.Sprintf("principal %q acts in namespace %s, not %q: search without namespace for all of its executions",
+				s.principal.Name, quoteList(s.principal.Namespaces), f.Namespace)}
+		}
+		f.Namespaces = s.principal.Namespaces
+	}
+	recs, err := c.opts.Executor.Ledger().List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewListResponse(recs, f).Executions, nil
+}
+
+// namespaceRefusal is a search naming a namespace outside the principal's,
+// refused as the API refuses it (403 namespace_forbidden).
+type namespaceRefusal struct{ detail string }
+
+func (e *namespaceRefusal) Error() string  { return "console: " + e.detail }
+func (e *namespaceRefusal) Unwrap() error  { return host.ErrNamespaceForbidden }
+func (e *namespaceRefusal) Detail() string { return e.detail }
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// allOf lists every execution in state, within s's namespaces.
+func (c *console) allOf(ctx context.Context, s session, state ledger.State) ([]httpapi.Execution, error) {
+	f, err := httpapi.ParseFilter(string(state), "", "", "", fmt.Sprint(httpapi.MaxListLimit))
+	if err != nil {
+		return nil, err
+	}
+	return c.list(ctx, s, f)
+}
+
+// The inbox's page: how many calls one page shows, and how much of each
+// it shows inline. A call folded here is approved from its own page,
+// which shows it whole.
+const (
+	// inboxPage is how many calls a page of the inbox lists.
+	inboxPage = 50
+	// foldValue is the longest value a card shows whole; a longer one
+	// shows its first foldKeep bytes.
+	foldValue, foldKeep = 1024, 512
+	// foldFields is how many fields a card shows (review fields first).
+	foldFields = 40
+)
+
+// pending is one call of the inbox: the execution and what its reviewer
+// is shown.
+type pending struct {
+	httpapi.Execution
+	View    host.ApprovalView
+	ViewErr string
+	// Fields are View.Fields as the card shows them: at most foldFields,
+	// each value at most foldValue bytes.
+	Fields []shownField
+	// Folded: some of the call is not on the card (HiddenFields fields,
+	// or a value cut), so it is approved from its own page.
+	Folded       bool
+	HiddenFields int
+}
+
+// shownField is an argument as a card shows it: Cut is how many bytes of
+// its value are not shown.
+type shownField struct {
+	host.ArgField
+	Cut int
+}
+
+// inboxData is the Approvals page.
+type inboxData struct {
+	Calls []pending
+	// Total is how many calls await approval within the page's
+	// namespaces, counted from the ledger's approval index.
+	Total int
+	// From is the number of the page's first call in the listing (1 on
+	// the first page), when known; Next continues the listing.
+	From      int
+	Namespace string
+	Next      string
+	Paged     bool
+}
+
+// fold returns the card's fields of v.
+func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
+	for i, f := range v.Fields {
+		if i == foldFields {
+			return fields, len(v.Fields) - i, true
+		}
+		sf := shownField{ArgField: f}
+		if len(f.Value) > foldValue {
+			keep := foldKeep
+			for keep > 0 && !utf8.RuneStart(f.Value[keep]) {
+				keep--
+			}
+			sf.Value, sf.Cut = f.Value[:keep], len(f.Value)-keep
+			folded = true
+		}
+		fields = append(fields, sf)
+	}
+	return fields, 0, folded
+}
+
+// approvals is the inbox: the calls awaiting approval within the
+// principal's namespaces (or the one the namespace parameter names), the
+// soonest to expire first across all of them, a page at a time, under a
+// count of them all.
+func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
+	v.Title, v.Nav = "Approvals", "approvals"
+	ctx := scoped(r.Context(), s.principal)
+	q := r.URL.Query()
+	d := &inboxData{Namespace: q.Get("namespace"), Paged: q.Get("after") != ""}
+	v.Data = d
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Namespace, q.Get("after"), fmt.Sprint(inboxPage))
+	if err == nil {
+		err = httpapi.SetOrder(&f, httpapi.OrderExpiry)
+	}
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "approvals", http.StatusBadRequest
+	}
+	if len(s.principal.Namespaces) > 0 {
+		if f.Namespace != "" && !slices.Contains(s.principal.Namespaces, f.Namespace) {
+			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("principal %q acts in namespaces %s, not %q",
+				s.principal.Name, strings.Join(s.principal.Namespaces, ", "), f.Namespace)})
+			return "approvals", http.StatusForbidden
+		}
+		f.Namespaces = s.principal.Namespaces
+	}
+	led := c.opts.Executor.Ledger()
+	recs, err := led.List(ctx, f)
+	if err != nil {
+		v.Notes = append(v.Notes, c.problem(r, err))
+		return "approvals", http.StatusOK
+	}
+	if d.Total, _, err = httpapi.CountAwaiting(ctx, led, f); err != nil {
+		v.Notes = append(v.Notes, c.problem(r, err))
+		return "approvals", http.StatusOK
+	}
+	if !d.Paged {
+		d.From = 1
+	}
+	if len(recs) == inboxPage {
+		d.Next = httpapi.ExpiryCursor(recs[len(recs)-1])
+	}
+	for _, rec := range recs {
+		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
+		if rec.Approval == nil {
+			p.ViewErr, p.Folded = "no approval request is recorded for this call", true
+		} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
+			p.ViewErr = err.Error()
+			p.Folded = true
+		}
+		var folded bool
+		p.Fields, p.HiddenFields, folded = fold(p.View)
+		p.Folded = p.Folded || folded
+		d.Calls = append(d.Calls, p)
+	}
+	return "approvals", http.StatusOK
+}
+
+func (c *console) approve(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	return c.decide(r, s, true)
+}
+
+func (c *console) reject(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	return c.decide(r, s, false)
+}
+
+// decide approves or rejects, as POST /v1/approvals/{id}/approve and
+// /reject do: the executor's Approve or Reject, recorded as the signed-in
+// principal, with the digest of the view the reviewer was shown.
+func (c *console) decide(r *http.Request, s session, approve bool) (string, note) {
+	id := r.PathValue("id")
+	d := host.Decision{By: s.principal.Name, ArgsDigest: r.PostForm.Get("digest"), Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
+	ctx := scoped(r.Context(), s.principal)
+	var (
+		res host.Result
+		err error
+	)
+	verb := "approved"
+	if approve {
+		if d.ArgsDigest == "" {
+			return Prefix + "approvals", note{Error: true, Text: "approve " + id + ": the form names no digest; reload the inbox"}
+		}
+		res, err = c.opts.Executor.Approve(ctx, id, d)
+	} else {
+		verb = "rejected"
+		res, err = c.opts.Executor.Reject(ctx, id, d)
+	}
+	if err != nil {
+		n := c.problem(r, err)
+		n.Text = id + ": " + n.Text
+		return Prefix + "approvals", n
+	}
+	text := fmt.Sprintf("%s %s (%s) as %s: status %s, state %s", verb, id, res.Tool, s.principal.Name, res.Status, res.State)
+	if approve && res.Status == host.StatusPending {
+		text += "; the call runs when its runtime sends it again (the same ids and arguments)"
+	}
+	return Prefix + "executions/" + res.ExecutionID, note{Text: text}
+}
+
+// problem is the note of an executor error: the API's problem detail.
+// A request the principal may not make is logged at WARN, as the API's
+// refusals are; only what the API answers as internal or unavailable is
+// an ERROR.
+func (c *console) problem(r *http.Request, err error) note {
+	p := httpapi.ProblemOf(err, host.Result{})
+	switch p.Code {
+	case httpapi.CodeInternal, httpapi.CodeUnavailable:
+		c.opts.Logger.ErrorContext(r.Context(), "console: request failed", "path", r.URL.Path, "err", err)
+	case httpapi.CodeNamespaceForbidden:
+		c.opts.Logger.WarnContext(r.Context(), "console: refused", "method", r.Method, "path", r.URL.Path, "code", p.Code, "why", p.Detail)
+	}
+	text := p.Detail
+	if text == "" {
+		text = p.Title
+	}
+	return note{Error: true, Text: fmt.Sprintf("%s (%s)", text, p.Code)}
+}
+
+// pageStatus is the status of a page that could not show what was asked
+// for err: the API's status for a refusal (4xx), else 200 with the note.
+func pageStatus(err error) int {
+	if p := httpapi.ProblemOf(err, host.Result{}); p.Status >= 400 && p.Status < 500 {
+		return p.Status
+	}
+	return http.StatusOK
+}
+
+// uncertain is one call of the recovery queue, with its trail.
+type uncertain struct {
+	httpapi.Execution
+	// Stopped is why recovery stopped: the evidence and reason of the
+	// event that made it recovery_required.
+	Stopped ledger.Event
+}
+
+// fencedSession is a session its recovery_required calls fence.
+type fencedSession struct {
+	Namespace, SessionID string
+	Calls                []string
+}
+
+type recoveryData struct {
+	Calls  []uncertain
+	Fenced []fencedSession
+	// Freed are sessions a resolve just freed (the resolved query).
+	Freed []string
+}
+
+func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
+	v.Title, v.Nav = "Recovery", "recovery"
+	ctx := scoped(r.Context(), s.principal)
+	execs, err := c.allOf(ctx, s, ledger.StateRecoveryRequired)
+	if err != nil {
+		v.Notes = append(v.Notes, c.problem(r, err))
+		return "recovery", http.StatusOK
+	}
+	d := recoveryData{}
+	at := map[[2]string]int{}
+	for _, e := range execs {
+		rec, evs, err := c.opts.Executor.Get(ctx, e.ExecutionID)
+		if err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			continue
+		}
+		u := uncertain{Execution: httpapi.NewExecution(rec, evs)}
+		for _, ev := range evs {
+			if ev.To == ledger.StateRecoveryRequired {
+				u.Stopped = ev
+			}
+		}
+		d.Calls = append(d.Calls, u)
+		k := [2]string{e.Namespace, e.SessionID}
+		i, ok := at[k]
+		if !ok {
+			i = len(d.Fenced)
+			at[k] = i
+			d.Fenced = append(d.Fenced, fencedSession{Namespace: e.Namespace, SessionID: e.SessionID})
+		}
+		d.Fenced[i].Calls = append(d.Fenced[i].Calls, e.ExecutionID)
+	}
+	slices.SortStableFunc(d.Calls, func(a, b uncertain) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
+	v.Data = d
+	return "recovery", http.StatusOK
+}
+
+// resolve settles a recovery_required call, as POST
+// /v1/executions/{id}/resolve does: the executor's Resolve, recorded as
+// the signed-in principal. The form's outcome is applied (with the
+// receipt and, optionally, the result), retry or abandon.
+func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	id := r.PathValue("id")
+	back := Prefix + "recovery"
+	res := host.Resolution{By: s.principal.Name, Reason: strings.TrimSpace(r.PostForm.Get("reason")),
+		Receipt: strings.TrimSpace(r.PostForm.Get("receipt"))}
+	switch r.PostForm.Get("outcome") {
+	case "applied":
+		res.Applied = true
+		if raw := strings.TrimSpace(r.PostForm.Get("result")); raw != "" {
+			if !json.Valid([]byte(raw)) {
+				return back, note{Error: true, Text: id + ": the result is not JSON; leave it empty or paste the provider's object"}
+			}
+			res.Result = json.RawMessage(raw)
+		}
+	case "retry":
+		res.Retry = true
+	case "abandon":
+	default:
+		return back, note{Error: true, Text: id + ": choose what happened: applied, not applied (retry) or not applied (abandon)"}
+	}
+	if res.Reason == "" {
+		return back, note{Error: true, Text: id + ": a resolution needs a reason (what you checked at the provider)"}
+	}
+	ctx := scoped(r.Context(), s.principal)
+	out, err := c.opts.Executor.Resolve(ctx, id, res)
+	if err != nil {
+		n := c.problem(r, err)
+		n.Text = id + ": " + n.Text
+		return back, n
+	}
+	text := fmt.Sprintf("resolved %s as %s: status %s, state %s", id, s.principal.Name, out.Status, out.State)
+	// The session is free once none of its calls is recovery_required.
+	f, _ := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), out.SessionID, out.Namespace, "", "1")
+	if left, err := c.list(ctx, s, f); err == nil {
+		if len(left) == 0 {
+			text += fmt.Sprintf("; session %s (namespace %s) is no longer fenced: it takes new calls again", vis(out.SessionID), vis(out.Namespace))
+		} else {
+			text += fmt.Sprintf("; session %s is still fenced by other recovery_required calls", vis(out.SessionID))
+		}
+	}
+	return Prefix + "executions/" + out.ExecutionID, note{Text: text}
+}
+
+// execFilter is the Executions page's search form.
+type execFilter struct {
+	State, Session, Tool, Namespace, From, To string
+	Refresh                                   bool
+}
+
+type executionsData struct {
+	Filter execFilter
+	States []string
+	Items  []httpapi.Execution
+	Next   string
+	// Scanned is how many executions the search read (newest first).
+	Scanned int
+}
+
+const timeForm = "2006-01-02T15:04"
+
+func (c *console) executions(r *http.Request, s session, v *view) (string, int) {
+	v.Title, v.Nav = "Executions", "executions"
+	q := r.URL.Query()
+	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: q.Get("session"), Tool: strings.TrimSpace(q.Get("tool")),
+		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != ""}}
+	for _, st := range []ledger.State{ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
+		ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
+		ledger.StateExpired, ledger.StateAbandoned, ledger.StateCancelled} {
+		d.States = append(d.States, string(st))
+	}
+	v.Data = &d
+	if d.Filter.Refresh {
+		v.Refresh = 5
+	}
+	var from, to time.Time
+	for _, t := range []struct {
+		in  string
+		out *time.Time
+	}{{d.Filter.From, &from}, {d.Filter.To, &to}} {
+		if t.in == "" {
+			continue
+		}
+		p, err := time.Parse(timeForm, t.in)
+		if err != nil {
+			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("time %q: want YYYY-MM-DDTHH:MM (UTC)", t.in)})
+			return "executions", http.StatusBadRequest
+		}
+		*t.out = p
+	}
+	f, err := httpapi.ParseFilter(d.Filter.State, d.Filter.Session, d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "executions", http.StatusBadRequest
+	}
+	ctx := scoped(r.Context(), s.principal)
+	const show = 100
+	// Tool and time are not ledger filters: pages of the listing are read
+	// newest first and filtered here, until a page of results or the
+	// time range's start.
+	for pages := 0; pages < 10; pages++ {
+		items, err := c.list(ctx, s, f)
+		if err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "executions", pageStatus(err)
+		}
+		done := len(items) < f.Limit
+		for _, e := range items {
+			d.Scanned++
+			if !from.IsZero() && e.CreatedAt.Before(from) {
+				done = true
+				break
+			}
+			if (d.Filter.Tool == "" || strings.Contains(e.Tool, d.Filter.Tool)) && (to.IsZero() || e.CreatedAt.Before(to)) {
+				d.Items = append(d.Items, e)
+			}
+			if len(d.Items) == show {
+				d.Next = e.ExecutionID
+				done = true
+				break
+			}
+		}
+		if done || len(items) == 0 {
+			break
+		}
+		f.After = items[len(items)-1].ExecutionID
+		d.Next = f.After
+	}
+	if len(d.Items) < show && d.Scanned%httpapi.MaxListLimit != 0 {
+		d.Next = ""
+	}
+	return "executions", http.StatusOK
+}
+
+type executionData struct {
+	httpapi.Execution
+	View *host.ApprovalView
+	// Fields are the arguments as argview shows them, in path order, for
+	// an execution without an approval view.
+	Fields  []host.ArgField
+	Stopped *ledger.Event
+	Fenced  bool
+	Refresh bool
+}
+
+func (c *console) execution(r *http.Request, s session, v *view) (string, int) {
+	v.Title, v.Nav = "Execution", "executions"
+	ctx := scoped(r.Context(), s.principal)
+	rec, evs, err := c.opts.Executor.Get(ctx, r.PathValue("id"))
+	if err != nil {
+		n := c.problem(r, err)
+		v.Notes = append(v.Notes, n)
+		if errors.Is(err, host.ErrNotFound) {
+			return "execution", http.StatusNotFound
+		}
+		return "execution", http.StatusOK
+	}
+	d := &executionData{Execution: httpapi.NewExecution(rec, evs), Refresh: r.URL.Query().Get("refresh") != ""}
+	v.Title = "Execution " + rec.ID
+	if d.Refresh {
+		v.Refresh = 5
+	}
+	if d.Approval != nil {
+		if av, err := c.opts.Executor.ApprovalView(ctx, d.Approval.ID); err == nil {
+			d.View = &av
+		}
+	}
+	if d.View == nil {
+		if fields, _, err := host.RenderArgs(rec.Args, nil); err == nil {
+			d.Fields = fields
+		}
+	}
+	for i := range evs {
+		if evs[i].To == ledger.StateRecoveryRequired {
+			d.Stopped = &evs[i]
+		}
+	}
+	if d.State == ledger.StateRecoveryRequired {
+		d.Fenced = true
+	} else {
+		f, _ := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), d.SessionID, d.Namespace, "", "1")
+		if left, err := c.list(ctx, s, f); err == nil && len(left) > 0 {
+			d.Fenced = true
+		}
+	}
+	v.Data = d
+	return "execution", http.StatusOK
+}
+
+// connector is one loaded connector as the Connectors page shows it.
+type connector struct {
+	Name, Version, Manifest, ManifestDigest, Module, ModuleDigest string
+	Operations                                                    []string
+	Signoff                                                       *audit.SignoffStatus
+	Findings                                                      []audit.Finding
+}
+
+type connectorsData struct {
+	Connectors []connector
+	Audited    bool
+	Summary    audit.Summary
+}
+
+// audit returns the report of Options.Audit, computed once.
+func (c *console) audit(ctx context.Context) *audit.Report {
+	if c.opts.Audit == nil {
+		return nil
+	}
+	c.auditOnce.Do(func() {
+		r := c.opts.Audit(context.WithoutCancel(ctx))
+		c.report = &r
+	})
+	return c.report
+}
+
+func (c *console) connectors(r *http.Request, s session, v *view) (string, int) {
+	v.Title, v.Nav = "Connectors", "connectors"
+	d := connectorsData{}
+	rep := c.audit(r.Context())
+	for _, m := range c.opts.Executor.Manifests() {
+		k := connector{Name: m.Connector.Name, Version: m.Connector.Version, Manifest: m.Path, ManifestDigest: m.Digest,
+			Module: m.Connector.Module, ModuleDigest: m.Connector.SHA256}
+		for _, op := range m.Operations {
+			k.Operations = append(k.Operations, op.Name)
+		}
+		if rep != nil {
+			for i := range rep.Connectors {
+				if rc := &rep.Connectors[i]; rc.Name == k.Name {
+					k.Signoff = &rc.Signoff
+					if rc.Module.ActualSHA256 != "" {
+						k.ModuleDigest = rc.Module.ActualSHA256
+					}
+				}
+			}
+			for _, f := range rep.Findings {
+				if f.Connector == k.Name {
+					k.Findings = append(k.Findings, f)
+				}
+			}
+		}
+		d.Connectors = append(d.Connectors, k)
+	}
+	slices.SortFunc(d.Connectors, func(a, b connector) int { return cmp.Compare(a.Name, b.Name) })
+	if rep != nil {
+		d.Audited, d.Summary = true, rep.Summary()
+	}
+	v.Data = d
+	return "connectors", http.StatusOK
+}
+
+// auditHTML serves the audit's HTML report (audit.WriteHTML, what
+// `connhost audit --html` writes) to a signed-in principal. Its one
+// inline stylesheet is allowed by its hash.
+func (c *console) auditHTML(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.current(w, r); !ok {
+		http.Redirect(w, r, Prefix+"signin?next="+Prefix+"connectors/audit", http.StatusSeeOther)
+		return
+	}
+	rep := c.audit(r.Context())
+	if rep == nil {
+		http.Error(w, "this server has no audit of its connectors", http.StatusNotFound)
+		return
+	}
+	var b bytes.Buffer
+	if err := audit.WriteHTML(&b, *rep); err != nil {
+		c.opts.Logger.Error("console: audit report", "err", err)
+		http.Error(w, "console: the audit report could not be written", http.StatusInternalServerError)
+		return
+	}
+	policy := "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+	if css, ok := inlineStyle(b.Bytes()); ok {
+		sum := sha256.Sum256(css)
+		policy += "; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+	}
+	w.Header().Set("Content-Security-Policy", policy)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+// inlineStyle returns the text of page's one <style> element.
+func inlineStyle(page []byte) ([]byte, bool) {
+	_, rest, ok := bytes.Cut(page, []byte("<style>"))
+	if !ok {
+		return nil, false
+	}
+	css, _, ok := bytes.Cut(rest, []byte("</style>"))
+	return css, ok
+}
