@@ -127,7 +127,7 @@ func TestRecipesAsPasted(t *testing.T) {
 			// 2. Restarted: the approved call runs, and is killed at the provider.
 			holdNextCharge(t)
 			p = recipe()
-			awaitHeld(t, p)
+			awaitHeldNoApproval(t, p)
 			p.kill(t)
 			releaseHeld(t)
 
@@ -179,6 +179,36 @@ func awaitApprovalLog(t *testing.T, p *proc) (id, digest string) {
 	}
 	t.Fatal("the program never logged a call awaiting approval")
 	return "", ""
+}
+
+// awaitHeldNoApproval waits until the emulator holds the restarted
+// program p's charge, failing at once if p logs a call awaiting a
+// reviewer (the approved call was not the one that ran: a new one was
+// issued) or ends.
+func awaitHeldNoApproval(t *testing.T, p *proc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for {
+		n, err := shared.env.SB.Client().Held(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if approvalLogRE.MatchString(p.stderr.String()) {
+			t.Fatal("restarted after the approval, the program has a call awaiting a reviewer again: the approved call did not run")
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("restarted after the approval, the program ended before its charge reached the provider: %v", err)
+		case <-ctx.Done():
+			t.Fatal("restarted after the approval, the program's charge never reached the provider")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // readGoRecipes reads the "<!-- recipe: name -->" markers of a README:
