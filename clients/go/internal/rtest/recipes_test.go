@@ -40,6 +40,9 @@ import (
 //
 // The provider charged once, and the model was asked twice in all (the
 // call, then its result): no process asked it to issue the call again.
+// A second conversation's payment is rejected (the README's command with
+// reject) while the program is stopped: restarted, the model reads the
+// refusal, twice asked in all, and nothing is charged.
 func TestRecipesAsPasted(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -84,76 +87,146 @@ func TestRecipesAsPasted(t *testing.T) {
 			gorun(t, dir, goEnv, goBin, "build", "-o", "recipe", ".")
 			t.Logf("%s: go mod tidy and go build in %s", name, time.Since(start).Round(time.Second))
 
-			session := fmt.Sprintf("recipe-%s-%d", name, time.Now().UnixNano()) // the emulator outlives the tests
-			count := filepath.Join(dir, "model-requests")
-			env := append(os.Environ(), "STRIPE_SECRET_KEY="+sandbox.DefaultAPIKey, "STRIPE_BASE_URL="+shared.env.SB.PaymentsURL(),
-				"RECIPE_SESSION="+session, "RECIPE_CALL_ID=call-"+session, "RECIPE_COUNT="+count)
-			recipe := func() *proc {
-				p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-				p.cmd = exec.Command(filepath.Join(dir, "recipe"))
-				p.cmd.Dir, p.cmd.Env = dir, env
-				p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-				if err := p.cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				go func() { p.done <- p.cmd.Wait() }()
-				t.Cleanup(func() {
-					_ = p.cmd.Process.Kill()
-					if t.Failed() {
-						t.Logf("%s stdout:\n%s\nstderr:\n%s", name, p.stdout.String(), p.stderr.String())
-					}
-				})
-				return p
-			}
-			before := charges()
-
-			// 1. The gated payment waits for a reviewer; the program is killed.
-			p := recipe()
-			id, digest := awaitApprovalLog(t, p)
-			p.kill(t)
-			if got := charges() - before; got != 0 {
-				t.Fatalf("the provider charged %d times before anyone approved", got)
-			}
 			writeFile(t, filepath.Join(dir, "connhost.toml"), recipes["connhost.toml"])
-			approve := strings.NewReplacer("/path/to/connhost", shared.env.Root).Replace(recipes["approve"])
-			cmd := exec.Command("sh", "-c", approve)
-			cmd.Dir = dir
-			cmd.Env = append(env, "PATH="+filepath.Dir(shared.connhost)+string(os.PathListSeparator)+os.Getenv("PATH"),
-				"APPROVAL_ID="+id, "ARGS_DIGEST="+digest)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("the README's approve recipe on the stopped program's ledger: %v\n%s\n%s", err, approve, out)
+			approve := strings.ReplaceAll(recipes["approve"], "/path/to/connhost", shared.env.Root)
+			reject := strings.Replace(approve, "connhost approve ", "connhost reject ", 1)
+			if reject == approve {
+				t.Fatal("the README's approve recipe no longer runs connhost approve")
 			}
+			c := recipeRun{t: t, name: name, dir: dir}
 
-			// 2. Restarted: the approved call runs, and is killed at the provider.
+			// The approved payment: killed while it waits, approved,
+			// killed at the provider, settled.
+			s := c.session("approved")
+			before := charges()
+			id, digest := s.awaitingThenKilled()
+			s.decide(approve, id, digest)
 			holdNextCharge(t)
-			p = recipe()
+			p := s.start()
 			awaitHeldNoApproval(t, p)
 			p.kill(t)
 			releaseHeld(t)
-
-			// 3. Restarted: the killed call is settled by its ids.
-			p = recipe()
-			select {
-			case err := <-p.done:
-				if err != nil {
-					t.Fatalf("the restarted program: %v", err)
-				}
-			case <-time.After(5 * time.Minute):
-				t.Fatal("the restarted program did not finish")
-			}
-			answer := p.stdout.String()
+			answer := s.finish()
 			if !strings.Contains(answer, "tool said: Succeeded (execution ex_") || !strings.Contains(answer, ", receipt pi_") {
 				t.Fatalf("the program printed %q, want the model's answer with the charge's receipt", answer)
 			}
 			if got := charges() - before; got != 1 {
 				t.Fatalf("the provider charged %d times for one approved payment killed mid-charge, want 1", got)
 			}
-			if n := scripted.CountedRequests(count); n != 2 {
-				t.Fatalf("the model was asked %d times in all, want 2 (the call, then its result)", n)
-			}
-			t.Logf("%s as pasted (%s in all): approved while stopped, killed mid-charge, restarted: 1 charge; the model read %s",
+			s.askedTwice()
+			t.Logf("%s as pasted (%s so far): approved while stopped, killed mid-charge, restarted: 1 charge; the model read %s",
 				name, time.Since(start).Round(time.Second), strings.TrimSpace(answer))
+
+			// The rejected payment: killed while it waits, rejected, and
+			// the restarted run tells the model.
+			s = c.session("rejected")
+			before = charges()
+			id, digest = s.awaitingThenKilled()
+			s.decide(reject, id, digest)
+			answer = s.finish()
+			if !strings.Contains(answer, "tool said: Not done: rejected (execution ex_") || !strings.Contains(answer, "Do not issue it again") {
+				t.Fatalf("the program printed %q, want the model's answer with the refusal", answer)
+			}
+			if got := charges() - before; got != 0 {
+				t.Fatalf("the provider charged %d times for a rejected payment, want 0", got)
+			}
+			s.askedTwice()
+			t.Logf("%s as pasted (%s in all): rejected while stopped, restarted: 0 charges, the model read the refusal", name, time.Since(start).Round(time.Second))
 		})
+	}
+}
+
+// recipeRun is one framework's recipe project, built.
+type recipeRun struct {
+	t    *testing.T
+	name string
+	dir  string
+}
+
+// recipeSession is one conversation of a recipe's program: its ids and
+// the file counting its model's requests.
+type recipeSession struct {
+	recipeRun
+	env   []string
+	count string
+}
+
+// session returns a new conversation (the emulator outlives the tests, so
+// its ids are new each run).
+func (c recipeRun) session(what string) *recipeSession {
+	id := fmt.Sprintf("recipe-%s-%s-%d", c.name, what, time.Now().UnixNano())
+	count := filepath.Join(c.dir, id+".requests")
+	env := append(os.Environ(), "STRIPE_SECRET_KEY="+sandbox.DefaultAPIKey, "STRIPE_BASE_URL="+shared.env.SB.PaymentsURL(),
+		"RECIPE_SESSION="+id, "RECIPE_CALL_ID=call-"+id, "RECIPE_COUNT="+count)
+	return &recipeSession{recipeRun: c, env: env, count: count}
+}
+
+// start starts the program.
+func (s *recipeSession) start() *proc {
+	t := s.t
+	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(filepath.Join(s.dir, "recipe"))
+	p.cmd.Dir, p.cmd.Env = s.dir, s.env
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s\nstderr:\n%s", s.name, p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+// awaitingThenKilled starts the program, waits until it logs its payment
+// awaiting a reviewer, kills it (SIGKILL) and returns what a reviewer
+// decides on.
+func (s *recipeSession) awaitingThenKilled() (id, digest string) {
+	before := charges()
+	p := s.start()
+	id, digest = awaitApprovalLog(s.t, p)
+	p.kill(s.t)
+	if got := charges() - before; got != 0 {
+		s.t.Fatalf("the provider charged %d times before anyone decided", got)
+	}
+	return id, digest
+}
+
+// decide runs the README's decision command (approve, or the same with
+// reject) on the stopped program's ledger.
+func (s *recipeSession) decide(command, id, digest string) {
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = s.dir
+	cmd.Env = append(s.env, "PATH="+filepath.Dir(shared.connhost)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"APPROVAL_ID="+id, "ARGS_DIGEST="+digest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("the README's decision on the stopped program's ledger: %v\n%s\n%s", err, command, out)
+	}
+}
+
+// finish restarts the program and returns what it printed once it ended.
+func (s *recipeSession) finish() string {
+	p := s.start()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			s.t.Fatalf("the restarted program: %v", err)
+		}
+	case <-time.After(5 * time.Minute):
+		s.t.Fatal("the restarted program did not finish")
+	}
+	return p.stdout.String()
+}
+
+// askedTwice checks that the model was asked twice in all, by every
+// process of the conversation: the call, then its result. A third request
+// would be the model asked to issue the call again.
+func (s *recipeSession) askedTwice() {
+	if n := scripted.CountedRequests(s.count); n != 2 {
+		s.t.Fatalf("the model was asked %d times in all, want 2 (the call, then its result)", n)
 	}
 }
 
