@@ -40,6 +40,7 @@ import (
 //
 // The provider charged once, and the model was asked twice in all (the
 // call, then its result): no process asked it to issue the call again.
+// Run once more, the program finds the run ended and does nothing.
 // A second conversation's payment is rejected (the README's command with
 // reject) while the program is stopped: restarted, the model reads the
 // refusal, twice asked in all, and nothing is charged.
@@ -112,6 +113,13 @@ func TestRecipesAsPasted(t *testing.T) {
 			}
 			if got := charges() - before; got != 1 {
 				t.Fatalf("the provider charged %d times for one approved payment killed mid-charge, want 1", got)
+			}
+			s.askedTwice()
+			if again := s.finish(); strings.TrimSpace(again) != "" { // run again after the run ended
+				t.Fatalf("run again after its run ended, the program printed %q, want nothing", again)
+			}
+			if got := charges() - before; got != 1 {
+				t.Fatalf("run again after its run ended, the program charged: %d charges in all, want 1", got)
 			}
 			s.askedTwice()
 			t.Logf("%s as pasted (%s so far): approved while stopped, killed mid-charge, restarted: 1 charge; the model read %s",
