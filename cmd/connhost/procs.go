@@ -16,8 +16,8 @@ import (
 // share of one CPU sits unused while callers wait to run. With two spare
 // Ps the executor ran 15–40% more executions per second at 64 callers on
 // a 2-CPU machine (see RATIONALE.md, "Why two spare Ps in the `connhost`
-// binary?"). When no P is blocked the operating system shares the CPUs among the extra threads; the figure
-// above includes that cost.
+// binary?"). When no P is blocked the operating system shares the CPUs
+// among the extra threads; the figure above includes that cost.
 const spareProcs = 2
 
 // procs returns the GOMAXPROCS connhost runs with, given whether the
