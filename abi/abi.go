@@ -57,7 +57,8 @@ const (
 	// `connhost_execute(op_ptr, op_len, args_ptr, args_len i32) -> i64`.
 	ExportExecute = "connhost_execute"
 	// ExportExecuteWithKey is `connhost_execute_with_key(op_ptr, op_len,
-	// key_ptr, key_len, args_ptr, args_len i32) -> i64`.
+	// key_ptr, key_len, args_ptr, args_len i32) -> i64`. See RATIONALE.md,
+	// "Why is the idempotency key an export argument?".
 	ExportExecuteWithKey = "connhost_execute_with_key"
 	// ExportReconcile is `connhost_reconcile(op_ptr, op_len, key_ptr,
 	// key_len, args_ptr, args_len i32) -> i64`.

@@ -5,6 +5,8 @@ import (
 	"errors"
 )
 
+// See RATIONALE.md, "Why binary envelopes, not JSON, across the boundary?".
+//
 // Wire format shared by every binary envelope: a one-byte tag naming the
 // envelope and its version, then fields in a fixed order. A byte string is a
 // little-endian uint32 length followed by that many bytes; small integers are

@@ -216,7 +216,9 @@ type facts struct {
 	// NextAttemptAt: when a retry_wait record is due.
 	NextAttemptAt time.Time
 	// SettleAt: from when a reconcile answer of not_applied is evidence
-	// (the attempt's dispatch plus the operation's reconcile_settle).
+	// (the attempt's dispatch plus the operation's reconcile_settle). See
+	// RATIONALE.md, "Why is not_applied evidence only once the attempt has
+	// settled?".
 	SettleAt time.Time
 	// FinalSettleAt: the same for an attempt that no keyed re-dispatch
 	// will follow (no attempts left, or a cancel): SettleAt, except where
@@ -278,7 +280,8 @@ func dispatch(d DecisionCode) action { return action{Step: stepDispatch, Decisio
 func (a action) because(reason string) action { a.Reason = reason; return a }
 
 // decide returns the next step for an execution. It is the recovery
-// decision table (its rows: testdata/decide); it has no side effects.
+// decision table (its rows: testdata/decide); it has no side effects. See
+// RATIONALE.md, "Why is the decision table one pure function?".
 //
 // A dispatch that repeats one the journal of consumed approvals holds
 // (Replayed), and an attempt the journal kept from being called (evidence

@@ -253,7 +253,8 @@ func (e *Executor) execute(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	defer slot.Release() // unless the connector call took it
 	// The intent of an ungated call is its dispatch record: one synced
-	// write before the connector runs (see RATIONALE.md).
+	// write before the connector runs. See RATIONALE.md, "Why is an ungated
+	// call's intent its dispatch record?".
 	rec.State = ledger.StateDispatched
 	rec.Attempt = 1
 	rec.Deadline = now.Add(op.m.Limits.Timeout)
@@ -301,7 +302,9 @@ func (e *Executor) checkArgs(ctx context.Context, call ToolCall) (*operation, ma
 // reserve waits, Options.InstanceWait at most, for an instance of op's
 // connector for the call id of namespace ns (see wasmrt.Connector.Reserve:
 // fairly between namespaces). Beyond it, it returns a *BusyError;
-// recorded says whether the call is recorded (it stays as it is).
+// recorded says whether the call is recorded (it stays as it is). See
+// RATIONALE.md, "Why does a call wait for an instance before its dispatch
+// is recorded?".
 func (e *Executor) reserve(ctx context.Context, op *operation, ns, id string, recorded bool) (*wasmrt.Slot, error) {
 	slot, err := op.conn.Reserve(ctx, ns, e.opts.InstanceWait)
 	if errors.Is(err, wasmrt.ErrBusy) {
@@ -430,6 +433,9 @@ func (e *Executor) create(ctx context.Context, rec ledger.Record, ev ledger.Even
 // none, and a refusal that names no call would send the runtime to wait
 // for an operator with nothing to resolve. Nothing was written, so the
 // call is created again as if it had come now, a few times at most.
+//
+// See RATIONALE.md, "Why does a fence hold every new attempt in the
+// session?" and "Why is a new call's fence check part of its create?".
 func (e *Executor) createUnfenced(ctx context.Context, rec ledger.Record, ev ledger.Event) (ledger.Record, error) {
 	for try := 1; ; try++ {
 		wctx, span, wt := intentSpan(ctx, rec, ev)
@@ -514,6 +520,8 @@ type observed struct {
 // attempt calls the connector for the freshly dispatched record rec, on
 // slot if it is not nil, and advances the execution from its answer.
 func (e *Executor) attempt(ctx, caller context.Context, op *operation, rec ledger.Record, slot *wasmrt.Slot) (Result, error) {
+	// See RATIONALE.md, "Why is dispatch detached from the caller's
+	// cancellation?".
 	ctx = context.WithoutCancel(ctx)
 	return e.advance(ctx, caller, rec, e.claimAndCall(ctx, op, rec, slot))
 }

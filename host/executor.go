@@ -529,6 +529,9 @@ func Open(ctx context.Context, opts Options) (*Executor, error) {
 		}
 		e.register(m, c)
 	}
+	// Every pending execution is recovered before Open returns: see
+	// RATIONALE.md, "Why does the background pass read what is due, and Open
+	// everything?".
 	if _, err := e.recover(ctx, opts.RecoveryProgress, false); err != nil {
 		return nil, fmt.Errorf("host: recovery on open: %w", err)
 	}

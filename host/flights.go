@@ -8,7 +8,8 @@ import (
 // flights serialises the work on one execution id inside this process, so
 // concurrent identical calls dispatch once, and recovery never races a live
 // call of the same execution. Different ids never wait for each other: the
-// mutex guards only the map.
+// mutex guards only the map. See RATIONALE.md, "Why per-execution flights
+// instead of a global lock?".
 type flights struct {
 	mu sync.Mutex
 	m  map[string]chan struct{}

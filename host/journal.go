@@ -28,9 +28,10 @@ import (
 // dispatch record is written, and before the connector is called, the
 // node claims the attempt in the journal (an exclusive create, synced);
 // once it has recorded the call succeeded (the connector or reconcile
-// answered applied, or an operator said so), it records that too. A node's own journal knows its own dispatches; nodes given
-// one directory they share know each other's. See RATIONALE.md ("Why a
-// journal of consumed approvals outside the database?").
+// answered applied, or an operator said so), it records that too. A
+// node's own journal knows its own dispatches; nodes given one directory
+// they share know each other's. See RATIONALE.md, "Why a journal of
+// consumed approvals outside the database?".
 
 // ConsumedRetention is how long after an approval's expiry the journal
 // keeps the record of its dispatches, and so how long after it a gated

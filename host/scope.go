@@ -21,7 +21,9 @@ import (
 // every method that names an execution or an approval (Get, Cancel,
 // Resolve, Approve, Reject) answers one of another namespace exactly as
 // an unknown id (ErrNotFound), so a caller learns nothing of another
-// tenant's work; Recover decides only the scope's executions.
+// tenant's work; Recover decides only the scope's executions. See
+// RATIONALE.md, "Why does the namespace come from the credential?" and
+// "Why do limits live in the scope, enforced by the executor?".
 type Scope struct {
 	// Principal names the caller in refusals and, as the record's
 	// RequestedBy, in every execution it creates (reviewers see who

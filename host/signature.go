@@ -23,7 +23,9 @@ import (
 // arguments still have the signed digest: whoever can write the database
 // but holds no approver's token (the connection string every node has, a
 // copy of the data) can neither make an approval nor edit one into
-// another call's or other arguments'. See RATIONALE.md.
+// another call's or other arguments'. See RATIONALE.md, "Why are
+// approvals signed with a key derived from the approver's token?" and
+// "Why does only a shared ledger verify approvals?".
 
 // approvalKeyInfo is the HKDF info of approval keys.
 const approvalKeyInfo = "connhost approval v1"

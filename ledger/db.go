@@ -142,7 +142,8 @@ var _ Ledger = (*DB)(nil)
 // another waits for that writer's synced commit, which under load takes a
 // millisecond or more; with 64 concurrent writers and 16,384 locks that
 // happens to 0.4% of writes (with 1,024 it was 6%, and cost half the
-// throughput). They take 128 KiB.
+// throughput). They take 128 KiB. See RATIONALE.md, "Why per-id locks, not
+// a global lock?".
 const numLocks = 1 << 14
 
 // enter marks the start of an operation; the caller must call d.exit.

@@ -26,7 +26,8 @@ import (
 // writes the directory is known to hold (stored under m/hwm before the mark
 // says so), in the ledger's Generation (the restores accepted, m/generation;
 // omitted while 0). Open refuses a directory that is missing, of another
-// identity, or behind the mark. See RATIONALE.md ("The mark").
+// identity, or behind the mark. See RATIONALE.md, "Why does a ledger
+// have a mark outside its directory?".
 type mark struct {
 	Identity   string    `json:"identity"`
 	Protocol   int       `json:"protocol"`

@@ -76,8 +76,9 @@ type Options struct {
 	// MarkPath is the ledger's mark file: a small file outside Dir that
 	// holds the ledger's identity and the number of writes it is known to
 	// have committed, so that Open can tell a ledger that lost data, or
-	// was replaced or deleted, from a new one (see RATIONALE.md). It must
-	// not lie inside Dir.
+	// was replaced or deleted, from a new one (see RATIONALE.md, "Why does a
+	// ledger have a mark outside its directory?"). It must not lie inside
+	// Dir.
 	// The default value is Dir + MarkSuffix (a sibling file, "ledger.mark"
 	// beside "ledger").
 	MarkPath string
@@ -101,6 +102,8 @@ type Options struct {
 	// Dir; put it on another volume than the one backups restore.
 	// The default value is "": no witness (host.Open and the connhost
 	// commands give one beside the data directory, see WitnessSuffix).
+	// See RATIONALE.md, "Why a witness, a second mark where a restore does
+	// not reach?".
 	WitnessPath string
 	// WitnessSessions is how many of the most recently written sessions
 	// the witness names, so that AcceptRestore can fence every session

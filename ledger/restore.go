@@ -263,7 +263,8 @@ func (d *DB) readAcceptance(gen uint64) (acceptance, error) {
 // position, it refuses with ErrUnnamedSessions unless acc.Unnamed. What
 // no witness can see is not fenced: writes after the witness's last update
 // (at most Options.MarkInterval before the loss), and a witness restored
-// together with the ledger.
+// together with the ledger. See RATIONALE.md, "Why does accepting a
+// restore fence, not trust?".
 func AcceptRestore(ctx context.Context, opts Options, acc RestoreAcceptance) (RestoreReport, error) {
 	if acc.By == "" || acc.Reason == "" {
 		return RestoreReport{}, fmt.Errorf("%w: accepting a restore needs the operator's name and a reason", ErrInvalid)

@@ -29,7 +29,9 @@ func (d *DB) Create(ctx context.Context, rec Record, ev Event) (Record, error) {
 	guarded := rec.DuplicateWindow > 0 && rec.DuplicateOf == ""
 	if guarded {
 		// The intent's lock before the id's: the look-up below and the
-		// commit are one step for every guarded Create of the intent.
+		// commit are one step for every guarded Create of the intent (see
+		// RATIONALE.md, "Why is the duplicate check part of the ledger's
+		// Create?").
 		ik := IntentKey(rec)
 		mu := &d.intents[maphash.Bytes(d.seed, ik[:])%uint64(len(d.intents))]
 		mu.Lock()
@@ -303,7 +305,8 @@ func (d *DB) writeRecord(b *pebble.Batch, old *Record, rec Record, ev Event) (Re
 // removed one after it. A fence count that is briefly too high only makes
 // Fenced read the index; an approval count, a limit refuse a call a moment
 // early. The write is counted, and its session noted for the witness with
-// the count that includes it.
+// the count that includes it. See RATIONALE.md, "Why one synced batch per
+// change?".
 func (d *DB) commit(b *pebble.Batch, fc countChange, rec *Record) error {
 	return d.commitWith(b, fc, d.wo, rec)
 }

@@ -15,9 +15,9 @@ import (
 // retakes it, after 20 µs at the earliest, so on a small machine a large
 // share of one CPU sits unused while callers wait to run. With two spare
 // Ps the executor ran 15–40% more executions per second at 64 callers on
-// a 2-CPU machine (see RATIONALE.md). When no P is blocked the
-// operating system shares the CPUs among the extra threads; the figure
-// above includes that cost.
+// a 2-CPU machine (see RATIONALE.md, "Why two spare Ps in the `connhost`
+// binary?"). When no P is blocked the operating system shares the CPUs
+// among the extra threads; the figure above includes that cost.
 const spareProcs = 2
 
 // procs returns the GOMAXPROCS connhost runs with, given whether the

@@ -6,7 +6,8 @@
 // before its dispatch (byte for byte: the reviewer's signature still
 // verifies) or edit it into a retry; the journal is what a node checks
 // before it dispatches, so that an approval authorises one dispatch
-// however the rows are edited (see host/journal.go).
+// however the rows are edited (see host/journal.go, and RATIONALE.md,
+// "Why a journal of consumed approvals outside the database?").
 //
 // A journal is a directory with one small file per fact, created with
 // O_EXCL and synced (file and directory) before the call it guards goes

@@ -30,6 +30,10 @@
 //     running there, not an unknown outcome.
 //   - The executor's own events name the lease that wrote them
 //     ("executor@node#epoch", "recovery@node#epoch").
+//
+// See RATIONALE.md, "Why is the fleet a ledger, not a mode of the
+// executor?" and "Why is the lease's epoch the fencing token, checked by
+// the ledger?".
 package lease
 
 import (

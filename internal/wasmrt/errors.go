@@ -161,4 +161,6 @@ func (e *CallError) Unwrap() []error {
 // unsupported export, no instance available before the deadline, a failure
 // while writing the input); the host denies the http capability outside
 // the call export, so nothing the guest did before that can have acted.
+// See RATIONALE.md, "Why are errors inside the connector uncertain, not
+// failures?".
 func (e *CallError) MayHaveActed() bool { return e.entered }

@@ -15,7 +15,9 @@
 // compare-and-set, so that of two writers racing on one execution, on one
 // node or on two, exactly one wins and the other gets ErrConflict (or
 // ErrTerminal). No column an index covers changes after the insert, so an
-// outcome is a HOT update. See RATIONALE.md.
+// outcome is a HOT update. See RATIONALE.md, "Why one row per execution,
+// with what changes with its state beside it?" and "Why compare-and-set
+// at READ COMMITTED, not SERIALIZABLE?".
 //
 // For fleet mode the schema records an owner node and lease epoch per
 // execution, and DB implements ledger.Fleet: node leases (RegisterNode,

@@ -65,6 +65,7 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, res)
 		return
 	}
+	// See RATIONALE.md, "Why is every execution status a 200?".
 	writeJSON(w, http.StatusOK, res)
 	// The answer has left (a lazily written outcome may still be
 	// unsynced): the crash point after_answer is here.

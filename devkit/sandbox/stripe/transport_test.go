@@ -23,7 +23,7 @@ func TestGoTransportRetriesDroppedIdempotentPOST(t *testing.T) {
 	mustAdd(t, e.srv, fault.Rule{Kind: fault.Drop, Apply: true, Path: "/v1/payment_intents", Method: "POST"})
 	r, err := e.try(context.Background(), req{path: "/v1/payment_intents", form: createPI("exec-t"), key: "transport-key"})
 	if err != nil {
-		t.Fatalf("net/http surfaced the drop (%v): its retry behaviour changed, update this fact in RATIONALE.md", err)
+		t.Fatalf("net/http surfaced the drop (%v): its retry behaviour changed, update RATIONALE.md, 'Why must the crash tests make a dropped Stripe POST visible?'", err)
 	}
 	if r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("%d replayed=%q", r.status, r.header.Get("Idempotent-Replayed"))

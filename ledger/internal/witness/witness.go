@@ -7,7 +7,8 @@
 // Open refuses a ledger that is behind what the deployment acknowledged,
 // or is another ledger, instead of using it silently; and so that an
 // operator accepting a restore can fence the sessions the restored ledger
-// forgot. See RATIONALE.md ("The witness").
+// forgot. See RATIONALE.md, "Why a witness, a second mark where a
+// restore does not reach?".
 //
 // A position means what its backend says: the Pebble ledger's count of
 // committed writes (its high-water mark), or the PostgreSQL ledger's
