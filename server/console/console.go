@@ -179,6 +179,7 @@ func newConsole(o Options) (*console, error) {
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/approve", c.action(deciders(httpapi.RoleApprover), c.approve))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/reject", c.action(deciders(httpapi.RoleApprover), c.reject))
 	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
+	mux.HandleFunc("GET "+Prefix+"find", c.find)
 	mux.HandleFunc("POST "+Prefix+"executions/{id}/resolve", c.action(deciders(httpapi.RoleApprover, httpapi.RoleOperator), c.resolve))
 	mux.HandleFunc("GET "+Prefix+"executions", c.page(c.executions))
 	mux.HandleFunc("GET "+Prefix+"executions/{id}", c.page(c.execution))

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -119,6 +121,15 @@ func (c *console) home(r *http.Request, s session, v *view) (string, int) {
 // list returns the executions f selects within s's namespaces, as the
 // API's GET /v1/executions lists them.
 func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpapi.Execution, error) {
+	recs, err := c.listRecords(ctx, s, f)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewListResponse(recs, f).Executions, nil
+}
+
+// listRecords returns the records f selects within s's namespaces.
+func (c *console) listRecords(ctx context.Context, s session, f ledger.Filter) ([]ledger.Record, error) {
 	if len(s.principal.Namespaces) > 0 {
 		if f.Namespace != "" && !slices.Contains(s.principal.Namespaces, f.Namespace) {
 			return nil, &namespaceRefusal{detail: fmt.Sprintf("principal %q acts in namespace %s, not %q: search without namespace for all of its executions",
@@ -126,11 +137,7 @@ func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpa
 		}
 		f.Namespaces = s.principal.Namespaces
 	}
-	recs, err := c.opts.Executor.Ledger().List(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.NewListResponse(recs, f).Executions, nil
+	return c.opts.Executor.Ledger().List(ctx, f)
 }
 
 // namespaceRefusal is a search naming a namespace outside the principal's,
@@ -201,11 +208,59 @@ type inboxData struct {
 	Total int
 	// From is the number of the page's first call in the listing (1 on
 	// the first page), when known; Next continues the listing.
-	From      int
-	Namespace string
-	Next      string
-	Paged     bool
+	From   int
+	Filter listFilter
+	Next   string
+	Paged  bool
+	// Scanned is how many waiting calls a filtered page read to find its
+	// calls; Budget: it stopped at maxScan before the listing's end.
+	Scanned int
+	Budget  bool
 }
+
+// listFilter is what the Approvals and Recovery pages narrow their
+// listing to: a tool (or connector) and a session, each matched as a
+// substring, and a namespace, matched whole.
+type listFilter struct {
+	Tool, Session, Namespace string
+}
+
+func filterOf(r *http.Request) listFilter {
+	q := r.URL.Query()
+	return listFilter{Tool: strings.TrimSpace(q.Get("tool")), Session: strings.TrimSpace(q.Get("session")), Namespace: strings.TrimSpace(q.Get("namespace"))}
+}
+
+// narrows reports whether the filter holds anything the ledger's index
+// does not select (tool, session).
+func (f listFilter) narrows() bool { return f.Tool != "" || f.Session != "" }
+
+// matches reports whether rec is one the filter keeps (namespace aside,
+// which the ledger selects).
+func (f listFilter) matches(rec ledger.Record) bool {
+	return strings.Contains(rec.Connector+"."+rec.Operation, f.Tool) && strings.Contains(rec.SessionID, f.Session)
+}
+
+// Query returns the filter as query parameters (for page links), with
+// after appended when not empty.
+func (f listFilter) Query(after string) template.URL {
+	q := url.Values{}
+	for _, kv := range [][2]string{{"tool", f.Tool}, {"session", f.Session}, {"namespace", f.Namespace}, {"after", after}} {
+		if kv[1] != "" {
+			q.Set(kv[0], kv[1])
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return template.URL("?" + q.Encode())
+}
+
+// Any reports whether the filter narrows the listing at all.
+func (f listFilter) Any() bool { return f.narrows() || f.Namespace != "" }
+
+// maxScan bounds the waiting calls one filtered page reads: a filter that
+// matches rarely pages on from where the scan stopped.
+const maxScan = 5000
 
 // fold returns the card's fields of v.
 func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
@@ -230,14 +285,19 @@ func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
 // approvals is the inbox: the calls awaiting approval within the
 // principal's namespaces (or the one the namespace parameter names), the
 // soonest to expire first across all of them, a page at a time, under a
-// count of them all.
+// count of them all. A tool or session filter reads the listing in
+// pages and keeps what matches, at most maxScan calls a page.
 func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Approvals", "approvals"
 	ctx := scoped(r.Context(), s.principal)
 	q := r.URL.Query()
-	d := &inboxData{Namespace: q.Get("namespace"), Paged: q.Get("after") != ""}
+	d := &inboxData{Filter: filterOf(r), Paged: q.Get("after") != ""}
 	v.Data = d
-	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Namespace, q.Get("after"), fmt.Sprint(inboxPage))
+	limit := inboxPage
+	if d.Filter.narrows() {
+		limit = httpapi.MaxListLimit
+	}
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, q.Get("after"), fmt.Sprint(limit))
 	if err == nil {
 		err = httpapi.SetOrder(&f, httpapi.OrderExpiry)
 	}
@@ -254,20 +314,39 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		f.Namespaces = s.principal.Namespaces
 	}
 	led := c.opts.Executor.Ledger()
-	recs, err := led.List(ctx, f)
-	if err != nil {
-		v.Notes = append(v.Notes, c.problem(r, err))
-		return "approvals", http.StatusOK
-	}
 	if d.Total, _, err = httpapi.CountAwaiting(ctx, led, f); err != nil {
 		v.Notes = append(v.Notes, c.problem(r, err))
 		return "approvals", http.StatusOK
 	}
+	var recs []ledger.Record
+	for {
+		page, err := led.List(ctx, f)
+		if err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "approvals", http.StatusOK
+		}
+		for _, rec := range page {
+			d.Scanned++
+			if d.Filter.matches(rec) {
+				recs = append(recs, rec)
+			}
+			if len(recs) == inboxPage || d.Scanned == maxScan {
+				d.Next = httpapi.ExpiryCursor(rec)
+				d.Budget = len(recs) < inboxPage
+				break
+			}
+		}
+		if d.Next != "" || len(page) < f.Limit {
+			break
+		}
+		f.After = httpapi.ExpiryCursor(page[len(page)-1])
+		if err := httpapi.SetOrder(&f, httpapi.OrderExpiry); err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "approvals", http.StatusOK
+		}
+	}
 	if !d.Paged {
 		d.From = 1
-	}
-	if len(recs) == inboxPage {
-		d.Next = httpapi.ExpiryCursor(recs[len(recs)-1])
 	}
 	for _, rec := range recs {
 		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
@@ -283,6 +362,41 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		d.Calls = append(d.Calls, p)
 	}
 	return "approvals", http.StatusOK
+}
+
+// find sends the browser to the execution an execution id or approval id
+// names, within the principal's namespaces (a call awaiting approval to
+// its decision), or back to the inbox saying none does.
+func (c *console) find(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.current(w, r)
+	if !ok {
+		http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	c.noteAccess(r, s)
+	id := strings.TrimSpace(r.URL.Query().Get("id"))
+	exec := id
+	if e, ok := ledger.ExecutionIDOfApproval(id); ok {
+		exec = e
+	}
+	rec, _, err := c.opts.Executor.Get(scoped(r.Context(), s.principal), exec)
+	if err != nil || id == "" {
+		text := "give an execution id (ex_…) or an approval id (ap_…)"
+		if id != "" {
+			text = fmt.Sprintf("no execution or approval %q", id)
+			if !errors.Is(err, host.ErrNotFound) {
+				text = c.problem(r, err).Text
+			}
+		}
+		c.sessions.addNote(s.id, note{Error: true, Text: text})
+		http.Redirect(w, r, Prefix+"approvals", http.StatusSeeOther)
+		return
+	}
+	to := Prefix + "executions/" + rec.ID
+	if rec.State == ledger.StateAwaitingApproval {
+		to += "#decide"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 func (c *console) approve(w http.ResponseWriter, r *http.Request, s session) (string, note) {
@@ -371,22 +485,115 @@ type fencedSession struct {
 type recoveryData struct {
 	Calls  []uncertain
 	Fenced []fencedSession
-	// Freed are sessions a resolve just freed (the resolved query).
-	Freed []string
+	// MoreFenced is how many fenced sessions are not listed.
+	MoreFenced int
+	// Total is how many calls are recovery_required within the
+	// principal's namespaces; Matching, how many of them the filter keeps.
+	Total, Matching int
+	// From is the number of the page's first call; Next continues the
+	// listing (recoveryCursor).
+	From, To int
+	Next     string
+	Paged    bool
+	Filter   listFilter
 }
 
+// recoveryPage is how many calls a page of the recovery queue shows, and
+// maxFenced how many fenced sessions it lists.
+const recoveryPage, maxFenced = 50, 50
+
+// recoveryCursor is the position after rec in the recovery queue's order
+// (least recently changed first): "<updated unix nanoseconds>.<id>".
+func recoveryCursor(rec ledger.Record) string {
+	return fmt.Sprintf("%d.%s", rec.UpdatedAt.UnixNano(), rec.ID)
+}
+
+// recovery is the queue of recovery_required calls within the
+// principal's namespaces that the filter keeps, least recently changed
+// first, a page at a time, under a count of them all and the sessions
+// they fence. The queue's records are read whole (they are few: each
+// stops a session); only a page's trails are.
 func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Recovery", "recovery"
 	ctx := scoped(r.Context(), s.principal)
-	execs, err := c.allOf(ctx, s, ledger.StateRecoveryRequired)
-	if err != nil {
-		v.Notes = append(v.Notes, c.problem(r, err))
-		return "recovery", http.StatusOK
+	after := r.URL.Query().Get("after")
+	d := &recoveryData{Filter: filterOf(r), Paged: after != ""}
+	v.Data = d
+	var afterAt int64
+	var afterID string
+	if after != "" {
+		n, id, ok := strings.Cut(after, ".")
+		ns, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil || id == "" {
+			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("after %q is not the next of the recovery queue (want <unix nanoseconds>.<execution id>)", after)})
+			return "recovery", http.StatusBadRequest
+		}
+		afterAt, afterID = ns, id
 	}
-	d := recoveryData{}
+	f, err := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), "", d.Filter.Namespace, "", fmt.Sprint(httpapi.MaxListLimit))
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "recovery", http.StatusBadRequest
+	}
+	var all []ledger.Record
+	for {
+		execs, err := c.listRecords(ctx, s, f)
+		if err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "recovery", pageStatus(err)
+		}
+		all = append(all, execs...)
+		if len(execs) < f.Limit {
+			break
+		}
+		f.After = execs[len(execs)-1].ID
+	}
+	d.Total = len(all)
+	kept := all[:0]
+	for _, rec := range all {
+		if d.Filter.matches(rec) {
+			kept = append(kept, rec)
+		}
+	}
+	d.Matching = len(kept)
+	slices.SortFunc(kept, func(a, b ledger.Record) int {
+		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), cmp.Compare(a.ID, b.ID))
+	})
 	at := map[[2]string]int{}
-	for _, e := range execs {
-		rec, evs, err := c.opts.Executor.Get(ctx, e.ExecutionID)
+	for _, rec := range kept {
+		k := [2]string{rec.Namespace, rec.SessionID}
+		i, ok := at[k]
+		if !ok {
+			if len(d.Fenced) == maxFenced {
+				d.MoreFenced++
+				at[k] = -1
+				continue
+			}
+			i = len(d.Fenced)
+			at[k] = i
+			d.Fenced = append(d.Fenced, fencedSession{Namespace: rec.Namespace, SessionID: rec.SessionID})
+		}
+		if i >= 0 {
+			d.Fenced[i].Calls = append(d.Fenced[i].Calls, rec.ID)
+		}
+	}
+	start := 0
+	if after != "" {
+		start = len(kept)
+		for i, rec := range kept {
+			if n := rec.UpdatedAt.UnixNano(); n > afterAt || n == afterAt && rec.ID > afterID {
+				start = i
+				break
+			}
+		}
+	}
+	page := kept[start:min(len(kept), start+recoveryPage)]
+	d.From, d.To = start+1, start+len(page)
+	if start+len(page) < len(kept) {
+		d.Next = recoveryCursor(page[len(page)-1])
+	}
+	for _, rec := range page {
+		rec, evs, err := c.opts.Executor.Get(ctx, rec.ID)
 		if err != nil {
 			v.Notes = append(v.Notes, c.problem(r, err))
 			continue
@@ -398,17 +605,7 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 			}
 		}
 		d.Calls = append(d.Calls, u)
-		k := [2]string{e.Namespace, e.SessionID}
-		i, ok := at[k]
-		if !ok {
-			i = len(d.Fenced)
-			at[k] = i
-			d.Fenced = append(d.Fenced, fencedSession{Namespace: e.Namespace, SessionID: e.SessionID})
-		}
-		d.Fenced[i].Calls = append(d.Fenced[i].Calls, e.ExecutionID)
 	}
-	slices.SortStableFunc(d.Calls, func(a, b uncertain) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
-	v.Data = d
 	return "recovery", http.StatusOK
 }
 
@@ -479,7 +676,7 @@ const timeForm = "2006-01-02T15:04"
 func (c *console) executions(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Executions", "executions"
 	q := r.URL.Query()
-	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: q.Get("session"), Tool: strings.TrimSpace(q.Get("tool")),
+	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: strings.TrimSpace(q.Get("session")), Tool: strings.TrimSpace(q.Get("tool")),
 		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != ""}}
 	for _, st := range []ledger.State{ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
 		ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
@@ -505,16 +702,16 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		}
 		*t.out = p
 	}
-	f, err := httpapi.ParseFilter(d.Filter.State, d.Filter.Session, d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
+	f, err := httpapi.ParseFilter(d.Filter.State, "", d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
 	if err != nil {
 		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
 		return "executions", http.StatusBadRequest
 	}
 	ctx := scoped(r.Context(), s.principal)
 	const show = 100
-	// Tool and time are not ledger filters: pages of the listing are read
-	// newest first and filtered here, until a page of results or the
-	// time range's start.
+	// Tool, session (both substrings) and time are not ledger filters:
+	// pages of the listing are read newest first and filtered here, until
+	// a page of results or the time range's start.
 	for pages := 0; pages < 10; pages++ {
 		items, err := c.list(ctx, s, f)
 		if err != nil {
@@ -528,7 +725,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				done = true
 				break
 			}
-			if (d.Filter.Tool == "" || strings.Contains(e.Tool, d.Filter.Tool)) && (to.IsZero() || e.CreatedAt.Before(to)) {
+			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, d.Filter.Session) && (to.IsZero() || e.CreatedAt.Before(to)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {
