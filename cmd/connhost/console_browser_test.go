@@ -247,9 +247,12 @@ allow_http = [%q]
 	run("approvals screenshot", shot("approvals"))
 	run("approve", chromedp.SendKeys(chromedp.CSS(card+` form[action$="/approve"] input[name=reason]`), "invoice 42 checked"),
 		chromedp.Click(chromedp.CSS(card+" button.approve")),
-		chromedp.WaitVisible(chromedp.ID("status")))
-	if note := text("p.note"); !strings.Contains(note, "approved "+pay.Approval.ID) || !strings.Contains(note, "as rita") {
+		chromedp.WaitVisible(chromedp.CSS("#live p.note")))
+	if note := text("#live p.note"); !strings.Contains(note, "approved "+pay.Approval.ID) || !strings.Contains(note, "as rita") {
 		t.Errorf("after approving: %q", note)
+	}
+	if u := eval(`location.pathname`); u != "/ui/approvals" {
+		t.Errorf("after approving the reviewer is at %s, want back at the inbox", u)
 	}
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)

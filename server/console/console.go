@@ -329,7 +329,10 @@ type view struct {
 	CanDecide bool
 	CanSettle bool
 	CSRF      string
-	Notes     []note
+	// Back is the page a decision made here returns to (the list as
+	// filtered and paged).
+	Back  string
+	Notes []note
 	// Refresh, when above 0, reloads the page every Refresh seconds.
 	Refresh int
 	Data    any

@@ -347,12 +347,12 @@ func TestApproveFromInbox(t *testing.T) {
 		t.Errorf("review field amount is not before note (%d, %d)", a, n)
 	}
 	code, _, hdr := e.post(t, c, "/ui/approvals/"+res.Approval.ID+"/approve", url.Values{"csrf": {csrf}, "digest": {res.Approval.ArgsDigest}, "reason": {"invoice 42"}}, nil)
-	if code != http.StatusSeeOther || hdr.Get("Location") != "/ui/executions/"+res.ExecutionID {
-		t.Fatalf("approve: %d %s", code, hdr.Get("Location"))
+	if code != http.StatusSeeOther || hdr.Get("Location") != "/ui/approvals" {
+		t.Fatalf("approve: %d %s, want back to the inbox", code, hdr.Get("Location"))
 	}
 	_, page, _ = e.get(t, c, hdr.Get("Location"))
-	if !strings.Contains(page, "approved "+res.Approval.ID) || !strings.Contains(page, "as rita") {
-		t.Errorf("the page after the approval does not say so:\n%s", page)
+	if !strings.Contains(page, "approved "+res.Approval.ID) || !strings.Contains(page, "as rita") || !strings.Contains(page, `<a href="/ui/executions/`+res.ExecutionID+`">`) {
+		t.Errorf("the inbox after the approval does not say so, or does not link to the call:\n%s", page)
 	}
 	again, err := e.ex.Execute(context.Background(), host.ToolCall{SessionID: "s1", ToolCallID: "c1", Tool: "gated.echo", Arguments: json.RawMessage(`{"note":"rent","currency":"usd","amount":99999999}`)})
 	if err != nil || again.Status != host.StatusSucceeded || again.Approval.By != "rita" || again.Approval.Reason != "invoice 42" {

@@ -293,6 +293,7 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	q := r.URL.Query()
 	d := &inboxData{Filter: filterOf(r), Paged: q.Get("after") != ""}
 	v.Data = d
+	v.Back = Prefix + "approvals" + string(d.Filter.Query(q.Get("after")))
 	limit := inboxPage
 	if d.Filter.narrows() {
 		limit = httpapi.MaxListLimit
@@ -414,6 +415,7 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	id := r.PathValue("id")
 	d := host.Decision{By: s.principal.Name, ArgsDigest: r.PostForm.Get("digest"), Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
 	ctx := scoped(r.Context(), s.principal)
+	back := backToList(r.PostForm.Get("back"))
 	var (
 		res host.Result
 		err error
@@ -421,7 +423,7 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	verb := "approved"
 	if approve {
 		if d.ArgsDigest == "" {
-			return Prefix + "approvals", note{Error: true, Text: "approve " + id + ": the form names no digest; reload the inbox"}
+			return back, note{Error: true, Text: "approve " + id + ": the form names no digest; reload the inbox"}
 		}
 		res, err = c.opts.Executor.Approve(ctx, id, d)
 	} else {
@@ -431,13 +433,27 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	if err != nil {
 		n := c.problem(r, err)
 		n.Text = id + ": " + n.Text
-		return Prefix + "approvals", n
+		if ex, ok := ledger.ExecutionIDOfApproval(id); ok {
+			n.Link, n.LinkText = Prefix+"executions/"+ex, "the call"
+		}
+		return back, n
 	}
 	text := fmt.Sprintf("%s %s (%s) as %s: status %s, state %s", verb, id, res.Tool, s.principal.Name, res.Status, res.State)
 	if approve && res.Status == host.StatusPending {
 		text += "; the call runs when its runtime sends it again (the same ids and arguments)"
 	}
-	return Prefix + "executions/" + res.ExecutionID, note{Text: text}
+	return back, note{Text: text, Link: Prefix + "executions/" + res.ExecutionID, LinkText: "the call's page"}
+}
+
+// backToList returns the inbox page a decision returns to: the form's
+// back (the inbox as filtered and paged) when it is one, else the inbox.
+func backToList(back string) string {
+	if back == Prefix+"approvals" || strings.HasPrefix(back, Prefix+"approvals?") {
+		if safeNext(back) == back {
+			return back
+		}
+	}
+	return Prefix + "approvals"
 }
 
 // problem is the note of an executor error: the API's problem detail.

@@ -28,6 +28,9 @@ type session struct {
 type note struct {
 	Error bool
 	Text  string
+	// Link, when set, is a console page the note points to (the call
+	// decided), shown as LinkText.
+	Link, LinkText string
 }
 
 // sessions is the server-side session map. A session id is 32 random
