@@ -254,6 +254,17 @@ allow_http = [%q]
 	if u := eval(`location.pathname`); u != "/ui/approvals" {
 		t.Errorf("after approving the reviewer is at %s, want back at the inbox", u)
 	}
+	// A call that begins to wait while the inbox is open is announced in
+	// its aria-live region, without a reload.
+	var fresh host.Result
+	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-live", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &fresh)
+	announced := time.Now()
+	run("a new call is announced", chromedp.WaitVisible(chromedp.CSS("#live-new a")))
+	t.Logf("a new call began to wait → announced on the open inbox after %v", time.Since(announced).Round(time.Millisecond))
+	if a := text("#live-new a"); a != "1 new call waits — show them" {
+		t.Errorf("the announcement: %q", a)
+	}
+	run("show the new call", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)
 	if again.Status != host.StatusSucceeded || !strings.HasPrefix(again.Receipt, "pi_") || again.Approval.By != "rita" {

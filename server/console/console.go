@@ -55,6 +55,9 @@ var staticFS embed.FS
 // Prefix is the path the console is served under.
 const Prefix = "/ui/"
 
+// DefaultPoll is how often an open inbox asks whether new calls wait.
+const DefaultPoll = 5 * time.Second
+
 // DefaultSessionTTL is how long a sign-in lasts.
 const DefaultSessionTTL = 8 * time.Hour
 
@@ -100,6 +103,9 @@ type Options struct {
 	// Logger receives the causes of internal errors. The default value is
 	// slog.Default().
 	Logger *slog.Logger
+	// Poll is how often an open inbox page's script asks whether new
+	// calls wait. The default value is DefaultPoll.
+	Poll time.Duration
 	// Now is the console's clock (sessions, ages). The default value is
 	// time.Now.
 	Now func() time.Time
@@ -152,6 +158,9 @@ func newConsole(o Options) (*console, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
 	if o.Throttle == nil {
 		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
 	}
@@ -180,6 +189,7 @@ func newConsole(o Options) (*console, error) {
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/reject", c.action(deciders(httpapi.RoleApprover), c.reject))
 	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
 	mux.HandleFunc("GET "+Prefix+"find", c.find)
+	mux.HandleFunc("GET "+Prefix+"approvals/new", c.newCalls)
 	mux.HandleFunc("POST "+Prefix+"executions/{id}/resolve", c.action(deciders(httpapi.RoleApprover, httpapi.RoleOperator), c.resolve))
 	mux.HandleFunc("GET "+Prefix+"executions", c.page(c.executions))
 	mux.HandleFunc("GET "+Prefix+"executions/{id}", c.page(c.execution))
@@ -192,9 +202,10 @@ func newConsole(o Options) (*console, error) {
 	return c, nil
 }
 
-// csp allows the console's own stylesheet and nothing else: no script, no
-// frame, no form posting elsewhere.
-const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// csp allows the console's own stylesheet and script (static/live.js,
+// which only polls the console and announces) and nothing else: no inline
+// script, no frame, no form posting elsewhere.
+const csp = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // securityHeaders sets the headers every console answer carries; secure
 // adds HSTS (Options.Secure).
@@ -329,6 +340,8 @@ type view struct {
 	CanDecide bool
 	CanSettle bool
 	CSRF      string
+	// PollMillis is Options.Poll, for the page's script.
+	PollMillis int64
 	// Back is the page a decision made here returns to (the list as
 	// filtered and paged).
 	Back  string
@@ -351,7 +364,7 @@ func (c *console) page(fill func(r *http.Request, s session, v *view) (string, i
 		v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
 			CanDecide: s.principal.Has(httpapi.RoleApprover),
 			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
-			CSRF:      s.csrf}
+			CSRF:      s.csrf, PollMillis: c.opts.Poll.Milliseconds()}
 		name, status := fill(r, s, v)
 		v.Notes = append(c.sessions.takeNotes(s.id), v.Notes...)
 		c.render(w, name, status, v)

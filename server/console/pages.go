@@ -216,6 +216,9 @@ type inboxData struct {
 	// calls; Budget: it stopped at maxScan before the listing's end.
 	Scanned int
 	Budget  bool
+	// PollURL is what the page's script asks how many calls began to
+	// wait since the page was read (newCalls).
+	PollURL string
 }
 
 // listFilter is what the Approvals and Recovery pages narrow their
@@ -292,6 +295,11 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	ctx := scoped(r.Context(), s.principal)
 	q := r.URL.Query()
 	d := &inboxData{Filter: filterOf(r), Paged: q.Get("after") != ""}
+	poll := url.Values{"since": {fmt.Sprint(c.opts.Now().UnixNano())}}
+	if d.Filter.Namespace != "" {
+		poll.Set("namespace", d.Filter.Namespace)
+	}
+	d.PollURL = Prefix + "approvals/new?" + poll.Encode()
 	v.Data = d
 	v.Back = Prefix + "approvals" + string(d.Filter.Query(q.Get("after")))
 	limit := inboxPage
@@ -363,6 +371,62 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		d.Calls = append(d.Calls, p)
 	}
 	return "approvals", http.StatusOK
+}
+
+// maxNew bounds the calls newCalls counts: more are "maxNew or more".
+const maxNew = 100
+
+// newCalls answers the inbox's script (static/live.js): how many calls
+// within the principal's namespaces (or the namespace parameter's) began
+// to wait for approval after since (unix nanoseconds), up to maxNew, and
+// how many wait in all. It reads the ledger's newest waiting calls and
+// the approval index only, so polling it stays cheap however many wait.
+func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	s, ok := c.current(w, r)
+	if !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"sign in first"}`))
+		return
+	}
+	q := r.URL.Query()
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"since: want unix nanoseconds"}`))
+		return
+	}
+	ctx := scoped(r.Context(), s.principal)
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", strings.TrimSpace(q.Get("namespace")), "", fmt.Sprint(maxNew))
+	var out struct {
+		New   int  `json:"new"`
+		More  bool `json:"more"`
+		Total int  `json:"total"`
+	}
+	var recs []ledger.Record
+	if err == nil {
+		recs, err = c.listRecords(ctx, s, f)
+	}
+	if err == nil {
+		if len(s.principal.Namespaces) > 0 {
+			f.Namespaces = s.principal.Namespaces
+		}
+		out.Total, _, err = httpapi.CountAwaiting(ctx, c.opts.Executor.Ledger(), f)
+	}
+	if err != nil {
+		p := httpapi.ProblemOf(err, host.Result{})
+		w.WriteHeader(p.Status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": p.Detail, "code": string(p.Code)})
+		return
+	}
+	for _, rec := range recs {
+		if rec.CreatedAt.UnixNano() <= since {
+			break
+		}
+		out.New++
+	}
+	out.More = out.New == maxNew
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // find sends the browser to the execution an execution id or approval id
