@@ -275,7 +275,23 @@ allow_http = [%q]
 		t.Errorf("execution page: status %q receipt %q, want succeeded %s", st, rc, again.Receipt)
 	}
 	run("execution screenshot", shot("execution"))
-	run("executions", chromedp.Navigate(base+"/ui/executions?tool=payments"), chromedp.WaitVisible(chromedp.ID("executions")), shot("executions"))
+	// The trail and the executions list fit the screen: nothing is cut or
+	// pushed off it at 1,440 px, and at 390 px each trail row is a block.
+	const overflow = `String(document.documentElement.scrollWidth > window.innerWidth)`
+	const lastTrailHeader = `String(Math.round(document.querySelector('table.trail th:last-child').getBoundingClientRect().right) <= window.innerWidth)`
+	run("trail at 1440 px", chromedp.EmulateViewport(1440, 900))
+	if o, r := eval(overflow), eval(lastTrailHeader); o != "false" || r != "true" {
+		t.Errorf("at 1440 px the execution page scrolls sideways (%s) or the trail's reason column is off-screen (fits: %s)", o, r)
+	}
+	run("trail at 390 px", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(1), chromedp.EmulateMobile))
+	if o, d := eval(overflow), eval(`getComputedStyle(document.querySelector('table.trail tbody tr')).display`); o != "false" || d != "block" {
+		t.Errorf("at 390 px the execution page scrolls sideways (%s) or a trail row is not a block (%s)", o, d)
+	}
+	run("executions", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/ui/executions?tool=payments"), chromedp.WaitVisible(chromedp.ID("executions")))
+	if o, r := eval(overflow), eval(`String(Math.round(document.querySelector('#executions th:last-child').getBoundingClientRect().right) <= window.innerWidth)`); o != "false" || r != "true" {
+		t.Errorf("at 1440 px the executions page scrolls sideways (%s) or its updated column is off-screen (fits: %s)", o, r)
+	}
+	run("executions screenshot", shot("executions"))
 	run("connectors", chromedp.Navigate(base+"/ui/connectors"), chromedp.WaitVisible(chromedp.ID("connector-payments")), shot("connectors"))
 	if c := text("#connector-payments"); !strings.Contains(c, digest) || !strings.Contains(c, "unsigned") {
 		t.Errorf("the connectors page lacks the module digest or the sign-off status:\n%s", c)

@@ -40,6 +40,7 @@ func parsePages(now func() time.Time) (map[string]*template.Template, error) {
 		"short":   shortDigest,
 		"rawjson": func(b json.RawMessage) string { return vis(string(b)) },
 		"roles":   rolesText,
+		"trail":   trailOf,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -61,6 +62,42 @@ func vis(s string) string {
 		return s
 	}
 	return q
+}
+
+// trailRow is an event as the trail shows it: an evidence or reason
+// that repeats an earlier row's text is folded to a reference to that
+// row (a provider's error repeated by every retry is read once).
+type trailRow struct {
+	ledger.Event
+	// SameEvidence and SameReason are the Seq of the earlier row whose
+	// text this row's evidence or reason repeats (0: shown).
+	SameEvidence, SameReason uint64
+}
+
+// minFold is the shortest text the trail folds: shorter ones read as
+// quickly as a reference to them.
+const minFold = 24
+
+func trailOf(evs []ledger.Event) []trailRow {
+	seen := map[string]uint64{}
+	rows := make([]trailRow, len(evs))
+	for i, ev := range evs {
+		rows[i].Event = ev
+		for _, f := range []struct {
+			text string
+			same *uint64
+		}{{ev.Evidence, &rows[i].SameEvidence}, {ev.Reason, &rows[i].SameReason}} {
+			if len(f.text) < minFold {
+				continue
+			}
+			if seq, ok := seen[f.text]; ok {
+				*f.same = seq
+			} else {
+				seen[f.text] = ev.Seq
+			}
+		}
+	}
+	return rows
 }
 
 func when(t time.Time) string {

@@ -114,8 +114,8 @@ func TestFindAndPage(t *testing.T) {
 
 	// Executions: a part of the session's id finds it.
 	_, page, _ := e.get(t, c, "/ui/executions?session=team")
-	rows := strings.Count(page, "<td>team-crash</td>")
-	if rows == 0 || strings.Contains(page, "<td>other-") {
+	rows := strings.Count(page, `<td data-label="session">team-crash</td>`)
+	if rows == 0 || strings.Contains(page, `<td data-label="session">other-`) {
 		t.Errorf("executions?session=team: %d rows of team-crash, others shown: %v", rows, strings.Contains(page, "<td>other-"))
 	}
 
