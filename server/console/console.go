@@ -11,9 +11,13 @@
 // every action calls the executor's Approve, Reject and Resolve as the
 // API's routes do, recorded under the signed-in principal's name.
 //
-// A browser signs in with a principal's token; the console keeps a
-// server-side session and hands the browser only its id, in an HttpOnly,
-// SameSite=Strict cookie. On a server without credentials no sign-in
+// A browser signs in with a principal's token; the console hands it a
+// session cookie (HttpOnly, SameSite=Strict) that names the principal and
+// is signed with a key derived from the principal's token, so that every
+// process with the same principals accepts it (a restart, a fleet's
+// nodes), and rotating the token ends it. A sign-out is kept in a list
+// (Options.SignOutFile) until the session would have expired. On a
+// server without credentials no sign-in
 // happens and nothing is kept per browser: the cookie's random id and an
 // HMAC of it are the session and its CSRF token. Every form carries the
 // session's CSRF token, and
@@ -96,6 +100,10 @@ type Options struct {
 	// SessionTTL is how long a sign-in lasts. The default value is
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
+	// SignOutFile is the file that keeps the sessions signed out before
+	// they expire, so that a restart still refuses their cookies. The
+	// default value ("") keeps them in memory: a restart forgets them.
+	SignOutFile string
 	// Throttle limits failed sign-ins per source; pass the API's
 	// (httpapi.Options.Throttle) so that a source's failures count alike
 	// wherever it guesses. The default value is a Throttle of its own.
@@ -114,7 +122,8 @@ type Options struct {
 type console struct {
 	opts     Options
 	creds    []credential
-	sessions *sessions
+	notes    *notes
+	signouts *signouts
 	// key derives the CSRF tokens of anonymous sessions
 	// (anonymousSession); it lives as long as the process.
 	key   []byte
@@ -126,10 +135,12 @@ type console struct {
 	report    *audit.Report
 }
 
-// credential is a principal with its token's digest.
+// credential is a principal with its token's digest and the key that
+// signs its sessions (sessionKey).
 type credential struct {
 	p   httpapi.Principal
 	sum [sha256.Size]byte
+	key []byte
 }
 
 // New returns the console's handler, to be served at Prefix.
@@ -164,9 +175,13 @@ func newConsole(o Options) (*console, error) {
 	if o.Throttle == nil {
 		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
 	}
-	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now), key: []byte(randomToken())}
+	so, err := openSignouts(o.SignOutFile, o.Now())
+	if err != nil {
+		return nil, err
+	}
+	c := &console{opts: o, notes: newNotes(), signouts: so, key: []byte(randomToken())}
 	for _, p := range o.Principals {
-		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
+		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), key: sessionKey(p.Token)})
 	}
 	pages, err := parsePages(o.Now)
 	if err != nil {
@@ -224,9 +239,9 @@ func securityHeaders(next http.Handler, secure bool) http.Handler {
 	})
 }
 
-// lookup returns the principal whose token is token. Every candidate is
+// lookup returns the credential whose token is token. Every candidate is
 // compared, in constant time, as the API does.
-func (c *console) lookup(token string) (httpapi.Principal, bool) {
+func (c *console) lookup(token string) (credential, bool) {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
 	for i := range c.creds {
@@ -235,9 +250,9 @@ func (c *console) lookup(token string) (httpapi.Principal, bool) {
 		}
 	}
 	if token == "" || match < 0 {
-		return httpapi.Principal{}, false
+		return credential{}, false
 	}
-	return c.creds[match].p, true
+	return c.creds[match], true
 }
 
 // anonymous reports whether the server has no credentials: every
@@ -251,7 +266,7 @@ func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool
 		return c.anonymousSession(w, r), true
 	}
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if s, ok := c.sessions.get(ck.Value); ok {
+		if s, ok := verify(c.creds, ck.Value, c.opts.Now()); ok && !c.signouts.has(s.id) {
 			return s, true
 		}
 	}
@@ -264,7 +279,7 @@ func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool
 // of the right form), and its CSRF token is an HMAC of that id under a key
 // of this process, which a page of another site can neither read nor
 // compute. Only an action's outcome, until the next page shows it, is
-// kept (sessions.addNote). So a request without a cookie, however many,
+// kept (notes). So a request without a cookie, however many,
 // costs nothing to keep.
 func (c *console) anonymousSession(w http.ResponseWriter, r *http.Request) session {
 	id := ""
@@ -366,7 +381,7 @@ func (c *console) page(fill func(r *http.Request, s session, v *view) (string, i
 			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
 			CSRF:      s.csrf, PollMillis: c.opts.Poll.Milliseconds()}
 		name, status := fill(r, s, v)
-		v.Notes = append(c.sessions.takeNotes(s.id), v.Notes...)
+		v.Notes = append(c.notes.take(s.id), v.Notes...)
 		c.render(w, name, status, v)
 	}
 }
@@ -428,7 +443,7 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 		if back == "" {
 			return // the handler answered
 		}
-		c.sessions.addNote(s.id, n)
+		c.notes.add(s.id, n)
 		http.Redirect(w, r, back, http.StatusSeeOther)
 	}
 }
@@ -519,7 +534,8 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		form(http.StatusTooManyRequests, fmt.Sprintf("too many sign-ins with a wrong token came from here; try again in %s", wait.Round(time.Second)))
 		return
 	}
-	p, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
+	cr, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
+	p := cr.p
 	if !ok {
 		c.opts.Throttle.Failed(r)
 		fail(http.StatusUnauthorized, "no principal has this token")
@@ -529,17 +545,25 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, fmt.Sprintf("principal %q has role %s only, which reads /metrics and nothing else", p.Name, rolesText(p.Roles)))
 		return
 	}
-	ss := c.sessions.create(p)
+	_, value := issue(cr, c.opts.Now().Add(c.opts.SessionTTL))
 	c.clearCookie(w, r, signinCookie)
-	c.setCookie(w, r, sessionCookie, ss.id, c.opts.SessionTTL)
+	c.setCookie(w, r, sessionCookie, value, c.opts.SessionTTL)
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
 func (c *console) signout(w http.ResponseWriter, r *http.Request, s session) (string, note) {
-	c.sessions.remove(s.id)
 	c.clearCookie(w, r, sessionCookie)
 	if c.anonymous() {
 		return Prefix, note{Text: "signed out"}
+	}
+	if err := c.signouts.add(s, c.opts.Now()); err != nil {
+		// The browser's cookie is cleared; a copy of it would still open
+		// the console after a restart, until it expires.
+		c.opts.Logger.ErrorContext(r.Context(), "console: sign-out not kept", "principal", s.principal.Name, "err", err)
+		v := &view{Title: "Sign-out", Notes: []note{{Error: true, Text: "signed out in this browser, but the server could not record the sign-out (" + err.Error() +
+			"): a copy of the session's cookie would open the console again after a restart, until " + when(s.expires) + ", or until principal " + s.principal.Name + "'s token is changed"}}}
+		c.render(w, "refused", http.StatusInternalServerError, v)
+		return "", note{}
 	}
 	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 	return "", note{}
