@@ -508,18 +508,41 @@ func checkIgnored(t *testing.T, repo, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	embedded := rootEmbeds(t, repo)
+	var written []string
 	for _, e := range entries {
 		if e.Type()&os.ModeSymlink != 0 || e.Name() == "build" {
 			continue // the repository's own entries, and the modules put there
 		}
-		name := e.Name()
-		if e.IsDir() {
-			name += "/"
+		if files, ok := embedded[e.Name()]; ok {
+			// recipeRoot's own directory: what is neither a link nor an
+			// embedded copy was written by the recipe.
+			inner, err := os.ReadDir(filepath.Join(root, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range inner {
+				if f.Type()&os.ModeSymlink == 0 && !slices.Contains(files, f.Name()) {
+					written = append(written, e.Name()+"/"+dirSlash(f))
+				}
+			}
+			continue
 		}
+		written = append(written, dirSlash(e))
+	}
+	for _, name := range written {
 		if err := exec.Command("git", "-C", repo, "check-ignore", "-q", name).Run(); err != nil {
 			t.Errorf("the recipe leaves %s in the checkout, which .gitignore does not ignore", name)
 		}
 	}
+}
+
+// dirSlash is e's name, with a slash after a directory's.
+func dirSlash(e os.DirEntry) string {
+	if e.IsDir() {
+		return e.Name() + "/"
+	}
+	return e.Name()
 }
 
 // mcpMessage is a ">>" or "<<" message of the README's MCP session.
