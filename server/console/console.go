@@ -122,7 +122,6 @@ type Options struct {
 type console struct {
 	opts     Options
 	creds    []credential
-	notes    *notes
 	signouts *signouts
 	// key derives the CSRF tokens of anonymous sessions
 	// (anonymousSession); it lives as long as the process.
@@ -179,7 +178,7 @@ func newConsole(o Options) (*console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &console{opts: o, notes: newNotes(), signouts: so, key: []byte(randomToken())}
+	c := &console{opts: o, signouts: so, key: []byte(randomToken())}
 	for _, p := range o.Principals {
 		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), key: sessionKey(p.Token)})
 	}
@@ -278,9 +277,8 @@ func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool
 // cookie's random value (a new one, set on w, when the request has none
 // of the right form), and its CSRF token is an HMAC of that id under a key
 // of this process, which a page of another site can neither read nor
-// compute. Only an action's outcome, until the next page shows it, is
-// kept (notes). So a request without a cookie, however many,
-// costs nothing to keep.
+// compute. An action's outcome travels in a cookie too (addNote). So a
+// request without a cookie, however many, costs nothing to keep.
 func (c *console) anonymousSession(w http.ResponseWriter, r *http.Request) session {
 	id := ""
 	if ck, err := r.Cookie(sessionCookie); err == nil && validToken(ck.Value) {
@@ -381,7 +379,7 @@ func (c *console) page(fill func(r *http.Request, s session, v *view) (string, i
 			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
 			CSRF:      s.csrf, PollMillis: c.opts.Poll.Milliseconds()}
 		name, status := fill(r, s, v)
-		v.Notes = append(c.notes.take(s.id), v.Notes...)
+		v.Notes = append(c.takeNotes(w, r, s), v.Notes...)
 		c.render(w, name, status, v)
 	}
 }
@@ -443,9 +441,30 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 		if back == "" {
 			return // the handler answered
 		}
-		c.notes.add(s.id, n)
+		c.addNote(w, r, s, n)
 		http.Redirect(w, r, back, http.StatusSeeOther)
 	}
+}
+
+// addNote keeps n for the session's next page (sealNotes), after the
+// notes not shown yet.
+func (c *console) addNote(w http.ResponseWriter, r *http.Request, s session, n note) {
+	var ns []note
+	if ck, err := r.Cookie(noteCookie); err == nil {
+		ns = openNotes(s, ck.Value)
+	}
+	c.setCookie(w, r, noteCookie, sealNotes(s, append(ns, n)), 5*time.Minute)
+}
+
+// takeNotes returns the notes the request's cookie carries for s, and
+// clears the cookie.
+func (c *console) takeNotes(w http.ResponseWriter, r *http.Request, s session) []note {
+	ck, err := r.Cookie(noteCookie)
+	if err != nil {
+		return nil
+	}
+	c.clearCookie(w, r, noteCookie)
+	return openNotes(s, ck.Value)
 }
 
 // noteAccess names the session's principal and the page's execution or

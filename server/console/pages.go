@@ -490,7 +490,7 @@ func (c *console) find(w http.ResponseWriter, r *http.Request) {
 				text = c.problem(r, err).Text
 			}
 		}
-		c.notes.add(s.id, note{Error: true, Text: text})
+		c.addNote(w, r, s, note{Error: true, Text: text})
 		http.Redirect(w, r, Prefix+"approvals", http.StatusSeeOther)
 		return
 	}

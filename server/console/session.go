@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -196,23 +197,54 @@ func (s *signouts) add(ss session, now time.Time) error {
 	return nil
 }
 
-// notes are the outcomes of actions a session's next page shows, then
-// forgets; at most maxNotes sessions' (an action made room for drops
-// another session's notes). They live in the process: an outcome whose
-// next page another node serves is not shown there (the call's page and
-// the trail still say what was done).
-type notes struct {
-	mu sync.Mutex
-	m  map[string][]note
+// The outcome of an action is shown on the next page the browser opens,
+// wherever it is served (a restart, another node of a fleet): it travels
+// in a short-lived cookie, under an HMAC keyed by the session's CSRF
+// token, so that no other site or session can make a page say what was
+// not done. The server keeps nothing.
+const (
+	noteCookie = "connhost_console_note"
+	// maxNoteText bounds a note's text, and maxNoteCookie the cookie's
+	// value (browsers keep 4 KB a cookie).
+	maxNoteText, maxNoteCookie = 600, 3500
+)
+
+// sealNotes returns the note cookie's value carrying ns for session s.
+func sealNotes(s session, ns []note) string {
+	for i := range ns {
+		if len(ns[i].Text) > maxNoteText {
+			ns[i].Text = strings.ToValidUTF8(ns[i].Text[:maxNoteText], "") + "…"
+		}
+	}
+	for {
+		b, _ := json.Marshal(ns)
+		payload := base64.RawURLEncoding.EncodeToString(b)
+		value := payload + "." + base64.RawURLEncoding.EncodeToString(mac([]byte(s.csrf), "note", s.id, payload))
+		if len(value) <= maxNoteCookie || len(ns) == 1 {
+			return value
+		}
+		ns = ns[1:] // the latest outcomes
+	}
+}
+
+// openNotes returns the notes value carries for session s, none when
+// its MAC is not s's.
+func openNotes(s session, value string) []note {
+	payload, sum, ok := strings.Cut(value, ".")
+	got, err := base64.RawURLEncoding.DecodeString(sum)
+	if !ok || err != nil || !hmac.Equal(got, mac([]byte(s.csrf), "note", s.id, payload)) {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	var ns []note
+	if err != nil || json.Unmarshal(b, &ns) != nil {
+		return nil
+	}
+	return ns
 }
 
 // anonymousPrefix starts the id of an anonymous session.
 const anonymousPrefix = "anonymous:"
-
-// maxNotes bounds the sessions whose notes are kept.
-const maxNotes = 256
-
-func newNotes() *notes { return &notes{m: map[string][]note{}} }
 
 // validToken reports whether s has the form randomToken makes.
 func validToken(s string) bool {
@@ -225,35 +257,6 @@ func randomToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// add keeps n for the session's next page.
-func (s *notes) add(id string, n note) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[id]; !ok && len(s.m) >= maxNotes {
-		for other := range s.m {
-			delete(s.m, other)
-			break
-		}
-	}
-	s.m[id] = append(s.m[id], n)
-}
-
-// take returns the session's notes and forgets them.
-func (s *notes) take(id string) []note {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.m[id]
-	delete(s.m, id)
-	return n
-}
-
-// held returns how many sessions' notes are kept.
-func (s *notes) held() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
 }
 
 // sameToken compares two secrets in constant time.

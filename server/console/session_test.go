@@ -107,3 +107,60 @@ func TestSessionCookie(t *testing.T) {
 		t.Errorf("rita's other session after one sign-out: %q, want rita", p)
 	}
 }
+
+// TestNoteTravelsInACookie: an action's outcome reaches the next page
+// through a cookie, so another console with the same principals (another
+// node, a restart) shows it; a note cookie sealed for another session,
+// or changed, shows nothing.
+func TestNoteTravelsInACookie(t *testing.T) {
+	var opts Options
+	e := newEnvWith(t, principals, nil, false, func(co *Options, _ *httpapi.Options) { opts = *co })
+	res := e.gatedCall(t, "", "c1", `{"amount":500,"currency":"usd"}`)
+	c, other := e.browser(t), e.browser(t)
+	csrf := e.signIn(t, c, ritaTok)
+	e.signIn(t, other, ritaTok)
+	_, _, hdr := e.post(t, c, "/ui/approvals/"+res.Approval.ID+"/reject", url.Values{"csrf": {csrf}, "reason": {"not ours"}}, nil)
+	var session, noteCk *http.Cookie
+	for _, ck := range c.Jar.Cookies(mustURL(t, e.srv.URL+"/ui/")) {
+		switch ck.Name {
+		case sessionCookie:
+			session = ck
+		case noteCookie:
+			noteCk = ck
+		}
+	}
+	if hdr.Get("Location") != "/ui/approvals" || session == nil || noteCk == nil {
+		t.Fatalf("reject: → %q, session cookie %v, note cookie %v", hdr.Get("Location"), session, noteCk)
+	}
+	node2, err := newConsole(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	show := func(cookies ...*http.Cookie) string {
+		req := httptest.NewRequest("GET", "/ui/approvals", nil)
+		for _, ck := range cookies {
+			req.AddCookie(ck)
+		}
+		rec := httptest.NewRecorder()
+		node2.handler.ServeHTTP(rec, req)
+		return rec.Body.String()
+	}
+	want := "rejected " + res.Approval.ID + " (gated.echo) as rita"
+	if page := show(session, noteCk); !strings.Contains(page, want) {
+		t.Errorf("another console does not show the outcome %q", want)
+	}
+	var otherSession *http.Cookie
+	for _, ck := range other.Jar.Cookies(mustURL(t, e.srv.URL+"/ui/")) {
+		if ck.Name == sessionCookie {
+			otherSession = ck
+		}
+	}
+	if page := show(otherSession, noteCk); strings.Contains(page, res.Approval.ID) {
+		t.Error("another session's page shows a note sealed for rita's first session")
+	}
+	changed := *noteCk
+	changed.Value = "W3siRXJyb3IiOmZhbHNlLCJUZXh0IjoiYXBwcm92ZWQgZXZlcnl0aGluZyJ9XQ" + changed.Value[strings.Index(changed.Value, "."):]
+	if page := show(session, &changed); strings.Contains(page, "approved everything") {
+		t.Error("a changed note cookie is shown")
+	}
+}
