@@ -201,6 +201,7 @@ func newConsole(o Options) (*console, error) {
 	mux.HandleFunc("GET "+Prefix+"approvals", c.page(c.approvals))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/approve", c.action(deciders(httpapi.RoleApprover), c.approve))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/reject", c.action(deciders(httpapi.RoleApprover), c.reject))
+	mux.HandleFunc("POST "+Prefix+"approvals/reject", c.action(deciders(httpapi.RoleApprover), c.rejectMany))
 	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
 	mux.HandleFunc("GET "+Prefix+"find", c.find)
 	mux.HandleFunc("GET "+Prefix+"approvals/new", c.newCalls)

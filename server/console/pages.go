@@ -546,6 +546,40 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	return back, note{Text: text, Link: Prefix + "executions/" + res.ExecutionID, LinkText: "the call's page"}
 }
 
+// rejectMany rejects every approval the form selects (id, at most
+// inboxPage) with one reason, each as POST /v1/approvals/{id}/reject
+// does, and says how many were rejected and which could not be.
+func (c *console) rejectMany(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	back := backToList(r.PostForm.Get("back"))
+	ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["id"])))
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	switch {
+	case len(ids) == 0:
+		return back, note{Error: true, Text: "select the calls to reject (the box beside each call's tool)"}
+	case len(ids) > inboxPage:
+		return back, note{Error: true, Text: fmt.Sprintf("%d calls selected: reject at most %d at once", len(ids), inboxPage)}
+	case reason == "":
+		return back, note{Error: true, Text: "rejecting several calls needs a reason"}
+	}
+	ctx := scoped(r.Context(), s.principal)
+	var done, failed []string
+	for _, id := range ids {
+		if _, err := c.opts.Executor.Reject(ctx, id, host.Decision{By: s.principal.Name, Reason: reason}); err != nil {
+			failed = append(failed, id+": "+c.problem(r, err).Text)
+			continue
+		}
+		done = append(done, id)
+	}
+	text := fmt.Sprintf("rejected %d of %d calls as %s", len(done), len(ids), s.principal.Name)
+	if len(done) > 0 {
+		text += ": " + strings.Join(done, ", ")
+	}
+	if len(failed) > 0 {
+		text += "; not rejected: " + strings.Join(failed, "; ")
+	}
+	return back, note{Error: len(failed) > 0, Text: text}
+}
+
 // backToList returns the inbox page a decision returns to: the form's
 // back (the inbox as filtered and paged) when it is one, else the inbox.
 func backToList(back string) string {

@@ -206,7 +206,7 @@ const (
 	noteCookie = "connhost_console_note"
 	// maxNoteText bounds a note's text, and maxNoteCookie the cookie's
 	// value (browsers keep 4 KB a cookie).
-	maxNoteText, maxNoteCookie = 600, 3500
+	maxNoteText, maxNoteCookie = 2000, 3800
 )
 
 // sealNotes returns the note cookie's value carrying ns for session s.
