@@ -86,14 +86,14 @@ func (s *syncBuffer) String() string {
 // over a real executor (Pebble ledger on disk, the noop wasm module) with
 // testdata/manifests. With no principals it is a server without
 // credentials whose anonymous principal is anon.
-func newEnv(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev bool) *env {
+func newEnv(t testing.TB, ps []httpapi.Principal, anon *httpapi.Principal, dev bool) *env {
 	t.Helper()
 	return newEnvWith(t, ps, anon, dev, nil)
 }
 
 // newEnvWith is newEnv with the console's and the API's options changed
 // by set before they are used.
-func newEnvWith(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
+func newEnvWith(t testing.TB, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -139,13 +139,13 @@ func newEnvWith(t *testing.T, ps []httpapi.Principal, anon *httpapi.Principal, d
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
-func (e *env) browser(t *testing.T) *http.Client {
+func (e *env) browser(t testing.TB) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func (e *env) get(t *testing.T, c *http.Client, path string) (int, string, http.Header) {
+func (e *env) get(t testing.TB, c *http.Client, path string) (int, string, http.Header) {
 	t.Helper()
 	resp, err := c.Get(e.srv.URL + path)
 	if err != nil {
@@ -158,7 +158,7 @@ func (e *env) get(t *testing.T, c *http.Client, path string) (int, string, http.
 
 // post sends form to path as the console's own page would (Origin the
 // server's, Sec-Fetch-Site same-origin), with extra headers set over it.
-func (e *env) post(t *testing.T, c *http.Client, path string, form url.Values, hdr map[string]string) (int, string, http.Header) {
+func (e *env) post(t testing.TB, c *http.Client, path string, form url.Values, hdr map[string]string) (int, string, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", e.srv.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -182,7 +182,7 @@ func (e *env) post(t *testing.T, c *http.Client, path string, form url.Values, h
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func csrfOf(t *testing.T, page string) string {
+func csrfOf(t testing.TB, page string) string {
 	t.Helper()
 	m := csrfRE.FindStringSubmatch(page)
 	if m == nil {
@@ -193,7 +193,7 @@ func csrfOf(t *testing.T, page string) string {
 
 // signIn signs c in with token through the sign-in form and returns the
 // session's CSRF token.
-func (e *env) signIn(t *testing.T, c *http.Client, token string) string {
+func (e *env) signIn(t testing.TB, c *http.Client, token string) string {
 	t.Helper()
 	_, form, _ := e.get(t, c, "/ui/signin")
 	code, body, hdr := e.post(t, c, "/ui/signin", url.Values{"csrf": {csrfOf(t, form)}, "token": {token}, "next": {"/ui/approvals"}}, nil)
@@ -205,7 +205,7 @@ func (e *env) signIn(t *testing.T, c *http.Client, token string) string {
 }
 
 // gatedCall records a call awaiting approval in namespace ns.
-func (e *env) gatedCall(t *testing.T, ns, id, args string) host.Result {
+func (e *env) gatedCall(t testing.TB, ns, id, args string) host.Result {
 	t.Helper()
 	res, err := e.ex.Execute(context.Background(), host.ToolCall{Namespace: ns, SessionID: "s1", ToolCallID: id, Tool: "gated.echo", Arguments: json.RawMessage(args)})
 	if err != nil || res.Status != host.StatusAwaitingApproval {

@@ -300,7 +300,7 @@ func (f listFilter) Any() bool { return f.narrows() || f.Namespace != "" }
 
 // maxScan bounds the waiting calls one filtered page reads: a filter that
 // matches rarely pages on from where the scan stopped.
-const maxScan = 5000
+const maxScan = 20000
 
 // fold returns the card's fields of v.
 func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
