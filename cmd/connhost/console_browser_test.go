@@ -177,6 +177,33 @@ allow_http = [%q]
 		}
 		return s
 	}
+	// axe-core (testdata/axe, installed by npm ci) checks every console
+	// page: no serious or critical violation.
+	axeSrc, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("axe-core is not installed (.ci/run runs npm ci in cmd/connhost/testdata/axe): %v", err)
+		}
+		t.Logf("SKIP the accessibility checks: axe-core is not installed (cd cmd/connhost/testdata/axe && npm ci): %v", err)
+	}
+	checked := 0
+	accessible := func(page string) {
+		t.Helper()
+		if axeSrc == nil {
+			return
+		}
+		eval(string(axeSrc) + `; "loaded"`)
+		found, err := chromedp.Run(bctx, chromedp.Evaluate[string](`axe.run(document).then(r => JSON.stringify(r.violations
+			.filter(v => v.impact === "serious" || v.impact === "critical")
+			.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			fail("axe on "+page, err)
+		}
+		checked++
+		if found != "[]" {
+			t.Errorf("axe-core: serious or critical violations on the %s page: %s", page, found)
+		}
+	}
 	var saved []string
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -221,6 +248,7 @@ allow_http = [%q]
 
 	// An approver approves a pending payment.
 	run("sign-in form", chromedp.Navigate(base+"/ui/signin"), chromedp.WaitVisible(chromedp.ID("token")), shot("signin"))
+	accessible("sign-in")
 	run("sign in as rita", signIn(ritaTok))
 	payArgs := map[string]any{"amount": 123456, "currency": "usd", "payment_method": "pm_card_visa", "description": "invoice 42 <b>bold</b>\u202e"}
 	var pay host.Result
@@ -245,6 +273,7 @@ allow_http = [%q]
 		}
 	}
 	run("approvals screenshot", shot("approvals"))
+	accessible("approvals")
 	run("approve", chromedp.SendKeys(chromedp.CSS(card+` form[action$="/approve"] input[name=reason]`), "invoice 42 checked"),
 		chromedp.Click(chromedp.CSS(card+" button.approve")),
 		chromedp.WaitVisible(chromedp.CSS("#live p.note")))
@@ -264,6 +293,7 @@ allow_http = [%q]
 	if a := text("#live-new a"); a != "1 new call waits — show them" {
 		t.Errorf("the announcement: %q", a)
 	}
+	accessible("approvals, announcing a new call")
 	run("show the new call", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)
@@ -275,6 +305,7 @@ allow_http = [%q]
 		t.Errorf("execution page: status %q receipt %q, want succeeded %s", st, rc, again.Receipt)
 	}
 	run("execution screenshot", shot("execution"))
+	accessible("execution")
 	// The trail and the executions list fit the screen: nothing is cut or
 	// pushed off it at 1,440 px, and at 390 px each trail row is a block.
 	const overflow = `String(document.documentElement.scrollWidth > window.innerWidth)`
@@ -292,7 +323,9 @@ allow_http = [%q]
 		t.Errorf("at 1440 px the executions page scrolls sideways (%s) or its updated column is off-screen (fits: %s)", o, r)
 	}
 	run("executions screenshot", shot("executions"))
+	accessible("executions")
 	run("connectors", chromedp.Navigate(base+"/ui/connectors"), chromedp.WaitVisible(chromedp.ID("connector-payments")), shot("connectors"))
+	accessible("connectors")
 	if c := text("#connector-payments"); !strings.Contains(c, digest) || !strings.Contains(c, "unsigned") {
 		t.Errorf("the connectors page lacks the module digest or the sign-off status:\n%s", c)
 	}
@@ -311,6 +344,7 @@ allow_http = [%q]
 	}
 	ucard := "#" + unc.ExecutionID
 	run("sign in as olga", signIn(olgaTok), chromedp.Navigate(base+"/ui/recovery"), chromedp.WaitVisible(chromedp.CSS(ucard)), shot("recovery"))
+	accessible("recovery")
 	if q := text(ucard); !strings.Contains(q, unc.IdempotencyKey) || !strings.Contains(q, "resumed_without_record") {
 		t.Errorf("the recovery card lacks the key or why recovery stopped:\n%s", q)
 	}
@@ -318,6 +352,7 @@ allow_http = [%q]
 		chromedp.SendKeys(chromedp.CSS(ucard+` input[name=reason]`), "no PaymentIntent with this key at Stripe"),
 		chromedp.Click(chromedp.CSS(ucard+" button.resolve-btn")),
 		chromedp.WaitVisible(chromedp.ID("unfenced")), shot("resolved"))
+	accessible("resolved execution")
 	if note := text("p.note"); !strings.Contains(note, "no longer fenced") {
 		t.Errorf("after the resolve: %q", note)
 	}
@@ -379,6 +414,7 @@ allow_http = [%q]
 		for (const [k, v] of [['csrf', %q], ['digest', %q]]) { const i = document.createElement('input'); i.type = 'hidden'; i.name = k; i.value = v; f.appendChild(i); }
 		document.body.appendChild(f); f.submit(); return "sent"; })()`, held.Approval.ID, csrf, held.Approval.ArgsDigest))
 	run("runtime form post", chromedp.WaitVisible(chromedp.CSS("p.note.error")), shot("refused-runtime"))
+	accessible("refused")
 	if note := text("p.note.error"); !strings.Contains(note, "needs role approver") {
 		t.Errorf("the runtime principal's form post: %q", note)
 	}
@@ -406,6 +442,7 @@ allow_http = [%q]
 	if view.Decision != "pending" {
 		t.Fatalf("the cross-site form post decided: %s by %s", view.Decision, view.By)
 	}
+	t.Logf("axe-core checked %d console pages for serious or critical violations", checked)
 	t.Logf("screenshots in %s: %s", shots, strings.Join(saved, " "))
 	srv.stop(t)
 }
