@@ -640,7 +640,10 @@ type recoveryData struct {
 	MoreFenced int
 	// Total is how many calls are recovery_required within the
 	// principal's namespaces; Matching, how many of them the filter keeps.
+	// Capped: there are more than maxScan, and the page lists the newest
+	// maxScan only.
 	Total, Matching int
+	Capped          bool
 	// From is the number of the page's first call; Next continues the
 	// listing (recoveryCursor).
 	From, To int
@@ -695,6 +698,10 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 		}
 		all = append(all, execs...)
 		if len(execs) < f.Limit {
+			break
+		}
+		if len(all) >= maxScan {
+			d.Capped = true
 			break
 		}
 		f.After = execs[len(execs)-1].ID
