@@ -467,7 +467,7 @@ func TestResolveUnfences(t *testing.T) {
 	c := e.browser(t)
 	csrf := e.signIn(t, c, olgaTok)
 	_, page, _ := e.get(t, c, "/ui/recovery")
-	for _, want := range []string{unc.ExecutionID, unc.IdempotencyKey, "resumed_without_record", "/resolve", "session <a href=\"/ui/executions?session=s-old\">s-old</a>"} {
+	for _, want := range []string{unc.ExecutionID, unc.IdempotencyKey, "resumed_without_record", "/resolve", "session <a href=\"/ui/executions?session=s-old&amp;exact=1\">s-old</a>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the recovery queue lacks %q", want)
 		}

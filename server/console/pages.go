@@ -817,7 +817,11 @@ func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (st
 // execFilter is the Executions page's search form.
 type execFilter struct {
 	State, Session, Tool, Namespace, From, To string
-	Refresh                                   bool
+	// Exact: Session is a whole session id, looked up in the ledger's
+	// index (every execution of the session, however old); else a part
+	// of one, matched among the newest executions read.
+	Exact   bool
+	Refresh bool
 }
 
 type executionsData struct {
@@ -835,7 +839,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 	v.Title, v.Nav = "Executions", "executions"
 	q := r.URL.Query()
 	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: strings.TrimSpace(q.Get("session")), Tool: strings.TrimSpace(q.Get("tool")),
-		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != ""}}
+		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != "", Exact: q.Get("exact") != ""}}
 	for _, st := range []ledger.State{ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
 		ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
 		ledger.StateExpired, ledger.StateAbandoned, ledger.StateCancelled} {
@@ -860,7 +864,11 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		}
 		*t.out = p
 	}
-	f, err := httpapi.ParseFilter(d.Filter.State, "", d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
+	exact, part := "", d.Filter.Session
+	if d.Filter.Exact {
+		exact, part = d.Filter.Session, ""
+	}
+	f, err := httpapi.ParseFilter(d.Filter.State, exact, d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
 	if err != nil {
 		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
 		return "executions", http.StatusBadRequest
@@ -883,7 +891,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				done = true
 				break
 			}
-			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, d.Filter.Session) && (to.IsZero() || e.CreatedAt.Before(to)) {
+			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {

@@ -118,6 +118,14 @@ func TestFindAndPage(t *testing.T) {
 	if rows == 0 || strings.Contains(page, `<td data-label="session">other-`) {
 		t.Errorf("executions?session=team: %d rows of team-crash, others shown: %v", rows, strings.Contains(page, "<td>other-"))
 	}
+	// The whole id, looked up in the ledger's index: team is no session,
+	// team-crash is.
+	if _, page, _ := e.get(t, c, "/ui/executions?session=team&exact=1"); strings.Contains(page, `<td data-label="session">`) {
+		t.Error("executions?session=team&exact=1 lists executions, but no session is called team")
+	}
+	if _, page, _ := e.get(t, c, "/ui/executions?session=team-crash&exact=1"); strings.Count(page, `<td data-label="session">team-crash</td>`) != rows {
+		t.Errorf("executions?session=team-crash&exact=1 does not list the %d executions of team-crash", rows)
+	}
 
 	// The recovery queue: 60 calls over two pages, and a session filter.
 	recovery := map[string]bool{}
