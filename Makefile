@@ -59,7 +59,7 @@ dist:
 	  os=$${p%/*}; arch=$${p#*/}; ext=; if [ "$$os" = windows ]; then ext=.exe; fi; \
 	  name=connhost_$(VERSION)_$${os}_$${arch}; mkdir -p dist/$$name; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -o dist/$$name/connhost$$ext ./cmd/connhost; \
-	  cp README.md dist/$$name/; \
+	  cp -r README.md CHANGELOG.md docs dist/$$name/; \
 	  tar -C dist --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - $$name | gzip -n > dist/$$name.tar.gz; \
 	  rm -rf dist/$$name; \
 	done

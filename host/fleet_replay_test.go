@@ -105,7 +105,7 @@ func TestFleetReplayedApprovalIsNotDispatchedAgain(t *testing.T) {
 
 	// Each node with a journal of its own (the default, beside its
 	// witness) refuses its own repeats, and knows nothing of another
-	// node's: the limit the README's trust section states.
+	// node's: the limit docs/trust.md states.
 	t.Run("a journal each", func(t *testing.T) {
 		f := newFleet(t, "manual", withApproval())
 		a, b := f.startJournal("a", t.TempDir()), f.startJournal("b", t.TempDir())

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestShippedManifestsPassStrictAudit runs what the README shows a
+// TestShippedManifestsPassStrictAudit runs what docs/connectors.md shows a
 // reviewer, `connhost audit --strict manifests/`, on the shipped manifests
 // with the modules built from plugins/ today: it passes, and the one
 // warning that stands (email's loopback origin: Mailpit runs next to the

@@ -25,28 +25,33 @@ import (
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
 
-// recipeBound bounds one README recipe: it builds connhost, starts
+// recipeBound bounds one recipe of the docs: it builds connhost, starts
 // processes and waits out a retry budget.
 const recipeBound = 10 * time.Minute
 
-// TestREADMERecipes runs the README's recipes as a reader pastes them,
-// against real processes, and compares what they print with what the
-// README says they print:
+// TestREADMERecipes runs the recipes of README.md and docs/*.md as a
+// reader pastes them, against real processes, and compares what they
+// print with what the page says they print. It finds each section by its
+// heading, in whichever page holds it:
 //
-//   - "Try it": its sh block, against `connhost dev` (the README's first
-//     command) on a new data directory;
-//   - "Crash it yourself": its sh blocks, one after the other in one
-//     shell, as written: they build connhost, start the sandbox and dev,
-//     let dev kill itself, kill it, restart it and resolve a call;
-//   - "MCP": the stdio session, sent line by line to `connhost mcp`, with
-//     the config the README describes (rita approves in the client, the
-//     payments connector on the sandbox).
+//   - "Try it" (README.md): its sh block, against `connhost dev` (the
+//     README's first command) on a new data directory;
+//   - "Crash it yourself" (README.md) and "A provider still processing the
+//     killed attempt" (docs/crash-matrix.md, which continues it): their sh
+//     blocks, one after the other in one shell, as written: they build
+//     connhost, start the sandbox and dev, let dev kill itself, kill it,
+//     restart it and resolve a call;
+//   - "MCP" (docs/runtimes.md): the stdio session, sent line by line to
+//     `connhost mcp`, with the config the page describes (rita approves in
+//     the client, the payments connector on the sandbox).
 //
-// A README line "#   → TEXT" (continued by lines "#     TEXT") is what the
+// A line "#   → TEXT" (continued by lines "#     TEXT") is what the
 // command above it prints: each line's pieces between "…" must appear in
 // that output in order, whitespace aside; three spaces and a parenthesis
 // start a remark. In the MCP session each "<<" message is compared the same
-// way with the server's next message that has an id.
+// way with the server's next message that has an id. Messages name the
+// page and line ("docs/runtimes.md:212"). TestDocRecipesAccountedFor keeps
+// every other sh block of those pages on a list of what is not run, and why.
 //
 // The recipes run in a directory laid out like the repository's root (its
 // entries linked, build/ holding the connectors built from today's
@@ -55,17 +60,13 @@ const recipeBound = 10 * time.Minute
 // that directory must be ignored by git.
 func TestREADMERecipes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds connhost and runs the README's recipes as real processes")
+		t.Skip("builds connhost and runs the recipes of README.md and docs/*.md as real processes")
 	}
 	repo, err := wasmbuild.ModuleRoot("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(readme), "\n")
+	pages := readDocPages(t, repo)
 	bin := buildConnhost(t, t.TempDir())
 	modules := map[string][]byte{}
 	for _, name := range []string{"payments", "email"} {
@@ -90,7 +91,7 @@ func TestREADMERecipes(t *testing.T) {
 		}
 		t.Cleanup(dev.Kill)
 		waitHealthy(t, "http://"+ports.addr("127.0.0.1:8420"), dev)
-		runRecipe(t, root, ports, sectionBlocks(t, lines, "Try it", "sh"))
+		runRecipe(t, root, ports, sectionBlocks(t, pages, "Try it", "sh"))
 		if t.Failed() {
 			t.Logf("connhost dev's stderr:\n%s", dev.Stderr())
 		}
@@ -99,7 +100,11 @@ func TestREADMERecipes(t *testing.T) {
 
 	t.Run("Crash it yourself", func(t *testing.T) {
 		root := recipeRoot(t, repo, modules)
-		runRecipe(t, root, freeRecipePorts(t), sectionBlocks(t, lines, "Crash it yourself", "sh"))
+		var blocks [][]recipeLine
+		for _, name := range crashRecipeSections {
+			blocks = append(blocks, sectionBlocks(t, pages, name, "sh")...)
+		}
+		runRecipe(t, root, freeRecipePorts(t), blocks)
 		if t.Failed() {
 			for _, log := range []string{"sandbox.log", "dev.log"} {
 				b, _ := os.ReadFile(filepath.Join(root, ".sandbox", log))
@@ -111,43 +116,119 @@ func TestREADMERecipes(t *testing.T) {
 
 	t.Run("MCP", func(t *testing.T) {
 		root := recipeRoot(t, repo, modules)
-		blocks := sectionBlocks(t, lines, "MCP", "text")
+		blocks := sectionBlocks(t, pages, "MCP", "text")
 		i := slices.IndexFunc(blocks, func(b []recipeLine) bool { return strings.HasPrefix(b[0].text, ">> ") })
 		if i < 0 {
-			t.Fatal(`README.md: the MCP section has no text block of ">>" and "<<" lines`)
+			t.Fatalf(`%s: the MCP section has no text block of ">>" and "<<" lines`, blocks[0][0].at)
 		}
 		runMCPSession(t, bin, root, blocks[i])
 	})
 }
 
-// recipeLine is a line of a README code block and its line number in
-// README.md.
-type recipeLine struct {
-	readme int
-	text   string
+// shRecipeSections are the sections whose sh blocks TestREADMERecipes
+// runs: "Try it" on its own, the others as one script.
+var (
+	shRecipeSections    = append([]string{"Try it"}, crashRecipeSections...)
+	crashRecipeSections = []string{"Crash it yourself", "A provider still processing the killed attempt"}
+)
+
+// docPage is a page of the documentation: README.md or docs/*.md.
+type docPage struct {
+	path  string // as messages name it: "README.md", "docs/runtimes.md"
+	lines []string
 }
 
-// sectionBlocks returns the code blocks of language lang in the README
-// section headed "## name", in order.
-func sectionBlocks(t *testing.T, lines []string, name, lang string) [][]recipeLine {
+// readDocPages reads README.md and docs/*.md.
+func readDocPages(t *testing.T, repo string) []docPage {
 	t.Helper()
-	var blocks [][]recipeLine
-	in, inBlock := false, false
-	for i, l := range lines {
+	docs, err := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []docPage
+	for _, path := range append([]string{filepath.Join(repo, "README.md")}, docs...) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(repo, path)
+		pages = append(pages, docPage{path: filepath.ToSlash(rel), lines: strings.Split(string(b), "\n")})
+	}
+	return pages
+}
+
+// recipeLine is a line of a code block and where it is ("README.md:70").
+type recipeLine struct {
+	at   string
+	text string
+}
+
+// docBlock is a fenced code block of a page: its language, the headings
+// it sits under (outermost first) and its lines.
+type docBlock struct {
+	page     string
+	lang     string
+	headings []string
+	lines    []recipeLine
+}
+
+var headingLine = regexp.MustCompile(`^(#{1,6}) +(.+?) *$`)
+
+// blocksOf returns the fenced code blocks of p. A heading of level n
+// closes every section of level n or deeper; fences may be indented (a
+// block in a list item).
+func blocksOf(p docPage) []docBlock {
+	var (
+		blocks   []docBlock
+		headings []string
+		in       *docBlock
+	)
+	for i, l := range p.lines {
+		fence := strings.TrimSpace(l)
 		switch {
-		case strings.HasPrefix(l, "## "):
-			in = l == "## "+name
-		case in && !inBlock && l == "```"+lang:
-			inBlock = true
-			blocks = append(blocks, nil)
-		case inBlock && l == "```":
-			inBlock = false
-		case inBlock:
-			blocks[len(blocks)-1] = append(blocks[len(blocks)-1], recipeLine{readme: i + 1, text: l})
+		case in == nil && strings.HasPrefix(fence, "```"):
+			blocks = append(blocks, docBlock{page: p.path, lang: strings.TrimPrefix(fence, "```"), headings: slices.Clone(headings)})
+			in = &blocks[len(blocks)-1]
+		case in != nil && fence == "```":
+			in = nil
+		case in != nil:
+			in.lines = append(in.lines, recipeLine{at: fmt.Sprintf("%s:%d", p.path, i+1), text: l})
+		default:
+			if m := headingLine.FindStringSubmatch(l); m != nil {
+				level := len(m[1])
+				for len(headings) < level-1 {
+					headings = append(headings, "")
+				}
+				headings = append(headings[:level-1], m[2])
+			}
 		}
 	}
+	return blocks
+}
+
+// sectionBlocks returns the code blocks of language lang in the section
+// headed name (at any level, its subsections included), in order. The
+// section must be in exactly one page.
+func sectionBlocks(t *testing.T, pages []docPage, name, lang string) [][]recipeLine {
+	t.Helper()
+	var blocks [][]recipeLine
+	var found []string
+	for _, p := range pages {
+		n := len(blocks)
+		for _, b := range blocksOf(p) {
+			if b.lang == lang && slices.Contains(b.headings, name) && len(b.lines) > 0 {
+				blocks = append(blocks, b.lines)
+			}
+		}
+		if len(blocks) > n {
+			found = append(found, p.path)
+		}
+	}
+	if len(found) > 1 {
+		t.Fatalf("%s blocks of a section %q are in %s: the recipe test cannot tell which one a reader pastes", lang, name, strings.Join(found, " and "))
+	}
 	if len(blocks) == 0 {
-		t.Fatalf("README.md has no %s block in a section %q", lang, name)
+		t.Fatalf("neither README.md nor docs/*.md has a %s block in a section %q", lang, name)
 	}
 	return blocks
 }
@@ -332,11 +413,12 @@ func waitHealthy(t *testing.T, base string, p *proc.Process) {
 	t.Fatalf("connhost dev did not serve %s within %s:\n%s", base, processBound, p.Stderr())
 }
 
-// expectation is a "#   → …" comment of a recipe: the README line it
-// starts on, the script line, and its pieces, one list per README line.
+// expectation is a "#   → …" comment of a recipe: where it starts
+// ("README.md:70"), its script line, and its pieces, one list per line.
 type expectation struct {
-	readme, script int
-	lines          [][]string
+	at     string
+	script int
+	lines  [][]string
 }
 
 var (
@@ -354,7 +436,7 @@ func expectationsOf(lines []recipeLine, first int) []expectation {
 	for i, l := range lines {
 		var text string
 		if m := expectStart.FindStringSubmatch(l.text); m != nil {
-			out = append(out, expectation{readme: l.readme, script: first + i})
+			out = append(out, expectation{at: l.at, script: first + i})
 			open, text = true, m[1]
 		} else if m := expectMore.FindStringSubmatch(l.text); open && m != nil {
 			text = m[1]
@@ -411,8 +493,8 @@ func runRecipe(t *testing.T, dir string, ports recipePorts, blocks [][]recipeLin
 		t.Fatal(rerr)
 	}
 	if err != nil || res.Code != 0 {
-		t.Errorf("the recipe (README.md:%d-%d) ended with %v, %v; its last command was README.md:%d",
-			lines[0].readme, lines[len(lines)-1].readme, res, err, lastReadmeLine(printed, lines, first))
+		t.Errorf("the recipe (%s to %s) ended with %v, %v; its last command was %s",
+			lines[0].at, lines[len(lines)-1].at, res, err, lastRecipeLine(printed, lines, first))
 	}
 
 	// Each command's output, by the script line bash gave in its marker.
@@ -435,27 +517,28 @@ func runRecipe(t *testing.T, dir string, ports recipePorts, blocks [][]recipeLin
 			}
 		}
 		if cmd == 0 {
-			t.Errorf("README.md:%d: no command above this output ran", e.readme)
+			t.Errorf("%s: no command above this output ran", e.at)
 			continue
 		}
 		if msg := matchPieces(byLine[cmd], e.lines); msg != "" {
-			t.Errorf("README.md:%d: the output of README.md:%d (%s) %s; it printed:\n%s",
-				e.readme, lines[cmd-first].readme, strings.TrimSpace(lines[cmd-first].text), msg, byLine[cmd])
+			t.Errorf("%s: the output of %s (%s) %s; it printed:\n%s",
+				e.at, lines[cmd-first].at, strings.TrimSpace(lines[cmd-first].text), msg, byLine[cmd])
 		}
 	}
 }
 
-// lastReadmeLine is the README line of the last command the script ran.
-func lastReadmeLine(printed []byte, lines []recipeLine, first int) int {
+// lastRecipeLine is where the last command the script ran is written
+// ("none" before the first).
+func lastRecipeLine(printed []byte, lines []recipeLine, first int) string {
 	marks := lineMarker.FindAllStringSubmatch(string(printed), -1)
 	if len(marks) == 0 {
-		return 0
+		return "none"
 	}
 	n, _ := strconv.Atoi(marks[len(marks)-1][1])
 	if i := n - first; i >= 0 && i < len(lines) {
-		return lines[i].readme
+		return lines[i].at
 	}
-	return 0
+	return "none"
 }
 
 // matchPieces reports how got fails to show want: each line's pieces in
@@ -476,7 +559,7 @@ func matchPieces(got string, want [][]string) string {
 	return ""
 }
 
-// squeeze drops all white space: the README wraps and indents JSON its own
+// squeeze drops all white space: the docs wrap and indent JSON their own
 // way.
 func squeeze(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -545,27 +628,28 @@ func dirSlash(e os.DirEntry) string {
 	return e.Name()
 }
 
-// mcpMessage is a ">>" or "<<" message of the README's MCP session.
+// mcpMessage is a ">>" or "<<" message of the MCP session in
+// docs/runtimes.md, and where it starts.
 type mcpMessage struct {
-	readme int
-	send   bool
-	text   string // continuation lines joined, their indentation dropped
+	at   string
+	send bool
+	text string // continuation lines joined, their indentation dropped
 }
 
-// runMCPSession starts the sandbox and `connhost mcp` with the config the
-// README names, sends every ">>" message as one line and compares every
-// "<<" message with the server's next message that has an id.
+// runMCPSession starts the sandbox and `connhost mcp` with the config
+// docs/runtimes.md names, sends every ">>" message as one line and
+// compares every "<<" message with the server's next message that has an id.
 func runMCPSession(t *testing.T, bin, root string, block []recipeLine) {
 	t.Helper()
 	var msgs []mcpMessage
 	for _, l := range block {
 		switch {
 		case strings.HasPrefix(l.text, ">> "), strings.HasPrefix(l.text, "<< "):
-			msgs = append(msgs, mcpMessage{readme: l.readme, send: l.text[0] == '>', text: l.text[3:]})
+			msgs = append(msgs, mcpMessage{at: l.at, send: l.text[0] == '>', text: l.text[3:]})
 		case strings.TrimSpace(l.text) != "" && len(msgs) > 0 && l.text[0] == ' ':
 			msgs[len(msgs)-1].text += strings.TrimSpace(l.text)
 		default:
-			t.Fatalf("README.md:%d: neither a >> or << message nor an indented continuation: %q", l.readme, l.text)
+			t.Fatalf("%s: neither a >> or << message nor an indented continuation: %q", l.at, l.text)
 		}
 	}
 
@@ -615,11 +699,11 @@ func runMCPSession(t *testing.T, bin, root string, block []recipeLine) {
 		if m.send {
 			var v any
 			if err := json.Unmarshal([]byte(m.text), &v); err != nil {
-				t.Fatalf("README.md:%d: the message is not JSON: %v\n%s", m.readme, err, m.text)
+				t.Fatalf("%s: the message is not JSON: %v\n%s", m.at, err, m.text)
 			}
 			line, _ := json.Marshal(v)
 			if _, err := io.WriteString(stdin, string(line)+"\n"); err != nil {
-				t.Fatalf("README.md:%d: send: %v\n%s", m.readme, err, stderr.String())
+				t.Fatalf("%s: send: %v\n%s", m.at, err, stderr.String())
 			}
 			continue
 		}
@@ -628,20 +712,20 @@ func runMCPSession(t *testing.T, bin, root string, block []recipeLine) {
 			select {
 			case line, ok := <-replies:
 				if !ok {
-					t.Fatalf("README.md:%d: connhost mcp closed its output; stderr:\n%s", m.readme, stderr.String())
+					t.Fatalf("%s: connhost mcp closed its output; stderr:\n%s", m.at, stderr.String())
 				}
 				var probe struct {
 					ID json.RawMessage `json:"id"`
 				}
 				if json.Unmarshal([]byte(line), &probe) == nil && probe.ID != nil {
-					got = line // notifications (no id) are not in the README
+					got = line // notifications (no id) are not in the page
 				}
 			case <-ctx.Done():
-				t.Fatalf("README.md:%d: no answer from connhost mcp; stderr:\n%s", m.readme, stderr.String())
+				t.Fatalf("%s: no answer from connhost mcp; stderr:\n%s", m.at, stderr.String())
 			}
 		}
 		if msg := matchPieces(got, [][]string{strings.Split(m.text, "…")}); msg != "" {
-			t.Errorf("README.md:%d: connhost mcp's message %s; it sent:\n%s", m.readme, msg, got)
+			t.Errorf("%s: connhost mcp's message %s; it sent:\n%s", m.at, msg, got)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func TestRunRefusesWhatItCannotUse(t *testing.T) {
 }
 
 // TestPointsAgreeWithTheDocs: Points is what the matrix runs, and the
-// lists of crash points people read — README's "Crash it yourself",
+// lists of crash points people read — README.md's "Crash it yourself",
 // docs/design.md's table — name the same points in the same order.
 func TestPointsAgreeWithTheDocs(t *testing.T) {
 	want := crashtest.Points()

@@ -241,7 +241,7 @@ const perRequestNote = "mcp: the client passed no " + MetaSessionID + "/" + Meta
 const CodeIdentityRequired httpapi.Code = "identity_required"
 
 // RecipeRef points an integrator at the runtime recipes.
-const RecipeRef = "README.md, section \"MCP\" (runtime recipes; clients/js for @openai/agents and LangChain)"
+const RecipeRef = "docs/runtimes.md (identity and the runtime recipes; clients/js for @openai/agents and LangChain)"
 
 // identityRequired is the refusal of a side-effecting call without a
 // stable identity.

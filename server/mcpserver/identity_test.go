@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,18 @@ import (
 	"github.com/connhost/connhost/server/mcpserver"
 	"github.com/connhost/connhost/server/tooldefs"
 )
+
+// TestRecipeRefNamesAPage: the page the identity_required refusal and the
+// per-request warning send integrators to exists and explains the _meta
+// ids they must pass.
+func TestRecipeRefNamesAPage(t *testing.T) {
+	page, _, _ := strings.Cut(mcpserver.RecipeRef, " ")
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(page)))
+	require.NoError(t, err, "RecipeRef names %s", page)
+	for _, want := range []string{"## MCP", mcpserver.MetaSessionID, mcpserver.MetaToolCallID, "### Runtime recipes"} {
+		require.Contains(t, string(b), want, "%s", page)
+	}
+}
 
 // TestRuntimeToolCallID: a runtime that sends its own tool-call id in
 // _meta (Claude Code's "claudecode/toolUseId") gets a stable identity
@@ -87,7 +101,7 @@ func TestPerRequestPolicy(t *testing.T) {
 		require.True(t, res.IsError)
 		require.Equal(t, mcpserver.CodeIdentityRequired, out.Code)
 		require.Empty(t, out.ExecutionID)
-		for _, want := range []string{mcpserver.MetaSessionID, mcpserver.MetaToolCallID, "claudecode/toolUseId", "README.md", "Nothing was done", "Do not issue this call again"} {
+		for _, want := range []string{mcpserver.MetaSessionID, mcpserver.MetaToolCallID, "claudecode/toolUseId", "docs/runtimes.md", "Nothing was done", "Do not issue this call again"} {
 			require.Contains(t, text(res), want)
 		}
 		recs, err := f.ex.Ledger().List(context.Background(), ledger.Filter{})

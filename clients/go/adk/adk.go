@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -95,6 +96,10 @@ type Options struct {
 	// confirmation the application answered "not confirmed" itself while
 	// no reviewer had decided it. The default value is "adk".
 	DeclinedBy string
+	// Logger gets one INFO line for each call Resume finds awaiting a
+	// reviewer's approval, with the approval id and the arguments' digest
+	// a reviewer decides on. The default value is slog.Default().
+	Logger *slog.Logger
 }
 
 // Adapter offers connhost's tools to ADK agents and reconciles their
@@ -110,6 +115,9 @@ type Adapter struct {
 func New(ex *host.Executor, opts Options) (*Adapter, error) {
 	if opts.DeclinedBy == "" {
 		opts.DeclinedBy = "adk"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	defs, err := toolcall.Defs(ex, opts.Tools)
 	if err != nil {
@@ -325,6 +333,9 @@ func (a *Adapter) decision(ctx context.Context, sessionID string, fc *genai.Func
 // await waits up to Options.ApprovalWait for res to leave
 // awaiting_approval.
 func (a *Adapter) await(ctx context.Context, res host.Result) (host.Result, error) {
+	if res.Status == host.StatusAwaitingApproval && res.Approval != nil {
+		toolcall.LogAwaiting(a.opts.Logger, "adk", res.Approval.ID, res.Approval.ArgsDigest, res.ExecutionID, res.ToolCallID, a.opts.ApprovalWait)
+	}
 	if res.Status != host.StatusAwaitingApproval || a.opts.ApprovalWait <= 0 {
 		return res, nil
 	}

@@ -45,6 +45,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cloudwego/eino/adk"
@@ -70,6 +71,10 @@ type Options struct {
 	// decide the calls a run paused on before they end the iteration with
 	// the interrupt event. The default value 0 does not wait.
 	ApprovalWait time.Duration
+	// Logger gets one INFO line for each call a run pauses on awaiting a
+	// reviewer's approval, with the approval id and the arguments' digest
+	// a reviewer decides on. The default value is slog.Default().
+	Logger *slog.Logger
 }
 
 // Adapter offers connhost's tools to Eino agents and drives their runs
@@ -85,6 +90,9 @@ func New(ex *host.Executor, opts Options) (*Adapter, error) {
 	defs, err := toolcall.Defs(ex, opts.Tools)
 	if err != nil {
 		return nil, fmt.Errorf("eino: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	a := &Adapter{ex: ex, opts: opts}
 	for _, d := range defs {
@@ -336,6 +344,10 @@ func classify(ics []*adk.InterruptCtx) (saves, approvals, others []*adk.Interrup
 // decided waits up to Options.ApprovalWait until no call of approvals
 // awaits a reviewer any more, and reports whether that happened.
 func (a *Adapter) decided(ctx context.Context, approvals []*adk.InterruptCtx) bool {
+	for _, ic := range approvals {
+		in := ic.Info.(*Interrupt)
+		toolcall.LogAwaiting(a.opts.Logger, "eino", in.ApprovalID, in.ArgsDigest, in.ExecutionID, in.ToolCallID, a.opts.ApprovalWait)
+	}
 	if a.opts.ApprovalWait <= 0 {
 		return false
 	}

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/connhost/connhost/host"
@@ -24,4 +25,14 @@ func Undecided(res host.Result, now time.Time) bool {
 		return false
 	}
 	return res.Approval == nil || res.Approval.ExpiresAt.IsZero() || now.Before(res.Approval.ExpiresAt)
+}
+
+// LogAwaiting logs, at INFO, that a call awaits a reviewer's approval and
+// how long the adapter waits for the decision (0: it does not wait), with
+// what a reviewer decides on: the approval id and the arguments' digest
+// (`connhost approve ID --digest DIGEST`).
+func LogAwaiting(logger *slog.Logger, adapter, approvalID, argsDigest, executionID, toolCallID string, wait time.Duration) {
+	logger.Info(adapter+": a call awaits a reviewer's approval",
+		"approval_id", approvalID, "args_digest", argsDigest, "execution_id", executionID,
+		"tool_call_id", toolCallID, "wait", wait.String())
 }
