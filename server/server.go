@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -202,13 +204,28 @@ func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logg
 	}
 	api.MCP = mcpSrv.HTTPHandler()
 	ui, err := console.New(console.Options{Executor: s.ex, Principals: principals, Anonymous: api.Anonymous,
-		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger})
+		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger, SignOutFile: signOutFile(cfg, principals)})
 	if err != nil {
 		return fail(err)
 	}
 	api.Console = ui
 	s.api = api
 	return s, nil
+}
+
+// signOutFile is where the console keeps its sign-outs: in the data
+// directory, when the server has principals to sign in and the directory
+// exists (else in memory).
+func signOutFile(cfg *Config, principals []httpapi.Principal) string {
+	c := *cfg
+	c.EnsureDefaults()
+	if len(principals) == 0 {
+		return ""
+	}
+	if fi, err := os.Stat(c.Server.Data); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return filepath.Join(c.Server.Data, "console-signouts")
 }
 
 // Executor returns the executor the server serves.

@@ -62,8 +62,12 @@ func artifactsDir(t *testing.T) string {
 // sees it succeed once the runtime sends it again; an operator resolves a
 // recovery_required call and sees its session unfenced; a runtime
 // principal sees no action form and its direct POST is refused (403); a
-// form posted from another site is refused and decides nothing. Each page
-// is saved as a screenshot at 1280 px and at 390 px.
+// form posted from another site is refused and decides nothing. A call
+// that begins to wait is announced on the open inbox without a reload;
+// the trail and the executions list fit 1,440 and 390 px without sideways
+// scrolling; axe-core finds no serious or critical violation on any
+// console page; after a restart of the server the reviewer is still
+// signed in. Each page is saved as a screenshot at 1280 px and at 390 px.
 func TestConsoleInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds connhost, runs it and a browser")
@@ -132,8 +136,11 @@ base_url = %q
 allow_http = [%q]
 `, sb.PaymentsURL(), origin))
 	data := filepath.Join(tmp, "data")
-	srv := startServer(t, bin, cliEnv("T_AGENT="+agentTok, "T_RITA="+ritaTok, "T_OLGA="+olgaTok), "serving the HTTP API",
-		"--json", "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--data", data, "--manifests", mans, "--modules", mods)
+	serve := func() *serverProcess {
+		return startServer(t, bin, cliEnv("T_AGENT="+agentTok, "T_RITA="+ritaTok, "T_OLGA="+olgaTok), "serving the HTTP API",
+			"--json", "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--data", data, "--manifests", mans, "--modules", mods)
+	}
+	srv := serve()
 	si, err := readServerInfo(data)
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +183,33 @@ allow_http = [%q]
 			fail("evaluate "+expr, err)
 		}
 		return s
+	}
+	// axe-core (testdata/axe, installed by npm ci) checks every console
+	// page: no serious or critical violation.
+	axeSrc, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("axe-core is not installed (.ci/run runs npm ci in cmd/connhost/testdata/axe): %v", err)
+		}
+		t.Logf("SKIP the accessibility checks: axe-core is not installed (cd cmd/connhost/testdata/axe && npm ci): %v", err)
+	}
+	checked := 0
+	accessible := func(page string) {
+		t.Helper()
+		if axeSrc == nil {
+			return
+		}
+		eval(string(axeSrc) + `; "loaded"`)
+		found, err := chromedp.Run(bctx, chromedp.Evaluate[string](`axe.run(document).then(r => JSON.stringify(r.violations
+			.filter(v => v.impact === "serious" || v.impact === "critical")
+			.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			fail("axe on "+page, err)
+		}
+		checked++
+		if found != "[]" {
+			t.Errorf("axe-core: serious or critical violations on the %s page: %s", page, found)
+		}
 	}
 	var saved []string
 	shot := func(name string) chromedp.Action[chromedp.Void] {
@@ -221,6 +255,7 @@ allow_http = [%q]
 
 	// An approver approves a pending payment.
 	run("sign-in form", chromedp.Navigate(base+"/ui/signin"), chromedp.WaitVisible(chromedp.ID("token")), shot("signin"))
+	accessible("sign-in")
 	run("sign in as rita", signIn(ritaTok))
 	payArgs := map[string]any{"amount": 123456, "currency": "usd", "payment_method": "pm_card_visa", "description": "invoice 42 <b>bold</b>\u202e"}
 	var pay host.Result
@@ -245,12 +280,28 @@ allow_http = [%q]
 		}
 	}
 	run("approvals screenshot", shot("approvals"))
+	accessible("approvals")
 	run("approve", chromedp.SendKeys(chromedp.CSS(card+` form[action$="/approve"] input[name=reason]`), "invoice 42 checked"),
 		chromedp.Click(chromedp.CSS(card+" button.approve")),
-		chromedp.WaitVisible(chromedp.ID("status")))
-	if note := text("p.note"); !strings.Contains(note, "approved "+pay.Approval.ID) || !strings.Contains(note, "as rita") {
+		chromedp.WaitVisible(chromedp.CSS("#live p.note")))
+	if note := text("#live p.note"); !strings.Contains(note, "approved "+pay.Approval.ID) || !strings.Contains(note, "as rita") {
 		t.Errorf("after approving: %q", note)
 	}
+	if u := eval(`location.pathname`); u != "/ui/approvals" {
+		t.Errorf("after approving the reviewer is at %s, want back at the inbox", u)
+	}
+	// A call that begins to wait while the inbox is open is announced in
+	// its aria-live region, without a reload.
+	var fresh host.Result
+	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-live", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &fresh)
+	announced := time.Now()
+	run("a new call is announced", chromedp.WaitVisible(chromedp.CSS("#live-new a")))
+	t.Logf("a new call began to wait → announced on the open inbox after %v", time.Since(announced).Round(time.Millisecond))
+	if a := text("#live-new a"); a != "1 new call waits — show them" {
+		t.Errorf("the announcement: %q", a)
+	}
+	accessible("approvals, announcing a new call")
+	run("show the new call", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)
 	if again.Status != host.StatusSucceeded || !strings.HasPrefix(again.Receipt, "pi_") || again.Approval.By != "rita" {
@@ -261,8 +312,27 @@ allow_http = [%q]
 		t.Errorf("execution page: status %q receipt %q, want succeeded %s", st, rc, again.Receipt)
 	}
 	run("execution screenshot", shot("execution"))
-	run("executions", chromedp.Navigate(base+"/ui/executions?tool=payments"), chromedp.WaitVisible(chromedp.ID("executions")), shot("executions"))
+	accessible("execution")
+	// The trail and the executions list fit the screen: nothing is cut or
+	// pushed off it at 1,440 px, and at 390 px each trail row is a block.
+	const overflow = `String(document.documentElement.scrollWidth > window.innerWidth)`
+	const lastTrailHeader = `String(Math.round(document.querySelector('table.trail th:last-child').getBoundingClientRect().right) <= window.innerWidth)`
+	run("trail at 1440 px", chromedp.EmulateViewport(1440, 900))
+	if o, r := eval(overflow), eval(lastTrailHeader); o != "false" || r != "true" {
+		t.Errorf("at 1440 px the execution page scrolls sideways (%s) or the trail's reason column is off-screen (fits: %s)", o, r)
+	}
+	run("trail at 390 px", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(1), chromedp.EmulateMobile))
+	if o, d := eval(overflow), eval(`getComputedStyle(document.querySelector('table.trail tbody tr')).display`); o != "false" || d != "block" {
+		t.Errorf("at 390 px the execution page scrolls sideways (%s) or a trail row is not a block (%s)", o, d)
+	}
+	run("executions", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/ui/executions?tool=payments"), chromedp.WaitVisible(chromedp.ID("executions")))
+	if o, r := eval(overflow), eval(`String(Math.round(document.querySelector('#executions th:last-child').getBoundingClientRect().right) <= window.innerWidth)`); o != "false" || r != "true" {
+		t.Errorf("at 1440 px the executions page scrolls sideways (%s) or its updated column is off-screen (fits: %s)", o, r)
+	}
+	run("executions screenshot", shot("executions"))
+	accessible("executions")
 	run("connectors", chromedp.Navigate(base+"/ui/connectors"), chromedp.WaitVisible(chromedp.ID("connector-payments")), shot("connectors"))
+	accessible("connectors")
 	if c := text("#connector-payments"); !strings.Contains(c, digest) || !strings.Contains(c, "unsigned") {
 		t.Errorf("the connectors page lacks the module digest or the sign-off status:\n%s", c)
 	}
@@ -281,6 +351,7 @@ allow_http = [%q]
 	}
 	ucard := "#" + unc.ExecutionID
 	run("sign in as olga", signIn(olgaTok), chromedp.Navigate(base+"/ui/recovery"), chromedp.WaitVisible(chromedp.CSS(ucard)), shot("recovery"))
+	accessible("recovery")
 	if q := text(ucard); !strings.Contains(q, unc.IdempotencyKey) || !strings.Contains(q, "resumed_without_record") {
 		t.Errorf("the recovery card lacks the key or why recovery stopped:\n%s", q)
 	}
@@ -288,6 +359,7 @@ allow_http = [%q]
 		chromedp.SendKeys(chromedp.CSS(ucard+` input[name=reason]`), "no PaymentIntent with this key at Stripe"),
 		chromedp.Click(chromedp.CSS(ucard+" button.resolve-btn")),
 		chromedp.WaitVisible(chromedp.ID("unfenced")), shot("resolved"))
+	accessible("resolved execution")
 	if note := text("p.note"); !strings.Contains(note, "no longer fenced") {
 		t.Errorf("after the resolve: %q", note)
 	}
@@ -349,6 +421,7 @@ allow_http = [%q]
 		for (const [k, v] of [['csrf', %q], ['digest', %q]]) { const i = document.createElement('input'); i.type = 'hidden'; i.name = k; i.value = v; f.appendChild(i); }
 		document.body.appendChild(f); f.submit(); return "sent"; })()`, held.Approval.ID, csrf, held.Approval.ArgsDigest))
 	run("runtime form post", chromedp.WaitVisible(chromedp.CSS("p.note.error")), shot("refused-runtime"))
+	accessible("refused")
 	if note := text("p.note.error"); !strings.Contains(note, "needs role approver") {
 		t.Errorf("the runtime principal's form post: %q", note)
 	}
@@ -376,6 +449,19 @@ allow_http = [%q]
 	if view.Decision != "pending" {
 		t.Fatalf("the cross-site form post decided: %s by %s", view.Decision, view.By)
 	}
+
+	// The server restarts: rita, signed in before, is still signed in
+	// (the browser sends its cookie to the new process's port too).
+	srv.stop(t)
+	srv = serve()
+	if si, err = readServerInfo(data); err != nil {
+		t.Fatal(err)
+	}
+	run("after a restart", chromedp.Navigate(si.URL+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("#"+held.Approval.ID)))
+	if who := text("#principal"); who != "rita" {
+		t.Errorf("after a restart the console names %q, want rita still signed in", who)
+	}
+	t.Logf("axe-core checked %d console pages for serious or critical violations", checked)
 	t.Logf("screenshots in %s: %s", shots, strings.Join(saved, " "))
 	srv.stop(t)
 }

@@ -11,9 +11,13 @@
 // every action calls the executor's Approve, Reject and Resolve as the
 // API's routes do, recorded under the signed-in principal's name.
 //
-// A browser signs in with a principal's token; the console keeps a
-// server-side session and hands the browser only its id, in an HttpOnly,
-// SameSite=Strict cookie. On a server without credentials no sign-in
+// A browser signs in with a principal's token; the console hands it a
+// session cookie (HttpOnly, SameSite=Strict) that names the principal and
+// is signed with a key derived from the principal's token, so that every
+// process with the same principals accepts it (a restart, a fleet's
+// nodes), and rotating the token ends it. A sign-out is kept in a list
+// (Options.SignOutFile) until the session would have expired. On a
+// server without credentials no sign-in
 // happens and nothing is kept per browser: the cookie's random id and an
 // HMAC of it are the session and its CSRF token. Every form carries the
 // session's CSRF token, and
@@ -55,6 +59,9 @@ var staticFS embed.FS
 // Prefix is the path the console is served under.
 const Prefix = "/ui/"
 
+// DefaultPoll is how often an open inbox asks whether new calls wait.
+const DefaultPoll = 5 * time.Second
+
 // DefaultSessionTTL is how long a sign-in lasts.
 const DefaultSessionTTL = 8 * time.Hour
 
@@ -93,6 +100,10 @@ type Options struct {
 	// SessionTTL is how long a sign-in lasts. The default value is
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
+	// SignOutFile is the file that keeps the sessions signed out before
+	// they expire, so that a restart still refuses their cookies. The
+	// default value ("") keeps them in memory: a restart forgets them.
+	SignOutFile string
 	// Throttle limits failed sign-ins per source; pass the API's
 	// (httpapi.Options.Throttle) so that a source's failures count alike
 	// wherever it guesses. The default value is a Throttle of its own.
@@ -100,6 +111,9 @@ type Options struct {
 	// Logger receives the causes of internal errors. The default value is
 	// slog.Default().
 	Logger *slog.Logger
+	// Poll is how often an open inbox page's script asks whether new
+	// calls wait. The default value is DefaultPoll.
+	Poll time.Duration
 	// Now is the console's clock (sessions, ages). The default value is
 	// time.Now.
 	Now func() time.Time
@@ -108,7 +122,7 @@ type Options struct {
 type console struct {
 	opts     Options
 	creds    []credential
-	sessions *sessions
+	signouts *signouts
 	// key derives the CSRF tokens of anonymous sessions
 	// (anonymousSession); it lives as long as the process.
 	key   []byte
@@ -120,10 +134,12 @@ type console struct {
 	report    *audit.Report
 }
 
-// credential is a principal with its token's digest.
+// credential is a principal with its token's digest and the key that
+// signs its sessions (sessionKey).
 type credential struct {
 	p   httpapi.Principal
 	sum [sha256.Size]byte
+	key []byte
 }
 
 // New returns the console's handler, to be served at Prefix.
@@ -152,12 +168,19 @@ func newConsole(o Options) (*console, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
 	if o.Throttle == nil {
 		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
 	}
-	c := &console{opts: o, sessions: newSessions(o.SessionTTL, o.Now), key: []byte(randomToken())}
+	so, err := openSignouts(o.SignOutFile, o.Now())
+	if err != nil {
+		return nil, err
+	}
+	c := &console{opts: o, signouts: so, key: []byte(randomToken())}
 	for _, p := range o.Principals {
-		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token))})
+		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), key: sessionKey(p.Token)})
 	}
 	pages, err := parsePages(o.Now)
 	if err != nil {
@@ -178,7 +201,10 @@ func newConsole(o Options) (*console, error) {
 	mux.HandleFunc("GET "+Prefix+"approvals", c.page(c.approvals))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/approve", c.action(deciders(httpapi.RoleApprover), c.approve))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/reject", c.action(deciders(httpapi.RoleApprover), c.reject))
+	mux.HandleFunc("POST "+Prefix+"approvals/reject", c.action(deciders(httpapi.RoleApprover), c.rejectMany))
 	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
+	mux.HandleFunc("GET "+Prefix+"find", c.find)
+	mux.HandleFunc("GET "+Prefix+"approvals/new", c.newCalls)
 	mux.HandleFunc("POST "+Prefix+"executions/{id}/resolve", c.action(deciders(httpapi.RoleApprover, httpapi.RoleOperator), c.resolve))
 	mux.HandleFunc("GET "+Prefix+"executions", c.page(c.executions))
 	mux.HandleFunc("GET "+Prefix+"executions/{id}", c.page(c.execution))
@@ -191,9 +217,10 @@ func newConsole(o Options) (*console, error) {
 	return c, nil
 }
 
-// csp allows the console's own stylesheet and nothing else: no script, no
-// frame, no form posting elsewhere.
-const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// csp allows the console's own stylesheet and script (static/live.js,
+// which only polls the console and announces) and nothing else: no inline
+// script, no frame, no form posting elsewhere.
+const csp = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // securityHeaders sets the headers every console answer carries; secure
 // adds HSTS (Options.Secure).
@@ -212,9 +239,9 @@ func securityHeaders(next http.Handler, secure bool) http.Handler {
 	})
 }
 
-// lookup returns the principal whose token is token. Every candidate is
+// lookup returns the credential whose token is token. Every candidate is
 // compared, in constant time, as the API does.
-func (c *console) lookup(token string) (httpapi.Principal, bool) {
+func (c *console) lookup(token string) (credential, bool) {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
 	for i := range c.creds {
@@ -223,9 +250,9 @@ func (c *console) lookup(token string) (httpapi.Principal, bool) {
 		}
 	}
 	if token == "" || match < 0 {
-		return httpapi.Principal{}, false
+		return credential{}, false
 	}
-	return c.creds[match].p, true
+	return c.creds[match], true
 }
 
 // anonymous reports whether the server has no credentials: every
@@ -239,7 +266,7 @@ func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool
 		return c.anonymousSession(w, r), true
 	}
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if s, ok := c.sessions.get(ck.Value); ok {
+		if s, ok := verify(c.creds, ck.Value, c.opts.Now()); ok && !c.signouts.has(s.id) {
 			return s, true
 		}
 	}
@@ -251,9 +278,8 @@ func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool
 // cookie's random value (a new one, set on w, when the request has none
 // of the right form), and its CSRF token is an HMAC of that id under a key
 // of this process, which a page of another site can neither read nor
-// compute. Only an action's outcome, until the next page shows it, is
-// kept (sessions.addNote). So a request without a cookie, however many,
-// costs nothing to keep.
+// compute. An action's outcome travels in a cookie too (addNote). So a
+// request without a cookie, however many, costs nothing to keep.
 func (c *console) anonymousSession(w http.ResponseWriter, r *http.Request) session {
 	id := ""
 	if ck, err := r.Cookie(sessionCookie); err == nil && validToken(ck.Value) {
@@ -328,7 +354,12 @@ type view struct {
 	CanDecide bool
 	CanSettle bool
 	CSRF      string
-	Notes     []note
+	// PollMillis is Options.Poll, for the page's script.
+	PollMillis int64
+	// Back is the page a decision made here returns to (the list as
+	// filtered and paged).
+	Back  string
+	Notes []note
 	// Refresh, when above 0, reloads the page every Refresh seconds.
 	Refresh int
 	Data    any
@@ -347,9 +378,9 @@ func (c *console) page(fill func(r *http.Request, s session, v *view) (string, i
 		v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
 			CanDecide: s.principal.Has(httpapi.RoleApprover),
 			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
-			CSRF:      s.csrf}
+			CSRF:      s.csrf, PollMillis: c.opts.Poll.Milliseconds()}
 		name, status := fill(r, s, v)
-		v.Notes = append(c.sessions.takeNotes(s.id), v.Notes...)
+		v.Notes = append(c.takeNotes(w, r, s), v.Notes...)
 		c.render(w, name, status, v)
 	}
 }
@@ -411,9 +442,30 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 		if back == "" {
 			return // the handler answered
 		}
-		c.sessions.addNote(s.id, n)
+		c.addNote(w, r, s, n)
 		http.Redirect(w, r, back, http.StatusSeeOther)
 	}
+}
+
+// addNote keeps n for the session's next page (sealNotes), after the
+// notes not shown yet.
+func (c *console) addNote(w http.ResponseWriter, r *http.Request, s session, n note) {
+	var ns []note
+	if ck, err := r.Cookie(noteCookie); err == nil {
+		ns = openNotes(s, ck.Value)
+	}
+	c.setCookie(w, r, noteCookie, sealNotes(s, append(ns, n)), 5*time.Minute)
+}
+
+// takeNotes returns the notes the request's cookie carries for s, and
+// clears the cookie.
+func (c *console) takeNotes(w http.ResponseWriter, r *http.Request, s session) []note {
+	ck, err := r.Cookie(noteCookie)
+	if err != nil {
+		return nil
+	}
+	c.clearCookie(w, r, noteCookie)
+	return openNotes(s, ck.Value)
 }
 
 // noteAccess names the session's principal and the page's execution or
@@ -502,7 +554,8 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		form(http.StatusTooManyRequests, fmt.Sprintf("too many sign-ins with a wrong token came from here; try again in %s", wait.Round(time.Second)))
 		return
 	}
-	p, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
+	cr, ok := c.lookup(strings.TrimSpace(r.PostForm.Get("token")))
+	p := cr.p
 	if !ok {
 		c.opts.Throttle.Failed(r)
 		fail(http.StatusUnauthorized, "no principal has this token")
@@ -512,17 +565,25 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, fmt.Sprintf("principal %q has role %s only, which reads /metrics and nothing else", p.Name, rolesText(p.Roles)))
 		return
 	}
-	ss := c.sessions.create(p)
+	_, value := issue(cr, c.opts.Now().Add(c.opts.SessionTTL))
 	c.clearCookie(w, r, signinCookie)
-	c.setCookie(w, r, sessionCookie, ss.id, c.opts.SessionTTL)
+	c.setCookie(w, r, sessionCookie, value, c.opts.SessionTTL)
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
 func (c *console) signout(w http.ResponseWriter, r *http.Request, s session) (string, note) {
-	c.sessions.remove(s.id)
 	c.clearCookie(w, r, sessionCookie)
 	if c.anonymous() {
 		return Prefix, note{Text: "signed out"}
+	}
+	if err := c.signouts.add(s, c.opts.Now()); err != nil {
+		// The browser's cookie is cleared; a copy of it would still open
+		// the console after a restart, until it expires.
+		c.opts.Logger.ErrorContext(r.Context(), "console: sign-out not kept", "principal", s.principal.Name, "err", err)
+		v := &view{Title: "Sign-out", Notes: []note{{Error: true, Text: "signed out in this browser, but the server could not record the sign-out (" + err.Error() +
+			"): a copy of the session's cookie would open the console again after a restart, until " + when(s.expires) + ", or until principal " + s.principal.Name + "'s token is changed"}}}
+		c.render(w, "refused", http.StatusInternalServerError, v)
+		return "", note{}
 	}
 	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 	return "", note{}

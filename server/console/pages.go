@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,6 +40,7 @@ func parsePages(now func() time.Time) (map[string]*template.Template, error) {
 		"short":   shortDigest,
 		"rawjson": func(b json.RawMessage) string { return vis(string(b)) },
 		"roles":   rolesText,
+		"trail":   trailOf,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -59,6 +62,42 @@ func vis(s string) string {
 		return s
 	}
 	return q
+}
+
+// trailRow is an event as the trail shows it: an evidence or reason
+// that repeats an earlier row's text is folded to a reference to that
+// row (a provider's error repeated by every retry is read once).
+type trailRow struct {
+	ledger.Event
+	// SameEvidence and SameReason are the Seq of the earlier row whose
+	// text this row's evidence or reason repeats (0: shown).
+	SameEvidence, SameReason uint64
+}
+
+// minFold is the shortest text the trail folds: shorter ones read as
+// quickly as a reference to them.
+const minFold = 24
+
+func trailOf(evs []ledger.Event) []trailRow {
+	seen := map[string]uint64{}
+	rows := make([]trailRow, len(evs))
+	for i, ev := range evs {
+		rows[i].Event = ev
+		for _, f := range []struct {
+			text string
+			same *uint64
+		}{{ev.Evidence, &rows[i].SameEvidence}, {ev.Reason, &rows[i].SameReason}} {
+			if len(f.text) < minFold {
+				continue
+			}
+			if seq, ok := seen[f.text]; ok {
+				*f.same = seq
+			} else {
+				seen[f.text] = ev.Seq
+			}
+		}
+	}
+	return rows
 }
 
 func when(t time.Time) string {
@@ -119,6 +158,15 @@ func (c *console) home(r *http.Request, s session, v *view) (string, int) {
 // list returns the executions f selects within s's namespaces, as the
 // API's GET /v1/executions lists them.
 func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpapi.Execution, error) {
+	recs, err := c.listRecords(ctx, s, f)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewListResponse(recs, f).Executions, nil
+}
+
+// listRecords returns the records f selects within s's namespaces.
+func (c *console) listRecords(ctx context.Context, s session, f ledger.Filter) ([]ledger.Record, error) {
 	if len(s.principal.Namespaces) > 0 {
 		if f.Namespace != "" && !slices.Contains(s.principal.Namespaces, f.Namespace) {
 			return nil, &namespaceRefusal{detail: fmt.Sprintf("principal %q acts in namespace %s, not %q: search without namespace for all of its executions",
@@ -126,11 +174,7 @@ func (c *console) list(ctx context.Context, s session, f ledger.Filter) ([]httpa
 		}
 		f.Namespaces = s.principal.Namespaces
 	}
-	recs, err := c.opts.Executor.Ledger().List(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.NewListResponse(recs, f).Executions, nil
+	return c.opts.Executor.Ledger().List(ctx, f)
 }
 
 // namespaceRefusal is a search naming a namespace outside the principal's,
@@ -201,11 +245,62 @@ type inboxData struct {
 	Total int
 	// From is the number of the page's first call in the listing (1 on
 	// the first page), when known; Next continues the listing.
-	From      int
-	Namespace string
-	Next      string
-	Paged     bool
+	From   int
+	Filter listFilter
+	Next   string
+	Paged  bool
+	// Scanned is how many waiting calls a filtered page read to find its
+	// calls; Budget: it stopped at maxScan before the listing's end.
+	Scanned int
+	Budget  bool
+	// PollURL is what the page's script asks how many calls began to
+	// wait since the page was read (newCalls).
+	PollURL string
 }
+
+// listFilter is what the Approvals and Recovery pages narrow their
+// listing to: a tool (or connector) and a session, each matched as a
+// substring, and a namespace, matched whole.
+type listFilter struct {
+	Tool, Session, Namespace string
+}
+
+func filterOf(r *http.Request) listFilter {
+	q := r.URL.Query()
+	return listFilter{Tool: strings.TrimSpace(q.Get("tool")), Session: strings.TrimSpace(q.Get("session")), Namespace: strings.TrimSpace(q.Get("namespace"))}
+}
+
+// narrows reports whether the filter holds anything the ledger's index
+// does not select (tool, session).
+func (f listFilter) narrows() bool { return f.Tool != "" || f.Session != "" }
+
+// matches reports whether rec is one the filter keeps (namespace aside,
+// which the ledger selects).
+func (f listFilter) matches(rec ledger.Record) bool {
+	return strings.Contains(rec.Connector+"."+rec.Operation, f.Tool) && strings.Contains(rec.SessionID, f.Session)
+}
+
+// Query returns the filter as query parameters (for page links), with
+// after appended when not empty.
+func (f listFilter) Query(after string) template.URL {
+	q := url.Values{}
+	for _, kv := range [][2]string{{"tool", f.Tool}, {"session", f.Session}, {"namespace", f.Namespace}, {"after", after}} {
+		if kv[1] != "" {
+			q.Set(kv[0], kv[1])
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return template.URL("?" + q.Encode())
+}
+
+// Any reports whether the filter narrows the listing at all.
+func (f listFilter) Any() bool { return f.narrows() || f.Namespace != "" }
+
+// maxScan bounds the waiting calls one filtered page reads: a filter that
+// matches rarely pages on from where the scan stopped.
+const maxScan = 20000
 
 // fold returns the card's fields of v.
 func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
@@ -230,14 +325,25 @@ func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
 // approvals is the inbox: the calls awaiting approval within the
 // principal's namespaces (or the one the namespace parameter names), the
 // soonest to expire first across all of them, a page at a time, under a
-// count of them all.
+// count of them all. A tool or session filter reads the listing in
+// pages and keeps what matches, at most maxScan calls a page.
 func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Approvals", "approvals"
 	ctx := scoped(r.Context(), s.principal)
 	q := r.URL.Query()
-	d := &inboxData{Namespace: q.Get("namespace"), Paged: q.Get("after") != ""}
+	d := &inboxData{Filter: filterOf(r), Paged: q.Get("after") != ""}
+	poll := url.Values{"since": {fmt.Sprint(c.opts.Now().UnixNano())}}
+	if d.Filter.Namespace != "" {
+		poll.Set("namespace", d.Filter.Namespace)
+	}
+	d.PollURL = Prefix + "approvals/new?" + poll.Encode()
 	v.Data = d
-	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Namespace, q.Get("after"), fmt.Sprint(inboxPage))
+	v.Back = Prefix + "approvals" + string(d.Filter.Query(q.Get("after")))
+	limit := inboxPage
+	if d.Filter.narrows() {
+		limit = httpapi.MaxListLimit
+	}
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, q.Get("after"), fmt.Sprint(limit))
 	if err == nil {
 		err = httpapi.SetOrder(&f, httpapi.OrderExpiry)
 	}
@@ -254,20 +360,39 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		f.Namespaces = s.principal.Namespaces
 	}
 	led := c.opts.Executor.Ledger()
-	recs, err := led.List(ctx, f)
-	if err != nil {
-		v.Notes = append(v.Notes, c.problem(r, err))
-		return "approvals", http.StatusOK
-	}
 	if d.Total, _, err = httpapi.CountAwaiting(ctx, led, f); err != nil {
 		v.Notes = append(v.Notes, c.problem(r, err))
 		return "approvals", http.StatusOK
 	}
+	var recs []ledger.Record
+	for {
+		page, err := led.List(ctx, f)
+		if err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "approvals", http.StatusOK
+		}
+		for _, rec := range page {
+			d.Scanned++
+			if d.Filter.matches(rec) {
+				recs = append(recs, rec)
+			}
+			if len(recs) == inboxPage || d.Scanned == maxScan {
+				d.Next = httpapi.ExpiryCursor(rec)
+				d.Budget = len(recs) < inboxPage
+				break
+			}
+		}
+		if d.Next != "" || len(page) < f.Limit {
+			break
+		}
+		f.After = httpapi.ExpiryCursor(page[len(page)-1])
+		if err := httpapi.SetOrder(&f, httpapi.OrderExpiry); err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "approvals", http.StatusOK
+		}
+	}
 	if !d.Paged {
 		d.From = 1
-	}
-	if len(recs) == inboxPage {
-		d.Next = httpapi.ExpiryCursor(recs[len(recs)-1])
 	}
 	for _, rec := range recs {
 		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
@@ -285,6 +410,97 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	return "approvals", http.StatusOK
 }
 
+// maxNew bounds the calls newCalls counts: more are "maxNew or more".
+const maxNew = 100
+
+// newCalls answers the inbox's script (static/live.js): how many calls
+// within the principal's namespaces (or the namespace parameter's) began
+// to wait for approval after since (unix nanoseconds), up to maxNew, and
+// how many wait in all. It reads the ledger's newest waiting calls and
+// the approval index only, so polling it stays cheap however many wait.
+func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	s, ok := c.current(w, r)
+	if !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"sign in first"}`))
+		return
+	}
+	q := r.URL.Query()
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"since: want unix nanoseconds"}`))
+		return
+	}
+	ctx := scoped(r.Context(), s.principal)
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", strings.TrimSpace(q.Get("namespace")), "", fmt.Sprint(maxNew))
+	var out struct {
+		New   int  `json:"new"`
+		More  bool `json:"more"`
+		Total int  `json:"total"`
+	}
+	var recs []ledger.Record
+	if err == nil {
+		recs, err = c.listRecords(ctx, s, f)
+	}
+	if err == nil {
+		if len(s.principal.Namespaces) > 0 {
+			f.Namespaces = s.principal.Namespaces
+		}
+		out.Total, _, err = httpapi.CountAwaiting(ctx, c.opts.Executor.Ledger(), f)
+	}
+	if err != nil {
+		p := httpapi.ProblemOf(err, host.Result{})
+		w.WriteHeader(p.Status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": p.Detail, "code": string(p.Code)})
+		return
+	}
+	for _, rec := range recs {
+		if rec.CreatedAt.UnixNano() <= since {
+			break
+		}
+		out.New++
+	}
+	out.More = out.New == maxNew
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// find sends the browser to the execution an execution id or approval id
+// names, within the principal's namespaces (a call awaiting approval to
+// its decision), or back to the inbox saying none does.
+func (c *console) find(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.current(w, r)
+	if !ok {
+		http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	c.noteAccess(r, s)
+	id := strings.TrimSpace(r.URL.Query().Get("id"))
+	exec := id
+	if e, ok := ledger.ExecutionIDOfApproval(id); ok {
+		exec = e
+	}
+	rec, _, err := c.opts.Executor.Get(scoped(r.Context(), s.principal), exec)
+	if err != nil || id == "" {
+		text := "give an execution id (ex_…) or an approval id (ap_…)"
+		if id != "" {
+			text = fmt.Sprintf("no execution or approval %q", id)
+			if !errors.Is(err, host.ErrNotFound) {
+				text = c.problem(r, err).Text
+			}
+		}
+		c.addNote(w, r, s, note{Error: true, Text: text})
+		http.Redirect(w, r, Prefix+"approvals", http.StatusSeeOther)
+		return
+	}
+	to := Prefix + "executions/" + rec.ID
+	if rec.State == ledger.StateAwaitingApproval {
+		to += "#decide"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
 func (c *console) approve(w http.ResponseWriter, r *http.Request, s session) (string, note) {
 	return c.decide(r, s, true)
 }
@@ -300,6 +516,7 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	id := r.PathValue("id")
 	d := host.Decision{By: s.principal.Name, ArgsDigest: r.PostForm.Get("digest"), Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
 	ctx := scoped(r.Context(), s.principal)
+	back := backToList(r.PostForm.Get("back"))
 	var (
 		res host.Result
 		err error
@@ -307,7 +524,7 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	verb := "approved"
 	if approve {
 		if d.ArgsDigest == "" {
-			return Prefix + "approvals", note{Error: true, Text: "approve " + id + ": the form names no digest; reload the inbox"}
+			return back, note{Error: true, Text: "approve " + id + ": the form names no digest; reload the inbox"}
 		}
 		res, err = c.opts.Executor.Approve(ctx, id, d)
 	} else {
@@ -317,13 +534,61 @@ func (c *console) decide(r *http.Request, s session, approve bool) (string, note
 	if err != nil {
 		n := c.problem(r, err)
 		n.Text = id + ": " + n.Text
-		return Prefix + "approvals", n
+		if ex, ok := ledger.ExecutionIDOfApproval(id); ok {
+			n.Link, n.LinkText = Prefix+"executions/"+ex, "the call"
+		}
+		return back, n
 	}
 	text := fmt.Sprintf("%s %s (%s) as %s: status %s, state %s", verb, id, res.Tool, s.principal.Name, res.Status, res.State)
 	if approve && res.Status == host.StatusPending {
 		text += "; the call runs when its runtime sends it again (the same ids and arguments)"
 	}
-	return Prefix + "executions/" + res.ExecutionID, note{Text: text}
+	return back, note{Text: text, Link: Prefix + "executions/" + res.ExecutionID, LinkText: "the call's page"}
+}
+
+// rejectMany rejects every approval the form selects (id, at most
+// inboxPage) with one reason, each as POST /v1/approvals/{id}/reject
+// does, and says how many were rejected and which could not be.
+func (c *console) rejectMany(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	back := backToList(r.PostForm.Get("back"))
+	ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["id"])))
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	switch {
+	case len(ids) == 0:
+		return back, note{Error: true, Text: "select the calls to reject (the box beside each call's tool)"}
+	case len(ids) > inboxPage:
+		return back, note{Error: true, Text: fmt.Sprintf("%d calls selected: reject at most %d at once", len(ids), inboxPage)}
+	case reason == "":
+		return back, note{Error: true, Text: "rejecting several calls needs a reason"}
+	}
+	ctx := scoped(r.Context(), s.principal)
+	var done, failed []string
+	for _, id := range ids {
+		if _, err := c.opts.Executor.Reject(ctx, id, host.Decision{By: s.principal.Name, Reason: reason}); err != nil {
+			failed = append(failed, id+": "+c.problem(r, err).Text)
+			continue
+		}
+		done = append(done, id)
+	}
+	text := fmt.Sprintf("rejected %d of %d calls as %s", len(done), len(ids), s.principal.Name)
+	if len(done) > 0 {
+		text += ": " + strings.Join(done, ", ")
+	}
+	if len(failed) > 0 {
+		text += "; not rejected: " + strings.Join(failed, "; ")
+	}
+	return back, note{Error: len(failed) > 0, Text: text}
+}
+
+// backToList returns the inbox page a decision returns to: the form's
+// back (the inbox as filtered and paged) when it is one, else the inbox.
+func backToList(back string) string {
+	if back == Prefix+"approvals" || strings.HasPrefix(back, Prefix+"approvals?") {
+		if safeNext(back) == back {
+			return back
+		}
+	}
+	return Prefix + "approvals"
 }
 
 // problem is the note of an executor error: the API's problem detail.
@@ -371,22 +636,122 @@ type fencedSession struct {
 type recoveryData struct {
 	Calls  []uncertain
 	Fenced []fencedSession
-	// Freed are sessions a resolve just freed (the resolved query).
-	Freed []string
+	// MoreFenced is how many fenced sessions are not listed.
+	MoreFenced int
+	// Total is how many calls are recovery_required within the
+	// principal's namespaces; Matching, how many of them the filter keeps.
+	// Capped: there are more than maxScan, and the page lists the newest
+	// maxScan only.
+	Total, Matching int
+	Capped          bool
+	// From is the number of the page's first call; Next continues the
+	// listing (recoveryCursor).
+	From, To int
+	Next     string
+	Paged    bool
+	Filter   listFilter
 }
 
+// recoveryPage is how many calls a page of the recovery queue shows, and
+// maxFenced how many fenced sessions it lists.
+const recoveryPage, maxFenced = 50, 50
+
+// recoveryCursor is the position after rec in the recovery queue's order
+// (least recently changed first): "<updated unix nanoseconds>.<id>".
+func recoveryCursor(rec ledger.Record) string {
+	return fmt.Sprintf("%d.%s", rec.UpdatedAt.UnixNano(), rec.ID)
+}
+
+// recovery is the queue of recovery_required calls within the
+// principal's namespaces that the filter keeps, least recently changed
+// first, a page at a time, under a count of them all and the sessions
+// they fence. The queue's records are read whole (they are few: each
+// stops a session); only a page's trails are.
 func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Recovery", "recovery"
 	ctx := scoped(r.Context(), s.principal)
-	execs, err := c.allOf(ctx, s, ledger.StateRecoveryRequired)
-	if err != nil {
-		v.Notes = append(v.Notes, c.problem(r, err))
-		return "recovery", http.StatusOK
+	after := r.URL.Query().Get("after")
+	d := &recoveryData{Filter: filterOf(r), Paged: after != ""}
+	v.Data = d
+	var afterAt int64
+	var afterID string
+	if after != "" {
+		n, id, ok := strings.Cut(after, ".")
+		ns, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil || id == "" {
+			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("after %q is not the next of the recovery queue (want <unix nanoseconds>.<execution id>)", after)})
+			return "recovery", http.StatusBadRequest
+		}
+		afterAt, afterID = ns, id
 	}
-	d := recoveryData{}
+	f, err := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), "", d.Filter.Namespace, "", fmt.Sprint(httpapi.MaxListLimit))
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "recovery", http.StatusBadRequest
+	}
+	var all []ledger.Record
+	for {
+		execs, err := c.listRecords(ctx, s, f)
+		if err != nil {
+			v.Notes = append(v.Notes, c.problem(r, err))
+			return "recovery", pageStatus(err)
+		}
+		all = append(all, execs...)
+		if len(execs) < f.Limit {
+			break
+		}
+		if len(all) >= maxScan {
+			d.Capped = true
+			break
+		}
+		f.After = execs[len(execs)-1].ID
+	}
+	d.Total = len(all)
+	kept := all[:0]
+	for _, rec := range all {
+		if d.Filter.matches(rec) {
+			kept = append(kept, rec)
+		}
+	}
+	d.Matching = len(kept)
+	slices.SortFunc(kept, func(a, b ledger.Record) int {
+		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), cmp.Compare(a.ID, b.ID))
+	})
 	at := map[[2]string]int{}
-	for _, e := range execs {
-		rec, evs, err := c.opts.Executor.Get(ctx, e.ExecutionID)
+	for _, rec := range kept {
+		k := [2]string{rec.Namespace, rec.SessionID}
+		i, ok := at[k]
+		if !ok {
+			if len(d.Fenced) == maxFenced {
+				d.MoreFenced++
+				at[k] = -1
+				continue
+			}
+			i = len(d.Fenced)
+			at[k] = i
+			d.Fenced = append(d.Fenced, fencedSession{Namespace: rec.Namespace, SessionID: rec.SessionID})
+		}
+		if i >= 0 {
+			d.Fenced[i].Calls = append(d.Fenced[i].Calls, rec.ID)
+		}
+	}
+	start := 0
+	if after != "" {
+		start = len(kept)
+		for i, rec := range kept {
+			if n := rec.UpdatedAt.UnixNano(); n > afterAt || n == afterAt && rec.ID > afterID {
+				start = i
+				break
+			}
+		}
+	}
+	page := kept[start:min(len(kept), start+recoveryPage)]
+	d.From, d.To = start+1, start+len(page)
+	if start+len(page) < len(kept) {
+		d.Next = recoveryCursor(page[len(page)-1])
+	}
+	for _, rec := range page {
+		rec, evs, err := c.opts.Executor.Get(ctx, rec.ID)
 		if err != nil {
 			v.Notes = append(v.Notes, c.problem(r, err))
 			continue
@@ -398,17 +763,7 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 			}
 		}
 		d.Calls = append(d.Calls, u)
-		k := [2]string{e.Namespace, e.SessionID}
-		i, ok := at[k]
-		if !ok {
-			i = len(d.Fenced)
-			at[k] = i
-			d.Fenced = append(d.Fenced, fencedSession{Namespace: e.Namespace, SessionID: e.SessionID})
-		}
-		d.Fenced[i].Calls = append(d.Fenced[i].Calls, e.ExecutionID)
 	}
-	slices.SortStableFunc(d.Calls, func(a, b uncertain) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
-	v.Data = d
 	return "recovery", http.StatusOK
 }
 
@@ -462,7 +817,11 @@ func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (st
 // execFilter is the Executions page's search form.
 type execFilter struct {
 	State, Session, Tool, Namespace, From, To string
-	Refresh                                   bool
+	// Exact: Session is a whole session id, looked up in the ledger's
+	// index (every execution of the session, however old); else a part
+	// of one, matched among the newest executions read.
+	Exact   bool
+	Refresh bool
 }
 
 type executionsData struct {
@@ -479,8 +838,8 @@ const timeForm = "2006-01-02T15:04"
 func (c *console) executions(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Executions", "executions"
 	q := r.URL.Query()
-	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: q.Get("session"), Tool: strings.TrimSpace(q.Get("tool")),
-		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != ""}}
+	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: strings.TrimSpace(q.Get("session")), Tool: strings.TrimSpace(q.Get("tool")),
+		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != "", Exact: q.Get("exact") != ""}}
 	for _, st := range []ledger.State{ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
 		ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
 		ledger.StateExpired, ledger.StateAbandoned, ledger.StateCancelled} {
@@ -505,16 +864,20 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		}
 		*t.out = p
 	}
-	f, err := httpapi.ParseFilter(d.Filter.State, d.Filter.Session, d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
+	exact, part := "", d.Filter.Session
+	if d.Filter.Exact {
+		exact, part = d.Filter.Session, ""
+	}
+	f, err := httpapi.ParseFilter(d.Filter.State, exact, d.Filter.Namespace, q.Get("after"), fmt.Sprint(httpapi.MaxListLimit))
 	if err != nil {
 		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
 		return "executions", http.StatusBadRequest
 	}
 	ctx := scoped(r.Context(), s.principal)
 	const show = 100
-	// Tool and time are not ledger filters: pages of the listing are read
-	// newest first and filtered here, until a page of results or the
-	// time range's start.
+	// Tool, session (both substrings) and time are not ledger filters:
+	// pages of the listing are read newest first and filtered here, until
+	// a page of results or the time range's start.
 	for pages := 0; pages < 10; pages++ {
 		items, err := c.list(ctx, s, f)
 		if err != nil {
@@ -528,7 +891,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				done = true
 				break
 			}
-			if (d.Filter.Tool == "" || strings.Contains(e.Tool, d.Filter.Tool)) && (to.IsZero() || e.CreatedAt.Before(to)) {
+			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {

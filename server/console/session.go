@@ -1,9 +1,17 @@
 package console
 
 import (
+	"bufio"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,16 +19,13 @@ import (
 	"github.com/connhost/connhost/server/httpapi"
 )
 
-// session is one signed-in browser: the principal its token named, the
-// CSRF token its forms carry, and the notes to show on its next page.
+// session is one signed-in browser: the principal its cookie names, and
+// the CSRF token its forms carry.
 type session struct {
 	id        string
 	principal httpapi.Principal
 	csrf      string
 	expires   time.Time
-	// flash are the notes the next page shows (an action's outcome),
-	// then forgets.
-	flash []note
 }
 
 // note is one line a page shows about an action: its outcome, or why it
@@ -28,34 +33,218 @@ type session struct {
 type note struct {
 	Error bool
 	Text  string
+	// Link, when set, is a console page the note points to (the call
+	// decided), shown as LinkText.
+	Link, LinkText string
 }
 
-// sessions is the server-side session map. A session id is 32 random
-// bytes; it lives in an HttpOnly cookie and nowhere else. A sign-in
-// (a principal's token) makes one; a browser on a server without
-// credentials has none (see console.anonymousSession), only the notes
-// of its last actions, in anon.
-type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*session
-	ttl time.Duration
-	now func() time.Time
-	// anon are the notes of anonymous sessions' actions not shown yet,
-	// at most maxAnonymousNotes sessions' (an action made room for drops
-	// another session's notes).
-	anon map[string][]note
+// A signed-in session is its cookie, which the server does not store:
+//
+//	v1.<session id>.<expiry, unix seconds>.<principal name, base64url>.<MAC>
+//
+// The MAC is HMAC-SHA256 over everything before it, under a key derived
+// from the principal's token (sessionKey). So every process that holds
+// the same principals (a restart, every node of a fleet) accepts the
+// cookie, a browser cannot change what it names, and rotating the
+// principal's token ends its sessions. The session's CSRF token is an
+// HMAC of its id under the same key. A sign-out adds the id to the
+// sign-out list (signouts), kept until the session would have expired.
+const cookieVersion = "v1"
+
+// sessionKey derives the key that signs p's sessions from p's token.
+func sessionKey(token string) []byte {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("connhost console session key v1"))
+	return m.Sum(nil)
 }
 
-// anonymousPrefix starts the id of an anonymous session, which the
-// session map does not hold.
+func mac(key []byte, parts ...string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(strings.Join(parts, "\x00")))
+	return m.Sum(nil)
+}
+
+// issue returns a new session of cr's principal, expiring at expires,
+// and its cookie's value.
+func issue(cr credential, expires time.Time) (session, string) {
+	id := randomToken()
+	payload := strings.Join([]string{cookieVersion, id, strconv.FormatInt(expires.Unix(), 10),
+		base64.RawURLEncoding.EncodeToString([]byte(cr.p.Name))}, ".")
+	value := payload + "." + base64.RawURLEncoding.EncodeToString(mac(cr.key, "session", payload))
+	return session{id: id, principal: cr.p, csrf: sessionCSRF(cr.key, id), expires: expires}, value
+}
+
+func sessionCSRF(key []byte, id string) string {
+	return base64.RawURLEncoding.EncodeToString(mac(key, "csrf", id))
+}
+
+// verify returns the session value names when its MAC is right under the
+// key of the principal it names, and it has not expired at now. A
+// signed-out session is the caller's to refuse.
+func verify(creds []credential, value string, now time.Time) (session, bool) {
+	parts := strings.Split(value, ".")
+	if len(parts) != 5 || parts[0] != cookieVersion || !validToken(parts[1]) {
+		return session{}, false
+	}
+	exp, err := strconv.ParseInt(parts[2], 10, 64)
+	name, err2 := base64.RawURLEncoding.DecodeString(parts[3])
+	sum, err3 := base64.RawURLEncoding.DecodeString(parts[4])
+	if err != nil || err2 != nil || err3 != nil {
+		return session{}, false
+	}
+	payload := strings.Join(parts[:4], ".")
+	for _, cr := range creds {
+		if cr.p.Name != string(name) || !hmac.Equal(sum, mac(cr.key, "session", payload)) {
+			continue
+		}
+		expires := time.Unix(exp, 0)
+		if !now.Before(expires) {
+			return session{}, false
+		}
+		return session{id: parts[1], principal: cr.p, csrf: sessionCSRF(cr.key, parts[1]), expires: expires}, true
+	}
+	return session{}, false
+}
+
+// signouts is the list of sessions signed out before they expired: in
+// memory, and, with a file, appended to it (synced) so that a restart
+// still refuses them. The file is one "<id> <expiry unix seconds>" line
+// a session; it is rewritten without the expired ones when opened.
+type signouts struct {
+	mu   sync.Mutex
+	m    map[string]time.Time
+	file string
+}
+
+// openSignouts reads the sign-out list of file ("": kept in memory only).
+func openSignouts(file string, now time.Time) (*signouts, error) {
+	s := &signouts{m: map[string]time.Time{}, file: file}
+	if file == "" {
+		return s, nil
+	}
+	f, err := os.Open(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("console: sign-out list: %w", err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		id, exp, ok := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || err != nil || !validToken(id) {
+			continue // a line torn by a crash: its session's cookie was cleared anyway
+		}
+		if t := time.Unix(n, 0); now.Before(t) {
+			s.m[id] = t
+		}
+	}
+	err = sc.Err()
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("console: sign-out list %s: %w", file, err)
+	}
+	var b strings.Builder
+	for id, t := range s.m {
+		fmt.Fprintf(&b, "%s %d\n", id, t.Unix())
+	}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return nil, fmt.Errorf("console: sign-out list: %w", err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return nil, fmt.Errorf("console: sign-out list: %w", err)
+	}
+	return s, nil
+}
+
+func (s *signouts) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[id]
+	return ok
+}
+
+// add signs the session out: in memory at once, and on disk before it
+// returns (an error says the sign-out would not outlive a restart).
+func (s *signouts) add(ss session, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, t := range s.m {
+		if !now.Before(t) {
+			delete(s.m, id)
+		}
+	}
+	s.m[ss.id] = ss.expires
+	if s.file == "" {
+		return nil
+	}
+	f, err := os.OpenFile(s.file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("console: sign-out list: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%s %d\n", ss.id, ss.expires.Unix())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("console: sign-out list: %w", err)
+	}
+	return nil
+}
+
+// The outcome of an action is shown on the next page the browser opens,
+// wherever it is served (a restart, another node of a fleet): it travels
+// in a short-lived cookie, under an HMAC keyed by the session's CSRF
+// token, so that no other site or session can make a page say what was
+// not done. The server keeps nothing.
+const (
+	noteCookie = "connhost_console_note"
+	// maxNoteText bounds a note's text, and maxNoteCookie the cookie's
+	// value (browsers keep 4 KB a cookie).
+	maxNoteText, maxNoteCookie = 2000, 3800
+)
+
+// sealNotes returns the note cookie's value carrying ns for session s.
+func sealNotes(s session, ns []note) string {
+	for i := range ns {
+		if len(ns[i].Text) > maxNoteText {
+			ns[i].Text = strings.ToValidUTF8(ns[i].Text[:maxNoteText], "") + "…"
+		}
+	}
+	for {
+		b, _ := json.Marshal(ns)
+		payload := base64.RawURLEncoding.EncodeToString(b)
+		value := payload + "." + base64.RawURLEncoding.EncodeToString(mac([]byte(s.csrf), "note", s.id, payload))
+		if len(value) <= maxNoteCookie || len(ns) == 1 {
+			return value
+		}
+		ns = ns[1:] // the latest outcomes
+	}
+}
+
+// openNotes returns the notes value carries for session s, none when
+// its MAC is not s's.
+func openNotes(s session, value string) []note {
+	payload, sum, ok := strings.Cut(value, ".")
+	got, err := base64.RawURLEncoding.DecodeString(sum)
+	if !ok || err != nil || !hmac.Equal(got, mac([]byte(s.csrf), "note", s.id, payload)) {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	var ns []note
+	if err != nil || json.Unmarshal(b, &ns) != nil {
+		return nil
+	}
+	return ns
+}
+
+// anonymousPrefix starts the id of an anonymous session.
 const anonymousPrefix = "anonymous:"
-
-// maxAnonymousNotes bounds the anonymous sessions whose notes are kept.
-const maxAnonymousNotes = 256
-
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[string]*session{}, ttl: ttl, now: now, anon: map[string][]note{}}
-}
 
 // validToken reports whether s has the form randomToken makes.
 func validToken(s string) bool {
@@ -68,89 +257,6 @@ func randomToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// create starts a session for p, dropping the ones that have expired.
-func (s *sessions) create(p httpapi.Principal) *session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	for id, ss := range s.m {
-		if !now.Before(ss.expires) {
-			delete(s.m, id)
-		}
-	}
-	ss := &session{id: randomToken(), principal: p, csrf: randomToken(), expires: now.Add(s.ttl)}
-	s.m[ss.id] = ss
-	return ss
-}
-
-// get returns a copy of the live session id names, without its notes.
-func (s *sessions) get(id string) (session, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss, ok := s.m[id]
-	if !ok {
-		return session{}, false
-	}
-	if !s.now().Before(ss.expires) {
-		delete(s.m, id)
-		return session{}, false
-	}
-	c := *ss
-	c.flash = nil
-	return c, true
-}
-
-// addNote keeps n for the session's next page.
-func (s *sessions) addNote(id string, n note) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if strings.HasPrefix(id, anonymousPrefix) {
-		if _, ok := s.anon[id]; !ok && len(s.anon) >= maxAnonymousNotes {
-			for other := range s.anon {
-				delete(s.anon, other)
-				break
-			}
-		}
-		s.anon[id] = append(s.anon[id], n)
-		return
-	}
-	if ss, ok := s.m[id]; ok {
-		ss.flash = append(ss.flash, n)
-	}
-}
-
-// takeNotes returns the session's notes and forgets them.
-func (s *sessions) takeNotes(id string) []note {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n, ok := s.anon[id]; ok {
-		delete(s.anon, id)
-		return n
-	}
-	ss, ok := s.m[id]
-	if !ok {
-		return nil
-	}
-	n := ss.flash
-	ss.flash = nil
-	return n
-}
-
-func (s *sessions) remove(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, id)
-	delete(s.anon, id)
-}
-
-// held returns how many sessions, and anonymous sessions' notes, are
-// kept.
-func (s *sessions) held() (sessions, anonymousNotes int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m), len(s.anon)
 }
 
 // sameToken compares two secrets in constant time.
