@@ -24,7 +24,8 @@ import (
 // who the person is: its subject names a principal of Options.Principals
 // (Subjects), whose roles and namespaces apply, and whose session is the
 // same cookie a token sign-in gets (so removing the principal or changing
-// its token ends it).
+// its token ends it). See RATIONALE.md, "Why does an OpenID provider only
+// name a principal, and not grant roles?".
 type OIDC struct {
 	// Issuer is the provider's issuer URL, as its discovery document
 	// (<Issuer>/.well-known/openid-configuration) states it. Required.
