@@ -123,8 +123,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 				// the console's page of the call, where a reviewer
 				// signed in decides. The answer decides nothing.
 				linked = true
-				var why string
-				elicitation, why = s.sendToConsole(ctx, req, res)
+				out, eid, why := s.sendToConsole(ctx, req, res)
+				if out != nil {
+					return out, nil // an input request (multi round trip)
+				}
+				elicitation = eid
 				if clientCancelled(ctx) {
 					return s.cancel(ctx, who, id, res, nil), nil
 				}

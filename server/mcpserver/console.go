@@ -18,15 +18,16 @@ import (
 // reviewer signed in to the console.
 const ConsolePage = "/ui/executions/"
 
-// urlElicits reports whether the client declared URL-mode elicitation
-// (protocol 2025-11-25) on a session that takes requests from the server.
-// A stateless request (2026-07-28) has none: it is not sent a link.
+// consoleInput is the key of the console link among a result's input
+// requests (protocol 2026-07-28 and later).
+const consoleInput = "connhost_console"
+
+// urlElicits reports whether the client declared URL-mode elicitation:
+// in its session's capabilities (2025-11-25), or in the request's
+// (2026-07-28, where the link is an input request).
 func urlElicits(req *mcp.CallToolRequest) bool {
-	if req.Session == nil || req.ProtocolVersion() >= mrtrVersion {
-		return false
-	}
 	caps := req.ClientCapabilities()
-	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+	return req.Session != nil && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }
 
 // SetConsoleURL sets the URL humans reach the console at (Options.ConsoleURL)
@@ -50,14 +51,17 @@ func (s *Server) consoleBase() string {
 // in to the console approves or rejects it. The client's answer decides
 // nothing (accept only says the user agreed to open the page). It returns
 // the elicitation's id (the approval id; "" when nothing was sent) and
-// what the model should know, never the link. See RATIONALE.md, "Why does
+// what the model should know, never the link. From protocol 2026-07-28
+// the link is an input request: out is the result to send instead, and
+// the client's answer comes with its re-send of the call (unsigned: it
+// decides nothing, so there is nothing to forge). See RATIONALE.md, "Why does
 // a URL-mode link send the user to the console, and its answer decide
 // nothing?".
-func (s *Server) sendToConsole(ctx context.Context, req *mcp.CallToolRequest, res host.Result) (eid, note string) {
+func (s *Server) sendToConsole(ctx context.Context, req *mcp.CallToolRequest, res host.Result) (out *mcp.CallToolResult, eid, note string) {
 	base := s.consoleBase()
 	ap := res.Approval
 	if base == "" || ap == nil {
-		return "", ""
+		return nil, "", ""
 	}
 	page := base + ConsolePage + url.PathEscape(res.ExecutionID)
 	params := &mcp.ElicitParams{
@@ -67,23 +71,34 @@ func (s *Server) sendToConsole(ctx context.Context, req *mcp.CallToolRequest, re
 		ElicitationID: ap.ID,
 		Meta:          mcp.Meta{MetaApprovalID: ap.ID, MetaArgsDigest: ap.ArgsDigest},
 	}
-	ectx, stop := context.WithDeadline(ctx, ap.ExpiresAt)
-	defer stop()
-	answer, err := req.Session.Elicit(ectx, params)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ap.ID, ""
+	var answer *mcp.ElicitResult
+	if req.ProtocolVersion() >= mrtrVersion {
+		resp, ok := req.Params.InputResponses[consoleInput]
+		if !ok {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{consoleInput: params}}, "", ""
 		}
-		s.opts.Logger.WarnContext(ctx, "mcpserver: the console link was not shown", "approval_id", ap.ID, "err", err)
-		return "", "the client could not show the link to the console: " + firstLine(err.Error())
+		if answer, ok = resp.(*mcp.ElicitResult); !ok {
+			return nil, ap.ID, "the client answered the console link with something else than an elicitation result"
+		}
+	} else {
+		ectx, stop := context.WithDeadline(ctx, ap.ExpiresAt)
+		defer stop()
+		var err error
+		if answer, err = req.Session.Elicit(ectx, params); err != nil {
+			if ctx.Err() != nil {
+				return nil, ap.ID, ""
+			}
+			s.opts.Logger.WarnContext(ctx, "mcpserver: the console link was not shown", "approval_id", ap.ID, "err", err)
+			return nil, "", "the client could not show the link to the console: " + firstLine(err.Error())
+		}
 	}
 	switch answer.Action {
 	case "accept":
-		return ap.ID, "the user was given the console's page of this call, where a reviewer signed in to the console approves or rejects it"
+		return nil, ap.ID, "the user was given the console's page of this call, where a reviewer signed in to the console approves or rejects it"
 	case "decline":
-		return ap.ID, "the user declined to open the console's page of this call; a reviewer can still approve or reject it there"
+		return nil, ap.ID, "the user declined to open the console's page of this call; a reviewer can still approve or reject it there"
 	default:
-		return ap.ID, "the link to the console's page of this call was dismissed; a reviewer can still approve or reject it there"
+		return nil, ap.ID, "the link to the console's page of this call was dismissed; a reviewer can still approve or reject it there"
 	}
 }
 
@@ -118,7 +133,11 @@ func (s *Server) consoleMessage(ctx context.Context, res host.Result) string {
 
 // elicitationComplete tells the client that the out-of-band interaction
 // of URL-mode elicitation eid ended: the call it linked to was decided.
+// A stateless request (2026-07-28) has no stream to send it on.
 func (s *Server) elicitationComplete(ctx context.Context, req *mcp.CallToolRequest, eid string) {
+	if req.ProtocolVersion() >= mrtrVersion {
+		return
+	}
 	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: eid}); err != nil && ctx.Err() == nil {
 		s.opts.Logger.WarnContext(ctx, "mcpserver: notifications/elicitation/complete not sent", "elicitation_id", eid, "err", err)
 	}

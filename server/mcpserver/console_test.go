@@ -139,12 +139,20 @@ func (r *reviewer) approveAt(link string) string {
 // "accept" decides nothing; a reviewer who follows the link, signs in and
 // approves there lets the held call run, once, and the client hears that
 // the elicitation completed. The same call sent again charges nothing.
+// In protocol 2026-07-28 the link is an input request of the call's first
+// answer, and the SDK's client sends the call again with its answer.
 func TestConsoleLinkHeldCallRunsOnceApproved(t *testing.T) {
 	f := newFixture(t, overHTTP, fixtureOpts{console: true})
+	for _, v := range []string{legacy, modern} {
+		t.Run(v, func(t *testing.T) { heldLink(t, f, v) })
+	}
+}
+
+func heldLink(t *testing.T, f *fixture, version string) {
 	before := charges()
 	links := newLinkRecorder("accept")
-	cs := f.client(clientOpts{version: legacy, client: links.options(true)})
-	session := "s-link-held"
+	cs := f.client(clientOpts{version: version, client: links.options(true)})
+	session := "s-link-held-" + version
 	meta := ids(session, "c1")
 	meta[mcpserver.MetaWait] = 60 // a hold that never ends would keep the test's server open
 
@@ -197,29 +205,30 @@ func TestConsoleLinkHeldCallRunsOnceApproved(t *testing.T) {
 	require.False(t, a.out.Recorded, "run in the held request")
 	require.Equal(t, before+1, charges())
 	require.Equal(t, 1, links.count(), "one link")
+	res, again := callTool(t, cs, "payments.create_payment", payment, ids(session, "c1"))
+	require.False(t, res.IsError, text(res))
+	require.True(t, again.Recorded)
+	require.Equal(t, before+1, charges(), "the same call sent again charges nothing")
+	if version == modern {
+		return // no stream to send notifications/elicitation/complete on
+	}
 	require.Eventually(t, func() bool {
 		links.mu.Lock()
 		defer links.mu.Unlock()
 		return len(links.completed) == 1 && links.completed[0] == rec.Approval.ID
 	}, 10*time.Second, 10*time.Millisecond, "notifications/elicitation/complete names the link's elicitation")
-
-	res, again := callTool(t, cs, "payments.create_payment", payment, ids(session, "c1"))
-	require.False(t, res.IsError, text(res))
-	require.True(t, again.Recorded)
-	require.Equal(t, before+1, charges(), "the same call sent again charges nothing")
 }
 
 // TestConsoleLinkOnlyToURLClients: the link goes only to a client that
-// declared URL mode on a session that takes server requests. A client
+// declared URL mode. A client
 // that declared form elicitation only (and may not approve), one that
 // declared none, and a stateless (2026-07-28) request get none, and
 // answer awaiting_approval as before. A URL client whose user declines
-// gets the link, and the call is still decided only by a reviewer: a
-// reviewer's approval through the API lets the runtime's retry run it
-// once.
+// gets the link (in both protocol generations), and the call is still
+// decided only by a reviewer: a reviewer's approval through the API lets
+// the runtime's retry run it once.
 func TestConsoleLinkOnlyToURLClients(t *testing.T) {
 	f := newFixture(t, overHTTP, fixtureOpts{console: true})
-	before := charges()
 	for _, tt := range []struct {
 		name    string
 		version string
@@ -228,7 +237,7 @@ func TestConsoleLinkOnlyToURLClients(t *testing.T) {
 	}{
 		{"form-only", legacy, false, true},
 		{"no-elicitation", legacy, false, false},
-		{"stateless-url", modern, true, true},
+		{"stateless-form-only", modern, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			links := newLinkRecorder("accept")
@@ -244,27 +253,30 @@ func TestConsoleLinkOnlyToURLClients(t *testing.T) {
 			require.NotContains(t, text(res), f.srv.URL)
 		})
 	}
-	t.Run("declined", func(t *testing.T) {
-		links := newLinkRecorder("decline")
-		cs := f.client(clientOpts{version: legacy, client: links.options(true)})
-		meta := ids("s-link-declined", "c1")
-		res, out := callTool(t, cs, "payments.create_payment", payment, meta)
-		require.False(t, res.IsError, text(res))
-		require.Equal(t, "awaiting_approval", out.Status, "a decline rejects nothing")
-		require.Equal(t, 1, links.count())
-		require.Contains(t, text(res), "declined to open the console's page")
-		require.NotContains(t, text(res), f.srv.URL, "the model is not given the link")
-		require.Equal(t, before, charges())
+	for _, v := range []string{legacy, modern} {
+		t.Run("declined-"+v, func(t *testing.T) {
+			before := charges()
+			links := newLinkRecorder("decline")
+			cs := f.client(clientOpts{version: v, client: links.options(true)})
+			meta := ids("s-link-declined-"+v, "c1")
+			res, out := callTool(t, cs, "payments.create_payment", payment, meta)
+			require.False(t, res.IsError, text(res))
+			require.Equal(t, "awaiting_approval", out.Status, "a decline rejects nothing")
+			require.Equal(t, 1, links.count())
+			require.Contains(t, text(res), "declined to open the console's page")
+			require.NotContains(t, text(res), f.srv.URL, "the model is not given the link")
+			require.Equal(t, before, charges())
 
-		f.approveOverHTTP(out.Approval.ID, out.Approval.ArgsDigest)
-		res, done := callTool(t, cs, "payments.create_payment", payment, meta)
-		require.False(t, res.IsError, text(res))
-		require.Equal(t, "succeeded", done.Status)
-		require.Equal(t, before+1, charges())
-		res, _ = callTool(t, cs, "payments.create_payment", payment, meta)
-		require.False(t, res.IsError, text(res))
-		require.Equal(t, before+1, charges(), "once")
-	})
+			f.approveOverHTTP(out.Approval.ID, out.Approval.ArgsDigest)
+			res, done := callTool(t, cs, "payments.create_payment", payment, meta)
+			require.False(t, res.IsError, text(res))
+			require.Equal(t, "succeeded", done.Status)
+			require.Equal(t, before+1, charges())
+			res, _ = callTool(t, cs, "payments.create_payment", payment, meta)
+			require.False(t, res.IsError, text(res))
+			require.Equal(t, before+1, charges(), "once")
+		})
+	}
 }
 
 // TestConsoleLinkNeedsAConsoleURL: a server that knows no URL humans reach
