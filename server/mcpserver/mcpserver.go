@@ -23,7 +23,10 @@
 // A client that declares the elicitation capability is asked to approve
 // or reject a gated call in its own dialog, when the connection's user may
 // approve (Options.Approver for stdio, the approver role over HTTP); the
-// answer is recorded as that user's decision. From protocol 2026-07-28
+// answer is recorded as that user's decision. A client that declares
+// URL-mode elicitation, and is not asked so, is sent a link to the
+// console's page of the call instead (Options.ConsoleURL, console.go),
+// where a reviewer signed in decides. From protocol 2026-07-28
 // (stateless over HTTP, see streamableHandler) the dialog is an input
 // request whose requestState is single-use (see state.go), and a client
 // that declares the tasks extension gets a task for a call that waits
