@@ -211,9 +211,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// ConsoleURL is the URL humans reach connhost's console at (the
 	// server's public URL, without a trailing slash; see SetConsoleURL).
-	// When set, a gated call over a session whose client declared
-	// URL-mode elicitation, and that is not asked in the client's own
-	// dialog, sends the client's user to the console's page of the call
+	// When set, a gated call whose client declared URL-mode elicitation,
+	// and that is not asked in the client's own dialog, sends the
+	// client's user to the console's page of the call
 	// (ConsolePage): a link with no token in it, where a reviewer signed
 	// in to the console decides. The client's answer decides nothing. The
 	// default value ("") sends no links (stdio: no console).
