@@ -86,6 +86,7 @@ type Server struct {
 	chans  []notify.Channel
 	ready  func(url string)
 	api    httpapi.Options
+	mcp    *mcpserver.Server
 
 	mu      sync.Mutex
 	handler http.Handler
@@ -196,13 +197,15 @@ func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logg
 		return fail(fmt.Errorf("server: %w", err))
 	}
 	mo := cfg.MCPOptions(opts.Dev)
-	mo.Approver = "" // over HTTP the principal approves
+	mo.Approver = ""                     // over HTTP the principal approves
+	mo.ConsoleURL = cfg.Server.PublicURL // else the listen URL, once Serve knows it
 	mo.Logger, mo.MaxBodyBytes, mo.Version = logger, api.MaxBodyBytes, api.Build.Short()
 	mcpSrv, err := mcpserver.New(s.ex, mo)
 	if err != nil {
 		return fail(err)
 	}
 	api.MCP = mcpSrv.HTTPHandler()
+	s.mcp = mcpSrv
 	ui, err := console.New(console.Options{Executor: s.ex, Principals: principals, Anonymous: api.Anonymous,
 		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger, SignOutFile: signOutFile(cfg, principals),
 		OIDC: cfg.ConsoleOIDC()})
@@ -301,6 +304,9 @@ func (s *Server) start(ctx context.Context, base string) (done chan struct{}, er
 	done = make(chan struct{})
 	s.running, s.stop, s.done = true, stop, done
 	s.mu.Unlock()
+	if base != "" && s.mcp != nil {
+		s.mcp.SetConsoleURL(base) // the console links of URL-mode elicitation
+	}
 	if err := s.notify(ctx, base); err != nil {
 		stop()
 		close(done)

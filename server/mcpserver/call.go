@@ -76,9 +76,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if s.opts.MaxWait > 0 {
 		deadline = time.Now().Add(s.opts.MaxWait)
 	}
-	note := ""     // what the model should know beyond the status
-	asked := false // the client was asked for approval in this request
-	held := false  // this request was held for a reviewer's decision
+	note := ""        // what the model should know beyond the status
+	asked := false    // the client was asked for approval in this request
+	held := false     // this request was held for a reviewer's decision
+	linked := false   // the client was sent the console's page of the call
+	elicitation := "" // the id of that URL-mode elicitation
 	for {
 		res, err := s.ex.Execute(xctx, call)
 		if clientCancelled(ctx) {
@@ -116,6 +118,23 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 					continue // drive the call from its new state
 				}
 			}
+			if !asked && !linked && urlElicits(req) {
+				// Not asked in the client's dialog: send the user to
+				// the console's page of the call, where a reviewer
+				// signed in decides. The answer decides nothing.
+				linked = true
+				out, eid, why := s.sendToConsole(ctx, req, res)
+				if out != nil {
+					return out, nil // an input request (multi round trip)
+				}
+				elicitation = eid
+				if clientCancelled(ctx) {
+					return s.cancel(ctx, who, id, res, nil), nil
+				}
+				if note == "" {
+					note = why
+				}
+			}
 			if hold := s.holdFor(ctx, id, co); !held && hold > 0 {
 				// The client asked to wait, or no retry could find
 				// this approval again: wait for the reviewer here.
@@ -132,6 +151,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 					return nil, err // the connection is gone
 				}
 				if decided {
+					if elicitation != "" {
+						s.elicitationComplete(ctx, req, elicitation)
+					}
 					continue
 				}
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
+	"github.com/connhost/connhost/server/console"
 	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/mcpserver"
 )
@@ -205,6 +206,9 @@ type fixtureOpts struct {
 	// principals are added to the HTTP fixture's (clientOpts.token
 	// connects as one of them).
 	principals []httpapi.Principal
+	// console serves the console at /ui/ of the HTTP fixture, and sets
+	// the MCP server's console URL to the fixture's URL.
+	console bool
 }
 
 func newFixture(t testing.TB, kind transport, fo ...fixtureOpts) *fixture {
@@ -265,20 +269,31 @@ func (f *fixture) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	principals := append([]httpapi.Principal{
+		{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: tokenRuntime},
+		{Name: "rita", Roles: []httpapi.Role{httpapi.RoleRuntime, httpapi.RoleApprover}, Token: tokenRita},
+		{Name: "olga", Roles: []httpapi.Role{httpapi.RoleApprover}, Token: tokenApprover},
+	}, o.principals...)
+	var ui http.Handler
+	if o.console {
+		if ui, err = console.New(console.Options{Executor: ex, Principals: principals, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h, err := httpapi.New(ex, httpapi.Options{
-		Principals: append([]httpapi.Principal{
-			{Name: "runtime", Roles: []httpapi.Role{httpapi.RoleRuntime}, Token: tokenRuntime},
-			{Name: "rita", Roles: []httpapi.Role{httpapi.RoleRuntime, httpapi.RoleApprover}, Token: tokenRita},
-			{Name: "olga", Roles: []httpapi.Role{httpapi.RoleApprover}, Token: tokenApprover},
-		}, o.principals...),
-		MCP:    ms2.HTTPHandler(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Principals: principals,
+		MCP:        ms2.HTTPHandler(),
+		Console:    ui,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
+	if o.console {
+		ms2.SetConsoleURL(f.srv.URL) // as serve does with its listen URL
+	}
 }
 
 // restart closes the HTTP fixture's server and executor, as a process

@@ -23,7 +23,10 @@
 // A client that declares the elicitation capability is asked to approve
 // or reject a gated call in its own dialog, when the connection's user may
 // approve (Options.Approver for stdio, the approver role over HTTP); the
-// answer is recorded as that user's decision. From protocol 2026-07-28
+// answer is recorded as that user's decision. A client that declares
+// URL-mode elicitation, and is not asked so, is sent a link to the
+// console's page of the call instead (Options.ConsoleURL, console.go),
+// where a reviewer signed in decides. From protocol 2026-07-28
 // (stateless over HTTP, see streamableHandler) the dialog is an input
 // request whose requestState is single-use (see state.go), and a client
 // that declares the tasks extension gets a task for a call that waits
@@ -40,8 +43,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -204,6 +209,15 @@ type Options struct {
 	// MaxBodyBytes caps an HTTP request body. The default value is
 	// httpapi.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ConsoleURL is the URL humans reach connhost's console at (the
+	// server's public URL, without a trailing slash; see SetConsoleURL).
+	// When set, a gated call whose client declared URL-mode elicitation,
+	// and that is not asked in the client's own dialog, sends the
+	// client's user to the console's page of the call
+	// (ConsolePage): a link with no token in it, where a reviewer signed
+	// in to the console decides. The client's answer decides nothing. The
+	// default value ("") sends no links (stdio: no console).
+	ConsoleURL string
 	// Version is the server version reported to clients. The default
 	// value is "dev".
 	Version string
@@ -256,6 +270,11 @@ var ErrInvalidOptions = errors.New("mcpserver: invalid options")
 // Validate reports every problem of the options at once.
 func (o *Options) Validate() error {
 	var errs []error
+	if o.ConsoleURL != "" {
+		if u, err := url.Parse(o.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("%w: console URL %q must be an http or https URL without user, query or fragment", ErrInvalidOptions, o.ConsoleURL))
+		}
+	}
 	if o.Approver != "" && !httpapi.PrincipalNameRE.MatchString(o.Approver) {
 		errs = append(errs, fmt.Errorf("%w: approver %q must match %s", ErrInvalidOptions, o.Approver, httpapi.PrincipalNameRE))
 	}
@@ -299,6 +318,8 @@ type Server struct {
 	tools map[string]toolInfo
 	// warned is set once the per-request warning has been logged.
 	warned sync.Once
+	// consoleURL is Options.ConsoleURL, or what SetConsoleURL set.
+	consoleURL atomic.Pointer[string]
 }
 
 // toolInfo is what a tools/call needs to know of its tool.
@@ -336,6 +357,7 @@ func NewStarting(ms []*manifests.Manifest, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	s := &Server{opts: opts, conn: rand.Text()[:12], tools: map[string]toolInfo{}, ready: make(chan struct{})}
+	s.SetConsoleURL(opts.ConsoleURL)
 	for _, t := range tools {
 		canon, _ := t.Meta[tooldefs.MetaTool].(string)
 		info := toolInfo{name: t.Name, canon: canon, effects: !t.Annotations.ReadOnlyHint}
