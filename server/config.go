@@ -62,6 +62,7 @@ import (
 //	token_env = "CONNHOST_TOKEN_RITA"  # or token = "…"
 //	namespaces = ["tenant-a"]    # the namespaces it acts in; ["*"]: every namespace
 //	max_pending_approvals = 100  # optional: any key of [limits], for this principal
+//	oidc_subject = "248289761001"  # optional: the [oidc] provider's "sub" that signs in as rita
 //
 //	[mcp]
 //	approver = "rita"            # connhost mcp (stdio): approvals in the client's dialog, recorded as rita
@@ -73,6 +74,11 @@ import (
 //	webhook_url = "https://hooks.example.com/connhost"  # a signed POST per call awaiting approval or needing an operator
 //	secret_env = "CONNHOST_WEBHOOK_SECRET"  # its signing secret, "whsec_…" (Standard Webhooks)
 //	allow_hosts = ["hooks.example.com"]     # the hosts webhook_url may name (loopback needs none)
+//
+//	[oidc]                       # console sign-in with the team's OpenID provider (see OIDCConfig)
+//	issuer = "https://login.example.com/"
+//	client_id = "connhost-console"
+//	client_secret_env = "CONNHOST_OIDC_SECRET"
 //
 //	[telemetry]                  # OpenTelemetry traces (off without it; see TelemetryConfig)
 //	endpoint = "http://127.0.0.1:4318"  # OTLP/HTTP receiver
@@ -152,6 +158,8 @@ type Config struct {
 	MCP        MCPConfig
 	Notify     NotifyConfig
 	Telemetry  TelemetryConfig
+	// OIDC is the [oidc] table (see OIDCConfig).
+	OIDC       OIDCConfig
 	Connectors map[string]map[string]configValue
 	// AllowHTTP holds each connector's allow_http origins.
 	AllowHTTP map[string][]string
@@ -477,6 +485,10 @@ type PrincipalConfig struct {
 	Namespaces []string
 	// Limits are the entry's own limits, over [limits].
 	Limits LimitsConfig
+	// OIDCSubject (oidc_subject) is the subject ("sub") the [oidc]
+	// provider names this principal by: that identity signs in to the
+	// console as it. The default value ("") is none.
+	OIDCSubject string
 }
 
 // runtimePrincipal is the name of [server]'s token.
@@ -858,6 +870,13 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				continue
 			}
 			c.Notify = parseNotify(t, env, bad)
+		case "oidc":
+			t, ok := v.(map[string]any)
+			if !ok {
+				bad(top, "oidc must be a table")
+				continue
+			}
+			c.OIDC = parseOIDC(t, env, bad)
 		case "telemetry":
 			t, ok := v.(map[string]any)
 			if !ok {
@@ -913,7 +932,7 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 			}
 		default:
-			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [telemetry], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
+			bad(top, "unknown table or key %q (known: [server], [[principals]], [limits], [mcp], [notify], [telemetry], [oidc], [connectors.<name>], [namespaces.<ns>.connectors.<name>])", top)
 		}
 	}
 	c.lines = lines
@@ -960,6 +979,7 @@ func (c *Config) validate(bad func(key, format string, args ...any)) {
 	c.checkPrincipals(c.lines, bad)
 	c.checkSelfApproval(c.lines, bad)
 	c.checkNamespaces(bad)
+	c.checkOIDC(bad)
 }
 
 // parseNotify reads the [notify] table t.
@@ -1145,12 +1165,18 @@ func parsePrincipal(tbl string, t map[string]any, env func(string) (string, bool
 			}
 		case "namespaces":
 			p.Namespaces = namespaceList(key, v, bad)
+		case "oidc_subject":
+			if s, ok := v.(string); ok && s != "" {
+				p.OIDCSubject = s
+			} else {
+				bad(key, "principal oidc_subject must be a non-empty string (the provider's \"sub\" for this principal)")
+			}
 		default:
 			if slices.Contains(limitKeys, k) {
 				setLimit(&p.Limits, key, k, v, bad)
 				continue
 			}
-			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env, allow_self_approval, namespaces, %s)", k, strings.Join(limitKeys, ", "))
+			bad(key, "unknown key %s in [[principals]] (known: name, roles, token, token_env, allow_self_approval, namespaces, oidc_subject, %s)", k, strings.Join(limitKeys, ", "))
 		}
 	}
 	at := tbl

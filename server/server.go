@@ -207,7 +207,8 @@ func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logg
 	api.MCP = mcpSrv.HTTPHandler()
 	s.mcp = mcpSrv
 	ui, err := console.New(console.Options{Executor: s.ex, Principals: principals, Anonymous: api.Anonymous,
-		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger, SignOutFile: signOutFile(cfg, principals)})
+		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger, SignOutFile: signOutFile(cfg, principals),
+		OIDC: cfg.ConsoleOIDC()})
 	if err != nil {
 		return fail(err)
 	}

@@ -117,12 +117,18 @@ type Options struct {
 	// Now is the console's clock (sessions, ages). The default value is
 	// time.Now.
 	Now func() time.Time
+	// OIDC, when set, offers sign-in with an OpenID Connect provider
+	// beside the token form (see OIDC). The default value (nil) offers
+	// the token form only.
+	OIDC *OIDC
 }
 
 type console struct {
 	opts     Options
 	creds    []credential
 	signouts *signouts
+	// oidc is the OpenID Connect sign-in (nil without Options.OIDC).
+	oidc *oidcSignin
 	// key derives the CSRF tokens of anonymous sessions
 	// (anonymousSession); it lives as long as the process.
 	key   []byte
@@ -182,6 +188,15 @@ func newConsole(o Options) (*console, error) {
 	for _, p := range o.Principals {
 		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), key: sessionKey(p.Token)})
 	}
+	if o.OIDC != nil {
+		names := map[string]bool{}
+		for _, p := range o.Principals {
+			names[p.Name] = true
+		}
+		if c.oidc, err = newOIDCSignin(*o.OIDC, names); err != nil {
+			return nil, err
+		}
+	}
 	pages, err := parsePages(o.Now)
 	if err != nil {
 		return nil, err
@@ -196,6 +211,10 @@ func newConsole(o Options) (*console, error) {
 	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET "+Prefix+"signin", c.signinForm)
 	mux.HandleFunc("POST "+Prefix+"signin", c.signin)
+	if c.oidc != nil {
+		mux.HandleFunc("GET "+Prefix+"oidc/start", c.oidcStart)
+		mux.HandleFunc("GET "+Prefix+"oidc/callback", c.oidcCallback)
+	}
 	mux.HandleFunc("GET "+Prefix+"{$}", c.page(c.home))
 	mux.HandleFunc("POST "+Prefix+"signout", c.action(nil, c.signout))
 	mux.HandleFunc("GET "+Prefix+"approvals", c.page(c.approvals))
@@ -362,7 +381,9 @@ type view struct {
 	Notes []note
 	// Refresh, when above 0, reloads the page every Refresh seconds.
 	Refresh int
-	Data    any
+	// Goto, when set, is the console page the browser goes on to at once.
+	Goto string
+	Data any
 }
 
 // page wraps a GET handler: the session (else the sign-in form), then the
@@ -507,6 +528,19 @@ func safeNext(next string) string {
 	return Prefix
 }
 
+// signinData is what the sign-in page shows: where it returns to, and
+// the OpenID Connect provider it offers ("": none).
+type signinData struct {
+	Next, OIDC string
+}
+
+func (c *console) oidcName() string {
+	if c.oidc == nil {
+		return ""
+	}
+	return c.oidc.cfg.Name
+}
+
 func (c *console) signinForm(w http.ResponseWriter, r *http.Request) {
 	if c.anonymous() {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
@@ -514,7 +548,7 @@ func (c *console) signinForm(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := randomToken()
 	c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
-	v := &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.URL.Query().Get("next"))}
+	v := &view{Title: "Sign in", CSRF: tok, Data: signinData{Next: safeNext(r.URL.Query().Get("next")), OIDC: c.oidcName()}}
 	c.render(w, "signin", http.StatusOK, v)
 }
 
@@ -526,7 +560,7 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 	form := func(status int, text string) {
 		tok := randomToken()
 		c.setCookie(w, r, signinCookie, tok, 15*time.Minute)
-		c.render(w, "signin", status, &view{Title: "Sign in", CSRF: tok, Data: safeNext(r.PostFormValue("next")),
+		c.render(w, "signin", status, &view{Title: "Sign in", CSRF: tok, Data: signinData{Next: safeNext(r.PostFormValue("next")), OIDC: c.oidcName()},
 			Notes: []note{{Error: true, Text: text}}})
 	}
 	fail := func(status int, text string) {

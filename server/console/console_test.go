@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -95,6 +96,13 @@ func newEnv(t testing.TB, ps []httpapi.Principal, anon *httpapi.Principal, dev b
 // by set before they are used.
 func newEnvWith(t testing.TB, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
 	t.Helper()
+	return newEnvOn(t, nil, ps, anon, dev, set)
+}
+
+// newEnvOn is newEnvWith serving on ln (nil: a listener of its own), for
+// a test that must know the server's URL before the console is made.
+func newEnvOn(t testing.TB, ln net.Listener, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	wasm, _, err := wasmbuild.Cached(ctx, "devkit/testing/testconnectors/noop")
@@ -133,7 +141,12 @@ func newEnvWith(t testing.TB, ps []httpapi.Principal, anon *httpapi.Principal, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	if ln != nil {
+		srv.Listener.Close()
+		srv.Listener = ln
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &env{ex: ex, srv: srv, log: log, ui: ui}
 }

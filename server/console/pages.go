@@ -28,7 +28,7 @@ import (
 
 // pageNames are the templates in templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "refused", "approvals", "recovery", "executions", "execution", "connectors"}
+var pageNames = []string{"signin", "signedin", "refused", "approvals", "recovery", "executions", "execution", "connectors"}
 
 func parsePages(now func() time.Time) (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
