@@ -4,8 +4,8 @@
 GO        ?= go
 PKGS      ?= ./...
 # Packages with real concurrency (ledger stripes, executor flights, pools,
-# the HTTP server): run them under the race detector too.
-RACE_PKGS ?= ./ledger/... ./host/... ./internal/wasmrt/... ./server/httpapi/... ./devkit/sandbox/... ./server/console/...
+# the server and its HTTP API): run them under the race detector too.
+RACE_PKGS ?= ./ledger/... ./host/... ./internal/wasmrt/... ./server ./server/httpapi/... ./devkit/sandbox/... ./server/console/...
 # clients/go is a module of its own (the ADK and Eino adapters), so that the
 # core module does not take those frameworks' dependencies: test, lint and
 # tidy-check run there too.
