@@ -101,7 +101,9 @@ type Server struct {
 
 // New returns a server of opts.Executor, or of the executor it opens from
 // opts.Config. It serves nothing until Serve, or until the caller serves
-// Handler itself; Shutdown releases it.
+// Handler itself; Shutdown releases it. A config with a [telemetry]
+// endpoint starts exporting traces (StartTelemetry) before the executor
+// opens, so that its recovery pass is traced; Shutdown flushes them.
 func New(ctx context.Context, opts Options) (*Server, error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -132,6 +134,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// newServer is New once tracing is set up, logging to logger.
 func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logger) (*Server, error) {
 	principals := cfg.Credentials()
 	anon := opts.Anonymous
