@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -123,10 +122,6 @@ func startJaeger(tb testing.TB, bin string) (*Jaeger, error) {
 		return nil, err
 	}
 	logPath := filepath.Join(dir, "jaeger.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	cmd := exec.Command(bin, "--config", cfg)
 	// Jaeger reads OTEL_* and JAEGER_* variables; keep the caller's from
 	// changing it.
@@ -135,30 +130,9 @@ func startJaeger(tb testing.TB, bin string) (*Jaeger, error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
-	stop := func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+	exited, stop, err := startLogged(cmd, logPath)
+	if err != nil {
+		return nil, err
 	}
 	j := &Jaeger{Query: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), OTLP: fmt.Sprintf("http://127.0.0.1:%d", ports[2])}
 	if err := j.waitReady(exited, 60*time.Second); err != nil {

@@ -18,7 +18,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -232,10 +231,6 @@ func startMailpit(tb testing.TB, bin string, extraArgs []string) (string, error)
 	}
 	dir := tb.TempDir()
 	logPath := filepath.Join(dir, "mailpit.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return "", err
-	}
 	listen := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	args := append([]string{
 		"--listen", listen,
@@ -250,30 +245,9 @@ func startMailpit(tb testing.TB, bin string, extraArgs []string) (string, error)
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return "", fmt.Errorf("starting %s: %w", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
-	stop := func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+	exited, stop, err := startLogged(cmd, logPath)
+	if err != nil {
+		return "", err
 	}
 	base := "http://" + listen
 	if err := waitReady(base, exited, 30*time.Second); err != nil {

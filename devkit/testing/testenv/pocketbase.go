@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -107,41 +106,17 @@ func startPocketBase(tb testing.TB, bin, dir string) (*PocketBase, error) {
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(filepath.Dir(dir), "pocketbase.log"))
-	if err != nil {
-		return nil, err
-	}
+	logPath := filepath.Join(filepath.Dir(dir), "pocketbase.log")
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "serve", "--http", listen, "--dir", dir, "--dev=false")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
-	stop := func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+	exited, stop, err := startLogged(cmd, logPath)
+	if err != nil {
+		return nil, err
 	}
 	base := "http://" + listen
 	if err := waitHealthy(base+"/api/health", exited, 60*time.Second); err != nil {
 		stop()
-		log, _ := os.ReadFile(logFile.Name())
+		log, _ := os.ReadFile(logPath)
 		return nil, fmt.Errorf("%w\npocketbase log:\n%s", err, log)
 	}
 	tb.Cleanup(stop)

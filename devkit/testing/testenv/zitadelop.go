@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -101,36 +100,11 @@ func startZitadelOP(tb testing.TB, bin, dir, usersFile string, redirectURIs []st
 		return nil, err
 	}
 	logPath := filepath.Join(dir, fmt.Sprintf("op-%d.log", port))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "USERS_FILE="+usersFile, "REDIRECT_URI="+strings.Join(redirectURIs, ","))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
-	stop := func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+	exited, stop, err := startLogged(cmd, logPath)
+	if err != nil {
+		return nil, err
 	}
 	op := &OP{Issuer: fmt.Sprintf("http://localhost:%d/", port), ClientID: "web", ClientSecret: "secret"}
 	if err := waitOP(op.Issuer, exited, 30*time.Second); err != nil {
