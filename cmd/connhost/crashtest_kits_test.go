@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -39,12 +38,7 @@ func TestCrashtestKitTwins(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
 	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

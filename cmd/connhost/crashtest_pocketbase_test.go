@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,12 +45,7 @@ func TestCrashtestPocketBase(t *testing.T) {
 	pb.CreateCollection(t, "items_plain", fields, nil)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
 	mods := filepath.Join(dir, "build")
 	if _, err := wasmbuild.Build(ctx, filepath.Join(root, "devkit", "testing", "testconnectors", "pocketbase"), filepath.Join(mods, "pocketbase.wasm")); err != nil {
 		t.Fatal(err)

@@ -108,19 +108,8 @@ func TestCrashtestOwnProvider(t *testing.T) {
 	}
 	fixture := filepath.Join(root, "host", "crashtest", "testdata", "webhook")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	receiver := filepath.Join(dir, "webhookd")
-	build = exec.Command("go", "build", "-o", receiver, "./cmd/webhookd")
-	build.Dir = fixture
-	build.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build webhookd: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
+	receiver := buildWebhookd(t, fixture, dir)
 	manifest := mustReadFile(t, filepath.Join(fixture, "manifests", "webhook.toml"))
 	reconciled := strings.Replace(manifest, `recovery = "idempotent-retry"`, "recovery = \"reconcile\"\nreconcile_settle = \"0s\"", 1)
 	probeConfig := filepath.Join(fixture, "manifests", "webhook.probe.toml")
@@ -215,12 +204,7 @@ func TestCrashtestPreflight(t *testing.T) {
 	}
 	fixture := filepath.Join(root, "host", "crashtest", "testdata", "webhook")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
 	mods := filepath.Join(dir, "build")
 	if _, err := wasmbuild.Build(ctx, filepath.Join(fixture, "plugins", "webhook"), filepath.Join(mods, "webhook.wasm")); err != nil {
 		t.Fatal(err)
@@ -304,19 +288,8 @@ func TestCrashtestRecordProof(t *testing.T) {
 	}
 	fixture := filepath.Join(root, "host", "crashtest", "testdata", "webhook")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	receiver := filepath.Join(dir, "webhookd")
-	build = exec.Command("go", "build", "-o", receiver, "./cmd/webhookd")
-	build.Dir = fixture
-	build.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build webhookd: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
+	receiver := buildWebhookd(t, fixture, dir)
 	mods := filepath.Join(dir, "build")
 	if _, err := wasmbuild.Build(ctx, filepath.Join(fixture, "broken", "bodykey"), filepath.Join(mods, "webhook.wasm")); err != nil {
 		t.Fatal(err)
@@ -374,4 +347,18 @@ func TestCrashtestRecordProof(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildWebhookd builds the webhook fixture's receiver (cmd/webhookd of the
+// module in fixture, from the module cache alone) into dir.
+func buildWebhookd(t *testing.T, fixture, dir string) string {
+	t.Helper()
+	receiver := filepath.Join(dir, "webhookd")
+	build := exec.Command("go", "build", "-o", receiver, "./cmd/webhookd")
+	build.Dir = fixture
+	build.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build webhookd: %v\n%s", err, out)
+	}
+	return receiver
 }

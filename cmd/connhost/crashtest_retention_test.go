@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,12 +30,7 @@ func TestCrashtestKeyRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
 	wasm, digest, err := wasmbuild.Cached(t.Context(), "plugins/payments")
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,12 +106,7 @@ func TestDevKeepsProviderStateAcrossKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
 	// The shipped connectors and manifests, pinned to the modules built
 	// from today's sources (TestShippedModulesAreBuiltFromPlugins checks the
 	// shipped pins).

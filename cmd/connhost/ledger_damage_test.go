@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -40,17 +39,8 @@ func TestDamagedLedgerProcess(t *testing.T) {
 		t.Skip("spawns connhost processes")
 	}
 	ctx := context.Background()
-	root, err := wasmbuild.ModuleRoot("")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "connhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/connhost")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildConnhost(t, dir)
 	var requests atomic.Int64
 	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
