@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/wasmgen"
 )
 
@@ -27,13 +28,13 @@ func TestABICheck(t *testing.T) {
 	}
 
 	code, out, errOut := runCLI(t, nil, "abi", "check", good)
-	if code != ExitOK || !strings.Contains(out, "the module conforms to the connector ABI") || strings.Contains(out, "FAIL") {
+	if code != cli.ExitOK || !strings.Contains(out, "the module conforms to the connector ABI") || strings.Contains(out, "FAIL") {
 		t.Fatalf("good module: exit %d\n%s%s", code, out, errOut)
 	}
 
 	code, out, _ = runCLI(t, nil, "abi", "check", bad)
-	if code != ExitFindings {
-		t.Fatalf("bad module: exit %d, want %d\n%s", code, ExitFindings, out)
+	if code != cli.ExitFindings {
+		t.Fatalf("bad module: exit %d, want %d\n%s", code, cli.ExitFindings, out)
 	}
 	for _, want := range []string{
 		"FAIL imports env.abort: your module imports env.abort; the host offers connhost.{",
@@ -55,7 +56,7 @@ func TestABICheck(t *testing.T) {
 			OK                     bool
 		}
 	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != ExitFindings || res.Conforms || res.Module != bad {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cli.ExitFindings || res.Conforms || res.Module != bad {
 		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
 	}
 	var failed []string
@@ -68,7 +69,7 @@ func TestABICheck(t *testing.T) {
 		t.Errorf("--json failed steps %v", failed)
 	}
 
-	if code, _, errOut := runCLI(t, nil, "abi", "check", filepath.Join(dir, "missing.wasm")); code != ExitUsage || errOut == "" {
+	if code, _, errOut := runCLI(t, nil, "abi", "check", filepath.Join(dir, "missing.wasm")); code != cli.ExitUsage || errOut == "" {
 		t.Errorf("missing module: exit %d %q", code, errOut)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -238,17 +239,17 @@ token_env = "T_RITA"
 	c1 := gated("c1")
 	code, _, errOut := approve(cliEnv(), c1)
 	oneLine("without a token", errOut, "connhost serve (pid "+strconv.Itoa(srv.Pid())+")", "holds the ledger", DefaultTokenEnv)
-	if code != ExitFailure {
+	if code != cli.ExitFailure {
 		t.Errorf("without a token: exit %d", code)
 	}
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+runtimeTok), c1)
 	oneLine("with the runtime's token", errOut, "needs role approver", "code: forbidden_role")
-	if code != ExitFailure {
+	if code != cli.ExitFailure {
 		t.Errorf("with the runtime's token: exit %d", code)
 	}
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c1, "--by", "ceo")
 	oneLine("signing as another", errOut, "code: identity_mismatch")
-	if code != ExitFailure {
+	if code != cli.ExitFailure {
 		t.Errorf("signing as another: exit %d", code)
 	}
 	var view httpapi.Execution
@@ -259,7 +260,7 @@ token_env = "T_RITA"
 
 	code, out, errOut := approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c1, "--json")
 	var res host.Result
-	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusPending {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusPending {
 		t.Fatalf("approve with rita's token: exit %d %q %q", code, out, errOut)
 	}
 	apiCall(t, si.URL, runtimeTok, "/v1/executions/"+c1.ExecutionID, nil, &view)
@@ -275,26 +276,26 @@ token_env = "T_RITA"
 	if strings.Contains(errOut, "an approver's") {
 		t.Errorf("ls without a token asks for a decision's token: %s", errOut)
 	}
-	if code != ExitFailure {
+	if code != cli.ExitFailure {
 		t.Errorf("ls without a token: exit %d", code)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"ls"}, global...)...)
-	if code != ExitOK || !strings.Contains(out, c1.ExecutionID+"  approved  gated.echo  s1") {
+	if code != cli.ExitOK || !strings.Contains(out, c1.ExecutionID+"  approved  gated.echo  s1") {
 		t.Fatalf("ls through serve: exit %d %q %q", code, out, errOut)
 	}
 	var list httpapi.ListResponse
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"--json", "ls", "--state", "approved"}, global...)...)
-	if code != ExitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Executions) != 1 || list.Executions[0].ExecutionID != c1.ExecutionID {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Executions) != 1 || list.Executions[0].ExecutionID != c1.ExecutionID {
 		t.Fatalf("ls --json through serve: exit %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"history", c1.ExecutionID}, global...)...)
-	if code != ExitOK || !strings.Contains(out, "idempotency key  "+view.IdempotencyKey+"\n") || view.IdempotencyKey == "" ||
+	if code != cli.ExitOK || !strings.Contains(out, "idempotency key  "+view.IdempotencyKey+"\n") || view.IdempotencyKey == "" ||
 		!strings.Contains(out, "approved by rita") || !strings.Contains(out, `msg = "c1"`) {
 		t.Fatalf("history through serve: exit %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+runtimeTok), append([]string{"--json", "recover"}, global...)...)
 	var rep host.RecoveryReport
-	if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Pending == 0 {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Pending == 0 {
 		t.Fatalf("recover through serve: exit %d %q %q", code, out, errOut)
 	}
 
@@ -305,7 +306,7 @@ token_env = "T_RITA"
 	c2 := gated("c2")
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2)
 	oneLine("no discovery file", errOut, "is in use by process "+strconv.Itoa(srv.Pid()), "announced no API", "--server URL")
-	if code != ExitFailure {
+	if code != cli.ExitFailure {
 		t.Errorf("no discovery file: exit %d", code)
 	}
 	// A stale discovery file: its pid is gone.
@@ -319,16 +320,16 @@ token_env = "T_RITA"
 	}
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2)
 	oneLine("stale discovery file", errOut, "is in use by process "+strconv.Itoa(srv.Pid()), "which does not answer")
-	if code != ExitFailure {
+	if code != cli.ExitFailure {
 		t.Errorf("stale discovery file: exit %d", code)
 	}
 	// --server, or $CONNHOST_SERVER, reaches it anyway.
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok, ServerEnv+"="+si.URL), append([]string{"ls", "--state", "awaiting_approval"}, global...)...)
-	if code != ExitOK || !strings.Contains(out, c2.ExecutionID) {
+	if code != cli.ExitOK || !strings.Contains(out, c2.ExecutionID) {
 		t.Fatalf("ls with $%s: exit %d %q %q", ServerEnv, code, out, errOut)
 	}
 	code, _, errOut = approve(cliEnv(DefaultTokenEnv+"="+ritaTok), c2, "--server", si.URL)
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("--server: exit %d %q", code, errOut)
 	}
 
@@ -343,18 +344,18 @@ token_env = "T_RITA"
 		t.Errorf("serve log:\n%s", srv.log)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "exec", "--session", "s1", "--tool-call", "c3", "--tool", "gated.echo", "--args", "{}"}, global...)...)
-	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Approval == nil {
+	if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Approval == nil {
 		t.Fatalf("exec after shutdown: exit %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut = approve(cliEnv(), res); code != ExitOK {
+	if code, out, errOut = approve(cliEnv(), res); code != cli.ExitOK {
 		t.Fatalf("approve directly: exit %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "cancel", c2.ExecutionID, "--by", "olga"}, global...)...); code != ExitOK {
+	if code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "cancel", c2.ExecutionID, "--by", "olga"}, global...)...); code != cli.ExitOK {
 		t.Fatalf("cancel directly: exit %d %q %q", code, out, errOut)
 	}
 	for id, want := range map[string]string{res.ExecutionID: localActor(), c2.ExecutionID: "olga"} {
 		code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "history", id}, global...)...)
-		if code != ExitOK || json.Unmarshal([]byte(out), &view) != nil {
+		if code != cli.ExitOK || json.Unmarshal([]byte(out), &view) != nil {
 			t.Fatalf("history: exit %d %q %q", code, out, errOut)
 		}
 		if last := view.Events[len(view.Events)-1]; last.Actor != want {
@@ -385,12 +386,12 @@ func TestDecisionsThroughDev(t *testing.T) {
 	// Without --digest, approve shows the call, read through the server
 	// (GET /v1/approvals/{id}), and decides nothing.
 	code, out, errOut := runBin(t, bin, cliEnv(), append([]string{"approve", res.Approval.ID}, global...)...)
-	if code != ExitUsage || !strings.HasPrefix(out, "Tool: gated.echo\nArguments: none\n") ||
+	if code != cli.ExitUsage || !strings.HasPrefix(out, "Tool: gated.echo\nArguments: none\n") ||
 		!strings.Contains(errOut, "connhost approve "+res.Approval.ID+" --digest "+res.Approval.ArgsDigest) {
 		t.Fatalf("approve without --digest through dev: exit %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(), append([]string{"--json", "approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita", "--reason", "fine"}, global...)...)
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("approve through dev: exit %d %q %q", code, out, errOut)
 	}
 	var view httpapi.Execution

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
@@ -143,7 +144,7 @@ func TestAuditShippedManifestsGolden(t *testing.T) {
 	r := decodeAudit(t, jout)
 
 	// The exit code follows the findings: 3 on any error.
-	if want := map[bool]int{true: ExitFindings, false: ExitOK}[r.Summary.Errors > 0]; code != want {
+	if want := map[bool]int{true: cli.ExitFindings, false: cli.ExitOK}[r.Summary.Errors > 0]; code != want {
 		t.Errorf("exit %d, want %d with %d errors", code, want, r.Summary.Errors)
 	}
 	var names []string
@@ -185,11 +186,11 @@ func TestAuditFlawedManifests(t *testing.T) {
 	e := newAuditEnv(t)
 	dir := filepath.Join("testdata", "audit", "flawed")
 	code, out, errOut := e.run(t, dir)
-	if code != ExitFindings || errOut != "" {
-		t.Fatalf("exit %d, want %d; stderr %q", code, ExitFindings, errOut)
+	if code != cli.ExitFindings || errOut != "" {
+		t.Fatalf("exit %d, want %d; stderr %q", code, cli.ExitFindings, errOut)
 	}
 	jcode, jout, _ := e.run(t, "--json", dir)
-	if jcode != ExitFindings {
+	if jcode != cli.ExitFindings {
 		t.Fatalf("--json: exit %d", jcode)
 	}
 	r := decodeAudit(t, jout)
@@ -262,7 +263,7 @@ requires_approval = true
 input_schema = '''{"type": "object", "properties": {"amount": {"type": "integer"}}, "additionalProperties": false}'''
 `)
 	code, out, errOut := e.run(t, "--json", path)
-	if code != ExitOK || errOut != "" {
+	if code != cli.ExitOK || errOut != "" {
 		t.Fatalf("without --strict: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	r := decodeAudit(t, out)
@@ -276,8 +277,8 @@ input_schema = '''{"type": "object", "properties": {"amount": {"type": "integer"
 		t.Errorf("module %s %s, want the one next to the manifest, digest match", m.Path, m.DigestStatus)
 	}
 	for _, args := range [][]string{{"--strict", path}, {"--strict", "--json", path}} {
-		if code, _, errOut := e.run(t, args...); code != ExitFindings || errOut != "" {
-			t.Errorf("%v: exit %d, want %d; stderr %q", args, code, ExitFindings, errOut)
+		if code, _, errOut := e.run(t, args...); code != cli.ExitFindings || errOut != "" {
+			t.Errorf("%v: exit %d, want %d; stderr %q", args, code, cli.ExitFindings, errOut)
 		}
 	}
 }
@@ -292,7 +293,7 @@ func TestAuditHTML(t *testing.T) {
 
 	page := filepath.Join(e.tmp, "report.html")
 	code, out, errOut := e.run(t, append([]string{"--html", page}, args...)...)
-	if code != ExitFindings || errOut != "" || !strings.Contains(out, "findings\n") {
+	if code != cli.ExitFindings || errOut != "" || !strings.Contains(out, "findings\n") {
 		t.Fatalf("exit %d stderr %q stdout:\n%s", code, errOut, out)
 	}
 	b, err := os.ReadFile(page)
@@ -318,7 +319,7 @@ func TestAuditHTML(t *testing.T) {
 
 	// An HTML file that cannot be written is an operational error.
 	bad := filepath.Join(e.tmp, "no", "such", "dir", "report.html")
-	if code, _, errOut := e.run(t, "--html", bad, "../../manifests"); code != ExitFailure || !strings.Contains(errOut, "--html") {
+	if code, _, errOut := e.run(t, "--html", bad, "../../manifests"); code != cli.ExitFailure || !strings.Contains(errOut, "--html") {
 		t.Errorf("unwritable --html: exit %d stderr %q", code, errOut)
 	}
 }
@@ -370,8 +371,8 @@ func TestAuditDiff(t *testing.T) {
 	accepted := "recovery-loosened,approval-removed,host-added"
 
 	code, out, errOut := e.run(t, "--diff", oldPath, newPath)
-	if code != ExitFindings || errOut != "" {
-		t.Fatalf("risk increases: exit %d, want %d; stderr %q\n%s", code, ExitFindings, errOut, out)
+	if code != cli.ExitFindings || errOut != "" {
+		t.Fatalf("risk increases: exit %d, want %d; stderr %q\n%s", code, cli.ExitFindings, errOut, out)
 	}
 	// The other spellings of the flag say the same.
 	for _, args := range [][]string{{"--diff", oldPath, "--diff", newPath}, {"--diff", oldPath + "," + newPath}} {
@@ -380,15 +381,15 @@ func TestAuditDiff(t *testing.T) {
 		}
 	}
 	// Accepting one of three is not enough; accepting all passes.
-	if c, _, _ := e.run(t, "--diff", oldPath, newPath, "--allow", "host-added"); c != ExitFindings {
-		t.Errorf("--allow host-added: exit %d, want %d", c, ExitFindings)
+	if c, _, _ := e.run(t, "--diff", oldPath, newPath, "--allow", "host-added"); c != cli.ExitFindings {
+		t.Errorf("--allow host-added: exit %d, want %d", c, cli.ExitFindings)
 	}
 	code, out, _ = e.run(t, "--diff", oldPath, newPath, "--allow", accepted)
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("--allow %s: exit %d\n%s", accepted, code, out)
 	}
 	jcode, jout, _ := e.run(t, "--json", "--diff", oldPath, newPath, "--allow", accepted)
-	if jcode != ExitOK {
+	if jcode != cli.ExitOK {
 		t.Fatalf("--json: exit %d", jcode)
 	}
 	var d audit.DiffReport
@@ -432,15 +433,15 @@ func TestAuditDiff(t *testing.T) {
 	golden(t, "audit/diff", []byte(regexp.MustCompile(` {2,}`).ReplaceAllString(e.normalise(out), "  ")))
 	golden(t, "audit/diff_json", []byte(e.normalise(jout)))
 
-	if code, _, _ := e.run(t, "--strict", "--diff", oldPath, newPath, "--allow", accepted); code != ExitFindings {
-		t.Errorf("--strict: exit %d, want %d (the new manifest has warnings)", code, ExitFindings)
+	if code, _, _ := e.run(t, "--strict", "--diff", oldPath, newPath, "--allow", accepted); code != cli.ExitFindings {
+		t.Errorf("--strict: exit %d, want %d (the new manifest has warnings)", code, cli.ExitFindings)
 	}
 	// No change at all passes.
-	if code, out, _ := e.run(t, "--diff", oldPath, oldPath); code != ExitOK || !strings.Contains(out, "no changes") {
+	if code, out, _ := e.run(t, "--diff", oldPath, oldPath); code != cli.ExitOK || !strings.Contains(out, "no changes") {
 		t.Errorf("identical: exit %d\n%s", code, out)
 	}
 	page := filepath.Join(e.tmp, "diff.html")
-	if code, _, _ := e.run(t, "--html", page, "--diff", oldPath, newPath, "--allow", accepted); code != ExitOK {
+	if code, _, _ := e.run(t, "--html", page, "--diff", oldPath, newPath, "--allow", accepted); code != cli.ExitOK {
 		t.Errorf("--html: exit %d", code)
 	}
 	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "recovery-loosened") {
@@ -464,8 +465,8 @@ func TestAuditDiffBrokenNew(t *testing.T) {
 	}
 	syntax := writeFile(t, dir, "payments.toml", strings.Replace(string(b), `name = "payments"`, `name = "payments`, 1))
 	code, out, errOut := e.run(t, "--json", "--diff", oldPath, syntax)
-	if code != ExitFindings || errOut != "" {
-		t.Fatalf("exit %d, want %d; stderr %q", code, ExitFindings, errOut)
+	if code != cli.ExitFindings || errOut != "" {
+		t.Fatalf("exit %d, want %d; stderr %q", code, cli.ExitFindings, errOut)
 	}
 	if strings.Contains(out, `"internal"`) {
 		t.Errorf("reported as an internal problem:\n%s", out)
@@ -493,8 +494,8 @@ func TestAuditDiffBrokenNew(t *testing.T) {
 	}
 	newPath := writeFile(t, dir, "email.toml", dishonest)
 	code, out, _ = e.run(t, "--diff", "../../manifests/email.toml", newPath, "--allow", "recovery-loosened")
-	if code != ExitFindings || !strings.Contains(out, "export-missing") {
-		t.Errorf("exit %d, want %d with export-missing:\n%s", code, ExitFindings, out)
+	if code != cli.ExitFindings || !strings.Contains(out, "export-missing") {
+		t.Errorf("exit %d, want %d with export-missing:\n%s", code, cli.ExitFindings, out)
 	}
 }
 
@@ -508,19 +509,19 @@ func TestAuditErrors(t *testing.T) {
 		exit int
 		want string
 	}{
-		{"nothing to audit", nil, ExitUsage, "at least one manifest"},
-		{"diff one manifest", []string{"--diff", "a.toml"}, ExitUsage, "exactly two"},
-		{"diff three manifests", []string{"--diff", "a.toml", "--diff", "b.toml", "c.toml"}, ExitUsage, "exactly two"},
-		{"diff missing manifest", []string{"--diff", "../../manifests/payments.toml", "nope.toml"}, ExitUsage, "nope.toml: no such file or directory"},
-		{"missing directory", []string{"nosuchdir/"}, ExitUsage, "nosuchdir/: no such file or directory"},
-		{"missing manifest among others", []string{"testdata/manifests/noop.toml", "nope.toml"}, ExitUsage, "nope.toml: no such file or directory"},
-		{"allow without diff", []string{"--allow", "host-added", "x.toml"}, ExitUsage, "--diff only"},
-		{"allow an unknown code", []string{"--diff", "a.toml", "b.toml", "--allow", "loopback-host"}, ExitUsage, "not a change code"},
-		{"sign without a reviewer", []string{"--sign", "x.toml"}, ExitUsage, "--by NAME"},
-		{"waive without a reason", []string{"--waive", "loopback-host", "--by", "rita", "x.toml"}, ExitUsage, "--reason"},
-		{"waive two manifests", []string{"--waive", "loopback-host", "--by", "rita", "--reason", "r", "a.toml", "b.toml"}, ExitUsage, "one manifest"},
-		{"by without sign or waive", []string{"--by", "rita", "x.toml"}, ExitUsage, "--sign or --waive"},
-		{"sign a diff", []string{"--sign", "--by", "rita", "--diff", "a.toml", "b.toml"}, ExitUsage, "does not sign"},
+		{"nothing to audit", nil, cli.ExitUsage, "at least one manifest"},
+		{"diff one manifest", []string{"--diff", "a.toml"}, cli.ExitUsage, "exactly two"},
+		{"diff three manifests", []string{"--diff", "a.toml", "--diff", "b.toml", "c.toml"}, cli.ExitUsage, "exactly two"},
+		{"diff missing manifest", []string{"--diff", "../../manifests/payments.toml", "nope.toml"}, cli.ExitUsage, "nope.toml: no such file or directory"},
+		{"missing directory", []string{"nosuchdir/"}, cli.ExitUsage, "nosuchdir/: no such file or directory"},
+		{"missing manifest among others", []string{"testdata/manifests/noop.toml", "nope.toml"}, cli.ExitUsage, "nope.toml: no such file or directory"},
+		{"allow without diff", []string{"--allow", "host-added", "x.toml"}, cli.ExitUsage, "--diff only"},
+		{"allow an unknown code", []string{"--diff", "a.toml", "b.toml", "--allow", "loopback-host"}, cli.ExitUsage, "not a change code"},
+		{"sign without a reviewer", []string{"--sign", "x.toml"}, cli.ExitUsage, "--by NAME"},
+		{"waive without a reason", []string{"--waive", "loopback-host", "--by", "rita", "x.toml"}, cli.ExitUsage, "--reason"},
+		{"waive two manifests", []string{"--waive", "loopback-host", "--by", "rita", "--reason", "r", "a.toml", "b.toml"}, cli.ExitUsage, "one manifest"},
+		{"by without sign or waive", []string{"--by", "rita", "x.toml"}, cli.ExitUsage, "--sign or --waive"},
+		{"sign a diff", []string{"--sign", "--by", "rita", "--diff", "a.toml", "b.toml"}, cli.ExitUsage, "does not sign"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -39,8 +40,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, nil, tt.args...)
-			if code != ExitUsage {
-				t.Fatalf("exit %d, want %d; stderr %q", code, ExitUsage, errOut)
+			if code != cli.ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, cli.ExitUsage, errOut)
 			}
 			if out != "" || !strings.HasPrefix(errOut, "connhost: ") || !strings.Contains(errOut, tt.want) {
 				t.Fatalf("stdout %q stderr %q, want one connhost: line containing %q", out, errOut, tt.want)
@@ -68,7 +69,7 @@ func TestMistypedFlagSuggests(t *testing.T) {
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, _, errOut := runCLI(t, nil, tt.args...)
-			if code != ExitUsage || !strings.HasPrefix(errOut, "connhost: unknown flag: ") {
+			if code != cli.ExitUsage || !strings.HasPrefix(errOut, "connhost: unknown flag: ") {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
 			if got := strings.Contains(errOut, "Did you mean"); tt.want == "" && got {
@@ -112,8 +113,8 @@ func TestMissingPathExit2(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, nil, tt.args...)
 			want := "connhost: " + tt.flag + " " + nope
-			if code != ExitUsage || out != "" || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "no such file or directory") {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out, errOut, ExitUsage, want)
+			if code != cli.ExitUsage || out != "" || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "no such file or directory") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out, errOut, cli.ExitUsage, want)
 			}
 			if _, err := os.Stat(nope); !os.IsNotExist(err) {
 				t.Errorf("%s exists after the refusal: %v", nope, err)
@@ -124,7 +125,7 @@ func TestMissingPathExit2(t *testing.T) {
 
 func TestUsageErrorJSON(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "--json", "history")
-	if code != ExitUsage || errOut != "" {
+	if code != cli.ExitUsage || errOut != "" {
 		t.Fatalf("exit %d stderr %q", code, errOut)
 	}
 	var p map[string]any
@@ -140,7 +141,7 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 		{"bench", "ledger", "--pending", "0"}, {"bench", "ledger", "--concurrency", "0"}, {"bench", "ledger", "--history", "-1"},
 	} {
 		code, _, errOut := runCLI(t, nil, args...)
-		if code != ExitUsage || !strings.Contains(errOut, "bench ledger needs") {
+		if code != cli.ExitUsage || !strings.Contains(errOut, "bench ledger needs") {
 			t.Errorf("%v: exit %d stderr %q", args, code, errOut)
 		}
 	}
@@ -153,7 +154,7 @@ func TestBenchLedgerRefusesBadSizes(t *testing.T) {
 		{[]string{"bench", "ledger", "--dsn", "postgres://localhost"}, "--dsn needs --backend postgres"},
 	} {
 		code, _, errOut := runCLI(t, nil, c.args...)
-		if code != ExitUsage || !strings.Contains(errOut, c.want) {
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d stderr %q, want %q", c.args, code, errOut, c.want)
 		}
 	}
@@ -183,7 +184,7 @@ func TestServeRefusesPublicWithoutToken(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "connhost.toml", "[server]\nlisten = \"0.0.0.0:0\"\n")
 	code, _, errOut := runCLI(t, nil, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"))
-	if code != ExitFailure || !strings.Contains(errOut, "non-loopback") {
+	if code != cli.ExitFailure || !strings.Contains(errOut, "non-loopback") {
 		t.Fatalf("exit %d stderr %q", code, errOut)
 	}
 }
@@ -208,13 +209,13 @@ roles = ["approver"]
 token = "0123456789abcdef0123456789abcdef"
 `)
 	code, _, errOut := runCLI(t, nil, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"))
-	if code != ExitFailure || !strings.Contains(errOut, "shorter than 32 characters") || !strings.Contains(errOut, "runtime (3 characters)") ||
+	if code != cli.ExitFailure || !strings.Contains(errOut, "shorter than 32 characters") || !strings.Contains(errOut, "runtime (3 characters)") ||
 		strings.Contains(errOut, "rita") || strings.Contains(errOut, `"abc"`) {
 		t.Fatalf("exit %d stderr %q", code, errOut)
 	}
 	long := writeFile(t, dir, "long.toml", "[server]\nlisten = \"0.0.0.0:0\"\nbehind_tls_proxy = true\ntoken = \"0123456789abcdef0123456789abcdef\"\n")
 	code, _, errOut = runCLI(t, nil, "serve", "--config", long, "--data", filepath.Join(dir, "data"), "--manifests", filepath.Join(dir, "none"))
-	if code == ExitOK || strings.Contains(errOut, "shorter than") || !strings.Contains(errOut, "--manifests") {
+	if code == cli.ExitOK || strings.Contains(errOut, "shorter than") || !strings.Contains(errOut, "--manifests") {
 		t.Fatalf("a 32-character token: exit %d stderr %q", code, errOut)
 	}
 }
@@ -267,77 +268,77 @@ func TestExecEndToEnd(t *testing.T) {
 	}
 	code, out, errOut := exec("s1", "c1", "noop.echo", `{"msg":"hi"}`)
 	var res host.Result
-	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusSucceeded {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusSucceeded {
 		t.Fatalf("exec: %d %q %q", code, out, errOut)
 	}
 
 	// The name the tool definitions list is the same tool.
 	code, out, _ = exec("s1", "c1", "noop_echo", `{"msg":"hi"}`)
 	var again host.Result
-	if code != ExitOK || json.Unmarshal([]byte(out), &again) != nil || again.ExecutionID != res.ExecutionID || !again.Recorded {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &again) != nil || again.ExecutionID != res.ExecutionID || !again.Recorded {
 		t.Fatalf("exec by the listed name: %d %q", code, out)
 	}
 
 	code, out, _ = exec("s1", "c1", "noop.echo", `{"msg":"other"}`)
 	var p map[string]any
-	if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "intent_mismatch" || p["recorded_digest"] == "" {
+	if code != cli.ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "intent_mismatch" || p["recorded_digest"] == "" {
 		t.Fatalf("mismatch: %d %q", code, out)
 	}
 
 	code, out, _ = exec("s1", "c2", "gated.echo", `{}`)
-	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+	if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("gated: %d %q", code, out)
 	}
 	ap := res.Approval
 	code, out, _ = runCLI(t, a, "--json", "approve", ap.ID, "--by", "rita", "--digest", ap.ArgsDigest)
-	if code != ExitOK || !strings.Contains(out, `"pending"`) {
+	if code != cli.ExitOK || !strings.Contains(out, `"pending"`) {
 		t.Fatalf("approve: %d %q", code, out)
 	}
-	if code, out, _ = exec("s1", "c2", "gated.echo", `{}`); code != ExitOK {
+	if code, out, _ = exec("s1", "c2", "gated.echo", `{}`); code != cli.ExitOK {
 		t.Fatalf("re-drive: %d %q", code, out)
 	}
 
 	code, out, _ = exec("old", "c1", "noop.echo", `{}`, "--resumed")
-	if code != ExitRecoveryRequired || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusRecoveryRequired {
+	if code != cli.ExitRecoveryRequired || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusRecoveryRequired {
 		t.Fatalf("resumed: %d %q", code, out)
 	}
 	uncertain := res.ExecutionID
 
 	code, out, errOut = runCLI(t, a, "exec", "--session", "old", "--tool-call", "c2", "--tool", "noop.echo", "--args", `{}`)
-	if code != ExitRecoveryRequired || out != "" || !strings.Contains(errOut, "code: session_fenced") || !strings.Contains(errOut, uncertain) {
+	if code != cli.ExitRecoveryRequired || out != "" || !strings.Contains(errOut, "code: session_fenced") || !strings.Contains(errOut, uncertain) {
 		t.Fatalf("fenced: %d %q %q", code, out, errOut)
 	}
 
 	code, out, _ = runCLI(t, a, "recover")
-	if code != ExitRecoveryRequired || !strings.Contains(out, uncertain) {
+	if code != cli.ExitRecoveryRequired || !strings.Contains(out, uncertain) {
 		t.Fatalf("recover: %d %q", code, out)
 	}
 
 	code, out, _ = runCLI(t, a, "ls", "--state", "recovery_required")
-	if code != ExitOK || !strings.Contains(out, uncertain) || strings.Count(out, "\n") != 2 {
+	if code != cli.ExitOK || !strings.Contains(out, uncertain) || strings.Count(out, "\n") != 2 {
 		t.Fatalf("ls: %d %q", code, out)
 	}
 
 	code, out, errOut = runCLI(t, a, "resolve", uncertain, "--not-applied", "--abandon", "--by", "olga", "--reason", "no trace at the provider")
-	if code != ExitOK || !strings.Contains(out, "abandoned") {
+	if code != cli.ExitOK || !strings.Contains(out, "abandoned") {
 		t.Fatalf("resolve: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, a, "history", uncertain)
-	if code != ExitOK || !strings.Contains(out, "operator_abandon") || !strings.Contains(out, "resumed_without_record") {
+	if code != cli.ExitOK || !strings.Contains(out, "operator_abandon") || !strings.Contains(out, "resumed_without_record") {
 		t.Fatalf("history: %d %q", code, out)
 	}
 	code, _, errOut = runCLI(t, a, "history", "ex_nope")
-	if code != ExitFailure || !strings.Contains(errOut, "code: not_found") {
+	if code != cli.ExitFailure || !strings.Contains(errOut, "code: not_found") {
 		t.Fatalf("history unknown: %d %q", code, errOut)
 	}
-	if code, _, _ = runCLI(t, a, "recover"); code != ExitOK {
+	if code, _, _ = runCLI(t, a, "recover"); code != cli.ExitOK {
 		t.Fatalf("recover after resolve: %d", code)
 	}
 }
 
 func TestToolsCommand(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "--manifests", "testdata/manifests", "tools", "--format", "anthropic")
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 	golden(t, "tools_anthropic", []byte(out))
@@ -364,7 +365,7 @@ func TestSandboxCommand(t *testing.T) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	cancel()
-	if code := <-done; code != ExitOK {
+	if code := <-done; code != cli.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 }
@@ -373,21 +374,21 @@ func TestSandboxCommand(t *testing.T) {
 // its tool call is never executed again as new.
 func TestPruneKeepsTheIDFenced(t *testing.T) {
 	a := testApp(t)
-	if code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{"msg":"hi"}`); code != ExitOK {
+	if code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{"msg":"hi"}`); code != cli.ExitOK {
 		t.Fatalf("exec: %d %q %q", code, out, errOut)
 	}
-	if code, _, errOut := runCLI(t, a, "prune"); code != ExitUsage || !strings.Contains(errOut, "--older-than") {
+	if code, _, errOut := runCLI(t, a, "prune"); code != cli.ExitUsage || !strings.Contains(errOut, "--older-than") {
 		t.Fatalf("prune without an age: %d %q", code, errOut)
 	}
 	time.Sleep(10 * time.Millisecond) // the execution must be older than the age below
 	code, out, errOut := runCLI(t, a, "--json", "prune", "--older-than", "1ms")
 	var rep struct{ Pruned int }
-	if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Pruned != 1 {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Pruned != 1 {
 		t.Fatalf("prune: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{"msg":"hi"}`)
 	var p map[string]any
-	if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "pruned" {
+	if code != cli.ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p["code"] != "pruned" {
 		t.Fatalf("re-issued pruned call: %d %q", code, out)
 	}
 }
@@ -411,12 +412,12 @@ func TestExecRefusesAmbiguousInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, a, "exec", "--session", tc.session, "--tool-call", tc.call, "--tool", "noop.echo", "--args", tc.args)
-			if code != ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
-				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %q", code, out, errOut, ExitUsage, tc.want)
+			if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %q", code, out, errOut, cli.ExitUsage, tc.want)
 			}
 		})
 	}
-	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
+	if code, out, _ := runCLI(t, a, "ls"); code != cli.ExitOK || strings.TrimSpace(out) != "no executions" {
 		t.Fatalf("ls after refused calls: %d %q", code, out)
 	}
 }
@@ -439,8 +440,8 @@ func TestExecRefusedCallExit2(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, a, "exec", "--session", "s1", "--tool-call", "c1", "--tool", tc.tool, "--args", tc.args)
-			if code != ExitUsage || out != "" {
-				t.Fatalf("exit %d stdout %q stderr %q, want exit %d", code, out, errOut, ExitUsage)
+			if code != cli.ExitUsage || out != "" {
+				t.Fatalf("exit %d stdout %q stderr %q, want exit %d", code, out, errOut, cli.ExitUsage)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(errOut, w) {
@@ -456,11 +457,11 @@ func TestExecRefusedCallExit2(t *testing.T) {
 	}
 	code, out, _ := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "nope.echo", "--args", `{}`)
 	var p httpapi.Problem
-	if code != ExitUsage || json.Unmarshal([]byte(out), &p) != nil || p.Code != httpapi.CodeUnknownTool ||
+	if code != cli.ExitUsage || json.Unmarshal([]byte(out), &p) != nil || p.Code != httpapi.CodeUnknownTool ||
 		strings.Join(p.AvailableTools, " ") != "gated.echo noop.echo noop.keyed" {
 		t.Fatalf("--json: exit %d %q", code, out)
 	}
-	if code, out, _ := runCLI(t, a, "ls"); code != ExitOK || strings.TrimSpace(out) != "no executions" {
+	if code, out, _ := runCLI(t, a, "ls"); code != cli.ExitOK || strings.TrimSpace(out) != "no executions" {
 		t.Fatalf("ls after refused calls: %d %q", code, out)
 	}
 }
@@ -485,7 +486,7 @@ func TestSandboxCommandState(t *testing.T) {
 		go func() { _, _ = io.Copy(io.Discard, pr) }()
 		return urls, func() {
 			cancel()
-			if code := <-done; code != ExitOK {
+			if code := <-done; code != cli.ExitOK {
 				t.Errorf("sandbox exit %d", code)
 			}
 		}
@@ -511,7 +512,7 @@ func TestSandboxCommandState(t *testing.T) {
 
 	writeFile(t, state, sandbox.StripeStateFile, "{")
 	code, _, errOut := runCLI(t, nil, "sandbox", "--state", state)
-	if code != ExitFailure || !strings.Contains(errOut, "corrupt state file") || !strings.Contains(errOut, sandbox.StripeStateFile) {
+	if code != cli.ExitFailure || !strings.Contains(errOut, "corrupt state file") || !strings.Contains(errOut, sandbox.StripeStateFile) {
 		t.Fatalf("corrupt state: exit %d %q", code, errOut)
 	}
 }
@@ -527,12 +528,12 @@ func TestApproveShowsTheCall(t *testing.T) {
 	code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "gated.echo",
 		"--args", `{"msg":"pay \u202etxt.exe\u001b[2J"}`)
 	var res host.Result
-	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+	if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("gated: %d %q %q", code, out, errOut)
 	}
 	ap := res.Approval
 	code, out, errOut = runCLI(t, a, "approve", ap.ID)
-	if code != ExitUsage {
+	if code != cli.ExitUsage {
 		t.Fatalf("approve without --digest: exit %d %q %q", code, out, errOut)
 	}
 	wantLine := `  msg = "pay \u202Etxt.exe\u001B[2J"` + "\n"
@@ -544,24 +545,24 @@ func TestApproveShowsTheCall(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, a, "--json", "approve", ap.ID)
 	var view host.ApprovalView
-	if code != ExitUsage || json.Unmarshal([]byte(out), &view) != nil || view.ArgsDigest != ap.ArgsDigest || len(view.Fields) != 1 || !view.Fields[0].Escaped {
+	if code != cli.ExitUsage || json.Unmarshal([]byte(out), &view) != nil || view.ArgsDigest != ap.ArgsDigest || len(view.Fields) != 1 || !view.Fields[0].Escaped {
 		t.Fatalf("approve --json without --digest: %d %q", code, out)
 	}
 
 	code, out, _ = runCLI(t, a, "ls")
-	if code != ExitOK || !strings.Contains(out, "(1 awaiting approval: connhost approve <approval-id> without --digest shows each call whole)") {
+	if code != cli.ExitOK || !strings.Contains(out, "(1 awaiting approval: connhost approve <approval-id> without --digest shows each call whole)") {
 		t.Fatalf("ls: %d %q", code, out)
 	}
 	code, out, _ = runCLI(t, a, "history", res.ExecutionID)
-	if code != ExitOK || !strings.Contains(out, "arguments (1, every one as a reviewer is shown it):\nArguments:\n"+wantLine) || strings.ContainsAny(out, "\u202e\x1b") {
+	if code != cli.ExitOK || !strings.Contains(out, "arguments (1, every one as a reviewer is shown it):\nArguments:\n"+wantLine) || strings.ContainsAny(out, "\u202e\x1b") {
 		t.Fatalf("history: %d %q", code, out)
 	}
 
-	if code, out, _ = runCLI(t, a, "approve", ap.ID, "--by", "rita", "--digest", ap.ArgsDigest); code != ExitOK {
+	if code, out, _ = runCLI(t, a, "approve", ap.ID, "--by", "rita", "--digest", ap.ArgsDigest); code != cli.ExitOK {
 		t.Fatalf("approve: %d %q", code, out)
 	}
 	code, _, errOut = runCLI(t, a, "approve", ap.ID)
-	if code != ExitUsage || !strings.Contains(errOut, "is approved") || !strings.Contains(errOut, "there is nothing to approve") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "is approved") || !strings.Contains(errOut, "there is nothing to approve") {
 		t.Fatalf("approve an approved call without --digest: %d %q", code, errOut)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/wasmrt"
 	"github.com/connhost/connhost/manifests"
 )
@@ -61,17 +62,17 @@ fixes it. The exit code is 0 when the module conforms, 3 otherwise.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code, err := os.ReadFile(args[0])
 			if err != nil {
-				return usagef("%v", err)
+				return cli.Usagef("%v", err)
 			}
 			var m *manifests.Manifest
 			if manifest != "" {
 				if m, err = manifests.Load(manifest); err != nil {
-					return usagef("--manifest: %v", err)
+					return cli.Usagef("--manifest: %v", err)
 				}
 			}
 			res := abiCheckResult{Module: args[0], Manifest: manifest, CheckReport: wasmrt.Check(cmd.Context(), code, m)}
 			if a.g.json {
-				writeJSON(a.stdout, res)
+				cli.WriteJSON(a.stdout, res)
 			} else {
 				fmt.Fprintf(a.stdout, "%s: %d bytes, sha256 %s\n", res.Module, res.Size, res.SHA256)
 				for _, s := range res.Steps {
@@ -92,7 +93,7 @@ fixes it. The exit code is 0 when the module conforms, 3 otherwise.`,
 				}
 			}
 			if !res.Conforms {
-				return &exitError{code: ExitFindings}
+				return &cli.ExitError{Code: cli.ExitFindings}
 			}
 			return nil
 		},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
 )
@@ -56,41 +57,41 @@ files.`,
   connhost audit --diff old/payments.toml manifests/payments.toml --allow host-added`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && len(diff) == 0 {
-				return usagef("audit needs at least one manifest or directory")
+				return cli.Usagef("audit needs at least one manifest or directory")
 			}
 			if o.maxTTL <= 0 {
-				return usagef("--max-approval-ttl must be positive")
+				return cli.Usagef("--max-approval-ttl must be positive")
 			}
 			for _, code := range allow {
 				if !isChangeCode(audit.Code(code)) {
-					return usagef("--allow %s: not a change code of audit --diff (see connhost audit --help)", code)
+					return cli.Usagef("--allow %s: not a change code of audit --diff (see connhost audit --help)", code)
 				}
 				o.allow = append(o.allow, audit.Code(code))
 			}
 			if len(allow) > 0 && len(diff) == 0 {
-				return usagef("--allow applies to --diff only")
+				return cli.Usagef("--allow applies to --diff only")
 			}
 			if (o.sign || waive != "") && strings.TrimSpace(o.by) == "" {
-				return usagef("--sign and --waive need the reviewer's name: --by NAME")
+				return cli.Usagef("--sign and --waive need the reviewer's name: --by NAME")
 			}
 			if o.by != "" && !o.sign && waive == "" {
-				return usagef("--by names the reviewer of --sign or --waive")
+				return cli.Usagef("--by names the reviewer of --sign or --waive")
 			}
 			if o.reason != "" && waive == "" {
-				return usagef("--reason applies to --waive only")
+				return cli.Usagef("--reason applies to --waive only")
 			}
 			if len(diff) > 0 && (o.sign || waive != "") {
-				return usagef("--diff does not sign or waive: audit the new manifest on its own for that")
+				return cli.Usagef("--diff does not sign or waive: audit the new manifest on its own for that")
 			}
 			if waive != "" {
 				if o.sign {
-					return usagef("--waive and --sign are separate steps: waive, read the report, then sign")
+					return cli.Usagef("--waive and --sign are separate steps: waive, read the report, then sign")
 				}
 				if strings.TrimSpace(o.reason) == "" {
-					return usagef("--waive needs --reason: why the finding is acceptable")
+					return cli.Usagef("--waive needs --reason: why the finding is acceptable")
 				}
 				if len(args) != 1 {
-					return usagef("--waive applies to one manifest (got %d arguments)", len(args))
+					return cli.Usagef("--waive applies to one manifest (got %d arguments)", len(args))
 				}
 				code, op, _ := strings.Cut(waive, ":")
 				o.waiveCode, o.waiveOp = audit.Code(code), op
@@ -101,7 +102,7 @@ files.`,
 				// --diff OLD --diff NEW and --diff OLD,NEW as two values.
 				paths = append(append([]string(nil), diff...), args...)
 				if len(paths) != 2 {
-					return usagef("--diff compares exactly two manifests, OLD and NEW (got %d)", len(paths))
+					return cli.Usagef("--diff compares exactly two manifests, OLD and NEW (got %d)", len(paths))
 				}
 			}
 			// A path that is not there is a mistake on the command line,
@@ -109,7 +110,7 @@ files.`,
 			for _, p := range paths {
 				if _, err := os.Stat(p); err != nil {
 					if errors.Is(err, fs.ErrNotExist) {
-						return usagef("%s: no such file or directory", p)
+						return cli.Usagef("%s: no such file or directory", p)
 					}
 					return fmt.Errorf("audit: %w", err)
 				}
@@ -163,7 +164,7 @@ var reviewClock = time.Now
 
 // runAudit audits the manifests and directories in paths, applies --waive
 // and --sign, prints the report (text, or JSON with --json), writes the
-// HTML report when asked, and returns an ExitFindings exitError when the
+// HTML report when asked, and returns an cli.ExitFindings exitError when the
 // report fails.
 func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) error {
 	p := a.newModuleProber(ctx)
@@ -188,7 +189,7 @@ func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) erro
 		return a.sign(r, o)
 	}
 	if r.Failed(o.strict) {
-		return &exitError{code: ExitFindings}
+		return &cli.ExitError{Code: cli.ExitFindings}
 	}
 	return nil
 }
@@ -198,7 +199,7 @@ func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) erro
 // written.
 func (a *app) waive(r audit.Report, path string, o auditOptions) error {
 	if len(r.Connectors) != 1 {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("audit --waive: %s does not load as one manifest; fix it first", path)}
+		return &cli.ExitError{Code: cli.ExitFindings, Err: fmt.Errorf("audit --waive: %s does not load as one manifest; fix it first", path)}
 	}
 	c := r.Connectors[0]
 	file := audit.WaiversPath(c.File)
@@ -208,7 +209,7 @@ func (a *app) waive(r audit.Report, path string, o auditOptions) error {
 	}
 	wf, err = audit.Waive(wf, r, c.Name, o.waiveCode, o.waiveOp, o.by, o.reason, reviewClock())
 	if err != nil {
-		return usagef("--waive: %v", err)
+		return cli.Usagef("--waive: %v", err)
 	}
 	if err := audit.WriteWaivers(file, wf); err != nil {
 		return err
@@ -221,13 +222,13 @@ func (a *app) waive(r audit.Report, path string, o auditOptions) error {
 // refuses when any connector does not pass with --strict.
 func (a *app) sign(r audit.Report, o auditOptions) error {
 	if len(r.Connectors) == 0 || r.Failed(true) {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("audit --sign: nothing signed: %s that are neither fixed nor waived", r.Summary())}
+		return &cli.ExitError{Code: cli.ExitFindings, Err: fmt.Errorf("audit --sign: nothing signed: %s that are neither fixed nor waived", r.Summary())}
 	}
 	var out []audit.Signoff
 	for _, c := range r.Connectors {
 		s, err := audit.Sign(r, c.Name, o.by, reviewClock())
 		if err != nil {
-			return &exitError{code: ExitFindings, err: fmt.Errorf("audit --sign: nothing signed: %w", err)}
+			return &cli.ExitError{Code: cli.ExitFindings, Err: fmt.Errorf("audit --sign: nothing signed: %w", err)}
 		}
 		out = append(out, s)
 	}
@@ -260,7 +261,7 @@ func (a *app) runAuditDiff(ctx context.Context, oldPath, newPath string, o audit
 		return err
 	}
 	if d.Failed(o.strict) {
-		return &exitError{code: ExitFindings}
+		return &cli.ExitError{Code: cli.ExitFindings}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 	"github.com/connhost/connhost/server/tooldefs"
@@ -77,7 +78,7 @@ With --pin it also rewrites the sha256 in the connector's manifest (in
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := filepath.Clean(args[0])
 			if st, err := os.Stat(src); err != nil || !st.IsDir() {
-				return usagef("%s is not a directory", src)
+				return cli.Usagef("%s is not a directory", src)
 			}
 			name := filepath.Base(src)
 			m, merr := findManifest(a.g.manifests, name)
@@ -107,7 +108,7 @@ With --pin it also rewrites the sha256 in the connector's manifest (in
 				}
 			}
 			if a.g.json {
-				writeJSON(a.stdout, res)
+				cli.WriteJSON(a.stdout, res)
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "built   %s (%s)\nsha256  %s\n", res.Module, res.Language, res.SHA256)
@@ -117,7 +118,7 @@ With --pin it also rewrites the sha256 in the connector's manifest (in
 			case res.Manifest != "" && res.PinnedBefore == res.SHA256:
 				fmt.Fprintf(a.stdout, "%s already pins this digest\n", res.Manifest)
 			case res.Manifest != "":
-				fmt.Fprintf(a.stderr, "note: %s pins %s; run with --pin to pin the new digest\n", res.Manifest, orDash(res.PinnedBefore))
+				fmt.Fprintf(a.stderr, "note: %s pins %s; run with --pin to pin the new digest\n", res.Manifest, cli.OrDash(res.PinnedBefore))
 			}
 			return nil
 		},
@@ -153,7 +154,7 @@ older "connector__operation").`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := tooldefs.ParseFormat(format)
 			if err != nil {
-				return usagef("--format: %v", err)
+				return cli.Usagef("--format: %v", err)
 			}
 			ms, err := a.loadManifests()
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -82,12 +83,12 @@ func TestCrashtestCommand(t *testing.T) {
 		wantCode  int
 		wantFails []string // points × gated of the failing cells that must be reported
 	}{
-		{"brokenkey", []string{"--manifest", manifest["brokenkey"]}, ExitFindings,
+		{"brokenkey", []string{"--manifest", manifest["brokenkey"]}, cli.ExitFindings,
 			[]string{"after_plugin_return/true", "after_plugin_return/false"}},
-		{"brokenreconcile", []string{"--manifest", manifest["brokenreconcile"]}, ExitFindings,
+		{"brokenreconcile", []string{"--manifest", manifest["brokenreconcile"]}, cli.ExitFindings,
 			[]string{"after_plugin_return/true", "after_plugin_return/false", "after_reconcile_return/true", "after_reconcile_return/false"}},
-		{"payments", []string{"--manifest", manifest["payments"]}, ExitOK, nil},
-		{"email.send", []string{"--manifest", manifest["email"], "--operation", "send"}, ExitOK, nil},
+		{"payments", []string{"--manifest", manifest["payments"]}, cli.ExitOK, nil},
+		{"email.send", []string{"--manifest", manifest["email"], "--operation", "send"}, cli.ExitOK, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -121,7 +122,7 @@ func TestCrashtestCommand(t *testing.T) {
 					t.Errorf("cell %s: problem %q, want a duplicate effect", want, r.Problem)
 				}
 			}
-			if tc.wantCode == ExitOK && len(failed) > 0 {
+			if tc.wantCode == cli.ExitOK && len(failed) > 0 {
 				t.Errorf("shipped connector failed %d cell(s)", len(failed))
 			}
 			if rep.Totals.Kills == 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
-	"github.com/connhost/connhost/server/httpapi"
 	"github.com/connhost/connhost/server/tooldefs"
 )
 
@@ -42,10 +41,10 @@ says what is wrong, and for an unknown tool lists the tools there are.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			raw, err := a.readArg(args)
 			if err != nil {
-				return usagef("--args: %v", err)
+				return cli.Usagef("--args: %v", err)
 			}
 			if !json.Valid(raw) {
-				return usagef("--args is not valid JSON")
+				return cli.Usagef("--args is not valid JSON")
 			}
 			call.Arguments = raw
 			var res host.Result
@@ -95,15 +94,15 @@ func resultExit(res host.Result) error {
 	case host.StatusSucceeded:
 		return nil
 	case host.StatusRecoveryRequired:
-		return &exitError{code: ExitRecoveryRequired}
+		return &cli.ExitError{Code: cli.ExitRecoveryRequired}
 	}
-	return &exitError{code: ExitNotSucceeded}
+	return &cli.ExitError{Code: cli.ExitNotSucceeded}
 }
 
 // printResult prints a Result as JSON or as a short readable block.
 func (a *app) printResult(res host.Result) {
 	if a.g.json {
-		writeJSON(a.stdout, res)
+		cli.WriteJSON(a.stdout, res)
 		return
 	}
 	renderResult(a.stdout, res)
@@ -111,9 +110,9 @@ func (a *app) printResult(res host.Result) {
 
 // renderResult writes a Result for people.
 func renderResult(w io.Writer, res host.Result) {
-	fprintf(w, "execution  %s\n", res.ExecutionID)
-	fprintf(w, "tool call  %s\n", res.ToolCallID)
-	fprintf(w, "status     %s", res.Status)
+	cli.Fprintf(w, "execution  %s\n", res.ExecutionID)
+	cli.Fprintf(w, "tool call  %s\n", res.ToolCallID)
+	cli.Fprintf(w, "status     %s", res.Status)
 	var notes []string
 	if res.State != "" && string(res.State) != string(res.Status) {
 		notes = append(notes, string(res.State)) // what pending stands for
@@ -122,7 +121,7 @@ func renderResult(w io.Writer, res host.Result) {
 		notes = append(notes, fmt.Sprintf("attempt %d", res.Attempt))
 	}
 	if len(notes) > 0 {
-		fprintf(w, " (%s)", strings.Join(notes, ", "))
+		cli.Fprintf(w, " (%s)", strings.Join(notes, ", "))
 	}
 	if res.Recorded {
 		fmt.Fprint(w, " — recorded outcome, connector not called")
@@ -133,68 +132,31 @@ func renderResult(w io.Writer, res host.Result) {
 		if res.Status == host.StatusSucceeded {
 			how = "answered with its outcome, not dispatched"
 		}
-		fprintf(w, "repeats    %s (same arguments in the same session): %s\n", res.DuplicateOf, how)
+		cli.Fprintf(w, "repeats    %s (same arguments in the same session): %s\n", res.DuplicateOf, how)
 	}
 	if res.Source != "" {
-		fprintf(w, "source     %s\n", res.Source)
+		cli.Fprintf(w, "source     %s\n", res.Source)
 	}
 	if res.Receipt != "" {
-		fprintf(w, "receipt    %s\n", res.Receipt)
+		cli.Fprintf(w, "receipt    %s\n", res.Receipt)
 	}
 	if len(res.Result) > 0 {
-		fprintf(w, "result     %s\n", compactJSON(res.Result))
+		cli.Fprintf(w, "result     %s\n", cli.CompactJSON(res.Result))
 	}
 	if res.Error != "" {
-		fprintf(w, "error      %s\n", res.Error)
+		cli.Fprintf(w, "error      %s\n", res.Error)
 	}
 	if ap := res.Approval; ap != nil {
 		by := ""
 		if ap.By != "" {
 			by = " by " + ap.By
 		}
-		fprintf(w, "approval   %s %s%s, digest %s, expires %s\n", ap.ID, ap.Decision, by, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
+		cli.Fprintf(w, "approval   %s %s%s, digest %s, expires %s\n", ap.ID, ap.Decision, by, ap.ArgsDigest, ap.ExpiresAt.UTC().Format(timeFormat))
 		if ap.Decision == "pending" {
-			fprintf(w, "           connhost approve %s shows the call; --by NAME --digest %s approves it\n", ap.ID, ap.ArgsDigest)
+			cli.Fprintf(w, "           connhost approve %s shows the call; --by NAME --digest %s approves it\n", ap.ID, ap.ArgsDigest)
 		}
 	}
 	if !res.NextAttemptAt.IsZero() {
-		fprintf(w, "next       %s\n", res.NextAttemptAt.UTC().Format(timeFormat))
+		cli.Fprintf(w, "next       %s\n", res.NextAttemptAt.UTC().Format(timeFormat))
 	}
-}
-
-// renderProblem writes a problem for people: one "connhost: …" line, then
-// the details a reader needs to act on it.
-func renderProblem(w io.Writer, p *httpapi.Problem) {
-	msg := p.Detail
-	if msg == "" {
-		msg = p.Title
-	}
-	// A message may hold several lines (every problem of a config file):
-	// the lines after the first are indented, so none passes for a
-	// message of its own, and every other control character is escaped.
-	fmt.Fprintf(w, "connhost: %s\n", indentLines(termSafeLines(msg), "  "))
-	if p.Code == httpapi.CodeInternal || p.Code == httpapi.CodeBadRequest {
-		return
-	}
-	fprintf(w, "  code: %s\n", p.Code)
-	if p.RecordedDigest != "" {
-		fprintf(w, "  recorded: %s args digest %s\n  given:    %s args digest %s\n", p.RecordedTool, p.RecordedDigest, p.GivenTool, p.GivenDigest)
-	}
-	if len(p.UncertainCalls) > 0 {
-		fmt.Fprintln(w, "  uncertain calls (resolve each with connhost resolve):")
-		for _, u := range p.UncertainCalls {
-			fprintf(w, "    %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
-		}
-	}
-	if p.Execution != nil {
-		fprintf(w, "  execution %s is %s\n", p.Execution.ExecutionID, p.Execution.Status)
-	}
-}
-
-func compactJSON(b []byte) string {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return string(b)
-	}
-	return buf.String()
 }

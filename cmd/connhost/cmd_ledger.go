@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/argview"
 	"github.com/connhost/connhost/ledger"
@@ -55,7 +56,7 @@ prints what GET /v1/executions answers.
 				err = httpapi.SetOrder(&f, order)
 			}
 			if err != nil {
-				return usagef("%v", err)
+				return cli.Usagef("%v", err)
 			}
 			var lr httpapi.ListResponse
 			remote, err := a.throughServer(cmd.Context(), df, request{method: "GET", path: "/v1/executions" + listQuery(state, session, namespace, after, order, limit), out: &lr})
@@ -76,7 +77,7 @@ prints what GET /v1/executions answers.
 				})
 				switch {
 				case errors.Is(err, ledger.ErrNotFound):
-					return usagef("--after %s names no execution in %s", after, a.g.data)
+					return cli.Usagef("--after %s names no execution in %s", after, a.g.data)
 				case errors.Is(err, ledger.ErrPruned):
 					return fmt.Errorf("--after %s names an execution pruned by retention meanwhile; list again without --after", after)
 				case err != nil:
@@ -88,12 +89,12 @@ prints what GET /v1/executions answers.
 				}
 			}
 			if a.g.json {
-				writeJSON(a.stdout, lr)
+				cli.WriteJSON(a.stdout, lr)
 				return nil
 			}
 			renderList(a.stdout, lr.Executions)
 			if lr.Next != "" {
-				fprintf(a.stdout, "(more: --after %s)\n", lr.Next)
+				cli.Fprintf(a.stdout, "(more: --after %s)\n", lr.Next)
 			}
 			if lr.Total != nil && *lr.Total > 0 {
 				fmt.Fprintf(a.stdout, "(%d awaiting approval in all: connhost approve <approval-id> without --digest shows each call whole)\n", *lr.Total)
@@ -123,7 +124,7 @@ func renderList(w io.Writer, es []httpapi.Execution) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXECUTION\tSTATE\tTOOL\tSESSION\tTOOL CALL\tATTEMPT\tCREATED\tUPDATED")
 	for _, r := range es {
-		fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ExecutionID, r.State, r.Tool,
+		cli.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ExecutionID, r.State, r.Tool,
 			sessionName(r.Namespace, r.SessionID), r.ToolCallID, r.Attempt, r.MaxAttempts,
 			r.CreatedAt.UTC().Format(timeFormat), r.UpdatedAt.UTC().Format(timeFormat))
 	}
@@ -173,7 +174,7 @@ checks at the provider (the idempotency key, the receipt).
 			}
 			if remote {
 				if a.g.json {
-					writeJSON(a.stdout, e)
+					cli.WriteJSON(a.stdout, e)
 					return nil
 				}
 				renderHistory(a.stdout, e, a.operationOf(e.Tool), earlier)
@@ -203,7 +204,7 @@ checks at the provider (the idempotency key, the receipt).
 			}
 			e = httpapi.NewExecution(rec, evs)
 			if a.g.json {
-				writeJSON(a.stdout, e)
+				cli.WriteJSON(a.stdout, e)
 				return nil
 			}
 			renderHistory(a.stdout, e, a.operationOf(e.Tool), earlier)
@@ -242,9 +243,9 @@ func (a *app) operationOf(tool string) *manifests.Operation {
 func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, earlier *host.Result) {
 	evs := r.Events
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, format string, args ...any) { fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row := func(k, format string, args ...any) { cli.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	row("execution", "%s", r.ExecutionID)
-	row("tool", "%s (effect %s, recovery %s, policy %s)", r.Tool, r.Effect, orDash(r.Policy), r.PolicyVersion)
+	row("tool", "%s (effect %s, recovery %s, policy %s)", r.Tool, r.Effect, cli.OrDash(r.Policy), r.PolicyVersion)
 	row("session", "%s, tool call %s", sessionName(r.Namespace, r.SessionID), r.ToolCallID)
 	state := string(r.State)
 	if r.CancelRequested {
@@ -253,7 +254,7 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 	row("state", "%s, attempt %d of %d", state, r.Attempt, r.MaxAttempts)
 	row("args digest", "%s", r.ArgsDigest)
 	// What the provider saw: a human checks it there before resolving.
-	row("idempotency key", "%s", orDash(r.IdempotencyKey))
+	row("idempotency key", "%s", cli.OrDash(r.IdempotencyKey))
 	if r.DuplicateOf != "" {
 		s := r.DuplicateOf
 		if earlier != nil {
@@ -263,7 +264,7 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 		if r.State == ledger.StateSucceeded && r.Source == ledger.OutcomeSourceDuplicate {
 			how = "answered with its outcome"
 		}
-		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, shortDuration(time.Duration(r.DuplicateWindow)), how)
+		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, cli.ShortDuration(time.Duration(r.DuplicateWindow)), how)
 	}
 	if r.Resumed {
 		row("resumed", "yes (replayed from older history)")
@@ -289,7 +290,7 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 		row("receipt", "%s", r.Receipt)
 	}
 	if len(r.Result.Result) > 0 {
-		row("result", "%s", compactJSON(r.Result.Result))
+		row("result", "%s", cli.CompactJSON(r.Result.Result))
 	}
 	if r.Error != "" {
 		row("error", "%s", r.Error)
@@ -321,11 +322,11 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 				given++
 			}
 		}
-		fprintf(w, "\narguments (%d, every one as a reviewer is shown it):\n", given)
+		cli.Fprintf(w, "\narguments (%d, every one as a reviewer is shown it):\n", given)
 		_ = argview.Write(w, fields, "  ")
 	}
 
-	fprintf(w, "\n%d event(s):\n", len(evs))
+	cli.Fprintf(w, "\n%d event(s):\n", len(evs))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tTIME\tATTEMPT\tTRANSITION\tDECISION\tACTOR\tEVIDENCE / REASON")
 	for _, e := range evs {
@@ -340,16 +341,9 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 		if e.Reason != "" {
 			notes = append(notes, "reason: "+e.Reason)
 		}
-		fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(timeFormat), e.Attempt, tr, e.Decision, orDash(e.Actor), strings.Join(notes, "; "))
+		cli.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(timeFormat), e.Attempt, tr, e.Decision, cli.OrDash(e.Actor), strings.Join(notes, "; "))
 	}
 	_ = tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func (a *app) recoverCommand() *cobra.Command {
@@ -396,12 +390,12 @@ report. It exits 4 when recovery_required executions remain.
 				rep.Uncertain = []host.UncertainCall{}
 			}
 			if a.g.json {
-				writeJSON(a.stdout, rep)
+				cli.WriteJSON(a.stdout, rep)
 			} else {
 				renderReport(a.stdout, rep)
 			}
 			if len(rep.Uncertain) > 0 {
-				return &exitError{code: ExitRecoveryRequired}
+				return &cli.ExitError{Code: cli.ExitRecoveryRequired}
 			}
 			return nil
 		},
@@ -412,26 +406,26 @@ report. It exits 4 when recovery_required executions remain.
 
 // renderReport writes a RecoveryReport for people.
 func renderReport(w io.Writer, rep host.RecoveryReport) {
-	fprintf(w, "%d pending execution(s) examined", rep.Pending)
+	cli.Fprintf(w, "%d pending execution(s) examined", rep.Pending)
 	if rep.Skipped > 0 {
-		fprintf(w, ", %d skipped (a live call was driving them)", rep.Skipped)
+		cli.Fprintf(w, ", %d skipped (a live call was driving them)", rep.Skipped)
 	}
 	if rep.Claimed > 0 {
-		fprintf(w, ", %d taken over from nodes whose lease had expired", rep.Claimed)
+		cli.Fprintf(w, ", %d taken over from nodes whose lease had expired", rep.Claimed)
 	}
 	fmt.Fprintln(w)
 	for _, s := range []host.Status{host.StatusSucceeded, host.StatusFailed, host.StatusPending, host.StatusAwaitingApproval,
 		host.StatusExpired, host.StatusRecoveryRequired, host.StatusRejected, host.StatusAbandoned, host.StatusCancelled} {
 		if n := rep.Decisions[s]; n > 0 {
-			fprintf(w, "  %-18s %d\n", s, n)
+			cli.Fprintf(w, "  %-18s %d\n", s, n)
 		}
 	}
 	if len(rep.Uncertain) == 0 {
 		return
 	}
-	fprintf(w, "\n%d call(s) need an operator (connhost history <id>, then connhost resolve <id>):\n", len(rep.Uncertain))
+	cli.Fprintf(w, "\n%d call(s) need an operator (connhost history <id>, then connhost resolve <id>):\n", len(rep.Uncertain))
 	for _, u := range rep.Uncertain {
-		fprintf(w, "  %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
+		cli.Fprintf(w, "  %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
 	}
 }
 
@@ -464,25 +458,25 @@ server, resolving needs an approver's or an operator's token.
 		Args: exactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if retry && applied {
-				return usagef("--retry goes with --not-applied")
+				return cli.Usagef("--retry goes with --not-applied")
 			}
 			if notApplied && !retry && !abandon {
-				return usagef("--not-applied needs --retry or --abandon")
+				return cli.Usagef("--not-applied needs --retry or --abandon")
 			}
 			if applied && abandon {
-				return usagef("--abandon goes with --not-applied")
+				return cli.Usagef("--abandon goes with --not-applied")
 			}
 			if (result != "" || receipt != "") && !applied {
-				return usagef("--result and --receipt go with --applied")
+				return cli.Usagef("--result and --receipt go with --applied")
 			}
 			r := host.Resolution{Applied: applied, Retry: retry, Receipt: receipt, Reason: reason}
 			if result != "" {
 				raw, err := a.readArg(result)
 				if err != nil {
-					return usagef("--result: %v", err)
+					return cli.Usagef("--result: %v", err)
 				}
 				if !json.Valid(raw) {
-					return usagef("--result is not valid JSON")
+					return cli.Usagef("--result is not valid JSON")
 				}
 				r.Result = raw
 			}
@@ -604,14 +598,14 @@ func (a *app) showApproval(ctx context.Context, df decisionFlags, approvalID str
 		return err
 	}
 	if a.g.json {
-		writeJSON(a.stdout, view)
-		return &exitError{code: ExitUsage}
+		cli.WriteJSON(a.stdout, view)
+		return &cli.ExitError{Code: cli.ExitUsage}
 	}
 	fmt.Fprint(a.stdout, view.Text)
 	if view.Status != host.StatusAwaitingApproval {
-		return &exitError{code: ExitUsage, err: usagef("approval %s is %s (execution %s is %s): there is nothing to approve", approvalID, view.Decision, view.ExecutionID, view.Status)}
+		return &cli.ExitError{Code: cli.ExitUsage, Err: cli.Usagef("approval %s is %s (execution %s is %s): there is nothing to approve", approvalID, view.Decision, view.ExecutionID, view.Status)}
 	}
-	return &exitError{code: ExitUsage, err: usagef("nothing was decided: to approve exactly the call shown above, run connhost approve %s --digest %s", approvalID, view.ArgsDigest)}
+	return &cli.ExitError{Code: cli.ExitUsage, Err: cli.Usagef("nothing was decided: to approve exactly the call shown above, run connhost approve %s --digest %s", approvalID, view.ArgsDigest)}
 }
 
 // minDigestPrefix is the shortest --digest accepted in place of the
@@ -630,7 +624,7 @@ func (a *app) expandDigest(ctx context.Context, df decisionFlags, approvalID, di
 		return d, nil
 	}
 	if len(d) < minDigestPrefix || len(d) > sha256HexLen || strings.Trim(d, "0123456789abcdef") != "" {
-		return "", usagef("--digest %q: give the args digest whole (64 hex characters) or at least its first %d", digest, minDigestPrefix)
+		return "", cli.Usagef("--digest %q: give the args digest whole (64 hex characters) or at least its first %d", digest, minDigestPrefix)
 	}
 	var view host.ApprovalView
 	_, err := a.decide(ctx, df, "approve", request{method: "GET", path: "/v1/approvals/" + url.PathEscape(approvalID), out: &view},

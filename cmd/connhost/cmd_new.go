@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 	"github.com/connhost/connhost/sdk"
@@ -138,11 +139,11 @@ languages. new refuses to overwrite anything.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if !manifests.ValidConnectorName(name) {
-				return usagef("connector name %q: use lower-case letters, digits, - and _, starting with a letter (at most 32)", name)
+				return cli.Usagef("connector name %q: use lower-case letters, digits, - and _, starting with a letter (at most 32)", name)
 			}
 			l := wasmbuild.Lang(lang)
 			if !slices.Contains(wasmbuild.Langs, l) {
-				return usagef("--lang %q: use go, assemblyscript or rust", lang)
+				return cli.Usagef("--lang %q: use go, assemblyscript or rust", lang)
 			}
 			written, err := writeScaffold(dir, name, scaffoldFiles(l, name))
 			if err != nil {
@@ -153,7 +154,7 @@ languages. new refuses to overwrite anything.`,
 				return err
 			}
 			if a.g.json {
-				writeJSON(a.stdout, map[string]any{"connector": name, "language": l, "files": written, "kit": kit})
+				cli.WriteJSON(a.stdout, map[string]any{"connector": name, "language": l, "files": written, "kit": kit})
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "created connector %s (%s):\n", name, l)

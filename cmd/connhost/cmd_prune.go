@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 )
 
@@ -24,7 +25,7 @@ with "pruned". Pending and recovery_required executions are never pruned.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if olderThan <= 0 {
-				return usagef("prune needs --older-than with a positive duration, e.g. 720h")
+				return cli.Usagef("prune needs --older-than with a positive duration, e.g. 720h")
 			}
 			var n int
 			err := a.withExecutor(cmd.Context(), openOptions{existing: true}, func(ex *host.Executor) error {
@@ -36,7 +37,7 @@ with "pruned". Pending and recovery_required executions are never pruned.`,
 				return err
 			}
 			if a.g.json {
-				writeJSON(a.stdout, map[string]any{"pruned": n, "older_than": olderThan.String()})
+				cli.WriteJSON(a.stdout, map[string]any{"pruned": n, "older_than": olderThan.String()})
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "pruned %d terminal execution(s) older than %s\n", n, olderThan)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/ledger/pgledger"
 	"github.com/connhost/connhost/server"
@@ -66,12 +67,12 @@ PostgreSQL is backed up with the database's own tools.`,
 				return err
 			}
 			if _, err := os.Lstat(dir); err == nil {
-				return usagef("%s exists: a backup goes into a new directory", dir)
+				return cli.Usagef("%s exists: a backup goes into a new directory", dir)
 			}
 			if dsn, _, err := a.sharedLedger(); err != nil {
 				return err
 			} else if dsn != "" {
-				return usagef("the ledger is shared on PostgreSQL: back it up with the database's own tools (pg_dump, point-in-time recovery), and use a restored copy with connhost ledger accept-restore")
+				return cli.Usagef("the ledger is shared on PostgreSQL: back it up with the database's own tools (pg_dump, point-in-time recovery), and use a restored copy with connhost ledger accept-restore")
 			}
 			var info ledger.BackupInfo
 			ctx := cmd.Context()
@@ -101,7 +102,7 @@ PostgreSQL is backed up with the database's own tools.`,
 				}
 			}
 			if a.g.json {
-				writeJSON(a.stdout, info)
+				cli.WriteJSON(a.stdout, info)
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "Backed up ledger %s (generation %d, at least %d committed writes) into %s at %s.\n",
@@ -141,7 +142,7 @@ ledger alone does not roll back.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reason == "" {
-				return usagef("restore needs --reason: it is recorded with every fence")
+				return cli.Usagef("restore needs --reason: it is recorded with every fence")
 			}
 			if by == "" {
 				by = localActor()
@@ -149,7 +150,7 @@ ledger alone does not roll back.`,
 			if dsn, _, err := a.sharedLedger(); err != nil {
 				return err
 			} else if dsn != "" {
-				return usagef("the ledger is shared on PostgreSQL: restore the database with its own tools, then run connhost ledger accept-restore")
+				return cli.Usagef("the ledger is shared on PostgreSQL: restore the database with its own tools, then run connhost ledger accept-restore")
 			}
 			_, cfg, err := a.sharedLedger()
 			if err != nil {
@@ -167,7 +168,7 @@ ledger alone does not roll back.`,
 				return err
 			}
 			if a.g.json {
-				writeJSON(a.stdout, struct {
+				cli.WriteJSON(a.stdout, struct {
 					Backup  ledger.BackupInfo    `json:"backup"`
 					Restore ledger.RestoreReport `json:"restore"`
 				}{info, rep})
@@ -241,7 +242,7 @@ prints what was fenced.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if reason == "" {
-				return usagef("accept-restore needs --reason: it is recorded with every fence")
+				return cli.Usagef("accept-restore needs --reason: it is recorded with every fence")
 			}
 			if by == "" {
 				by = localActor()
@@ -272,7 +273,7 @@ prints what was fenced.`,
 				return err
 			}
 			if a.g.json {
-				writeJSON(a.stdout, rep)
+				cli.WriteJSON(a.stdout, rep)
 				return nil
 			}
 			renderRestoreReport(a.stdout, rep)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/manifests"
@@ -146,12 +147,12 @@ are retried with backoff and never hold a call up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if set := testHooksSet(); len(set) > 0 && !testHooks {
-				return usagef("refusing to start: %s set in the environment: these test hooks kill the process at a crash point or lose the ledger's unsynced writes; unset them, or pass --allow-test-hooks if this is a crash test", strings.Join(set, " and "))
+				return cli.Usagef("refusing to start: %s set in the environment: these test hooks kill the process at a crash point or lose the ledger's unsynced writes; unset them, or pass --allow-test-hooks if this is a crash test", strings.Join(set, " and "))
 			} else if len(set) > 0 {
 				a.logger().Warn("test hooks armed (--allow-test-hooks): this server may kill itself at a crash point or lose unsynced ledger writes", "set", set)
 			}
 			if a.g.config == "" {
-				return usagef("serve needs --config FILE")
+				return cli.Usagef("serve needs --config FILE")
 			}
 			cfg, err := loadConfig(a.g.config, os.LookupEnv)
 			if err != nil {
@@ -161,7 +162,7 @@ are retried with backoff and never hold a call up.`,
 				cfg.Server.Listen = listen
 			}
 			if leaseTTL < 0 {
-				return usagef("--lease-ttl must be positive")
+				return cli.Usagef("--lease-ttl must be positive")
 			}
 			// Refused before anything is opened: a refused start leaves
 			// no ledger behind.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/buildinfo"
 )
 
@@ -28,7 +29,7 @@ document's info.x-connhost-version.`,
 		RunE: func(*cobra.Command, []string) error {
 			bi := buildinfo.Read()
 			if a.g.json {
-				writeJSON(a.stdout, bi)
+				cli.WriteJSON(a.stdout, bi)
 				return nil
 			}
 			fmt.Fprint(a.stdout, bi.Text())
@@ -44,7 +45,7 @@ var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.Lev
 func parseLogLevel(s string) (slog.Level, error) {
 	l, ok := logLevels[strings.ToLower(s)]
 	if !ok {
-		return 0, usagef("--log-level %q: want debug, info, warn or error", s)
+		return 0, cli.Usagef("--log-level %q: want debug, info, warn or error", s)
 	}
 	return l, nil
 }

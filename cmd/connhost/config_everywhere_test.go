@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 )
 
@@ -45,20 +46,20 @@ witness = "./state/ledger.witness"
 
 	code, out, errOut := run("exec", "--session", "s1", "--tool-call", "c1", "--tool", "gated.echo", "--args", `{"msg":"hi"}`)
 	var res host.Result
-	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+	if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("exec: exit %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut := run("ls", "--state", "awaiting_approval"); code != ExitOK || !strings.Contains(out, res.ExecutionID) {
+	if code, out, errOut := run("ls", "--state", "awaiting_approval"); code != cli.ExitOK || !strings.Contains(out, res.ExecutionID) {
 		t.Fatalf("ls: exit %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut := run("approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita"); code != ExitOK {
+	if code, out, errOut := run("approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita"); code != cli.ExitOK {
 		t.Fatalf("approve: exit %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut := run("history", res.ExecutionID); code != ExitOK || !strings.Contains(out, "rita") {
+	if code, out, errOut := run("history", res.ExecutionID); code != cli.ExitOK || !strings.Contains(out, "rita") {
 		t.Fatalf("history: exit %d %s %s", code, out, errOut)
 	}
 	code, out, errOut = run("exec", "--session", "s1", "--tool-call", "c2", "--tool", "gated.echo", "--args", `{"msg":"again"}`)
-	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+	if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("exec of a second call: exit %d %s %s", code, out, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(conf, "state", "ledger.witness")); err != nil {
@@ -77,7 +78,7 @@ witness = "./state/ledger.witness"
 	}()
 	defer func() {
 		cancel()
-		if code := <-done; code != ExitOK {
+		if code := <-done; code != cli.ExitOK {
 			t.Errorf("serve: exit %d", code)
 		}
 	}()
@@ -90,10 +91,10 @@ witness = "./state/ledger.witness"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if code, out, errOut := run("ls", "--state", "awaiting_approval"); code != ExitOK || !strings.Contains(out, res.ExecutionID) {
+	if code, out, errOut := run("ls", "--state", "awaiting_approval"); code != cli.ExitOK || !strings.Contains(out, res.ExecutionID) {
 		t.Fatalf("ls through serve: exit %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut := run("cancel", res.ExecutionID); code != ExitOK || !strings.Contains(out, "cancelled") {
+	if code, out, errOut := run("cancel", res.ExecutionID); code != cli.ExitOK || !strings.Contains(out, "cancelled") {
 		t.Fatalf("cancel through serve: exit %d %s %s", code, out, errOut)
 	}
 }

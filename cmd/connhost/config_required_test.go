@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -68,7 +69,7 @@ base_url = %q
 allow_http = [%q]
 `, sb.PaymentsURL(), sb.PaymentsURL()))
 
-	cli := func(withConfig bool, args ...string) (int, string, string) {
+	runCLI := func(withConfig bool, args ...string) (int, string, string) {
 		base := []string{"--data", filepath.Join(dir, "data"), "--manifests", mans, "--modules", mods}
 		if withConfig {
 			base = append(base, "--config", cfg)
@@ -81,7 +82,7 @@ allow_http = [%q]
 		if withConfig {
 			args = append([]string{"--json"}, args...)
 		}
-		return cli(withConfig, args...)
+		return runCLI(withConfig, args...)
 	}
 	intents := func() int {
 		n, err := sb.Client().CountPaymentIntents(ctx)
@@ -101,8 +102,8 @@ allow_http = [%q]
 				t.Errorf("stderr lacks %q:\n%s", want, errOut)
 			}
 		}
-		if code != ExitFailure {
-			t.Errorf("exit %d, want %d", code, ExitFailure)
+		if code != cli.ExitFailure {
+			t.Errorf("exit %d, want %d", code, cli.ExitFailure)
 		}
 	}
 
@@ -120,17 +121,17 @@ allow_http = [%q]
 	// A gated call recorded and approved with the config…
 	code, out, errOut = pay(true, "c1")
 	var res host.Result
-	if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+	if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("exec with config: %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut := cli(true, "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest); code != ExitOK {
+	if code, out, errOut := runCLI(true, "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest); code != cli.ExitOK {
 		t.Fatalf("approve: %d %q %q", code, out, errOut)
 	}
 	// …is not dispatched without it: the approval stays unconsumed.
 	code, _, errOut = pay(false, "c1")
 	wantRefusal(code, errOut)
-	code, out, errOut = cli(true, "--json", "history", res.ExecutionID)
-	if code != ExitOK || !strings.Contains(out, `"state": "approved"`) || strings.Contains(out, `"dispatched"`) {
+	code, out, errOut = runCLI(true, "--json", "history", res.ExecutionID)
+	if code != cli.ExitOK || !strings.Contains(out, `"state": "approved"`) || strings.Contains(out, `"dispatched"`) {
 		t.Fatalf("history after the refused re-drive: %d %s %s", code, out, errOut)
 	}
 	if n := intents(); n != 0 {
@@ -138,7 +139,7 @@ allow_http = [%q]
 	}
 	// With the config the approved call runs once.
 	code, out, errOut = pay(true, "c1")
-	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusSucceeded || !strings.HasPrefix(res.Receipt, "pi_") {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusSucceeded || !strings.HasPrefix(res.Receipt, "pi_") {
 		t.Fatalf("re-drive with config: %d %q %q", code, out, errOut)
 	}
 	if n := intents(); n != 1 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
@@ -60,8 +61,8 @@ func TestExecRefusesBaseURLOutsideAllowlist(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "--data", filepath.Join(dir, "data"), "--manifests", mans, "--modules", mods, "--config", cfg,
 		"exec", "--session", "s1", "--tool-call", "c1", "--tool", "payments.create_payment",
 		"--args", `{"amount":500,"currency":"usd","payment_method":"pm_card_visa"}`)
-	if code != ExitFailure || out != "" {
-		t.Fatalf("exit %d (want %d), stdout %q", code, ExitFailure, out)
+	if code != cli.ExitFailure || out != "" {
+		t.Fatalf("exit %d (want %d), stdout %q", code, cli.ExitFailure, out)
 	}
 	for _, want := range []string{
 		"refusing to start: a configured URL is outside its connector's allowlist (nothing was recorded)",

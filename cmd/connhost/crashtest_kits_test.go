@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host/crashtest"
@@ -71,7 +72,7 @@ func TestCrashtestKitTwins(t *testing.T) {
 				testenv.NPM(t)
 			}
 			proj := filepath.Join(dir, tc.lang)
-			if code, _, errOut := runCLI(t, nil, "new", tc.name, "--lang", tc.lang, "--dir", proj); code != ExitOK {
+			if code, _, errOut := runCLI(t, nil, "new", tc.name, "--lang", tc.lang, "--dir", proj); code != cli.ExitOK {
 				t.Fatalf("new: exit %d %s", code, errOut)
 			}
 			src, err := os.ReadFile(filepath.Join(root, "devkit", "testing", "kitconnectors", tc.source[0]))
@@ -89,17 +90,17 @@ func TestCrashtestKitTwins(t *testing.T) {
 			manifest := writeFile(t, mans, tc.name+".toml", m)
 
 			code, out, errOut := runCLI(t, nil, "--manifests", mans, "--modules", mods, "build", plugin, "--pin")
-			if code != ExitOK || !strings.Contains(out, "pinned") {
+			if code != cli.ExitOK || !strings.Contains(out, "pinned") {
 				t.Fatalf("build --pin: exit %d\n%s\n%s", code, out, errOut)
 			}
-			if code, out, _ := runCLI(t, nil, "abi", "check", filepath.Join(mods, tc.name+".wasm"), "--manifest", manifest); code != ExitOK {
+			if code, out, _ := runCLI(t, nil, "abi", "check", filepath.Join(mods, tc.name+".wasm"), "--manifest", manifest); code != cli.ExitOK {
 				t.Fatalf("abi check: exit %d\n%s", code, out)
 			}
 			// The audit finds in the twin what it finds in the Go original:
 			// the manifest is the same, and so are the reviewer's questions.
 			code, out, _ = runCLI(t, nil, "--modules", mods, "--data", filepath.Join(proj, "data"), "--json", "audit", mans)
 			r := decodeAudit(t, out)
-			if code == ExitFailure || len(r.Connectors) != 1 || !r.Connectors[0].Module.Found || r.Connectors[0].Module.LoadError != "" {
+			if code == cli.ExitFailure || len(r.Connectors) != 1 || !r.Connectors[0].Module.Found || r.Connectors[0].Module.LoadError != "" {
 				t.Fatalf("audit: exit %d\n%s", code, out)
 			}
 
@@ -119,7 +120,7 @@ func TestCrashtestKitTwins(t *testing.T) {
 			var table strings.Builder
 			_ = rep.WriteTable(&table)
 			t.Logf("connhost %s\n%s", strings.Join(args[3:], " "), table.String())
-			if p.Code != ExitOK || !rep.OK() {
+			if p.Code != cli.ExitOK || !rep.OK() {
 				t.Fatalf("exit %d, %d failed cells\nstderr %s", p.Code, rep.Totals.Failed, p.Stderr)
 			}
 			mf, err := manifests.Load(manifest)

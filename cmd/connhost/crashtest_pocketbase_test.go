@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/proc"
@@ -78,7 +79,7 @@ func TestCrashtestPocketBase(t *testing.T) {
 
 	t.Run("unique index", func(t *testing.T) {
 		code, rep, stderr := run(t, "items")
-		if code != ExitOK || !rep.OK() {
+		if code != cli.ExitOK || !rep.OK() {
 			t.Fatalf("exit %d, %d failed cells\n%s", code, rep.Totals.Failed, stderr)
 		}
 		if strings.Contains(stderr, pb.Token) {
@@ -102,8 +103,8 @@ func TestCrashtestPocketBase(t *testing.T) {
 	})
 	t.Run("no unique index", func(t *testing.T) {
 		code, rep, _ := run(t, "items_plain", "--operation", "create_item", "--point", "in_flight", "--variant", "ungated")
-		if code != ExitFindings || len(rep.Rows) != 1 {
-			t.Fatalf("exit %d with %d rows, want exit %d with the one cell", code, len(rep.Rows), ExitFindings)
+		if code != cli.ExitFindings || len(rep.Rows) != 1 {
+			t.Fatalf("exit %d with %d rows, want exit %d with the one cell", code, len(rep.Rows), cli.ExitFindings)
 		}
 		r := rep.Rows[0]
 		if r.Pass || !r.Duplicate || r.Effects != 2 || r.HeldAnswer != 200 ||

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -62,8 +63,8 @@ func TestCrashtestRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, nil, tc.args...)
-			if code != ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
-				t.Fatalf("exit %d (want %d), stdout %q, stderr %q (want %q)", code, ExitUsage, out, errOut, tc.want)
+			if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d (want %d), stdout %q, stderr %q (want %q)", code, cli.ExitUsage, out, errOut, tc.want)
 			}
 		})
 	}
@@ -82,12 +83,12 @@ func TestCrashtestProbeConfigErrors(t *testing.T) {
 		probe + ":5: operation.charge: connector webhook has no operation \"charge\"",
 		probe + ": operation.get_delivery: no sample arguments",
 	} {
-		if code == ExitOK || out != "" || !strings.Contains(errOut, want) {
+		if code == cli.ExitOK || out != "" || !strings.Contains(errOut, want) {
 			t.Errorf("exit %d, stdout %q, stderr lacks %q:\n%s", code, out, want, errOut)
 		}
 	}
 	code, _, errOut = runCLI(t, nil, "crashtest", "--manifest", webhook, "--provider-url", "http://127.0.0.1:9", "--module", module)
-	if code == ExitOK || !strings.Contains(errOut, "crashtest: the provider does not answer how many effects it holds") || strings.Contains(errOut, "crashtest: crashtest:") {
+	if code == cli.ExitOK || !strings.Contains(errOut, "crashtest: the provider does not answer how many effects it holds") || strings.Contains(errOut, "crashtest: crashtest:") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
@@ -120,14 +121,14 @@ func TestCrashtestOwnProvider(t *testing.T) {
 		wantCode            int
 		wantFailed          []string
 	}{
-		{"honest", "plugins/webhook", manifest, []string{"--operation", "deliver"}, ExitOK, nil},
+		{"honest", "plugins/webhook", manifest, []string{"--operation", "deliver"}, cli.ExitOK, nil},
 		// Observed through the receiver's own API, as its probe config
 		// says, not through /_crashtest: every operation, the read too.
-		{"honest, probe config", "plugins/webhook", manifest, []string{"--probe", probeConfig}, ExitOK, nil},
+		{"honest, probe config", "plugins/webhook", manifest, []string{"--probe", probeConfig}, cli.ExitOK, nil},
 		{"key ignored, probe config", "broken/keyignored", manifest, []string{"--probe", probeConfig, "--operation", "deliver",
-			"--point", "after_plugin_return", "--point", "in_flight"}, ExitFindings, []string{"after_plugin_return"}},
-		{"key ignored", "broken/keyignored", manifest, []string{"--operation", "deliver"}, ExitFindings, []string{"after_plugin_return"}},
-		{"reconcile always not applied", "broken/notapplied", reconciled, []string{"--operation", "deliver"}, ExitFindings,
+			"--point", "after_plugin_return", "--point", "in_flight"}, cli.ExitFindings, []string{"after_plugin_return"}},
+		{"key ignored", "broken/keyignored", manifest, []string{"--operation", "deliver"}, cli.ExitFindings, []string{"after_plugin_return"}},
+		{"reconcile always not applied", "broken/notapplied", reconciled, []string{"--operation", "deliver"}, cli.ExitFindings,
 			[]string{"after_plugin_return", "after_reconcile_return"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,7 +229,7 @@ func TestCrashtestPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	stderr := string(p.Stderr)
-	if p.Code == ExitOK || p.Code == ExitFindings || !strings.Contains(stderr, "preflight call did not succeed: webhook.deliver") ||
+	if p.Code == cli.ExitOK || p.Code == cli.ExitFindings || !strings.Contains(stderr, "preflight call did not succeed: webhook.deliver") ||
 		!strings.Contains(stderr, "status 403: forbidden: the token is not valid") || strings.Contains(stderr, "crashtest: [") {
 		t.Fatalf("%s\nstdout %s\nstderr %s", p, p.Stdout, stderr)
 	}
@@ -323,7 +324,7 @@ func TestCrashtestRecordProof(t *testing.T) {
 				t.Fatalf("%s: %v\nstdout %s\nstderr %s", p, err, p.Stdout, p.Stderr)
 			}
 			_, statErr := os.Stat(proof)
-			if tc.proven != (p.Code == ExitOK) || tc.proven != (statErr == nil) || rep.Rows[0].Pass != tc.proven {
+			if tc.proven != (p.Code == cli.ExitOK) || tc.proven != (statErr == nil) || rep.Rows[0].Pass != tc.proven {
 				t.Fatalf("exit %d, proof file: %v, row %+v\nstderr %s", p.Code, statErr, rep.Rows[0], p.Stderr)
 			}
 			_, out, _ := runCLI(t, nil, "--modules", mods, "audit", "--json", m)

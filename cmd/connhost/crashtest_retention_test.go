@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -77,7 +78,7 @@ func TestCrashtestKeyRetention(t *testing.T) {
 	if !expired.Pass || expired.Final != "succeeded" || expired.Decision != "reconciled_applied" || expired.Attempt != 1 || expired.Effects != 1 {
 		t.Errorf("key_expired: %+v", expired)
 	}
-	if !kept.Pass || kept.Decision != "recover_retry" || kept.Effects != 1 || res.Code != ExitOK {
+	if !kept.Pass || kept.Decision != "recover_retry" || kept.Effects != 1 || res.Code != cli.ExitOK {
 		t.Errorf("key_kept (exit %d): %+v", res.Code, kept)
 	}
 }

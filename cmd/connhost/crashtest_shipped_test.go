@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host/crashtest"
@@ -90,7 +91,7 @@ func TestCrashtestShippedThroughProbeConfigs(t *testing.T) {
 			var table strings.Builder
 			_ = rep.WriteTable(&table)
 			t.Logf("connhost %s\n%s", strings.Join(args[4:], " "), table.String())
-			if p.Code != ExitOK || !rep.OK() {
+			if p.Code != cli.ExitOK || !rep.OK() {
 				t.Errorf("exit %d, %d failed cells\nstderr %s", p.Code, rep.Totals.Failed, p.Stderr)
 			}
 			if strings.Contains(string(p.Stderr), sandbox.DefaultAPIKey) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 )
 
@@ -19,7 +20,7 @@ func TestApproveDigestPrefix(t *testing.T) {
 		t.Helper()
 		code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", call, "--tool", "gated.echo", "--args", `{"msg":"`+call+`"}`)
 		var res host.Result
-		if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Approval == nil {
+		if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Approval == nil {
 			t.Fatalf("gated call: %d %q %q", code, out, errOut)
 		}
 		return res
@@ -35,10 +36,10 @@ func TestApproveDigestPrefix(t *testing.T) {
 		code         int
 		want         string
 	}{
-		{"11 characters", full[:11], ExitUsage, "at least its first 12"},
-		{"not hex", "zzzzzzzzzzzzzz", ExitUsage, "at least its first 12"},
-		{"wrong prefix", wrong[:12], ExitFailure, "recorded arguments' digest " + full},
-		{"wrong whole digest", wrong, ExitFailure, "the recorded arguments have digest " + full},
+		{"11 characters", full[:11], cli.ExitUsage, "at least its first 12"},
+		{"not hex", "zzzzzzzzzzzzzz", cli.ExitUsage, "at least its first 12"},
+		{"wrong prefix", wrong[:12], cli.ExitFailure, "recorded arguments' digest " + full},
+		{"wrong whole digest", wrong, cli.ExitFailure, "the recorded arguments have digest " + full},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, a, "approve", c1.Approval.ID, "--digest", tc.digest, "--by", "rita")
@@ -54,7 +55,7 @@ func TestApproveDigestPrefix(t *testing.T) {
 			d = strings.ToUpper(res.Approval.ArgsDigest[:20]) + "…"
 		}
 		code, out, errOut := runCLI(t, a, "--json", "approve", res.Approval.ID, "--digest", d, "--by", "rita")
-		if code != ExitOK || !strings.Contains(out, `"state": "approved"`) {
+		if code != cli.ExitOK || !strings.Contains(out, `"state": "approved"`) {
 			t.Fatalf("approve --digest %s: exit %d %q %q", d, code, out, errOut)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/server/httpapi"
 )
@@ -92,7 +93,7 @@ func TestDiscoveryHandsNoTokenToAnImpostor(t *testing.T) {
 		t.Helper()
 		code, out, errOut := runCLI(t, a, "--data", d.data, "--json", "exec", "--session", "s1", "--tool-call", call, "--tool", "gated.echo", "--args", "{}")
 		var res host.Result
-		if err := json.Unmarshal([]byte(out), &res); code != ExitNotSucceeded || err != nil || res.Approval == nil {
+		if err := json.Unmarshal([]byte(out), &res); code != cli.ExitNotSucceeded || err != nil || res.Approval == nil {
 			t.Fatalf("exec %s: exit %d %q %q", call, code, out, errOut)
 		}
 		return res
@@ -133,7 +134,7 @@ func TestDiscoveryHandsNoTokenToAnImpostor(t *testing.T) {
 		if requests, _ := im.seen(); len(requests) > 0 {
 			t.Errorf("the CLI talked to the process of a file naming pid 1: %v", requests)
 		}
-		if code != ExitOK || !strings.Contains(errOut, "ignoring "+filepath.Join(d.data, serverInfoFile)) ||
+		if code != cli.ExitOK || !strings.Contains(errOut, "ignoring "+filepath.Join(d.data, serverInfoFile)) ||
 			!strings.Contains(out, "approved by "+localActor()) {
 			t.Errorf("pid 1: exit %d, want the approval made directly on the ledger and a warning:\n%s%s", code, out, errOut)
 		}
@@ -145,7 +146,7 @@ func TestDiscoveryHandsNoTokenToAnImpostor(t *testing.T) {
 			plant(im.URL, os.Getpid(), 0o600)
 			code, out, errOut := approve(res)
 			noToken("proof "+proof, im, out, errOut)
-			if code != ExitFailure || !strings.Contains(errOut, "was not sent") {
+			if code != cli.ExitFailure || !strings.Contains(errOut, "was not sent") {
 				t.Errorf("proof %q: exit %d, want a refusal saying the token was not sent:\n%s%s", proof, code, out, errOut)
 			}
 		}
@@ -156,7 +157,7 @@ func TestDiscoveryHandsNoTokenToAnImpostor(t *testing.T) {
 		plant(im.URL, os.Getpid(), 0o644)
 		code, out, errOut := approve(res)
 		noToken("mode 0644", im, out, errOut)
-		if code != ExitOK || !strings.Contains(errOut, "mode 0644") {
+		if code != cli.ExitOK || !strings.Contains(errOut, "mode 0644") {
 			t.Errorf("mode 0644: exit %d, want the file ignored for its mode:\n%s%s", code, out, errOut)
 		}
 	})
@@ -168,7 +169,7 @@ func TestDiscoveryHandsNoTokenToAnImpostor(t *testing.T) {
 		}
 		code, out, errOut := approve(res, "--server", im.URL)
 		noToken("--server", im, out, errOut)
-		if code != ExitFailure || !strings.Contains(errOut, "cannot prove that it holds the token") {
+		if code != cli.ExitFailure || !strings.Contains(errOut, "cannot prove that it holds the token") {
 			t.Errorf("--server: exit %d:\n%s%s", code, out, errOut)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/server/httpapi"
 )
 
@@ -114,11 +115,11 @@ token_env = "T_SHORT"
 		if len(auth) > 0 || strings.Contains(out+errOut, rita) {
 			t.Errorf("the relay was sent %d Authorization header(s)", len(auth))
 		}
-		if code == ExitOK || !strings.Contains(errOut, "relayed the request") || !strings.Contains(errOut, si.URL) {
+		if code == cli.ExitOK || !strings.Contains(errOut, "relayed the request") || !strings.Contains(errOut, si.URL) {
 			t.Errorf("ls through the relay: exit %d, want a refusal naming the real server's URL:\n%s%s", code, out, errOut)
 		}
 		for _, server := range []string{si.URL, strings.Replace(si.URL, "127.0.0.1", "localhost", 1)} {
-			if code, out, errOut := runBin(t, bin, cliEnv(DefaultTokenEnv+"="+rita), append([]string{"ls", "--server", server}, global...)...); code != ExitOK {
+			if code, out, errOut := runBin(t, bin, cliEnv(DefaultTokenEnv+"="+rita), append([]string{"ls", "--server", server}, global...)...); code != cli.ExitOK {
 				t.Errorf("ls --server %s: exit %d\n%s%s", server, code, out, errOut)
 			}
 		}
@@ -149,7 +150,7 @@ token_env = "T_SHORT"
 		if guess(rita) != http.StatusTooManyRequests {
 			t.Errorf("a right token from the guessing source was looked at")
 		}
-		if code, out, errOut := runBin(t, bin, cliEnv(DefaultTokenEnv+"="+rita), append([]string{"ls", "--server", si.URL}, global...)...); code != ExitOK {
+		if code, out, errOut := runBin(t, bin, cliEnv(DefaultTokenEnv+"="+rita), append([]string{"ls", "--server", si.URL}, global...)...); code != cli.ExitOK {
 			t.Errorf("another source is slowed down too: exit %d\n%s%s", code, out, errOut)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
@@ -294,18 +295,18 @@ func TestHelpExamplesRun(t *testing.T) {
 				setup = story
 			}
 			if setup != nil {
-				if code, _, errOut := runCLI(t, nil, setup...); code != ExitNotSucceeded && code != ExitRecoveryRequired {
+				if code, _, errOut := runCLI(t, nil, setup...); code != cli.ExitNotSucceeded && code != cli.ExitRecoveryRequired {
 					t.Fatalf("setup %q: exit %d: %s", setup, code, errOut)
 				}
 			}
 			if name == "ledger" && ex.args[1] == "restore" {
 				// A restore needs the backup it names.
-				if code, _, errOut := runCLI(t, nil, "ledger", "backup", ex.args[2]); code != ExitOK {
+				if code, _, errOut := runCLI(t, nil, "ledger", "backup", ex.args[2]); code != cli.ExitOK {
 					t.Fatalf("setup: ledger backup %s: exit %d: %s", ex.args[2], code, errOut)
 				}
 			}
 			code, out, errOut := runCLI(t, nil, ex.args...)
-			if code != ExitOK && code != ExitRecoveryRequired && code != ExitNotSucceeded {
+			if code != cli.ExitOK && code != cli.ExitRecoveryRequired && code != cli.ExitNotSucceeded {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 			}
 		})

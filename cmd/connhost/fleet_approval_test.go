@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/ledger"
@@ -69,7 +70,7 @@ token_env = "T_RITA"
 	elsewhere := []string{"--data", filepath.Join(tmp, "elsewhere"), "--manifests", mdir, "--modules", d.modules}
 	code, out, errOut := runBin(t, bin, cliEnv(), append([]string{"--ledger", dsn, "approve", c1.Approval.ID, "--by", "rita", "--digest", c1.Approval.ArgsDigest}, elsewhere...)...)
 	t.Logf("approve --ledger --by rita: exit %d: %s", code, errOut)
-	if code != ExitFailure || !strings.Contains(errOut, "cannot be signed") {
+	if code != cli.ExitFailure || !strings.Contains(errOut, "cannot be signed") {
 		t.Errorf("approve --ledger --by rita: exit %d %q %q", code, out, errOut)
 	}
 	if v := history(c1.ExecutionID); v.State != "awaiting_approval" {
@@ -106,7 +107,7 @@ token_env = "T_RITA"
 	// Rita, with her token, through the node.
 	c2 := execute("c2")
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+ritaTok), append([]string{"--json", "approve", c2.Approval.ID, "--digest", c2.Approval.ArgsDigest}, global...)...)
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("approve with rita's token: exit %d %q %q", code, out, errOut)
 	}
 	if res := execute("c2"); res.Status != host.StatusSucceeded {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
 )
@@ -133,7 +134,7 @@ func TestFleetTrustProcess(t *testing.T) {
 			"--manifests", ft.r.manifests, "--modules", ft.r.modules, "--config", ft.ritaConf,
 			"approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest, "--by", "rita")
 		t.Logf("approve --ledger --by rita on tenant-b's call: exit %d: %s%s", code, out, errOut)
-		if code == ExitOK || !strings.Contains(errOut, `rita reviews the calls of namespace "tenant-a" only`) {
+		if code == cli.ExitOK || !strings.Contains(errOut, `rita reviews the calls of namespace "tenant-a" only`) {
 			t.Errorf("approve --ledger --by rita on tenant-b's call: exit %d %q %q", code, out, errOut)
 		}
 		again, _ := ft.execute(t, 1, "tenant-b", "tenants")

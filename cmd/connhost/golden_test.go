@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -75,7 +76,7 @@ func TestHelpGolden(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, nil, append(p, "--help")...)
-			if code != ExitOK || errOut != "" {
+			if code != cli.ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
 			golden(t, name, []byte(out))
@@ -102,7 +103,7 @@ func TestEveryCommandHasExample(t *testing.T) {
 
 func TestExitCodesHelp(t *testing.T) {
 	code, out, _ := runCLI(t, nil, "help", "exit-codes")
-	if code != ExitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	golden(t, "exit_codes", []byte(out))
@@ -172,7 +173,7 @@ func TestRenderGolden(t *testing.T) {
 	golden(t, "history_duplicate", b.Bytes())
 
 	b.Reset()
-	writeJSON(&b, httpapi.NewExecution(rec, evs))
+	cli.WriteJSON(&b, httpapi.NewExecution(rec, evs))
 	golden(t, "history_json", b.Bytes())
 
 	b.Reset()
@@ -192,7 +193,7 @@ func TestProblemGolden(t *testing.T) {
 			{ExecutionID: "ex_zzzz", ToolCallID: "call_2", Tool: "email.send", Attempt: 1}}},
 		"intent_mismatch": &host.IntentMismatchError{ExecutionID: "ex_aaaa", ToolCallID: "call_1", RecordedTool: "payments.create_payment", GivenTool: "payments.create_payment",
 			RecordedDigest: strings.Repeat("c", 64), GivenDigest: strings.Repeat("d", 64)},
-		"usage": usagef("exec needs --session"),
+		"usage": cli.Usagef("exec needs --session"),
 		"ledger_damaged": &ledger.DamageError{Kind: ledger.DamageMissing, Dir: ".connhost/ledger", Mark: ".connhost/ledger.mark",
 			What: "the ledger directory .connhost/ledger is missing, but its mark .connhost/ledger.mark says it held ledger 0123456789abcdef0123456789abcdef with 42 committed writes (mark written 2026-11-29T12:00:00Z)"},
 	}
@@ -200,10 +201,10 @@ func TestProblemGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := problemFor(err, name == "usage")
 			var b bytes.Buffer
-			renderProblem(&b, p)
+			cli.RenderProblem(&b, p)
 			golden(t, "problem_"+name, b.Bytes())
 			b.Reset()
-			writeJSON(&b, p)
+			cli.WriteJSON(&b, p)
 			golden(t, "problem_"+name+"_json", b.Bytes())
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
 )
@@ -100,7 +101,7 @@ func TestDamagedLedgerProcess(t *testing.T) {
 	}
 	// Another ledger, for the swap (ls creates none without --init).
 	other := filepath.Join(dir, "other")
-	if r := runConnhost(t, bin, append(global(other), "--init", "ls")...); r.code != ExitOK {
+	if r := runConnhost(t, bin, append(global(other), "--init", "ls")...); r.code != cli.ExitOK {
 		t.Fatalf("ls on a new data dir: exit %d: %s", r.code, r.stderr)
 	}
 
@@ -158,7 +159,7 @@ func TestDamagedLedgerProcess(t *testing.T) {
 			// dev --json: the problem document on stdout.
 			r := runConnhost(t, bin, devArgs(d)...)
 			var p struct{ Code, Detail string }
-			if r.code != ExitLedgerDamaged || json.Unmarshal([]byte(r.stdout), &p) != nil || p.Code != "ledger_damaged" {
+			if r.code != cli.ExitLedgerDamaged || json.Unmarshal([]byte(r.stdout), &p) != nil || p.Code != "ledger_damaged" {
 				t.Fatalf("dev: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 			}
 			if !strings.Contains(p.Detail, tc.says) || !strings.Contains(p.Detail, filepath.Join(d, "ledger")) || !strings.Contains(p.Detail, "--init") {
@@ -167,7 +168,7 @@ func TestDamagedLedgerProcess(t *testing.T) {
 			// The runtime re-sends the last call: one line on stderr.
 			call, args := sendArgs(calls - 1)
 			r = runConnhost(t, bin, append(append(global(d), "exec"), args...)...)
-			if r.code != ExitLedgerDamaged || r.stdout != "" || strings.Count(r.stderr, "connhost: ") != 1 ||
+			if r.code != cli.ExitLedgerDamaged || r.stdout != "" || strings.Count(r.stderr, "connhost: ") != 1 ||
 				!strings.HasPrefix(r.stderr, "connhost: ledger: ") || !strings.Contains(r.stderr, "code: ledger_damaged") {
 				t.Fatalf("exec %s again (text): exit %d, stdout %q, stderr %q", call, r.code, r.stdout, r.stderr)
 			}
@@ -186,13 +187,13 @@ func TestDamagedLedgerProcess(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(d, "ledger")); err != nil {
 		t.Fatal(err)
 	}
-	if r := runConnhost(t, bin, append(global(d), "--init", "ls")...); r.code != ExitOK || !strings.Contains(r.stdout, "no executions") {
+	if r := runConnhost(t, bin, append(global(d), "--init", "ls")...); r.code != cli.ExitOK || !strings.Contains(r.stdout, "no executions") {
 		t.Fatalf("--init ls: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 	if aside, _ := filepath.Glob(filepath.Join(d, "ledger.mark.aside-*")); len(aside) != 1 {
 		t.Fatalf("old mark not kept aside: %v", aside)
 	}
-	if r := runConnhost(t, bin, append(global(d), "--init", "ls")...); r.code != ExitFailure || !strings.Contains(r.stderr, "healthy ledger") {
+	if r := runConnhost(t, bin, append(global(d), "--init", "ls")...); r.code != cli.ExitFailure || !strings.Contains(r.stderr, "healthy ledger") {
 		t.Fatalf("--init on a healthy ledger: exit %d, stderr %s", r.code, r.stderr)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/proc"
@@ -233,8 +234,8 @@ func (r *restoreRig) refused(t *testing.T, data string, c call, says ...string) 
 		t.Fatal(err)
 	}
 	var prob struct{ Code, Detail string }
-	if res.Code != ExitLedgerDamaged || json.Unmarshal(res.Stdout, &prob) != nil || prob.Code != "ledger_damaged" {
-		t.Fatalf("dev: exit %d, want %d; stdout %q, stderr %s", res.Code, ExitLedgerDamaged, res.Stdout, res.Stderr)
+	if res.Code != cli.ExitLedgerDamaged || json.Unmarshal(res.Stdout, &prob) != nil || prob.Code != "ledger_damaged" {
+		t.Fatalf("dev: exit %d, want %d; stdout %q, stderr %s", res.Code, cli.ExitLedgerDamaged, res.Stdout, res.Stderr)
 	}
 	for _, s := range append(says, "--init") {
 		if !strings.Contains(prob.Detail, s) {
@@ -245,7 +246,7 @@ func (r *restoreRig) refused(t *testing.T, data string, c call, says ...string) 
 		t.Errorf("detail %q recommends using the restored ledger as it is", prob.Detail)
 	}
 	run := runConnhost(t, r.bin, append(append(r.global(data), "exec"), c.args()...)...)
-	if run.code != ExitLedgerDamaged || !strings.Contains(run.stderr, "code: ledger_damaged") {
+	if run.code != cli.ExitLedgerDamaged || !strings.Contains(run.stderr, "code: ledger_damaged") {
 		t.Fatalf("exec %+v again: exit %d, stdout %q, stderr %q", c, run.code, run.stdout, run.stderr)
 	}
 	return prob.Detail
@@ -264,7 +265,7 @@ func (r *restoreRig) acceptRestore(t *testing.T, data string, extra ...string) (
 			SessionID string `json:"session_id"`
 		}
 	}
-	if res.code != ExitOK || json.Unmarshal([]byte(res.stdout), &rep) != nil || !rep.Accepted {
+	if res.code != cli.ExitOK || json.Unmarshal([]byte(res.stdout), &rep) != nil || !rep.Accepted {
 		t.Fatalf("accept-restore: exit %d, stdout %q, stderr %s", res.code, res.stdout, res.stderr)
 	}
 	for _, e := range rep.Executions {
@@ -342,8 +343,8 @@ func TestRestoredDataDirProcess(t *testing.T) {
 	if strings.Join(sessions, " ") != "s1 s2" && strings.Join(sessions, " ") != "s2 s1" {
 		t.Errorf("fenced sessions %v, want s1 and s2", sessions)
 	}
-	r.resent(t, data, pay, ExitRecoveryRequired, "recovery_required")
-	r.resent(t, data, other, ExitRecoveryRequired, "session_fenced")
+	r.resent(t, data, pay, cli.ExitRecoveryRequired, "recovery_required")
+	r.resent(t, data, other, cli.ExitRecoveryRequired, "session_fenced")
 	if n, m := r.effectsOf(id), r.effectsOf(otherID); n != 1 || m != 1 {
 		t.Fatalf("after accept-restore the provider saw %d and %d requests of the two calls, want 1 each", n, m)
 	}
@@ -380,7 +381,7 @@ func TestBackupWhileServingProcess(t *testing.T) {
 		Dir      string
 		Position uint64
 	}
-	if b.code != ExitOK || json.Unmarshal([]byte(b.stdout), &info) != nil || info.Dir != backup || info.Position == 0 {
+	if b.code != cli.ExitOK || json.Unmarshal([]byte(b.stdout), &info) != nil || info.Dir != backup || info.Position == 0 {
 		t.Fatalf("ledger backup while dev runs: exit %d, stdout %q, stderr %s", b.code, b.stdout, b.stderr)
 	}
 	id := runCall(t, api, pay).ExecutionID
@@ -395,7 +396,7 @@ func TestBackupWhileServingProcess(t *testing.T) {
 	}
 
 	rs := runConnhost(t, r.bin, append(r.global(data), "--json", "ledger", "restore", backup, "--by", "ops", "--reason", "the disk failed")...)
-	if rs.code != ExitOK || !strings.Contains(rs.stdout, id) || !strings.Contains(rs.stdout, `"s2"`) {
+	if rs.code != cli.ExitOK || !strings.Contains(rs.stdout, id) || !strings.Contains(rs.stdout, `"s2"`) {
 		t.Fatalf("ledger restore: exit %d, stdout %q, stderr %s", rs.code, rs.stdout, rs.stderr)
 	}
 	dev, api = startDamagedDev(t, r.bin, r.devArgs(data))
@@ -443,7 +444,7 @@ func TestDeletedDataDirProcess(t *testing.T) {
 		t.Fatalf("a ledger was created: %v", err)
 	}
 	res := runConnhost(t, r.bin, append(r.global(data), "--init", "ls")...)
-	if res.code != ExitOK || !strings.Contains(res.stdout, "no executions") {
+	if res.code != cli.ExitOK || !strings.Contains(res.stdout, "no executions") {
 		t.Fatalf("--init ls: exit %d, stdout %q, stderr %s", res.code, res.stdout, res.stderr)
 	}
 	if aside, _ := filepath.Glob(data + ".witness.aside-*"); len(aside) != 1 {
@@ -590,7 +591,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 		if strings.Join(execs, " ") != id {
 			t.Errorf("fenced executions %v, want [%s]", execs, id)
 		}
-		r.resent(t, data, pay, ExitRecoveryRequired, "recovery_required")
+		r.resent(t, data, pay, cli.ExitRecoveryRequired, "recovery_required")
 		if n := r.effectsOf(id); n != 1 {
 			t.Fatalf("after accept-restore the approved call ran again: %d requests", n)
 		}
@@ -611,7 +612,7 @@ connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migra
 			t.Fatalf("the call ran again: %d requests", n)
 		}
 		res := runConnhost(t, r.bin, append(r.global(data), "--init", "ls")...)
-		if res.code != ExitOK || tables(t, r.ledger) == 0 {
+		if res.code != cli.ExitOK || tables(t, r.ledger) == 0 {
 			t.Fatalf("--init ls: exit %d, stdout %q, stderr %s", res.code, res.stdout, res.stderr)
 		}
 	})

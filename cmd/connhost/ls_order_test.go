@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/server/httpapi"
 )
@@ -21,7 +22,7 @@ func TestLsByExpiry(t *testing.T) {
 		code, out, errOut := runCLI(t, a, "--json", "exec", "--session", "s1", "--tool-call", fmt.Sprintf("c%d", i), "--tool", "gated.echo",
 			"--args", fmt.Sprintf(`{"msg":"m%d"}`, i))
 		var res host.Result
-		if code != ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
+		if code != cli.ExitNotSucceeded || json.Unmarshal([]byte(out), &res) != nil || res.Status != host.StatusAwaitingApproval {
 			t.Fatalf("gated %d: %d %q %q", i, code, out, errOut)
 		}
 		want = append(want, res.ExecutionID)
@@ -38,7 +39,7 @@ func TestLsByExpiry(t *testing.T) {
 		}
 		code, out, errOut := runCLI(t, a, args...)
 		var lr httpapi.ListResponse
-		if code != ExitOK || json.Unmarshal([]byte(out), &lr) != nil || lr.Total == nil || *lr.Total != 3 {
+		if code != cli.ExitOK || json.Unmarshal([]byte(out), &lr) != nil || lr.Total == nil || *lr.Total != 3 {
 			t.Fatalf("ls --order expiry: %d %q %q", code, out, errOut)
 		}
 		for _, e := range lr.Executions {
@@ -52,10 +53,10 @@ func TestLsByExpiry(t *testing.T) {
 		t.Fatalf("ls --order expiry listed %v, want %v (the first asked expires first)", got, want)
 	}
 	code, out, _ := runCLI(t, a, "ls", "--state", "awaiting_approval", "--order", "expiry", "--limit", "1")
-	if code != ExitOK || !strings.Contains(out, "(3 awaiting approval in all") || !strings.Contains(out, "(more: --after ") {
+	if code != cli.ExitOK || !strings.Contains(out, "(3 awaiting approval in all") || !strings.Contains(out, "(more: --after ") {
 		t.Fatalf("ls --order expiry: %d %q", code, out)
 	}
-	if code, _, errOut := runCLI(t, a, "ls", "--order", "expiry"); code != ExitUsage || !strings.Contains(errOut, "needs state") {
+	if code, _, errOut := runCLI(t, a, "ls", "--order", "expiry"); code != cli.ExitUsage || !strings.Contains(errOut, "needs state") {
 		t.Fatalf("ls --order expiry without a state: %d %q", code, errOut)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/crash"
 )
 
@@ -23,7 +24,7 @@ func main() {
 	// the executor.
 	if err := crash.ArmFromEnv(); err != nil {
 		fmt.Fprintf(os.Stderr, "connhost: %v\n", err)
-		os.Exit(ExitUsage)
+		os.Exit(cli.ExitUsage)
 	}
 	raiseGOMAXPROCS()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

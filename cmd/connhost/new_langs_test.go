@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/manifests"
@@ -62,7 +63,7 @@ func TestNewInEveryLanguage(t *testing.T) {
 			}
 			dir := t.TempDir()
 			code, out, errOut := runCLI(t, nil, "new", "widgets", "--lang", lang, "--dir", dir)
-			if code != ExitOK || errOut != "" {
+			if code != cli.ExitOK || errOut != "" {
 				t.Fatalf("new --lang %s: exit %d stderr %q", lang, code, errOut)
 			}
 			kit := map[string]string{"rust": "sdk/rust/connhost-guest/src/lib.rs", "assemblyscript": "sdk/assemblyscript/exports.ts"}[lang]
@@ -89,7 +90,7 @@ func TestNewInEveryLanguage(t *testing.T) {
 			mans, mods := filepath.Join(dir, "manifests"), filepath.Join(dir, "build")
 			code, out, errOut = runCLI(t, nil, "--manifests", mans, "--modules", mods, "--json", "build", filepath.Join(dir, "plugins", "widgets"), "--pin")
 			var built buildResult
-			if code != ExitOK || jsonUnmarshal(out, &built) != nil || !built.Pinned || built.Language != lang {
+			if code != cli.ExitOK || jsonUnmarshal(out, &built) != nil || !built.Pinned || built.Language != lang {
 				t.Fatalf("build --pin: exit %d\n%s\n%s", code, out, errOut)
 			}
 			m, err := manifests.Load(filepath.Join(mans, "widgets.toml"))
@@ -102,12 +103,12 @@ func TestNewInEveryLanguage(t *testing.T) {
 			copyTree(t, dir, other)
 			code, out, errOut = runCLI(t, nil, "--manifests", filepath.Join(other, "manifests"), "--modules", filepath.Join(other, "build"), "--json", "build", filepath.Join(other, "plugins", "widgets"))
 			var again buildResult
-			if code != ExitOK || jsonUnmarshal(out, &again) != nil || again.SHA256 != built.SHA256 {
+			if code != cli.ExitOK || jsonUnmarshal(out, &again) != nil || again.SHA256 != built.SHA256 {
 				t.Errorf("the same sources in another directory built %s, want %s (exit %d)\n%s", again.SHA256, built.SHA256, code, errOut)
 			}
 
 			code, out, _ = runCLI(t, nil, "abi", "check", built.Module, "--manifest", filepath.Join(mans, "widgets.toml"))
-			if code != ExitOK || !strings.Contains(out, "the module conforms to the connector ABI") {
+			if code != cli.ExitOK || !strings.Contains(out, "the module conforms to the connector ABI") {
 				t.Errorf("abi check: exit %d\n%s", code, out)
 			}
 			code, out, _ = runCLI(t, nil, "--modules", mods, "--data", filepath.Join(dir, "data"), "--json", "audit", mans)
@@ -116,7 +117,7 @@ func TestNewInEveryLanguage(t *testing.T) {
 			for _, f := range r.Findings {
 				got = append(got, f.Code)
 			}
-			if code != ExitOK || len(got) != 1 || got[0] != audit.CodeIdempotencyUnknownProvider {
+			if code != cli.ExitOK || len(got) != 1 || got[0] != audit.CodeIdempotencyUnknownProvider {
 				t.Errorf("audit of the scaffold: exit %d, findings %v; want only idempotency-unknown-provider", code, got)
 			}
 		})

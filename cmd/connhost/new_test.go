@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host/crashtest"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -35,7 +36,7 @@ func TestNewScaffold(t *testing.T) {
 	writeFile(t, dir, "go.mod", "module example.com/widgets\n\ngo 1.26.0\n\nrequire github.com/connhost/connhost v0.0.0\n\nreplace github.com/connhost/connhost => "+root+"\n")
 
 	code, out, errOut := runCLI(t, nil, "new", "widgets", "--dir", dir)
-	if code != ExitOK || errOut != "" {
+	if code != cli.ExitOK || errOut != "" {
 		t.Fatalf("new: exit %d stderr %q", code, errOut)
 	}
 	for _, f := range []string{"plugins/widgets/main.go", "plugins/widgets/widgets_test.go", "manifests/widgets.toml", "manifests/widgets.probe.toml"} {
@@ -88,7 +89,7 @@ func TestNewScaffold(t *testing.T) {
 
 	mans, mods := filepath.Join(dir, "manifests"), filepath.Join(dir, "build")
 	code, out, errOut = runCLI(t, nil, "--manifests", mans, "--modules", mods, "build", filepath.Join(dir, "plugins", "widgets"), "--pin")
-	if code != ExitOK || !strings.Contains(out, "pinned") {
+	if code != cli.ExitOK || !strings.Contains(out, "pinned") {
 		t.Fatalf("build --pin: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, nil, "--modules", mods, "--data", filepath.Join(dir, "data"), "--json", "audit", mans)
@@ -97,14 +98,14 @@ func TestNewScaffold(t *testing.T) {
 	for _, f := range r.Findings {
 		got = append(got, f.Code)
 	}
-	if code != ExitOK || len(got) != 1 || got[0] != audit.CodeIdempotencyUnknownProvider {
+	if code != cli.ExitOK || len(got) != 1 || got[0] != audit.CodeIdempotencyUnknownProvider {
 		t.Errorf("audit of the scaffold: exit %d, findings %v; want only idempotency-unknown-provider", code, got)
 	}
 }
 
 func TestNewRefuses(t *testing.T) {
 	dir := t.TempDir()
-	if code, _, errOut := runCLI(t, nil, "new", "Bad Name", "--dir", dir); code != ExitUsage || !strings.Contains(errOut, "lower-case") {
+	if code, _, errOut := runCLI(t, nil, "new", "Bad Name", "--dir", dir); code != cli.ExitUsage || !strings.Contains(errOut, "lower-case") {
 		t.Errorf("bad name: exit %d %q", code, errOut)
 	}
 	writeFile(t, dir, "keep.txt", "")
@@ -113,7 +114,7 @@ func TestNewRefuses(t *testing.T) {
 	}
 	existing := writeFile(t, filepath.Join(dir, "manifests"), "hooks.toml", "mine")
 	code, _, errOut := runCLI(t, nil, "new", "hooks", "--dir", dir)
-	if code != ExitFailure || !strings.Contains(errOut, existing+" exists; nothing was written") {
+	if code != cli.ExitFailure || !strings.Contains(errOut, existing+" exists; nothing was written") {
 		t.Fatalf("existing manifest: exit %d %q", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "plugins")); !os.IsNotExist(err) {
@@ -129,7 +130,7 @@ func TestNewRefuses(t *testing.T) {
 // policy they qualify, so an author meets them before the audit does.
 func TestNewManifestNamesEveryPolicyKnob(t *testing.T) {
 	dir := t.TempDir()
-	if code, _, errOut := runCLI(t, nil, "new", "knobs", "--dir", dir); code != ExitOK {
+	if code, _, errOut := runCLI(t, nil, "new", "knobs", "--dir", dir); code != cli.ExitOK {
 		t.Fatalf("new: exit %d %q", code, errOut)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "manifests", "knobs.toml"))

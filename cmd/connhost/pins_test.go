@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/connhost/connhost/cli"
 )
 
 // TestShippedManifestsPassStrictAudit runs what docs/connectors.md shows a
@@ -17,7 +19,7 @@ func TestShippedManifestsPassStrictAudit(t *testing.T) {
 	e := newAuditEnv(t)
 	code, out, errOut := e.run(t, "--strict", "--json", "../../manifests/")
 	r := decodeAudit(t, out)
-	if code != ExitOK || r.Summary.Errors != 0 || r.Summary.Warnings != 0 {
+	if code != cli.ExitOK || r.Summary.Errors != 0 || r.Summary.Warnings != 0 {
 		var lines []string
 		for _, f := range r.Findings {
 			lines = append(lines, fmt.Sprintf("%s %s %s %s", f.Severity, f.Code, f.Where(), f.Message))

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/connhost/connhost/cli"
 )
 
 // TestReadsOfNoLedger: ls and history on a data directory without a
@@ -18,11 +20,11 @@ func TestReadsOfNoLedger(t *testing.T) {
 		code int
 		want string
 	}{
-		{"ls, no ledger", []string{"ls", "--data", empty}, ExitLedgerDamaged, "there is no ledger in " + empty},
-		{"ls --state, no ledger", []string{"ls", "--state", "recovery_required", "--data", empty}, ExitLedgerDamaged, "there is no ledger in " + empty},
-		{"history, no ledger", []string{"history", "ex_1", "--data", empty}, ExitLedgerDamaged, "there is no ledger in " + empty},
-		{"ls, no directory", []string{"ls", "--data", missing}, ExitUsage, "--data " + missing + ": no such file or directory"},
-		{"history, no directory", []string{"history", "ex_1", "--data", missing}, ExitUsage, "--data " + missing + ": no such file or directory"},
+		{"ls, no ledger", []string{"ls", "--data", empty}, cli.ExitLedgerDamaged, "there is no ledger in " + empty},
+		{"ls --state, no ledger", []string{"ls", "--state", "recovery_required", "--data", empty}, cli.ExitLedgerDamaged, "there is no ledger in " + empty},
+		{"history, no ledger", []string{"history", "ex_1", "--data", empty}, cli.ExitLedgerDamaged, "there is no ledger in " + empty},
+		{"ls, no directory", []string{"ls", "--data", missing}, cli.ExitUsage, "--data " + missing + ": no such file or directory"},
+		{"history, no directory", []string{"history", "ex_1", "--data", missing}, cli.ExitUsage, "--data " + missing + ": no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(ServerEnv, "")
@@ -33,7 +35,7 @@ func TestReadsOfNoLedger(t *testing.T) {
 		})
 	}
 	code, out, _ := runCLI(t, nil, "--json", "ls", "--data", empty)
-	if code != ExitLedgerDamaged || !strings.Contains(out, `"code": "ledger_damaged"`) {
+	if code != cli.ExitLedgerDamaged || !strings.Contains(out, `"code": "ledger_damaged"`) {
 		t.Fatalf("--json: exit %d %q", code, out)
 	}
 }

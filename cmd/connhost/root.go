@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,37 +15,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/buildinfo"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
 	"github.com/connhost/connhost/server"
 	"github.com/connhost/connhost/server/httpapi"
-)
-
-// Exit codes of connhost. They are part of the CLI's contract: scripts and
-// CI branch on them.
-const (
-	// ExitOK: the command did what it was asked.
-	ExitOK = 0
-	// ExitFailure: the command failed (see the message on stderr).
-	ExitFailure = 1
-	// ExitUsage: the command line is wrong (unknown command or flag,
-	// missing or malformed argument, a path that does not exist), or exec's
-	// call is (unknown tool, arguments that fail the tool's schema, a bad
-	// session or tool-call id): the same command fails the same way again.
-	ExitUsage = 2
-	// ExitFindings: audit or crashtest found problems.
-	ExitFindings = 3
-	// ExitRecoveryRequired: recovery_required executions exist (recover),
-	// the execution needs an operator (exec), or the session is fenced.
-	ExitRecoveryRequired = 4
-	// ExitNotSucceeded: exec's execution ended in another status than
-	// succeeded (failed, awaiting_approval, rejected, pending, …).
-	ExitNotSucceeded = 5
-	// ExitLedgerDamaged: the ledger is missing, damaged, behind its mark
-	// or its witness, or another ledger's; the command did nothing.
-	ExitLedgerDamaged = 6
 )
 
 const exitCodesHelp = `connhost exits with one of these codes:
@@ -113,8 +88,6 @@ type app struct {
 	// openLedger opens the ledger for the read-only commands (ls,
 	// history). The default opens --data/ledger, never creating one.
 	openLedger func(ctx context.Context) (ledger.Ledger, error)
-	// startSandbox starts the provider emulators for dev and sandbox.
-	startSandbox func(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error)
 	// isTerminal reports whether w is a terminal (progress output).
 	isTerminal func(w io.Writer) bool
 	// warnedDSN: the warning about a password on the command line was
@@ -125,18 +98,10 @@ type app struct {
 	shipped bool
 }
 
-// providerSandbox is what dev and sandbox need from devkit/sandbox.
-type providerSandbox interface {
-	PaymentsURL() string
-	EmailURL() string
-	Close() error
-}
-
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTerminal: isTerminal}
 	a.open = a.openExecutor
 	a.openLedger = a.openLedgerDirect
-	a.startSandbox = startSandbox
 	return a
 }
 
@@ -147,29 +112,6 @@ type runError struct{ err error }
 func (e *runError) Error() string { return e.err.Error() }
 func (e *runError) Unwrap() error { return e.err }
 
-// exitError carries a specific exit code. A nil err prints nothing (the
-// command already printed its output, e.g. a result that is not
-// succeeded).
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-func (e *exitError) Unwrap() error { return e.err }
-
-// usageError is a command-line mistake found by a command (exit 2).
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
-
 // execute runs args and returns the exit code, printing an error once.
 func (a *app) execute(ctx context.Context, args []string) int {
 	root := a.rootCommand()
@@ -179,41 +121,41 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	root.SetErr(a.stderr)
 	_, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return ExitOK
+		return cli.ExitOK
 	}
 	var (
 		re *runError
-		ee *exitError
-		ue *usageError
+		ee *cli.ExitError
+		ue *cli.UsageError
 		ae *argumentError
 	)
-	code := ExitFailure
+	code := cli.ExitFailure
 	switch {
 	case errors.As(err, &ue), errors.As(err, &ae):
-		code = ExitUsage
+		code = cli.ExitUsage
 	case !errors.As(err, &re):
 		// Cobra's own errors: unknown command or flag, bad arguments,
 		// missing required flags.
-		code = ExitUsage
+		code = cli.ExitUsage
 	case errors.As(err, &ee):
-		code = ee.code
-		if ee.err == nil {
+		code = ee.Code
+		if ee.Err == nil {
 			return code
 		}
-		err = ee.err
+		err = ee.Err
 	default:
 		var fe *host.FencedError
 		switch {
 		case errors.As(err, &fe):
-			code = ExitRecoveryRequired
+			code = cli.ExitRecoveryRequired
 		case errors.Is(err, ledger.ErrCorrupt), errors.Is(err, ledger.ErrNoLedger):
-			code = ExitLedgerDamaged
+			code = cli.ExitLedgerDamaged
 		}
 	}
 	if re != nil && errors.As(err, &re) {
 		err = re.err
 	}
-	a.printError(err, code == ExitUsage && !errors.As(err, &ae))
+	a.printError(err, code == cli.ExitUsage && !errors.As(err, &ae))
 	return code
 }
 
@@ -222,14 +164,14 @@ func (a *app) execute(ctx context.Context, args []string) int {
 func (a *app) printError(err error, usage bool) {
 	p := problemFor(err, usage)
 	if a.g.json {
-		writeJSON(a.stdout, p)
+		cli.WriteJSON(a.stdout, p)
 		if p.Code != httpapi.CodeInvalidConfig {
 			return
 		}
 		// A refused config is also said where an operator watching a
 		// server (serve --json, its stdout read by a program) looks.
 	}
-	renderProblem(a.stderr, p)
+	cli.RenderProblem(a.stderr, p)
 }
 
 // argumentError marks the executor's refusal of exec's call itself
@@ -459,7 +401,7 @@ func wrapRunE(c *cobra.Command) {
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usagef("%s needs %s (got %d argument(s)); see %s --help", cmd.CommandPath(), what, len(args), cmd.CommandPath())
+			return cli.Usagef("%s needs %s (got %d argument(s)); see %s --help", cmd.CommandPath(), what, len(args), cmd.CommandPath())
 		}
 		return nil
 	}
@@ -659,7 +601,7 @@ func (a *app) cacheDir(cfg *server.Config) string {
 // the same way (exit 2, see exitCodesHelp).
 func mustExist(flag, path string) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return usagef("%s %s: no such file or directory", flag, path)
+		return cli.Usagef("%s %s: no such file or directory", flag, path)
 	}
 	return nil
 }
@@ -675,16 +617,6 @@ func (a *app) withExecutor(ctx context.Context, o openOptions, f func(ex *host.E
 		err = cerr
 	}
 	return err
-}
-
-// writeJSON prints v as indented JSON with a trailing newline.
-func writeJSON(w io.Writer, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		fmt.Fprintf(w, `{"error": %q}`+"\n", err.Error())
-		return
-	}
-	_, _ = w.Write(append(b, '\n'))
 }
 
 // readArg returns s, or the contents of a file for "@path" ("@-" reads

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/server/httpapi"
 )
 
@@ -37,7 +38,7 @@ func TestServeRefusalsLeaveNothing(t *testing.T) {
 		cfg := writeFile(t, conf, "bad.toml", "[server]\nlisten = \"127.0.0.1:0\"\ntokn = \"x\"\n")
 		code, out, errOut := runCLI(t, nil, "--json", "--data", data, "--config", cfg, "serve")
 		var p httpapi.Problem
-		if code != ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p.Code != httpapi.CodeInvalidConfig {
+		if code != cli.ExitFailure || json.Unmarshal([]byte(out), &p) != nil || p.Code != httpapi.CodeInvalidConfig {
 			t.Fatalf("exit %d, stdout %s", code, out)
 		}
 		if !strings.Contains(p.Detail, "bad.toml:3: unknown key tokn") || !strings.Contains(errOut, "bad.toml:3: unknown key tokn") {
@@ -50,7 +51,7 @@ func TestServeRefusalsLeaveNothing(t *testing.T) {
 		data := filepath.Join(t.TempDir(), "data")
 		cfg := writeFile(t, conf, "connhost.toml", "[server]\nlisten = \"127.0.0.1:0\"\nmanifests = \"manifests\"\nmodules = \"no-modules\"\n")
 		code, _, errOut := runCLI(t, nil, "--data", data, "--config", cfg, "serve")
-		if code != ExitFailure || !strings.Contains(errOut, "noop") {
+		if code != cli.ExitFailure || !strings.Contains(errOut, "noop") {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		nothingLeft(t, data)
@@ -65,7 +66,7 @@ func TestServeRefusalsLeaveNothing(t *testing.T) {
 		defer ln.Close()
 		cfg := writeFile(t, conf, "taken.toml", "[server]\nlisten = \""+ln.Addr().String()+"\"\nmanifests = \"manifests\"\n")
 		code, _, errOut := runCLI(t, nil, "--data", data, "--modules", filepath.Dir(filepath.Join(d.modules, "noop.wasm")), "--config", cfg, "serve")
-		if code != ExitFailure || !strings.Contains(errOut, "listen") {
+		if code != cli.ExitFailure || !strings.Contains(errOut, "listen") {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		nothingLeft(t, data)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/server"
@@ -104,7 +105,7 @@ func TestSharedLedgerCommands(t *testing.T) {
 	// An empty database holds no ledger: ls says so (exit 6), never an
 	// empty list that would read as an all-clear.
 	code, out, errOut := run("ls")
-	if code != ExitLedgerDamaged || !strings.Contains(out, "there is no ledger in the shared database") || strings.Contains(out, `"executions"`) {
+	if code != cli.ExitLedgerDamaged || !strings.Contains(out, "there is no ledger in the shared database") || strings.Contains(out, `"executions"`) {
 		t.Fatalf("ls on an empty database: %d %q %q", code, out, errOut)
 	}
 	var tables int
@@ -121,11 +122,11 @@ func TestSharedLedgerCommands(t *testing.T) {
 		}
 		return r
 	}
-	if code, out, errOut = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{}`); code != ExitOK {
+	if code, out, errOut = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c1", "--tool", "noop.echo", "--args", `{}`); code != cli.ExitOK {
 		t.Fatalf("exec: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c2", "--tool", "gated.echo", "--args", `{}`)
-	if res = decode(out); code != ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
+	if res = decode(out); code != cli.ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("gated: %d %q", code, out)
 	}
 	// The database's credentials alone make no approval: without the
@@ -136,20 +137,20 @@ func TestSharedLedgerCommands(t *testing.T) {
 		{"--json", "--ledger", dsn, "--config", cfg, "approve", res.Approval.ID, "--digest", res.Approval.ArgsDigest},
 	} {
 		code, out, errOut = runCLI(t, a, args...)
-		if code != ExitFailure || !strings.Contains(out, "cannot be signed") {
+		if code != cli.ExitFailure || !strings.Contains(out, "cannot be signed") {
 			t.Errorf("%v: exit %d %q %q", args, code, out, errOut)
 		}
 	}
-	if code, out, errOut = run("--node", "n2", "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest); code != ExitOK {
+	if code, out, errOut = run("--node", "n2", "approve", res.Approval.ID, "--by", "rita", "--digest", res.Approval.ArgsDigest); code != cli.ExitOK {
 		t.Fatalf("approve: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = run("--node", "n3", "exec", "--session", "s1", "--tool-call", "c2", "--tool", "gated.echo", "--args", `{}`)
-	if res = decode(out); code != ExitOK || res.Status != host.StatusSucceeded {
+	if res = decode(out); code != cli.ExitOK || res.Status != host.StatusSucceeded {
 		t.Fatalf("re-drive: %d %q", code, out)
 	}
 	code, out, _ = run("history", res.ExecutionID)
 	var view httpapi.Execution
-	if err := json.Unmarshal([]byte(out), &view); code != ExitOK || err != nil {
+	if err := json.Unmarshal([]byte(out), &view); code != cli.ExitOK || err != nil {
 		t.Fatalf("history: %d %q", code, out)
 	}
 	var actors []string
@@ -162,15 +163,15 @@ func TestSharedLedgerCommands(t *testing.T) {
 	}
 	// A cancellation made on the database directly names what made it.
 	code, out, _ = run("--node", "n1", "exec", "--session", "s1", "--tool-call", "c3", "--tool", "gated.echo", "--args", `{}`)
-	if res = decode(out); code != ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
+	if res = decode(out); code != cli.ExitNotSucceeded || res.Status != host.StatusAwaitingApproval {
 		t.Fatalf("gated: %d %q", code, out)
 	}
 	code, out, errOut = run("cancel", res.ExecutionID, "--by", "olga")
-	if code != ExitOK || !strings.Contains(errOut, "recorded as db:") {
+	if code != cli.ExitOK || !strings.Contains(errOut, "recorded as db:") {
 		t.Fatalf("cancel: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = run("history", res.ExecutionID)
-	if err := json.Unmarshal([]byte(out), &view); code != ExitOK || err != nil || !strings.HasPrefix(view.Events[len(view.Events)-1].Actor, "db:") {
+	if err := json.Unmarshal([]byte(out), &view); code != cli.ExitOK || err != nil || !strings.HasPrefix(view.Events[len(view.Events)-1].Actor, "db:") {
 		t.Fatalf("history of the cancelled call: %d %q", code, out)
 	}
 
@@ -178,24 +179,24 @@ func TestSharedLedgerCommands(t *testing.T) {
 	// on the shared ledger only an approver principal can sign that.
 	mcpCfg := writeFile(t, t.TempDir(), "mcp.toml", "[mcp]\napprover = \"olga\"\n")
 	code, out, errOut = runCLI(t, a, "--ledger", dsn, "--config", mcpCfg, "mcp")
-	if code != ExitFailure || !strings.Contains(errOut, `[mcp] approver "olga" on the shared ledger must be a [[principals]] entry with role approver`) {
+	if code != cli.ExitFailure || !strings.Contains(errOut, `[mcp] approver "olga" on the shared ledger must be a [[principals]] entry with role approver`) {
 		t.Errorf("mcp with an approver that cannot sign: exit %d %q %q", code, out, errOut)
 	}
 
 	code, out, _ = run("ls", "--state", "succeeded")
 	var list httpapi.ListResponse
-	if err := json.Unmarshal([]byte(out), &list); code != ExitOK || err != nil || len(list.Executions) != 2 {
+	if err := json.Unmarshal([]byte(out), &list); code != cli.ExitOK || err != nil || len(list.Executions) != 2 {
 		t.Fatalf("ls: %d %q", code, out)
 	}
-	if code, out, errOut = run("recover"); code != ExitOK || !strings.Contains(out, `"pending": 0`) {
+	if code, out, errOut = run("recover"); code != cli.ExitOK || !strings.Contains(out, `"pending": 0`) {
 		t.Fatalf("recover: %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut = run("prune", "--older-than", "1h"); code != ExitOK || !strings.Contains(out, `"pruned": 0`) {
+	if code, out, errOut = run("prune", "--older-than", "1h"); code != cli.ExitOK || !strings.Contains(out, `"pruned": 0`) {
 		t.Fatalf("prune: %d %q %q", code, out, errOut)
 	}
 	// --init starts a new shared ledger only where the witness's is gone
 	// or another: this one is healthy.
-	if code, out, _ = run("--init", "recover"); code != ExitFailure || !strings.Contains(out, "healthy ledger") {
+	if code, out, _ = run("--init", "recover"); code != cli.ExitFailure || !strings.Contains(out, "healthy ledger") {
 		t.Errorf("--init with --ledger on a healthy ledger: %d %q", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(a.g.data, "ledger")); !os.IsNotExist(err) {
@@ -205,7 +206,7 @@ func TestSharedLedgerCommands(t *testing.T) {
 	// A connection string with a password is never shown.
 	for _, bad := range []string{"postgres://connhost:hunter2@127.0.0.1:1/ledger?connect_timeout=5", "postgres://connhost:hunter2@db:notaport/x"} {
 		code, out, errOut = runCLI(t, a, "--ledger", bad, "ls")
-		if code == ExitOK || strings.Contains(out+errOut, "hunter2") || !strings.Contains(errOut, "ledger") {
+		if code == cli.ExitOK || strings.Contains(out+errOut, "hunter2") || !strings.Contains(errOut, "ledger") {
 			t.Errorf("--ledger %s: exit %d, stdout %q stderr %q", bad, code, out, errOut)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/audit"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/manifests"
@@ -59,12 +60,12 @@ func TestAuditWaiveSignServe(t *testing.T) {
 		return res.Code, string(res.Stderr)
 	}
 
-	if code, _, _ := e.run(t, "--strict", manifest); code != ExitFindings {
+	if code, _, _ := e.run(t, "--strict", manifest); code != cli.ExitFindings {
 		t.Fatalf("--strict before the waiver: exit %d", code)
 	}
 	// Signing refuses while a warning stands, and writes nothing.
 	code, _, errOut := e.run(t, "--sign", "--by", "rita", manifest)
-	if code != ExitFindings || !strings.Contains(errOut, "nothing signed") {
+	if code != cli.ExitFindings || !strings.Contains(errOut, "nothing signed") {
 		t.Fatalf("sign with a warning: exit %d, stderr %q", code, errOut)
 	}
 	if _, err := os.Stat(audit.SignoffPath(manifest)); !os.IsNotExist(err) {
@@ -72,28 +73,28 @@ func TestAuditWaiveSignServe(t *testing.T) {
 	}
 	// Not signed: serve refuses.
 	code, errOut = serve()
-	if code != ExitFailure || !strings.Contains(errOut, "connector email is not signed off") {
+	if code != cli.ExitFailure || !strings.Contains(errOut, "connector email is not signed off") {
 		t.Fatalf("serve unsigned: exit %d, stderr %q", code, errOut)
 	}
 
 	// An error cannot be waived; a warning can.
-	if code, _, errOut := e.run(t, "--waive", "digest-mismatch", "--by", "rita", "--reason", "r", manifest); code != ExitUsage ||
+	if code, _, errOut := e.run(t, "--waive", "digest-mismatch", "--by", "rita", "--reason", "r", manifest); code != cli.ExitUsage ||
 		!strings.Contains(errOut, "raises no digest-mismatch") {
 		t.Errorf("waive a finding not raised: exit %d %q", code, errOut)
 	}
 	code, out, errOut := e.run(t, "--json", "--waive", "loopback-host", "--by", "rita", "--reason", "Mailpit runs next to the host", manifest)
-	if code != ExitOK || !strings.Contains(errOut, "waived loopback-host for email") {
+	if code != cli.ExitOK || !strings.Contains(errOut, "waived loopback-host for email") {
 		t.Fatalf("waive: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	r := decodeAudit(t, out)
 	if r.Summary.Warnings != 0 || r.Summary.Waived != 1 {
 		t.Errorf("after the waiver: %+v", r.Summary)
 	}
-	if code, _, _ := e.run(t, "--strict", manifest); code != ExitOK {
+	if code, _, _ := e.run(t, "--strict", manifest); code != cli.ExitOK {
 		t.Errorf("--strict after the waiver: exit %d", code)
 	}
 	code, _, errOut = e.run(t, "--sign", "--by", "rita", manifest)
-	if code != ExitOK || !strings.Contains(errOut, "signed email 1.0.0 by rita") {
+	if code != cli.ExitOK || !strings.Contains(errOut, "signed email 1.0.0 by rita") {
 		t.Fatalf("sign: exit %d, stderr %q", code, errOut)
 	}
 	var s audit.Signoff
@@ -107,7 +108,7 @@ func TestAuditWaiveSignServe(t *testing.T) {
 	}
 	// The HTML report shows the sign-off.
 	page := filepath.Join(e.tmp, "report.html")
-	if code, _, _ := e.run(t, "--html", page, manifest); code != ExitOK {
+	if code, _, _ := e.run(t, "--html", page, manifest); code != cli.ExitOK {
 		t.Fatalf("--html: exit %d", code)
 	}
 	if html, _ := os.ReadFile(page); !strings.Contains(string(html), `class="signoff signoff-signed">signed by rita at 2025-06-03T08:00:00Z`) {
@@ -122,7 +123,7 @@ func TestAuditWaiveSignServe(t *testing.T) {
 	changed := strings.Replace(string(pinned), "max_attempts = 1", "max_attempts = 2", 1)
 	writeFile(t, mans, "email.toml", changed)
 	code, errOut = serve()
-	if code != ExitFailure || !strings.Contains(errOut, "connector email changed since its sign-off") ||
+	if code != cli.ExitFailure || !strings.Contains(errOut, "connector email changed since its sign-off") ||
 		!strings.Contains(errOut, "operation release_message: policy version") || !strings.Contains(errOut, "manifest email.toml: sha256") {
 		t.Fatalf("serve after a change: exit %d, stderr %q", code, errOut)
 	}
@@ -133,7 +134,7 @@ func TestAuditWaiveSignServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, errOut = serve()
-	if code != ExitFailure || !strings.Contains(errOut, "module email.wasm: sha256") || strings.Contains(errOut, "manifest email.toml") {
+	if code != cli.ExitFailure || !strings.Contains(errOut, "module email.wasm: sha256") || strings.Contains(errOut, "manifest email.toml") {
 		t.Fatalf("serve with another module: exit %d, stderr %q", code, errOut)
 	}
 	// The signed module back: it starts again.

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connhost/connhost/cli"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 with serial
@@ -92,15 +94,15 @@ func TestServeTLS(t *testing.T) {
 	u, _ := url.Parse(si.URL)
 
 	code, out, errOut := runBin(t, bin, cliEnv(DefaultTokenEnv+"="+runtimeTok, CAFileEnv+"="+ca1), append([]string{"ls"}, global...)...)
-	if code != ExitOK || !strings.Contains(out, "no executions") {
+	if code != cli.ExitOK || !strings.Contains(out, "no executions") {
 		t.Fatalf("ls over https with $%s: exit %d %q %q", CAFileEnv, code, out, errOut)
 	}
 	code, _, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+runtimeTok), append([]string{"ls"}, global...)...)
-	if code == ExitOK || !strings.Contains(errOut, "certificate") {
+	if code == cli.ExitOK || !strings.Contains(errOut, "certificate") {
 		t.Fatalf("ls over https, the certificate not trusted: exit %d %q", code, errOut)
 	}
 	code, out, errOut = runBin(t, bin, cliEnv(DefaultTokenEnv+"="+runtimeTok, CAFileEnv+"="+ca1), append([]string{"ls", "--server", si.URL}, global...)...)
-	if code != ExitOK || !strings.Contains(out, "no executions") {
+	if code != cli.ExitOK || !strings.Contains(out, "no executions") {
 		t.Fatalf("ls --server https://…: exit %d %q %q", code, out, errOut)
 	}
 
@@ -137,13 +139,13 @@ func TestServeRefusesPublicWithoutTLS(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "connhost.toml", "[server]\nlisten = \"0.0.0.0:0\"\ntoken = \"tok-runtime-0123456789\"\n")
 	code, _, errOut := runCLI(t, nil, "serve", "--config", cfg, "--data", filepath.Join(dir, "data"))
-	if code != ExitFailure || !strings.Contains(errOut, "without TLS") || !strings.Contains(errOut, "[server] tls_cert") ||
+	if code != cli.ExitFailure || !strings.Contains(errOut, "without TLS") || !strings.Contains(errOut, "[server] tls_cert") ||
 		!strings.Contains(errOut, "behind_tls_proxy = true") || !strings.Contains(errOut, "0.0.0.0:0") {
 		t.Fatalf("exit %d stderr %q", code, errOut)
 	}
 	proxied := writeFile(t, dir, "proxied.toml", "[server]\nlisten = \"0.0.0.0:0\"\ntoken = \"tok-runtime-0123456789abcdef0123456\"\nbehind_tls_proxy = true\n")
 	code, _, errOut = runCLI(t, nil, "serve", "--config", proxied, "--data", filepath.Join(dir, "data"), "--manifests", filepath.Join(dir, "none"))
-	if code == ExitOK || strings.Contains(errOut, "without TLS") || !strings.Contains(errOut, "--manifests") {
+	if code == cli.ExitOK || strings.Contains(errOut, "without TLS") || !strings.Contains(errOut, "--manifests") {
 		t.Fatalf("behind_tls_proxy: exit %d stderr %q", code, errOut)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/connhost/connhost/abi"
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/buildinfo"
 )
 
@@ -36,7 +37,7 @@ func TestVersion(t *testing.T) {
 	wz := wazeroRequired(t)
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, out, errOut := runCLI(t, nil, args...)
-		if code != ExitOK || errOut != "" || !strings.HasPrefix(out, "connhost ") {
+		if code != cli.ExitOK || errOut != "" || !strings.HasPrefix(out, "connhost ") {
 			t.Fatalf("%v: exit %d %q %q", args, code, out, errOut)
 		}
 		for _, want := range []string{"\n  go      " + runtime.Version() + "\n", "\n  wazero  " + wz + "\n", "\n  abi     1\n", "\n  commit  "} {
@@ -47,7 +48,7 @@ func TestVersion(t *testing.T) {
 	}
 	code, out, _ := runCLI(t, nil, "--json", "version")
 	var bi buildinfo.Info
-	if code != ExitOK || json.Unmarshal([]byte(out), &bi) != nil || bi.WazeroVersion != wz || bi.ABIVersion != abi.Version || bi.GoVersion != runtime.Version() || bi.Version == "" {
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &bi) != nil || bi.WazeroVersion != wz || bi.ABIVersion != abi.Version || bi.GoVersion != runtime.Version() || bi.Version == "" {
 		t.Fatalf("--json version: exit %d %q", code, out)
 	}
 }
@@ -55,7 +56,7 @@ func TestVersion(t *testing.T) {
 // TestLogLevelFlag: --log-level takes debug, info, warn or error, and a
 // server logs from it up; anything else is a usage error.
 func TestLogLevelFlag(t *testing.T) {
-	if code, _, errOut := runCLI(t, nil, "--log-level", "loud", "version"); code != ExitUsage || !strings.Contains(errOut, "want debug, info, warn or error") {
+	if code, _, errOut := runCLI(t, nil, "--log-level", "loud", "version"); code != cli.ExitUsage || !strings.Contains(errOut, "want debug, info, warn or error") {
 		t.Fatalf("--log-level loud: exit %d %q", code, errOut)
 	}
 	var errb strings.Builder
@@ -98,7 +99,7 @@ func TestMCPServerVersion(t *testing.T) {
 	}
 	inW.Close()
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
-	if code := <-done; code != ExitOK || err != nil {
+	if code := <-done; code != cli.ExitOK || err != nil {
 		t.Fatalf("mcp: exit %d %v %q", code, err, errb.String())
 	}
 	// Like serve and dev, mcp says at startup what waits.
@@ -128,12 +129,12 @@ func TestServeRefusesTestHooks(t *testing.T) {
 		t.Run(kv[0], func(t *testing.T) {
 			t.Setenv(kv[0], kv[1])
 			code, _, errOut := runCLI(t, nil, "serve")
-			if code != ExitUsage || !strings.Contains(errOut, "refusing to start: "+kv[0]+" set") {
+			if code != cli.ExitUsage || !strings.Contains(errOut, "refusing to start: "+kv[0]+" set") {
 				t.Fatalf("exit %d %q", code, errOut)
 			}
 			// Past the check, serve asks for what it still lacks.
 			code, _, errOut = runCLI(t, nil, "serve", "--allow-test-hooks")
-			if code != ExitUsage || !strings.Contains(errOut, "serve needs --config FILE") || !strings.Contains(errOut, "test hooks armed") {
+			if code != cli.ExitUsage || !strings.Contains(errOut, "serve needs --config FILE") || !strings.Contains(errOut, "test hooks armed") {
 				t.Fatalf("--allow-test-hooks: exit %d %q", code, errOut)
 			}
 		})
@@ -163,7 +164,7 @@ func TestMCPClientLeavesDuringStart(t *testing.T) {
 	}
 	inW.Close()
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
-	if code := <-done; code != ExitOK {
+	if code := <-done; code != cli.ExitOK {
 		t.Fatalf("mcp: exit %d after its client left during the start:\n%s", code, errb.String())
 	}
 }

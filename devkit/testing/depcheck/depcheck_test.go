@@ -349,8 +349,9 @@ func TestRuleCheckersReportViolations(t *testing.T) {
 
 // The dev kit (devkit: provider emulators, the crash-test engine,
 // benchmarks, test rigs) is not the product: only the commands that serve
-// authors and try-outs (cmd/connhost's dev, demo, sandbox, crashtest and
-// bench), the public crash-test API (host/crashtest) and tests may import
+// authors and try-outs (dev, demo, sandbox, crashtest and bench, in
+// devkit/commands, which cmd/connhost registers from one !serveronly
+// file), the public crash-test API (host/crashtest) and tests may import
 // it, and a `-tags serveronly` build of connhost contains none of it.
 func TestTheProductDoesNotImportTheDevKit(t *testing.T) {
 	devkit := module + "/devkit"

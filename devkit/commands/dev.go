@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"context"
@@ -20,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
@@ -34,12 +33,8 @@ import (
 // subsets): payments on listen, email on the next port (or a free one when
 // listen's port is 0). With stateDir they keep their state there across
 // restarts; without, in memory.
-func startSandbox(ctx context.Context, listen, stateDir string, logger *slog.Logger) (providerSandbox, error) {
-	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: listen, StateDir: stateDir, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	return sb, nil
+func startSandbox(ctx context.Context, listen, stateDir string, logger *slog.Logger) (*sandbox.Sandbox, error) {
+	return sandbox.Start(ctx, sandbox.Options{Listen: listen, StateDir: stateDir, Logger: logger})
 }
 
 // devConfig hands the dev connectors their provider URLs and test keys
@@ -65,7 +60,7 @@ func devConfig(paymentsURL, emailURL string, file *server.Config) func(connector
 	}
 }
 
-func (a *app) devCommand() *cobra.Command {
+func (k *kit) devCommand() *cobra.Command {
 	var listen, paymentsURL, emailURL string
 	c := &cobra.Command{
 		Use:   "dev [--listen 127.0.0.1:8420] [--payments-url URL] [--email-url URL]",
@@ -106,16 +101,16 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !server.IsLoopbackListen(listen) {
-				return usagef("dev serves without a token and only listens on loopback (got --listen %s); use connhost serve", listen)
+				return cli.Usagef("dev serves without a token and only listens on loopback (got --listen %s); use connhost serve", listen)
 			}
 			ctx := cmd.Context()
-			ms, err := a.devConnectors(ctx, cmd)
+			ms, err := k.devConnectors(ctx, cmd)
 			if err != nil {
 				return err
 			}
 			needPayments, needEmail := emulatorsFor(ms, paymentsURL, emailURL)
 			if needPayments || needEmail {
-				sb, err := a.startSandbox(ctx, "127.0.0.1:0", filepath.Join(a.g.data, "sandbox"), a.logger())
+				sb, err := startSandbox(ctx, "127.0.0.1:0", filepath.Join(k.Data(), "sandbox"), k.Logger())
 				if err != nil {
 					return fmt.Errorf("start provider sandbox: %w", err)
 				}
@@ -128,8 +123,8 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				}
 			}
 			var file *server.Config
-			if a.g.config != "" {
-				if file, err = loadConfig(a.g.config, os.LookupEnv); err != nil {
+			if k.Config() != "" {
+				if file, err = k.LoadConfig(); err != nil {
 					return err
 				}
 			}
@@ -144,7 +139,6 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 				firstArgs = exampleArgs(ms, first)
 			}
 			cfg := devConfig(paymentsURL, emailURL, file)
-			anon := httpapi.DevLoopback
 			// dev has no credentials: of --config it takes the
 			// connectors' values, [mcp] and [notify].
 			served := &server.Config{Server: server.ServerConfig{Listen: listen}}
@@ -154,19 +148,16 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 			var chans []notify.Channel
 			if emailURL != "" {
 				chans = append(chans, notify.NewMailpit(emailURL, "connhost@localhost", "reviewer@localhost"))
-				a.logger().Info("notifications: an e-mail to the local Mailpit for each call that starts to wait", "mailpit", emailURL,
+				k.Logger().Info("notifications: an e-mail to the local Mailpit for each call that starts to wait", "mailpit", emailURL,
 					"to", "reviewer@localhost", "search", "tag:"+notify.MailTag)
 			}
-			return a.serveAPI(ctx, serveOptions{
-				command:       "dev",
-				config:        served,
-				anonymous:     &anon,
-				configFunc:    cfg,
-				allowUnpinned: true,
-				extraOrigins:  devOrigins(cfg),
-				channels:      chans,
-				ready: func(api string) {
-					if a.g.json {
+			return k.ServeDev(ctx, DevServe{
+				Config:       served,
+				Values:       cfg,
+				ExtraOrigins: devOrigins(cfg),
+				Channels:     chans,
+				Ready: func(api string) {
+					if k.JSON() {
 						line := map[string]string{"api": api}
 						if paymentsURL != "" {
 							line["payments"] = paymentsURL
@@ -174,10 +165,10 @@ With --json it prints one startup line {"api": URL, "payments": URL,
 						if emailURL != "" {
 							line["email"] = emailURL
 						}
-						writeJSONLine(a.stdout, line)
+						writeJSONLine(k.Stdout(), line)
 						return
 					}
-					renderDevBanner(a.stdout, api, paymentsURL, emailURL, first, firstArgs)
+					renderDevBanner(k.Stdout(), api, paymentsURL, emailURL, first, firstArgs)
 				},
 			})
 		},
@@ -368,7 +359,7 @@ func renderDevBanner(w io.Writer, api, payments, email, tool, args string) {
 }
 
 func writeJSONLine(w io.Writer, v any) {
-	b, _ := jsonMarshal(v)
+	b, _ := json.Marshal(v)
 	_, _ = w.Write(append(b, '\n'))
 }
 
@@ -376,17 +367,24 @@ func writeJSONLine(w io.Writer, v any) {
 // into this binary (package connhost): --manifests was left at its
 // default and there is no such directory here, as when the binary alone
 // is run in an empty directory.
-func (a *app) useShipped(cmd *cobra.Command) bool {
+func (k *kit) useShipped(cmd *cobra.Command) bool {
 	if cmd.Flags().Changed("manifests") {
 		return false
 	}
-	_, err := os.Stat(a.g.manifests)
+	_, err := os.Stat(k.Manifests())
 	return errors.Is(err, fs.ErrNotExist)
 }
 
+// runOnShipped makes the command run on the connectors built into this
+// binary, their modules in modules ("": --modules).
+func (k *kit) runOnShipped(modules string) {
+	k.shipped = true
+	k.RunOnShipped(modules)
+}
+
 // manifestText returns the bytes m was parsed from.
-func (a *app) manifestText(m *manifests.Manifest) ([]byte, error) {
-	if a.shipped {
+func (k *kit) manifestText(m *manifests.Manifest) ([]byte, error) {
+	if k.shipped {
 		return connhost.ManifestText(m.Connector.Name)
 	}
 	return os.ReadFile(m.Path)
@@ -397,35 +395,36 @@ func (a *app) manifestText(m *manifests.Manifest) ([]byte, error) {
 // --modules built from plugins/ (a source tree); or, where useShipped,
 // the shipped connectors, their modules written to --modules (by default
 // <data>/modules) and verified against their pins.
-func (a *app) devConnectors(ctx context.Context, cmd *cobra.Command) ([]*manifests.Manifest, error) {
-	if !a.useShipped(cmd) {
-		ms, err := a.loadManifests()
+func (k *kit) devConnectors(ctx context.Context, cmd *cobra.Command) ([]*manifests.Manifest, error) {
+	if !k.useShipped(cmd) {
+		ms, err := k.LoadManifests()
 		if err != nil {
 			return nil, err
 		}
-		return ms, a.buildMissing(ctx, ms)
+		return ms, k.buildMissing(ctx, ms)
 	}
-	a.shipped = true
+	modules := ""
 	if !cmd.Flags().Changed("modules") {
 		// Inside the data directory, which is the ledger's: created as
 		// the ledger creates it (owner only), not by the modules' write.
-		if err := os.MkdirAll(a.g.data, 0o700); err != nil {
+		if err := os.MkdirAll(k.Data(), 0o700); err != nil {
 			return nil, err
 		}
-		a.g.modules = filepath.Join(a.g.data, "modules")
+		modules = filepath.Join(k.Data(), "modules")
 	}
-	if err := connhost.WriteModules(a.g.modules); err != nil {
+	k.runOnShipped(modules)
+	if err := connhost.WriteModules(k.Modules()); err != nil {
 		return nil, err
 	}
-	a.logger().Info("no "+a.g.manifests+" here: running the connectors built into this binary", "connectors", "email, payments", "modules", a.g.modules)
-	return a.loadManifests()
+	k.Logger().Info("no "+k.Manifests()+" here: running the connectors built into this binary", "connectors", "email, payments", "modules", k.Modules())
+	return k.LoadManifests()
 }
 
 // buildMissing builds plugins/<connector> for every manifest whose module
 // is missing from --modules.
-func (a *app) buildMissing(ctx context.Context, ms []*manifests.Manifest) error {
+func (k *kit) buildMissing(ctx context.Context, ms []*manifests.Manifest) error {
 	for _, m := range ms {
-		out := m.ModulePath(a.g.modules)
+		out := m.ModulePath(k.Modules())
 		if _, err := os.Stat(out); err == nil {
 			continue
 		}
@@ -433,7 +432,7 @@ func (a *app) buildMissing(ctx context.Context, ms []*manifests.Manifest) error 
 		if _, err := os.Stat(src); err != nil {
 			return fmt.Errorf("module %s is missing and there is no %s to build it from", out, src)
 		}
-		fmt.Fprintf(a.stderr, "building %s → %s\n", src, out)
+		fmt.Fprintf(k.Stderr(), "building %s → %s\n", src, out)
 		if _, err := wasmbuild.Build(ctx, src, out); err != nil {
 			return err
 		}
@@ -441,7 +440,7 @@ func (a *app) buildMissing(ctx context.Context, ms []*manifests.Manifest) error 
 	return nil
 }
 
-func (a *app) sandboxCommand() *cobra.Command {
+func (k *kit) sandboxCommand() *cobra.Command {
 	var listen, state string
 	c := &cobra.Command{
 		Use:   "sandbox [--listen ADDR] [--state DIR]",
@@ -458,15 +457,15 @@ Without it the state lives in memory.`,
   connhost sandbox --json --state ./.connhost/sandbox`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sb, err := a.startSandbox(cmd.Context(), listen, state, a.logger())
+			sb, err := startSandbox(cmd.Context(), listen, state, k.Logger())
 			if err != nil {
 				return err
 			}
 			defer sb.Close()
-			if a.g.json {
-				writeJSONLine(a.stdout, map[string]string{"payments": sb.PaymentsURL(), "email": sb.EmailURL()})
+			if k.JSON() {
+				writeJSONLine(k.Stdout(), map[string]string{"payments": sb.PaymentsURL(), "email": sb.EmailURL()})
 			} else {
-				fmt.Fprintf(a.stdout, "payments  %s\nemail     %s\nCtrl-C stops the sandbox.\n", sb.PaymentsURL(), sb.EmailURL())
+				fmt.Fprintf(k.Stdout(), "payments  %s\nemail     %s\nCtrl-C stops the sandbox.\n", sb.PaymentsURL(), sb.EmailURL())
 			}
 			<-cmd.Context().Done()
 			return nil

@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"context"
@@ -17,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/connhost/connhost"
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/ledger"
@@ -25,7 +24,7 @@ import (
 
 // connhost demo, one idea per file:
 //
-//   - cmd_demo.go: the command, its work directory and its verdict;
+//   - demo.go: the command, its work directory and its verdict;
 //   - demo_script.go: the four parts of the story, step by step;
 //   - demo_commands.go: the connhost commands a part runs, and what it
 //     checks in their answers;
@@ -33,10 +32,10 @@ import (
 //   - demo_runner.go: how a command runs (a child process of this binary,
 //     through internal/proc) and is shown;
 //   - demo_steps.go: the steps of the transcript, printed as text or as
-//     one JSON line each (--json);
-//   - text.go: wrapping and clipping text for the terminal.
+//     one JSON line each (--json); the text is wrapped and clipped by
+//     package cli, as the rest of the CLI's.
 
-func (a *app) demoCommand() *cobra.Command {
+func (k *kit) demoCommand() *cobra.Command {
 	var keep bool
 	c := &cobra.Command{
 		Use:   "demo [--keep]",
@@ -69,8 +68,10 @@ every check holds and 1 otherwise.`,
   connhost demo --json | jq -c 'select(.kind == "summary")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a.shipped = a.useShipped(cmd)
-			return a.runDemo(cmd.Context(), keep)
+			if k.useShipped(cmd) {
+				k.runOnShipped("")
+			}
+			return k.runDemo(cmd.Context(), keep)
 		},
 	}
 	c.Flags().BoolVar(&keep, "keep", false, "keep the demo's work directory (data, config, manifests, modules) and print where it is")
@@ -91,7 +92,7 @@ const (
 
 // demo is one run of connhost demo.
 type demo struct {
-	a      *app
+	k      *kit
 	w      io.Writer
 	json   bool
 	self   string
@@ -121,10 +122,10 @@ type demo struct {
 	cancel context.CancelFunc
 }
 
-func (a *app) runDemo(ctx context.Context, keep bool) (err error) {
+func (k *kit) runDemo(ctx context.Context, keep bool) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := &demo{a: a, w: a.stdout, json: a.g.json, started: time.Now(), cancel: cancel}
+	d := &demo{k: k, w: k.Stdout(), json: k.JSON(), started: time.Now(), cancel: cancel}
 	// A reader that goes away (connhost demo | head) must not kill the
 	// demo before it removes its work directory: writes fail instead and
 	// stop the demo.
@@ -194,7 +195,7 @@ func (a *app) runDemo(ctx context.Context, keep bool) (err error) {
 // connhost.toml and reports what the demo runs on.
 func (d *demo) setup(ctx context.Context) error {
 	d.scene = "setup"
-	ms, err := d.a.loadManifests()
+	ms, err := d.k.LoadManifests()
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -211,12 +212,12 @@ func (d *demo) setup(ctx context.Context) error {
 	for _, name := range []string{"payments", "email"} {
 		i := slices.IndexFunc(ms, func(m *manifests.Manifest) bool { return m.Connector.Name == name })
 		if i < 0 {
-			return fmt.Errorf("demo: no manifest of connector %q in %s (set --manifests)", name, d.a.g.manifests)
+			return fmt.Errorf("demo: no manifest of connector %q in %s (set --manifests)", name, d.k.Manifests())
 		}
 		m := ms[i]
-		from := m.ModulePath(d.a.g.modules)
+		from := m.ModulePath(d.k.Modules())
 		how := "from " + from
-		if d.a.shipped {
+		if d.k.shipped {
 			if err := connhost.WriteModules(d.mods); err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
@@ -239,7 +240,7 @@ func (d *demo) setup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		text, err := d.a.manifestText(m)
+		text, err := d.k.manifestText(m)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
@@ -326,9 +327,9 @@ func (d *demo) summary(keep bool) error {
 		return nil
 	}
 	if d.json {
-		return &exitError{code: ExitFailure}
+		return &cli.ExitError{Code: cli.ExitFailure}
 	}
-	return &exitError{code: ExitFailure, err: fmt.Errorf("demo: %d check(s) failed", len(d.failed))}
+	return &cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("demo: %d check(s) failed", len(d.failed))}
 }
 
 // copyFileTo copies src to dst.

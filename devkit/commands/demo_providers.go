@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"context"

@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"fmt"
@@ -8,10 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/devkit/bench"
 )
 
-func (a *app) benchCommand() *cobra.Command {
+func (k *kit) benchCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure connhost on this machine against same-run baselines",
@@ -81,10 +80,10 @@ at 16 callers (≥ 0.6×).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.History < 0 || o.Pending < 1 || o.Concurrency < 1 || o.Rounds < 1 {
-				return usagef("bench ledger needs --history >= 0, --pending >= 1, --concurrency >= 1 and --rounds >= 1")
+				return cli.Usagef("bench ledger needs --history >= 0, --pending >= 1, --concurrency >= 1 and --rounds >= 1")
 			}
-			if !a.g.json {
-				o.Progress = func(phase string) { fmt.Fprintf(a.stderr, "bench: %s\n", phase) }
+			if !k.JSON() {
+				o.Progress = func(phase string) { fmt.Fprintf(k.Stderr(), "bench: %s\n", phase) }
 			}
 			// pgOpts are the PostgreSQL run's options: --history's
 			// default is RunPostgres's own; with both backends, the
@@ -104,34 +103,34 @@ at 16 callers (≥ 0.6×).`,
 			}
 			switch {
 			case (backend == "postgres" || backend == "both") && dsn == "":
-				return usagef("bench ledger --backend %s needs --dsn", backend)
+				return cli.Usagef("bench ledger --backend %s needs --dsn", backend)
 			case backend == "postgres":
-				return a.benchPostgres(cmd, pgOpts())
+				return k.benchPostgres(cmd, pgOpts())
 			case backend != "pebble" && backend != "both":
-				return usagef("bench ledger --backend is pebble, postgres or both, not %q", backend)
+				return cli.Usagef("bench ledger --backend is pebble, postgres or both, not %q", backend)
 			case backend == "pebble" && dsn != "":
-				return usagef("bench ledger --dsn needs --backend postgres or both")
+				return cli.Usagef("bench ledger --dsn needs --backend postgres or both")
 			case pgConcurrency < 1:
-				return usagef("bench ledger needs --postgres-concurrency >= 1")
+				return cli.Usagef("bench ledger needs --postgres-concurrency >= 1")
 			}
 			if o.History == 0 {
 				o.History = -1 // RunLedger: explicit zero history
 			}
 			if backend == "both" {
-				return a.benchBoth(cmd, bench.BothOptions{Pebble: o, Postgres: pgOpts()})
+				return k.benchBoth(cmd, bench.BothOptions{Pebble: o, Postgres: pgOpts()})
 			}
 			rep, err := bench.RunLedger(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
-			if a.g.json {
-				writeJSON(a.stdout, rep)
+			if k.JSON() {
+				cli.WriteJSON(k.Stdout(), rep)
 				return nil
 			}
-			if err := a.printPebble(rep); err != nil {
+			if err := k.printPebble(rep); err != nil {
 				return err
 			}
-			return a.printTargets(bench.PebbleTargets(rep))
+			return k.printTargets(bench.PebbleTargets(rep))
 		},
 	}
 	f := ledgerCmd.Flags()
@@ -155,12 +154,12 @@ func share(part, whole float64) string {
 }
 
 // printSyncShares prints how the write-ahead log's fsyncs were shared.
-func (a *app) printSyncShares(shares []bench.SyncShare) error {
+func (k *kit) printSyncShares(shares []bench.SyncShare) error {
 	if len(shares) == 0 {
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "\nfsync sharing: rate; commits per WAL fsync; fsyncs and CPU per operation\n")
-	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(k.Stdout(), "\nfsync sharing: rate; commits per WAL fsync; fsyncs and CPU per operation\n")
+	w := tabwriter.NewWriter(k.Stdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "callers\traw\texecute (manual)\texecute (lazy)\texecute/raw\n")
 	for _, s := range shares {
 		fmt.Fprintf(w, "%d\t%.0f/s; %.1f; %.2f, %.0f µs\t%.0f/s; %.1f; %.2f, %.0f µs\t%.0f/s; %.1f; %.2f, %.0f µs\t%.2f×\n",
@@ -172,8 +171,8 @@ func (a *app) printSyncShares(shares []bench.SyncShare) error {
 }
 
 // printPebble prints the Pebble ledger measurement.
-func (a *app) printPebble(rep bench.LedgerReport) error {
-	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+func (k *kit) printPebble(rep bench.LedgerReport) error {
+	w := tabwriter.NewWriter(k.Stdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "Pebble\tvalue\tbaseline\tratio\n")
 	fmt.Fprintf(w, "lazy outcome, sequential\t%.0f µs/execution\t%.0f µs/op raw\t%.2f×\n", rep.LazySeqMicros, rep.RawSeqMicros, rep.LazySeqRatio)
 	fmt.Fprintf(w, "  against one synced batch\t\t%.0f µs/op raw, 2nd unsynced\t%.2f× (target ≤ 1.3×)\n", rep.RawLazySeqMicros, rep.LazySeqOverRawLazyRatio)
@@ -194,15 +193,15 @@ func (a *app) printPebble(rep bench.LedgerReport) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "(medians of %d rounds; GOMAXPROCS %d on %d CPUs)\n", rep.Rounds, rep.GOMAXPROCS, rep.CPUs)
-	return a.printSyncShares(rep.SyncShares)
+	fmt.Fprintf(k.Stdout(), "(medians of %d rounds; GOMAXPROCS %d on %d CPUs)\n", rep.Rounds, rep.GOMAXPROCS, rep.CPUs)
+	return k.printSyncShares(rep.SyncShares)
 }
 
 // printTargets prints each target, its ratio in this run, and whether it
 // is met.
-func (a *app) printTargets(ts []bench.Target) error {
-	fmt.Fprintf(a.stdout, "\ntargets (each ratio against its baseline in the same rounds)\n")
-	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+func (k *kit) printTargets(ts []bench.Target) error {
+	fmt.Fprintf(k.Stdout(), "\ntargets (each ratio against its baseline in the same rounds)\n")
+	w := tabwriter.NewWriter(k.Stdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "backend\tcompared\tratio\ttarget\t\n")
 	for _, t := range ts {
 		met := "missed"
@@ -215,44 +214,44 @@ func (a *app) printTargets(ts []bench.Target) error {
 }
 
 // benchBoth runs and prints both backends' measurements and the targets.
-func (a *app) benchBoth(cmd *cobra.Command, o bench.BothOptions) error {
+func (k *kit) benchBoth(cmd *cobra.Command, o bench.BothOptions) error {
 	rep, err := bench.RunBoth(cmd.Context(), o)
 	if err != nil {
 		return err
 	}
-	if a.g.json {
-		writeJSON(a.stdout, rep)
+	if k.JSON() {
+		cli.WriteJSON(k.Stdout(), rep)
 		return nil
 	}
-	if err := a.printPebble(rep.Pebble); err != nil {
+	if err := k.printPebble(rep.Pebble); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout)
-	if err := a.printPostgres(rep.Postgres); err != nil {
+	fmt.Fprintln(k.Stdout())
+	if err := k.printPostgres(rep.Postgres); err != nil {
 		return err
 	}
-	return a.printTargets(rep.Targets)
+	return k.printTargets(rep.Targets)
 }
 
 // benchPostgres runs and prints the PostgreSQL ledger measurement.
-func (a *app) benchPostgres(cmd *cobra.Command, o bench.PostgresOptions) error {
+func (k *kit) benchPostgres(cmd *cobra.Command, o bench.PostgresOptions) error {
 	rep, err := bench.RunPostgres(cmd.Context(), o)
 	if err != nil {
 		return err
 	}
-	if a.g.json {
-		writeJSON(a.stdout, rep)
+	if k.JSON() {
+		cli.WriteJSON(k.Stdout(), rep)
 		return nil
 	}
-	if err := a.printPostgres(rep); err != nil {
+	if err := k.printPostgres(rep); err != nil {
 		return err
 	}
-	return a.printTargets(bench.PostgresTargets(rep))
+	return k.printTargets(bench.PostgresTargets(rep))
 }
 
 // printPostgres prints the PostgreSQL ledger measurement.
-func (a *app) printPostgres(rep bench.PostgresReport) error {
-	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+func (k *kit) printPostgres(rep bench.PostgresReport) error {
+	w := tabwriter.NewWriter(k.Stdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "PostgreSQL\tvalue\tbaseline\tratio\n")
 	fmt.Fprintf(w, "ledger sequential latency\t%.0f µs/execution\t%.0f µs/op raw\t%.2f×\n", rep.LedgerSeqMicros, rep.RawSeqMicros, rep.SeqRatio)
 	fmt.Fprintf(w, "ledger throughput at %d\t%.0f executions/s\t%.0f ops/s raw\t%.2f×\n", rep.Concurrency, rep.LedgerParPerSecond, rep.RawParPerSecond, rep.ParRatio)
@@ -268,6 +267,6 @@ func (a *app) printPostgres(rep bench.PostgresReport) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "(PostgreSQL %s; medians of %d rounds; %d connections; GOMAXPROCS %d on %d CPUs)\n", rep.ServerVersion, rep.Rounds, rep.MaxConns, rep.GOMAXPROCS, rep.CPUs)
+	fmt.Fprintf(k.Stdout(), "(PostgreSQL %s; medians of %d rounds; %d connections; GOMAXPROCS %d on %d CPUs)\n", rep.ServerVersion, rep.Rounds, rep.MaxConns, rep.GOMAXPROCS, rep.CPUs)
 	return nil
 }

@@ -1,11 +1,11 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/connhost/connhost/cli"
 )
 
 // demoStep is one object of the --json transcript.
@@ -102,7 +102,7 @@ func (d *demo) sayf(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	s = strings.ReplaceAll(s, d.dir, "$DEMO")
 	d.say = append(d.say, s)
-	d.printf("\n%s", wrapText(s, 78, ""))
+	d.printf("\n%s", cli.WrapText(s, 78, ""))
 }
 
 // heading starts a part.
@@ -139,7 +139,7 @@ func (d *demo) emit(st *demoStep) {
 		if c.OK {
 			d.printf("    ✓ %s\n", c.What)
 		} else {
-			d.printf("    ✗ CHECK FAILED: %s (got %s)\n", c.What, orDash(c.Got))
+			d.printf("    ✗ CHECK FAILED: %s (got %s)\n", c.What, cli.OrDash(c.Got))
 		}
 	}
 }
@@ -167,7 +167,7 @@ func (d *demo) check(st *demoStep, what string, ok bool, got string) bool {
 	st.Checks = append(st.Checks, demoCheck{What: what, Got: got, OK: ok})
 	if !ok {
 		st.OK = false
-		d.failed = append(d.failed, fmt.Sprintf("step %d (%s): %s: got %s", st.Step, st.Scene, what, orDash(got)))
+		d.failed = append(d.failed, fmt.Sprintf("step %d (%s): %s: got %s", st.Step, st.Scene, what, cli.OrDash(got)))
 	}
 	return ok
 }

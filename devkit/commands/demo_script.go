@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"bytes"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/manifests"
@@ -40,7 +39,7 @@ func (d *demo) partPayment(ctx context.Context) error {
 	d.sayf("connhost starts again on the same data directory: the agent runtime re-issues the same call. Opening the ledger runs recovery before anything else. " +
 		"The call was dispatched and has no outcome, and create_payment's policy is idempotent-retry, so connhost dispatches attempt 2 with the same idempotency key. " +
 		"Stripe knows the key and replays its first answer instead of charging again.")
-	st, res, _ := d.execResult(ctx, d.mfs, call, "", ExitOK)
+	st, res, _ := d.execResult(ctx, d.mfs, call, "", cli.ExitOK)
 	st.ExecutionID = id
 	d.expect(st, "status succeeded", string(res.Status), string(host.StatusSucceeded))
 	d.expect(st, "attempt 2 (the re-dispatch)", fmt.Sprint(res.Attempt), "2")
@@ -83,7 +82,7 @@ func (d *demo) partEmail(ctx context.Context) error {
 	msgs := d.provider(ctx, id, "email", 1, 1)
 	d.sayf("Restart. Recovery finds the call dispatched without an outcome; the policy is reconcile, so connhost calls the connector's reconcile with the same key. " +
 		"The connector searches Mailpit for the Message-ID it derives from that key, compares it exactly, finds the message and reports it applied. Nothing is sent again.")
-	st, res, _ := d.execResult(ctx, d.mfs, call, "", ExitOK)
+	st, res, _ := d.execResult(ctx, d.mfs, call, "", cli.ExitOK)
 	st.ExecutionID = id
 	d.expect(st, "status succeeded", string(res.Status), string(host.StatusSucceeded))
 	d.expect(st, "source reconciled (the provider's word, not a new send)", res.Source, "reconciled")
@@ -121,7 +120,7 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.crashed(ctx, d.manual, call, id)
 	pis := d.provider(ctx, id, "payments", 2, 1)
 	d.sayf("Restart. The policy is manual, so recovery does not guess: it neither re-sends nor asks the provider. The execution becomes recovery_required and its session is fenced.")
-	st, res, _ := d.execResult(ctx, d.manual, call, "", ExitRecoveryRequired)
+	st, res, _ := d.execResult(ctx, d.manual, call, "", cli.ExitRecoveryRequired)
 	st.ExecutionID = id
 	d.expect(st, "status recovery_required", string(res.Status), string(host.StatusRecoveryRequired))
 	d.emit(st)
@@ -134,13 +133,13 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.sayf("The agent goes on in the same session with a harmless read (look up order 1001's payment). connhost refuses it: new work in a fenced session waits until the uncertain call is settled.")
 	st, r := d.command(ctx, d.manual, "", look...)
 	var p httpapi.Problem
-	if d.exitIs(st, r, ExitRecoveryRequired) && d.decode(st, r.Stdout, &p) {
+	if d.exitIs(st, r, cli.ExitRecoveryRequired) && d.decode(st, r.Stdout, &p) {
 		st.Code = string(p.Code)
 		d.expect(st, "refused with code session_fenced", string(p.Code), string(httpapi.CodeSessionFenced))
 		listed := slices.ContainsFunc(p.UncertainCalls, func(u host.UncertainCall) bool { return u.ExecutionID == id })
 		d.check(st, "the refusal lists the uncertain call", listed, fmt.Sprint(p.UncertainCalls))
 		var buf bytes.Buffer
-		renderProblem(&buf, &p)
+		cli.RenderProblem(&buf, &p)
 		st.Notes = append(st.Notes, strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")...)
 	}
 	d.emit(st)
@@ -148,7 +147,7 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.sayf("The operator starts from the list of calls recovery could not decide.")
 	st, r = d.command(ctx, d.manual, "", "ls", "--state", "recovery_required")
 	var list demoList
-	if d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &list) {
+	if d.exitIs(st, r, cli.ExitOK) && d.decode(st, r.Stdout, &list) {
 		ids := make([]string, 0, len(list.Executions))
 		for _, e := range list.Executions {
 			ids = append(ids, e.ExecutionID)
@@ -163,15 +162,15 @@ func (d *demo) partManual(ctx context.Context) error {
 	if len(pis) > 0 {
 		receipt = pis[0]
 	}
-	d.sayf("The operator checks Stripe for a PaymentIntent whose metadata connhost_execution_id is %s, finds %s (succeeded), and records that the call was applied.", id, orDash(receipt))
+	d.sayf("The operator checks Stripe for a PaymentIntent whose metadata connhost_execution_id is %s, finds %s (succeeded), and records that the call was applied.", id, cli.OrDash(receipt))
 	args := []string{"resolve", id, "--applied", "--by", demoOperator,
-		"--reason", "found " + orDash(receipt) + " in the Stripe dashboard (metadata connhost_execution_id)"}
+		"--reason", "found " + cli.OrDash(receipt) + " in the Stripe dashboard (metadata connhost_execution_id)"}
 	if receipt != "" {
 		args = append(args, "--receipt", receipt)
 	}
 	st, r = d.command(ctx, d.manual, "", args...)
 	var rr host.Result
-	if d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &rr) {
+	if d.exitIs(st, r, cli.ExitOK) && d.decode(st, r.Stdout, &rr) {
 		d.noteResult(st, rr)
 		d.expect(st, "status succeeded", string(rr.Status), string(host.StatusSucceeded))
 		d.expect(st, "source operator", rr.Source, "operator")
@@ -179,7 +178,7 @@ func (d *demo) partManual(ctx context.Context) error {
 	d.emit(st)
 
 	d.sayf("The session accepts new work again: the runtime re-issues the refused read.")
-	st, res, _ = d.execResult(ctx, d.manual, look, "", ExitOK)
+	st, res, _ = d.execResult(ctx, d.manual, look, "", cli.ExitOK)
 	d.expect(st, "status succeeded", string(res.Status), string(host.StatusSucceeded))
 	d.emit(st)
 
@@ -201,7 +200,7 @@ func (d *demo) partProof(ctx context.Context) error {
 	d.sayf("Every execution in the ledger against the objects the providers hold. An external call's objects are found by its identity: the PaymentIntent's metadata connhost_execution_id, the message's Mailpit id (the receipt) and Message-ID.")
 	st, r := d.command(ctx, d.mfs, "", "ls", "--limit", "1000")
 	var list demoList
-	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.Stdout, &list) {
+	if !d.exitIs(st, r, cli.ExitOK) || !d.decode(st, r.Stdout, &list) {
 		d.emit(st)
 		return errors.New("ls failed")
 	}
@@ -218,7 +217,7 @@ func (d *demo) partProof(ctx context.Context) error {
 	succeeded := map[string]int{}
 	for _, e := range list.Executions {
 		tool := e.Tool
-		row := demoProofRow{ExecutionID: e.ExecutionID, Tool: tool, Effect: e.Effect, Policy: orDash(e.Policy), State: string(e.State),
+		row := demoProofRow{ExecutionID: e.ExecutionID, Tool: tool, Effect: e.Effect, Policy: cli.OrDash(e.Policy), State: string(e.State),
 			Source: e.Source, Receipt: e.Receipt}
 		if e.Effect == string(manifests.EffectExternal) {
 			if e.State == ledger.StateSucceeded {
@@ -263,7 +262,7 @@ func (d *demo) partProof(ctx context.Context) error {
 			if row.Effect == string(manifests.EffectExternal) {
 				objs = fmt.Sprint(row.ProviderObjects)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.ExecutionID, row.Tool, row.Policy, row.State, orDash(row.Source), orDash(row.Receipt), objs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.ExecutionID, row.Tool, row.Policy, row.State, cli.OrDash(row.Source), cli.OrDash(row.Receipt), objs)
 		}
 		_ = tw.Flush()
 		st.Notes = append(st.Notes, strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")...)

@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"bytes"
@@ -11,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/server/httpapi"
@@ -88,8 +87,8 @@ func (r childResult) describe() string {
 	s := fmt.Sprintf("exit %d", r.Code)
 	// With --json a failure is a problem document on stdout.
 	var p httpapi.Problem
-	if r.Code != ExitOK && json.Unmarshal(r.Stdout, &p) == nil && p.Code != "" {
-		return s + ": " + string(p.Code) + ": " + clipText(orDash(p.Detail), 300)
+	if r.Code != cli.ExitOK && json.Unmarshal(r.Stdout, &p) == nil && p.Code != "" {
+		return s + ": " + string(p.Code) + ": " + cli.ClipText(cli.OrDash(p.Detail), 300)
 	}
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(string(r.Stderr)), "\n") {
@@ -99,7 +98,7 @@ func (r childResult) describe() string {
 		}
 	}
 	if len(lines) > 0 {
-		s += ": " + clipText(lastLines(strings.Join(lines, "\n")), 300)
+		s += ": " + cli.ClipText(cli.LastLines(strings.Join(lines, "\n")), 300)
 	}
 	return s
 }

@@ -1,16 +1,20 @@
-package main
+package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/connhost/connhost/server/httpapi"
 )
 
-// wrapText wraps s at width columns, each line prefixed by indent.
-func wrapText(s string, width int, indent string) string {
+// WrapText wraps s at width columns, each line prefixed by indent.
+func WrapText(s string, width int, indent string) string {
 	var b strings.Builder
 	line := 0
 	for _, w := range strings.Fields(s) {
@@ -33,16 +37,16 @@ func wrapText(s string, width int, indent string) string {
 	return b.String()
 }
 
-// clipText shortens s to n runes, ending it with "…" when it was cut.
-func clipText(s string, n int) string {
+// ClipText shortens s to n runes, ending it with "…" when it was cut.
+func ClipText(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
 }
 
-// lastLines joins the last three lines of s with " | ".
-func lastLines(s string) string {
+// LastLines joins the last three lines of s with " | ".
+func LastLines(s string) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > 3 {
 		lines = lines[len(lines)-3:]
@@ -50,7 +54,7 @@ func lastLines(s string) string {
 	return strings.Join(lines, " | ")
 }
 
-// termSafe returns s fit to be written to a terminal as one value: every
+// TermSafe returns s fit to be written to a terminal as one value: every
 // control character (C0, DEL, C1: ESC and CSI start terminal escape
 // sequences; a newline or tab would start a made-up line or column),
 // every Unicode bidirectional control (it reorders what follows on the
@@ -58,7 +62,7 @@ func lastLines(s string) string {
 // \t, \r, \x1b, \u009b or \u202e. The CLI's text output passes connector,
 // provider and ledger text through it; --json output is JSON's own
 // escaping.
-func termSafe(s string) string {
+func TermSafe(s string) string {
 	clean := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f {
@@ -106,19 +110,19 @@ func isBidiControl(r rune) bool {
 }
 
 // safeArgs returns args with every string (and every value of a string
-// type, such as ledger.State) passed through termSafe, for the Printf
+// type, such as ledger.State) passed through TermSafe, for the Printf
 // calls of text output.
 func safeArgs(args []any) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
 		switch v := a.(type) {
 		case string:
-			out[i] = termSafe(v)
+			out[i] = TermSafe(v)
 		case error:
-			out[i] = termSafe(v.Error())
+			out[i] = TermSafe(v.Error())
 		default:
 			if rv := reflect.ValueOf(a); rv.IsValid() && rv.Kind() == reflect.String {
-				out[i] = termSafe(rv.String())
+				out[i] = TermSafe(rv.String())
 			} else {
 				out[i] = a
 			}
@@ -127,27 +131,27 @@ func safeArgs(args []any) []any {
 	return out
 }
 
-// fprintf is fmt.Fprintf with every string argument passed through
-// termSafe: the format is the CLI's layout, the arguments are values.
-func fprintf(w io.Writer, format string, args ...any) {
+// Fprintf is fmt.Fprintf with every string argument passed through
+// TermSafe: the format is the CLI's layout, the arguments are values.
+func Fprintf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, format, safeArgs(args)...)
 }
 
-// termSafeLines is termSafe for text of several lines, such as a refusal
+// TermSafeLines is TermSafe for text of several lines, such as a refusal
 // that lists problems or suggestions: its newlines stay, the tabs that
 // indent a line become four spaces each, and the blank lines that end it
 // are dropped.
-func termSafeLines(s string) string {
+func TermSafeLines(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	for i, l := range lines {
 		rest := strings.TrimLeft(l, "\t")
-		lines[i] = strings.Repeat("    ", len(l)-len(rest)) + termSafe(rest)
+		lines[i] = strings.Repeat("    ", len(l)-len(rest)) + TermSafe(rest)
 	}
 	return strings.Join(lines, "\n")
 }
 
-// indentLines indents every line of s after the first that is not empty.
-func indentLines(s, indent string) string {
+// IndentLines indents every line of s after the first that is not empty.
+func IndentLines(s, indent string) string {
 	lines := strings.Split(s, "\n")
 	for i := 1; i < len(lines); i++ {
 		if lines[i] != "" {
@@ -157,8 +161,8 @@ func indentLines(s, indent string) string {
 	return strings.Join(lines, "\n")
 }
 
-// shortDuration formats d as manifests write durations: 10m, 1h, 1m30s.
-func shortDuration(d time.Duration) string {
+// ShortDuration formats d as manifests write durations: 10m, 1h, 1m30s.
+func ShortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -167,4 +171,61 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// OrDash is s, or "-" for an empty s (a column with no value).
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// RenderProblem writes a problem for people: one "connhost: …" line, then
+// the details a reader needs to act on it.
+func RenderProblem(w io.Writer, p *httpapi.Problem) {
+	msg := p.Detail
+	if msg == "" {
+		msg = p.Title
+	}
+	// A message may hold several lines (every problem of a config file):
+	// the lines after the first are indented, so none passes for a
+	// message of its own, and every other control character is escaped.
+	fmt.Fprintf(w, "connhost: %s\n", IndentLines(TermSafeLines(msg), "  "))
+	if p.Code == httpapi.CodeInternal || p.Code == httpapi.CodeBadRequest {
+		return
+	}
+	Fprintf(w, "  code: %s\n", p.Code)
+	if p.RecordedDigest != "" {
+		Fprintf(w, "  recorded: %s args digest %s\n  given:    %s args digest %s\n", p.RecordedTool, p.RecordedDigest, p.GivenTool, p.GivenDigest)
+	}
+	if len(p.UncertainCalls) > 0 {
+		fmt.Fprintln(w, "  uncertain calls (resolve each with connhost resolve):")
+		for _, u := range p.UncertainCalls {
+			Fprintf(w, "    %s  tool call %s  %s  attempt %d\n", u.ExecutionID, u.ToolCallID, u.Tool, u.Attempt)
+		}
+	}
+	if p.Execution != nil {
+		Fprintf(w, "  execution %s is %s\n", p.Execution.ExecutionID, p.Execution.Status)
+	}
+}
+
+// CompactJSON is b without insignificant space, or b as it is where it
+// is not JSON.
+func CompactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
+// WriteJSON prints v as indented JSON with a trailing newline.
+func WriteJSON(w io.Writer, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		fmt.Fprintf(w, `{"error": %q}`+"\n", err.Error())
+		return
+	}
+	_, _ = w.Write(append(b, '\n'))
 }

@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"context"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/connhost/connhost/cli"
 	internalcrashtest "github.com/connhost/connhost/devkit/crashtest"
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host/crashtest"
@@ -41,7 +40,7 @@ var crashtestUnused = []struct{ flag, why string }{
 	{"init", "every cell starts a new ledger"},
 }
 
-func (a *app) crashtestCommand() *cobra.Command {
+func (k *kit) crashtestCommand() *cobra.Command {
 	var manifest, operation, args, provider, providerURL, probeURL, probeFile, urlKey, module, variant string
 	var recordProof bool
 	var sets, setEnvs, points []string
@@ -154,24 +153,24 @@ has no reconcile, only the first, and is n/a).`,
 			ctx := cmd.Context()
 			for _, u := range crashtestUnused {
 				if cmd.Flags().Changed(u.flag) {
-					return usagef("crashtest does not use --%s: %s", u.flag, u.why)
+					return cli.Usagef("crashtest does not use --%s: %s", u.flag, u.why)
 				}
 			}
 			fl := cmd.Flags()
 			switch {
 			case providerURL == "" && (fl.Changed("probe-url") || fl.Changed("probe") || fl.Changed("set") || fl.Changed("set-env") ||
 				fl.Changed("url-key") || fl.Changed("module")):
-				return usagef("--probe, --probe-url, --set, --set-env, --url-key and --module apply to a connector's own provider: give --provider-url")
+				return cli.Usagef("--probe, --probe-url, --set, --set-env, --url-key and --module apply to a connector's own provider: give --provider-url")
 			case providerURL != "" && provider != "":
-				return usagef("--provider (a built-in emulator) and --provider-url (your provider) exclude each other")
+				return cli.Usagef("--provider (a built-in emulator) and --provider-url (your provider) exclude each other")
 			case probeFile != "" && probeURL != "":
-				return usagef("--probe (a probe config, for a provider without a probe contract) and --probe-url (the provider's probe contract) exclude each other")
+				return cli.Usagef("--probe (a probe config, for a provider without a probe contract) and --probe-url (the provider's probe contract) exclude each other")
 			case recordProof && probeFile == "":
-				return usagef("--record-proof proves the manifest's [provider] claim by repeating the connector's requests through the probe's proxy: give --probe (and --provider-url)")
+				return cli.Usagef("--record-proof proves the manifest's [provider] claim by repeating the connector's requests through the probe's proxy: give --probe (and --provider-url)")
 			}
 			for _, p := range points {
 				if !slices.Contains(crashtest.Rows(), p) && !slices.Contains(crashtest.Points(), p) {
-					return usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), strings.Join(crashtest.Rows(), ", "))
+					return cli.Usagef("--point %q: not a crash point (known: %s, %s)", p, strings.Join(crashtest.Points(), ", "), strings.Join(crashtest.Rows(), ", "))
 				}
 			}
 			var variants []bool
@@ -182,7 +181,7 @@ has no reconcile, only the first, and is n/a).`,
 			case "ungated":
 				variants = []bool{false}
 			default:
-				return usagef("--variant %q: want gated (requires_approval on) or ungated", variant)
+				return cli.Usagef("--variant %q: want gated (requires_approval on) or ungated", variant)
 			}
 			m, err := manifests.Load(manifest)
 			if err != nil {
@@ -190,17 +189,17 @@ has no reconcile, only the first, and is n/a).`,
 			}
 			if operation != "" {
 				if _, ok := m.Operation(operation); !ok {
-					return usagef("--operation: connector %s has no operation %q", m.Connector.Name, operation)
+					return cli.Usagef("--operation: connector %s has no operation %q", m.Connector.Name, operation)
 				}
 			}
 			var given json.RawMessage
 			if args != "" {
-				raw, err := a.readArg(args)
+				raw, err := k.ReadArg(args)
 				if err != nil {
-					return usagef("--args: %v", err)
+					return cli.Usagef("--args: %v", err)
 				}
 				if !json.Valid(raw) {
-					return usagef("--args is not valid JSON")
+					return cli.Usagef("--args is not valid JSON")
 				}
 				given = raw
 			}
@@ -208,7 +207,7 @@ has no reconcile, only the first, and is n/a).`,
 			for _, kv := range sets {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
-					return usagef("--set %q: want KEY=VALUE", kv)
+					return cli.Usagef("--set %q: want KEY=VALUE", kv)
 				}
 				values[k] = v
 			}
@@ -217,20 +216,20 @@ has no reconcile, only the first, and is n/a).`,
 				k, v, ok := strings.Cut(kv, "=")
 				switch {
 				case !ok || k == "" || v == "":
-					return usagef("--set-env %q: want KEY=VAR (the config key, and the environment variable holding its value)", kv)
+					return cli.Usagef("--set-env %q: want KEY=VAR (the config key, and the environment variable holding its value)", kv)
 				case values[k] != "" || k == urlKey:
-					return usagef("--set-env %s: the config key is given by --set or --url-key too", k)
+					return cli.Usagef("--set-env %s: the config key is given by --set or --url-key too", k)
 				}
 				if _, set := os.LookupEnv(v); !set {
-					return usagef("--set-env %s=%s: environment variable %s is not set", k, v, v)
+					return cli.Usagef("--set-env %s=%s: environment variable %s is not set", k, v, v)
 				}
 				envs[k] = v
 			}
 			if providerURL != "" {
 				for _, k := range append(append([]string{urlKey}, slices.Sorted(maps.Keys(values))...), slices.Sorted(maps.Keys(envs))...) {
 					if !slices.Contains(m.Capabilities.Config, k) {
-						return usagef("connector %s does not declare config key %q (capabilities.config: %s)",
-							m.Connector.Name, k, orDash(strings.Join(m.Capabilities.Config, ", ")))
+						return cli.Usagef("connector %s does not declare config key %q (capabilities.config: %s)",
+							m.Connector.Name, k, cli.OrDash(strings.Join(m.Capabilities.Config, ", ")))
 					}
 				}
 			}
@@ -241,28 +240,28 @@ has no reconcile, only the first, and is n/a).`,
 				switch provider {
 				case providerPayments, providerEmail:
 				case "":
-					return usagef("connector %s reaches %s, which no built-in emulator serves: run its test provider and name it with --provider-url URL (it answers the probe contract, see connhost crashtest --help)",
-						m.Connector.Name, orDash(strings.Join(m.Capabilities.HTTP, ", ")))
+					return cli.Usagef("connector %s reaches %s, which no built-in emulator serves: run its test provider and name it with --provider-url URL (it answers the probe contract, see connhost crashtest --help)",
+						m.Connector.Name, cli.OrDash(strings.Join(m.Capabilities.HTTP, ", ")))
 				default:
-					return usagef("--provider must be %s or %s (or give your provider with --provider-url)", providerPayments, providerEmail)
+					return cli.Usagef("--provider must be %s or %s (or give your provider with --provider-url)", providerPayments, providerEmail)
 				}
 			}
 			if module == "" {
-				if err := a.buildMissing(ctx, []*manifests.Manifest{m}); err != nil {
+				if err := k.buildMissing(ctx, []*manifests.Manifest{m}); err != nil {
 					return err
 				}
-				module = m.ModulePath(a.g.modules)
+				module = m.ModulePath(k.Modules())
 			} else if d, err := wasmbuild.FileDigest(module); err != nil {
-				return usagef("--module: %v", err)
+				return cli.Usagef("--module: %v", err)
 			} else if m.Connector.SHA256 != "" && d != m.Connector.SHA256 {
-				fmt.Fprintf(a.stderr, "note: %s pins sha256 %s; the cells run %s (sha256 %s) in copies pinned to it\n",
+				fmt.Fprintf(k.Stderr(), "note: %s pins sha256 %s; the cells run %s (sha256 %s) in copies pinned to it\n",
 					m.Path, m.Connector.SHA256[:12], module, d[:12])
 			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("crashtest: find own binary: %w", err)
 			}
-			progress, done := a.crashtestProgress()
+			progress, done := k.crashtestProgress()
 			defer done()
 			sel := cellSelection{operation: operation, points: points, variants: variants}
 			var rep crashtest.Report
@@ -275,29 +274,29 @@ has no reconcile, only the first, and is n/a).`,
 				} else if own.probeURL == "" {
 					own.probeURL = strings.TrimSuffix(providerURL, "/") + "/_crashtest"
 				}
-				rep, err = a.runOwnProviderCrashtest(ctx, m, self, module, own, sel, given, progress)
+				rep, err = k.runOwnProviderCrashtest(ctx, m, self, module, own, sel, given, progress)
 			} else {
-				rep, err = a.runCrashtest(ctx, m, self, provider, sel, given, progress)
+				rep, err = k.runCrashtest(ctx, m, self, provider, sel, given, progress)
 			}
 			done()
 			if err != nil {
 				return err
 			}
-			if a.g.json {
-				writeJSON(a.stdout, rep)
-			} else if err := rep.WriteTable(a.stdout); err != nil {
+			if k.JSON() {
+				cli.WriteJSON(k.Stdout(), rep)
+			} else if err := rep.WriteTable(k.Stdout()); err != nil {
 				return err
 			}
 			if recordProof {
-				if err := a.recordProof(m, providerURL, rep); err != nil {
+				if err := k.recordProof(m, providerURL, rep); err != nil {
 					return err
 				}
 			}
 			if !rep.OK() {
-				if !a.g.json {
-					fmt.Fprintf(a.stderr, "connhost: crashtest: %d cell(s) break the declared recovery policy\n", rep.Totals.Failed)
+				if !k.JSON() {
+					fmt.Fprintf(k.Stderr(), "connhost: crashtest: %d cell(s) break the declared recovery policy\n", rep.Totals.Failed)
 				}
-				return &exitError{code: ExitFindings}
+				return &cli.ExitError{Code: cli.ExitFindings}
 			}
 			return nil
 		},
@@ -325,7 +324,7 @@ has no reconcile, only the first, and is n/a).`,
 // the report's provider_key rows all passed, and removes an earlier proof
 // of the claim when one failed: a claim a run disproved is no longer
 // proven.
-func (a *app) recordProof(m *manifests.Manifest, providerURL string, rep crashtest.Report) error {
+func (k *kit) recordProof(m *manifests.Manifest, providerURL string, rep crashtest.Report) error {
 	path := audit.ProofPath(m.Path)
 	var ops []string
 	failed := false
@@ -342,28 +341,28 @@ func (a *app) recordProof(m *manifests.Manifest, providerURL string, rep crashte
 	switch {
 	case failed:
 		if err := os.Remove(path); err == nil {
-			fmt.Fprintf(a.stderr, "crashtest: the provider does not keep the [provider] claim; removed the earlier proof %s\n", path)
+			fmt.Fprintf(k.Stderr(), "crashtest: the provider does not keep the [provider] claim; removed the earlier proof %s\n", path)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("crashtest: %w", err)
 		}
 		return nil
 	case len(ops) == 0:
-		return usagef("--record-proof: no provider_key row ran: %s declares no key in [provider], has no idempotent-retry operation, or --point/--variant left the row out (it runs ungated)", m.Path)
+		return cli.Usagef("--record-proof: no provider_key row ran: %s declares no key in [provider], has no idempotent-retry operation, or --point/--variant left the row out (it runs ungated)", m.Path)
 	}
 	proof := audit.ProviderProof{Connector: m.Connector.Name, IdempotencyHeader: m.Provider.IdempotencyHeader,
-		IdempotencyField: m.Provider.IdempotencyField, Provider: providerURL, Operations: ops, ProvenAt: reviewClock().UTC().Truncate(time.Second)}
+		IdempotencyField: m.Provider.IdempotencyField, Provider: providerURL, Operations: ops, ProvenAt: time.Now().UTC().Truncate(time.Second)}
 	if err := audit.WriteProof(path, proof); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "crashtest: the provider deduplicates by %s: recorded in %s (connhost audit reads it)\n", m.Provider.IdempotencyKey(), path)
+	fmt.Fprintf(k.Stderr(), "crashtest: the provider deduplicates by %s: recorded in %s (connhost audit reads it)\n", m.Provider.IdempotencyKey(), path)
 	return nil
 }
 
 // crashtestProgress returns the progress callback of a run and a function
 // that ends the progress display. On a terminal one line is rewritten; on
 // anything else (a pipe, a file, CI) every cell gets a line of its own.
-func (a *app) crashtestProgress() (func(done, total int, r crashtest.Row), func()) {
-	tty := a.isTerminal(a.stderr)
+func (k *kit) crashtestProgress() (func(done, total int, r crashtest.Row), func()) {
+	tty := k.IsTerminal(k.Stderr())
 	var mu sync.Mutex
 	ended := false
 	progress := func(done, total int, r crashtest.Row) {
@@ -381,16 +380,16 @@ func (a *app) crashtestProgress() (func(done, total int, r crashtest.Row), func(
 		}
 		line := fmt.Sprintf("crashtest: [%d/%d] %s × %s gated=%t: %s", done, total, r.Point, r.Operation, r.Gated, res)
 		if tty {
-			fmt.Fprintf(a.stderr, "\r\033[K%s", line)
+			fmt.Fprintf(k.Stderr(), "\r\033[K%s", line)
 		} else {
-			fmt.Fprintln(a.stderr, line)
+			fmt.Fprintln(k.Stderr(), line)
 		}
 	}
 	end := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !ended && tty {
-			fmt.Fprint(a.stderr, "\r\033[K")
+			fmt.Fprint(k.Stderr(), "\r\033[K")
 		}
 		ended = true
 	}
@@ -444,7 +443,7 @@ type ownProvider struct {
 
 // runOwnProviderCrashtest runs the matrix against the connector's own test
 // provider, observed through a probe config or its probe endpoints.
-func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, module string, own ownProvider,
+func (k *kit) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest, binary, module string, own ownProvider,
 	sel cellSelection, given json.RawMessage, progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
 	o := crashtest.Options{
 		Binary:       binary,
@@ -491,7 +490,7 @@ func (a *app) runOwnProviderCrashtest(ctx context.Context, m *manifests.Manifest
 
 // runCrashtest starts the emulators, writes a connhost.toml pointing the
 // connector at its emulator and runs the matrix.
-func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, provider string, sel cellSelection, given json.RawMessage,
+func (k *kit) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, provider string, sel cellSelection, given json.RawMessage,
 	progress func(int, int, crashtest.Row)) (crashtest.Report, error) {
 	operation := sel.operation
 	sb, err := sandbox.Start(ctx, sandbox.Options{Listen: "127.0.0.1:0"})
@@ -528,7 +527,7 @@ func (a *app) runCrashtest(ctx context.Context, m *manifests.Manifest, binary, p
 		OnCell:       progress,
 		Binary:       binary,
 		Manifest:     m.Path,
-		Modules:      a.g.modules,
+		Modules:      k.Modules(),
 		Config:       cfgPath,
 		Effects:      prov.Effects,
 		CheckReceipt: prov.CheckReceipt,

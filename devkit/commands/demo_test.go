@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/internal/proc"
 	"github.com/connhost/connhost/internal/wasmbuild"
@@ -140,9 +141,9 @@ func TestDemo(t *testing.T) {
 			continue
 		}
 		switch {
-		case st.ExecutionID == killed["manual"] && st.Status == "recovery_required" && *st.ExitCode == ExitRecoveryRequired:
+		case st.ExecutionID == killed["manual"] && st.Status == "recovery_required" && *st.ExitCode == cli.ExitRecoveryRequired:
 			recoveryRequired = true
-		case st.Code == "session_fenced" && *st.ExitCode == ExitRecoveryRequired:
+		case st.Code == "session_fenced" && *st.ExitCode == cli.ExitRecoveryRequired:
 			fenced = true
 		case st.Source == "operator" && st.Status == "succeeded":
 			resolved = true

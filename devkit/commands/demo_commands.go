@@ -1,6 +1,4 @@
-//go:build !serveronly
-
-package main
+package commands
 
 import (
 	"bytes"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/crash"
 	"github.com/connhost/connhost/ledger"
@@ -19,7 +18,7 @@ import (
 // gated runs the first call of a part and checks it awaits approval; it
 // returns the execution id and leaves the approval in d.say's next step.
 func (d *demo) gated(ctx context.Context, mfs string, call []string, provider string) (string, error) {
-	st, res, ok := d.execResult(ctx, mfs, call, "", ExitNotSucceeded)
+	st, res, ok := d.execResult(ctx, mfs, call, "", cli.ExitNotSucceeded)
 	st.ExecutionID = res.ExecutionID
 	d.expect(st, "status awaiting_approval", string(res.Status), string(host.StatusAwaitingApproval))
 	if res.Approval != nil {
@@ -51,7 +50,7 @@ func (d *demo) approve(ctx context.Context, mfs, id, reason string) error {
 	st, r := d.command(ctx, mfs, "", "approve", ap.ID, "--by", demoReviewer, "--digest", ap.ArgsDigest, "--reason", reason)
 	st.ExecutionID = id
 	var res host.Result
-	ok := d.exitIs(st, r, ExitOK) && d.decode(st, r.Stdout, &res)
+	ok := d.exitIs(st, r, cli.ExitOK) && d.decode(st, r.Stdout, &res)
 	if ok {
 		d.noteResult(st, res)
 		decision := ""
@@ -115,10 +114,10 @@ func (d *demo) noteResult(st *demoStep, res host.Result) {
 		st.Notes = append(st.Notes, "  receipt   "+res.Receipt)
 	}
 	if len(res.Result) > 0 {
-		st.Notes = append(st.Notes, "  result    "+clipText(compactJSON(res.Result), 100))
+		st.Notes = append(st.Notes, "  result    "+cli.ClipText(cli.CompactJSON(res.Result), 100))
 	}
 	if res.Error != "" {
-		st.Notes = append(st.Notes, "  error     "+clipText(res.Error, 100))
+		st.Notes = append(st.Notes, "  error     "+cli.ClipText(res.Error, 100))
 	}
 	if ap := res.Approval; ap != nil {
 		st.Notes = append(st.Notes, fmt.Sprintf("  approval  %s %s, args digest %s", ap.ID, ap.Decision, ap.ArgsDigest))
@@ -130,7 +129,7 @@ func (d *demo) history(ctx context.Context, mfs, id string) (host.Result, []demo
 	st, r := d.command(ctx, mfs, "", "history", id)
 	st.ExecutionID = id
 	var v httpapi.Execution
-	if !d.exitIs(st, r, ExitOK) || !d.decode(st, r.Stdout, &v) {
+	if !d.exitIs(st, r, cli.ExitOK) || !d.decode(st, r.Stdout, &v) {
 		d.emit(st)
 		return host.Result{}, nil
 	}
@@ -152,7 +151,7 @@ func (d *demo) history(ctx context.Context, mfs, id string) (host.Result, []demo
 		if e.Reason != "" {
 			note = strings.TrimPrefix(note+"; reason: "+e.Reason, "; ")
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Attempt, tr, e.Decision, orDash(e.Actor), clipText(note, 70))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Attempt, tr, e.Decision, cli.OrDash(e.Actor), cli.ClipText(note, 70))
 	}
 	_ = tw.Flush()
 	st.Notes = append(st.Notes, strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")...)
