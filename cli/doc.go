@@ -6,7 +6,7 @@
 // --json).
 //
 // It is separate from cmd/connhost so that command sets kept in their own
-// packages (the dev kit's, in devkit/commands) print and exit the way the
+// packages (cli/authoring, devkit/commands) print and exit the way the
 // rest of the CLI does, without a copy of these rules and without
 // importing package main.
 package cli

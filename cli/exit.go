@@ -1,6 +1,10 @@
 package cli
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
 
 // Exit codes of connhost. They are part of the CLI's contract: scripts and
 // CI branch on them.
@@ -53,4 +57,14 @@ func (e *UsageError) Error() string { return e.msg }
 // again fails the same way.
 func Usagef(format string, args ...any) error {
 	return &UsageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// ExactArgs is cobra.ExactArgs with a message naming the argument.
+func ExactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return Usagef("%s needs %s (got %d argument(s)); see %s --help", cmd.CommandPath(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
 }

@@ -161,7 +161,7 @@ checks at the provider (the idempotency key, the receipt).
 ` + readHelp,
 		Example: `  connhost history ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz
   connhost history ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --json`,
-		Args: exactArgs(1, "an execution id"),
+		Args: cli.ExactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
 				rec     ledger.Record
@@ -455,7 +455,7 @@ server, resolving needs an approver's or an operator's token.
       --receipt pi_3N2xQw2eZvKYlo2C0123abcd --reason "found in the Stripe dashboard"
   CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN_RITA connhost resolve ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz \
       --not-applied --retry --reason "no PaymentIntent with this key" --server http://127.0.0.1:8420`,
-		Args: exactArgs(1, "an execution id"),
+		Args: cli.ExactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if retry && applied {
 				return cli.Usagef("--retry goes with --not-applied")
@@ -529,7 +529,7 @@ func (a *app) approveCommand(approve bool) *cobra.Command {
 			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --reason \"%[2]s\"\n"+
 			"  CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN_RITA connhost %[1]s ap_njtcv4fzn2kmhrfcdjtcxw6umukudvcz \\\n"+
 			"      --digest aac26fb6d9462554018b1c41f639c64b28d04f602ab7b2f54b9f2b7f334bd1ba --server http://127.0.0.1:8420", verb, exampleReason),
-		Args: exactArgs(1, "an approval id"),
+		Args: cli.ExactArgs(1, "an approval id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if approve && digest == "" {
 				return a.showApproval(cmd.Context(), df, args[0])
@@ -671,7 +671,7 @@ an operator's (or the runtime's) token.
 ` + decisionHelp,
 		Example: `  connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --config docs/connhost.example.toml
   CONNHOST_APPROVER_TOKEN=$CONNHOST_TOKEN connhost cancel ex_njtcv4fzn2kmhrfcdjtcxw6umukudvcz --server http://127.0.0.1:8420 --json`,
-		Args: exactArgs(1, "an execution id"),
+		Args: cli.ExactArgs(1, "an execution id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := a.decide(cmd.Context(), df, "cancel",
 				request{path: "/v1/executions/" + url.PathEscape(args[0]) + "/cancel", body: httpapi.CancelRequest{By: df.by}},

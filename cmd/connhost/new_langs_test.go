@@ -89,6 +89,11 @@ func TestNewInEveryLanguage(t *testing.T) {
 			}
 			mans, mods := filepath.Join(dir, "manifests"), filepath.Join(dir, "build")
 			code, out, errOut = runCLI(t, nil, "--manifests", mans, "--modules", mods, "--json", "build", filepath.Join(dir, "plugins", "widgets"), "--pin")
+			// build --json's output: {"module", "language", "sha256", "pinned", …}.
+			type buildResult struct {
+				Module, Language, SHA256 string
+				Pinned                   bool
+			}
 			var built buildResult
 			if code != cli.ExitOK || jsonUnmarshal(out, &built) != nil || !built.Pinned || built.Language != lang {
 				t.Fatalf("build --pin: exit %d\n%s\n%s", code, out, errOut)

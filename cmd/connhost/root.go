@@ -75,7 +75,7 @@ type globals struct {
 }
 
 // app is one invocation of the CLI: its streams, flags and the hooks that
-// tests (and the lead's wiring) replace.
+// tests replace.
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -321,11 +321,10 @@ follow from another's.`,
 	root.AddCommand(
 		a.execCommand(), a.lsCommand(), a.historyCommand(), a.recoverCommand(), a.resolveCommand(),
 		a.approveCommand(true), a.approveCommand(false), a.cancelCommand(), a.toolsCommand(), a.pruneCommand(),
-		a.serveCommand(), a.mcpCommand(), a.buildCommand(),
-		a.auditCommand(), a.newCommand(), a.ledgerCommand(), a.abiCommand(),
+		a.serveCommand(), a.mcpCommand(), a.ledgerCommand(),
 		&cobra.Command{Use: "exit-codes", Short: "The exit codes of connhost", Long: exitCodesHelp}, a.versionCommand(),
 	)
-	root.AddCommand(a.devkitCommands()...)
+	root.AddCommand(a.packageCommands()...)
 	root.SetFlagErrorFunc(suggestFlags)
 	wrapRunE(root)
 	return root
@@ -394,16 +393,6 @@ func wrapRunE(c *cobra.Command) {
 	}
 	for _, sub := range c.Commands() {
 		wrapRunE(sub)
-	}
-}
-
-// exactArgs is cobra.ExactArgs with a message naming the argument.
-func exactArgs(n int, what string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return cli.Usagef("%s needs %s (got %d argument(s)); see %s --help", cmd.CommandPath(), what, len(args), cmd.CommandPath())
-		}
-		return nil
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/connhost/connhost/internal/audit"
 )
 
-func (a *app) auditCommand() *cobra.Command {
+func (k *kit) auditCommand() *cobra.Command {
 	var (
 		o     auditOptions
 		diff  []string
@@ -116,9 +116,9 @@ files.`,
 				}
 			}
 			if len(diff) > 0 {
-				return a.runAuditDiff(cmd.Context(), paths[0], paths[1], o)
+				return k.runAuditDiff(cmd.Context(), paths[0], paths[1], o)
 			}
-			return a.runAudit(cmd.Context(), args, o)
+			return k.runAudit(cmd.Context(), args, o)
 		},
 	}
 	f := c.Flags()
@@ -159,15 +159,12 @@ type auditOptions struct {
 	reason    string
 }
 
-// reviewClock is the clock of waivers and sign-offs; tests replace it.
-var reviewClock = time.Now
-
 // runAudit audits the manifests and directories in paths, applies --waive
 // and --sign, prints the report (text, or JSON with --json), writes the
 // HTML report when asked, and returns an cli.ExitFindings exitError when the
 // report fails.
-func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) error {
-	p := a.newModuleProber(ctx)
+func (k *kit) runAudit(ctx context.Context, paths []string, o auditOptions) error {
+	p := k.newModuleProber(ctx)
 	defer p.Close()
 	ao := audit.Options{Facts: p.Facts, MaxApprovalTTL: o.maxTTL}
 	r := audit.AuditPaths(paths, ao)
@@ -175,18 +172,18 @@ func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) erro
 		return err // interrupted: the module facts are not to be trusted
 	}
 	if o.waiveCode != "" {
-		if err := a.waive(r, paths[0], o); err != nil {
+		if err := k.waive(r, paths[0], o); err != nil {
 			return err
 		}
 		r = audit.AuditPaths(paths, ao) // the report with the waiver applied
 	}
-	if err := a.writeReport(o, func(w io.Writer) error { return audit.WriteText(w, r) },
+	if err := k.writeReport(o, func(w io.Writer) error { return audit.WriteText(w, r) },
 		func(w io.Writer) error { return audit.WriteJSON(w, r) },
 		func(w io.Writer) error { return audit.WriteHTML(w, r) }); err != nil {
 		return err
 	}
 	if o.sign {
-		return a.sign(r, o)
+		return k.sign(r, o)
 	}
 	if r.Failed(o.strict) {
 		return &cli.ExitError{Code: cli.ExitFindings}
@@ -197,7 +194,7 @@ func (a *app) runAudit(ctx context.Context, paths []string, o auditOptions) erro
 // waive records the waiver of --waive in the waiver file of the manifest
 // at path. A finding that cannot be waived is a usage error: nothing is
 // written.
-func (a *app) waive(r audit.Report, path string, o auditOptions) error {
+func (k *kit) waive(r audit.Report, path string, o auditOptions) error {
 	if len(r.Connectors) != 1 {
 		return &cli.ExitError{Code: cli.ExitFindings, Err: fmt.Errorf("audit --waive: %s does not load as one manifest; fix it first", path)}
 	}
@@ -207,26 +204,26 @@ func (a *app) waive(r audit.Report, path string, o auditOptions) error {
 	if err != nil {
 		return err
 	}
-	wf, err = audit.Waive(wf, r, c.Name, o.waiveCode, o.waiveOp, o.by, o.reason, reviewClock())
+	wf, err = audit.Waive(wf, r, c.Name, o.waiveCode, o.waiveOp, o.by, o.reason, k.Now())
 	if err != nil {
 		return cli.Usagef("--waive: %v", err)
 	}
 	if err := audit.WriteWaivers(file, wf); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "waived %s for %s (manifest sha256 %s) in %s\n", o.waiveCode, c.Name, c.ManifestSHA256[:12], file)
+	fmt.Fprintf(k.Stderr(), "waived %s for %s (manifest sha256 %s) in %s\n", o.waiveCode, c.Name, c.ManifestSHA256[:12], file)
 	return nil
 }
 
 // sign writes a sign-off next to every audited manifest, or none: it
 // refuses when any connector does not pass with --strict.
-func (a *app) sign(r audit.Report, o auditOptions) error {
+func (k *kit) sign(r audit.Report, o auditOptions) error {
 	if len(r.Connectors) == 0 || r.Failed(true) {
 		return &cli.ExitError{Code: cli.ExitFindings, Err: fmt.Errorf("audit --sign: nothing signed: %s that are neither fixed nor waived", r.Summary())}
 	}
 	var out []audit.Signoff
 	for _, c := range r.Connectors {
-		s, err := audit.Sign(r, c.Name, o.by, reviewClock())
+		s, err := audit.Sign(r, c.Name, o.by, k.Now())
 		if err != nil {
 			return &cli.ExitError{Code: cli.ExitFindings, Err: fmt.Errorf("audit --sign: nothing signed: %w", err)}
 		}
@@ -237,7 +234,7 @@ func (a *app) sign(r audit.Report, o auditOptions) error {
 		if err := audit.WriteSignoff(file, s); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stderr, "signed %s %s by %s: %s\n", s.Connector, s.Version, s.Reviewer, file)
+		fmt.Fprintf(k.Stderr(), "signed %s %s by %s: %s\n", s.Connector, s.Version, s.Reviewer, file)
 	}
 	return nil
 }
@@ -245,8 +242,8 @@ func (a *app) sign(r audit.Report, o auditOptions) error {
 // runAuditDiff compares two versions of a manifest and audits the new
 // one. A manifest that does not load is a finding (exit 3), not an
 // operational error.
-func (a *app) runAuditDiff(ctx context.Context, oldPath, newPath string, o auditOptions) error {
-	p := a.newModuleProber(ctx)
+func (k *kit) runAuditDiff(ctx context.Context, oldPath, newPath string, o auditOptions) error {
+	p := k.newModuleProber(ctx)
 	defer p.Close()
 	d := audit.DiffPaths(oldPath, newPath, audit.DiffOptions{
 		Audit: audit.Options{Facts: p.Facts, MaxApprovalTTL: o.maxTTL},
@@ -255,7 +252,7 @@ func (a *app) runAuditDiff(ctx context.Context, oldPath, newPath string, o audit
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := a.writeReport(o, func(w io.Writer) error { return audit.WriteDiffText(w, d) },
+	if err := k.writeReport(o, func(w io.Writer) error { return audit.WriteDiffText(w, d) },
 		func(w io.Writer) error { return audit.WriteDiffJSON(w, d) },
 		func(w io.Writer) error { return audit.WriteDiffHTML(w, d) }); err != nil {
 		return err
@@ -268,12 +265,12 @@ func (a *app) runAuditDiff(ctx context.Context, oldPath, newPath string, o audit
 
 // writeReport prints a report on stdout (JSON with --json) and writes its
 // HTML form to o.html when set.
-func (a *app) writeReport(o auditOptions, text, js, html func(io.Writer) error) error {
+func (k *kit) writeReport(o auditOptions, text, js, html func(io.Writer) error) error {
 	write := text
-	if a.g.json {
+	if k.JSON() {
 		write = js
 	}
-	if err := write(a.stdout); err != nil {
+	if err := write(k.Stdout()); err != nil {
 		return fmt.Errorf("audit: write report: %w", err)
 	}
 	if o.html == "" {
@@ -295,10 +292,10 @@ func (a *app) writeReport(o auditOptions, text, js, html func(io.Writer) error) 
 
 // newModuleProber probes the modules in --modules for the audit, with the
 // compilation cache of --cache-dir, else the user's.
-func (a *app) newModuleProber(ctx context.Context) *audit.Prober {
-	cache := a.g.cacheDir
+func (k *kit) newModuleProber(ctx context.Context) *audit.Prober {
+	cache := k.CacheDir()
 	if cache == "" {
 		cache, _ = host.DefaultCacheDir()
 	}
-	return audit.NewProber(ctx, a.g.modules, cache)
+	return audit.NewProber(ctx, k.Modules(), cache)
 }

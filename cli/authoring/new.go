@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"bytes"
@@ -98,7 +98,7 @@ func vendorKit(dir string, lang wasmbuild.Lang) ([]string, error) {
 	return written, nil
 }
 
-func (a *app) newCommand() *cobra.Command {
+func (k *kit) newCommand() *cobra.Command {
 	var dir, lang string
 	c := &cobra.Command{
 		Use:   "new <name> [--lang go|assemblyscript|rust] [--dir DIR]",
@@ -135,7 +135,7 @@ languages. new refuses to overwrite anything.`,
 		Example: `  connhost new webhook
   connhost new webhook --lang rust
   connhost new webhook --lang assemblyscript --dir ../my-connectors`,
-		Args: exactArgs(1, "the connector's name"),
+		Args: cli.ExactArgs(1, "the connector's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if !manifests.ValidConnectorName(name) {
@@ -153,16 +153,16 @@ languages. new refuses to overwrite anything.`,
 			if err != nil {
 				return err
 			}
-			if a.g.json {
-				cli.WriteJSON(a.stdout, map[string]any{"connector": name, "language": l, "files": written, "kit": kit})
+			if k.JSON() {
+				cli.WriteJSON(k.Stdout(), map[string]any{"connector": name, "language": l, "files": written, "kit": kit})
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "created connector %s (%s):\n", name, l)
+			fmt.Fprintf(k.Stdout(), "created connector %s (%s):\n", name, l)
 			for _, f := range written {
-				fmt.Fprintf(a.stdout, "  %s\n", f)
+				fmt.Fprintf(k.Stdout(), "  %s\n", f)
 			}
 			if len(kit) > 0 {
-				fmt.Fprintf(a.stdout, "and a copy of the %s kit in %s\n", l, filepath.Join(dir, kitDirs[l]))
+				fmt.Fprintf(k.Stdout(), "and a copy of the %s kit in %s\n", l, filepath.Join(dir, kitDirs[l]))
 			}
 			source, test := "plugins/"+name+"/main.go", "go test ./plugins/"+name+"/"
 			switch l {
@@ -171,7 +171,7 @@ languages. new refuses to overwrite anything.`,
 			case wasmbuild.LangAssemblyScript:
 				source, test = "plugins/"+name+"/assembly/index.ts", "connhost abi check build/"+name+".wasm --manifest manifests/"+name+".toml (after step 3)"
 			}
-			fmt.Fprintf(a.stdout, `
+			fmt.Fprintf(k.Stdout(), `
 next:
   1. point it at your provider: the default base URL in %[2]s,
      capabilities.http and [provider] in manifests/%[1]s.toml, and choose

@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ type abiCheckResult struct {
 	wasmrt.CheckReport
 }
 
-func (a *app) abiCommand() *cobra.Command {
+func (k *kit) abiCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "abi",
 		Short: "Check a connector module against the connector ABI (docs/abi.md)",
@@ -26,11 +26,11 @@ func (a *app) abiCommand() *cobra.Command {
 module, which docs/abi.md specifies for any language.`,
 		Args: cobra.NoArgs,
 	}
-	c.AddCommand(a.abiCheckCommand())
+	c.AddCommand(k.abiCheckCommand())
 	return c
 }
 
-func (a *app) abiCheckCommand() *cobra.Command {
+func (k *kit) abiCheckCommand() *cobra.Command {
 	var manifest string
 	c := &cobra.Command{
 		Use:   "check MODULE.wasm [--manifest M]",
@@ -58,7 +58,7 @@ so nothing reaches a provider. A failed rule says what is wrong and what
 fixes it. The exit code is 0 when the module conforms, 3 otherwise.`,
 		Example: `  connhost abi check build/payments.wasm --manifest manifests/payments.toml
   connhost abi check build/email.wasm --json`,
-		Args: exactArgs(1, "a .wasm module"),
+		Args: cli.ExactArgs(1, "a .wasm module"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code, err := os.ReadFile(args[0])
 			if err != nil {
@@ -71,10 +71,10 @@ fixes it. The exit code is 0 when the module conforms, 3 otherwise.`,
 				}
 			}
 			res := abiCheckResult{Module: args[0], Manifest: manifest, CheckReport: wasmrt.Check(cmd.Context(), code, m)}
-			if a.g.json {
-				cli.WriteJSON(a.stdout, res)
+			if k.JSON() {
+				cli.WriteJSON(k.Stdout(), res)
 			} else {
-				fmt.Fprintf(a.stdout, "%s: %d bytes, sha256 %s\n", res.Module, res.Size, res.SHA256)
+				fmt.Fprintf(k.Stdout(), "%s: %d bytes, sha256 %s\n", res.Module, res.Size, res.SHA256)
 				for _, s := range res.Steps {
 					mark := "ok  "
 					if !s.OK {
@@ -84,12 +84,12 @@ fixes it. The exit code is 0 when the module conforms, 3 otherwise.`,
 					if s.Subject != "" {
 						subject = " " + s.Subject
 					}
-					fmt.Fprintf(a.stdout, "%s %s%s: %s\n", mark, s.Check, subject, s.Detail)
+					fmt.Fprintf(k.Stdout(), "%s %s%s: %s\n", mark, s.Check, subject, s.Detail)
 				}
 				if res.Conforms {
-					fmt.Fprintln(a.stdout, "the module conforms to the connector ABI")
+					fmt.Fprintln(k.Stdout(), "the module conforms to the connector ABI")
 				} else {
-					fmt.Fprintf(a.stdout, "%d problem(s); docs/abi.md says what each rule requires\n", len(res.Problems()))
+					fmt.Fprintf(k.Stdout(), "%d problem(s); docs/abi.md says what each rule requires\n", len(res.Problems()))
 				}
 			}
 			if !res.Conforms {

@@ -1,7 +1,6 @@
-package main
+package authoring
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +10,7 @@ import (
 	"github.com/connhost/connhost/cli"
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
-	"github.com/connhost/connhost/server/tooldefs"
 )
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 // buildResult is the output of connhost build.
 type buildResult struct {
@@ -47,7 +43,7 @@ func findManifest(dir, name string) (*manifests.Manifest, error) {
 	return nil, fmt.Errorf("no manifest for connector %q in %s", name, dir)
 }
 
-func (a *app) buildCommand() *cobra.Command {
+func (k *kit) buildCommand() *cobra.Command {
 	var (
 		pin bool
 		out string
@@ -74,19 +70,19 @@ With --pin it also rewrites the sha256 in the connector's manifest (in
 		Example: `  connhost build plugins/payments --pin
   connhost build plugins/email --out /tmp/modules --json
   connhost build plugins/mine-in-rust --pin`,
-		Args: exactArgs(1, "a connector package directory (plugins/<name>)"),
+		Args: cli.ExactArgs(1, "a connector package directory (plugins/<name>)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := filepath.Clean(args[0])
 			if st, err := os.Stat(src); err != nil || !st.IsDir() {
 				return cli.Usagef("%s is not a directory", src)
 			}
 			name := filepath.Base(src)
-			m, merr := findManifest(a.g.manifests, name)
+			m, merr := findManifest(k.Manifests(), name)
 			if pin && merr != nil {
 				return fmt.Errorf("--pin: %w", merr)
 			}
 			if out == "" {
-				out = a.g.modules
+				out = k.Modules()
 			}
 			module := name + ".wasm"
 			if m != nil {
@@ -107,18 +103,18 @@ With --pin it also rewrites the sha256 in the connector's manifest (in
 					res.Pinned = true
 				}
 			}
-			if a.g.json {
-				cli.WriteJSON(a.stdout, res)
+			if k.JSON() {
+				cli.WriteJSON(k.Stdout(), res)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "built   %s (%s)\nsha256  %s\n", res.Module, res.Language, res.SHA256)
+			fmt.Fprintf(k.Stdout(), "built   %s (%s)\nsha256  %s\n", res.Module, res.Language, res.SHA256)
 			switch {
 			case res.Pinned:
-				fmt.Fprintf(a.stdout, "pinned  %s\n", res.Manifest)
+				fmt.Fprintf(k.Stdout(), "pinned  %s\n", res.Manifest)
 			case res.Manifest != "" && res.PinnedBefore == res.SHA256:
-				fmt.Fprintf(a.stdout, "%s already pins this digest\n", res.Manifest)
+				fmt.Fprintf(k.Stdout(), "%s already pins this digest\n", res.Manifest)
 			case res.Manifest != "":
-				fmt.Fprintf(a.stderr, "note: %s pins %s; run with --pin to pin the new digest\n", res.Manifest, cli.OrDash(res.PinnedBefore))
+				fmt.Fprintf(k.Stderr(), "note: %s pins %s; run with --pin to pin the new digest\n", res.Manifest, cli.OrDash(res.PinnedBefore))
 			}
 			return nil
 		},
@@ -127,50 +123,3 @@ With --pin it also rewrites the sha256 in the connector's manifest (in
 	c.Flags().StringVar(&out, "out", "", "output directory (default --modules)")
 	return c
 }
-
-func (a *app) toolsCommand() *cobra.Command {
-	var format string
-	c := &cobra.Command{
-		Use:   "tools [--format openai|anthropic|mcp]",
-		Short: "Print tool definitions for models",
-		Long: `tools prints the tool definitions of the connectors in --manifests, in the
-format of the model API (always JSON; it needs no ledger):
-
-  openai     [{"type":"function","function":{"name","description","parameters"}}]
-  anthropic  [{"name","description","input_schema"}]
-  mcp        {"tools":[{"name","title","description","inputSchema","annotations","_meta"}]}
-             (what connhost mcp and /mcp list)
-
-OpenAI and Anthropic accept tool names that match ^[a-zA-Z0-9_-]{1,64}$
-only, and runtimes hand MCP tools to them unchanged, so every format
-names a tool "connector_operation" (payments_create_payment). Two tools
-that would get one name, or a name over 64 characters, are an error. The
-ledger, the audit trail and every execution keep "connector.operation";
-POST /v1/executions, exec and tools/call accept either name (and the
-older "connector__operation").`,
-		Example: `  connhost tools --format openai > tools.json
-  connhost tools --format mcp`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := tooldefs.ParseFormat(format)
-			if err != nil {
-				return cli.Usagef("--format: %v", err)
-			}
-			ms, err := a.loadManifests()
-			if err != nil {
-				return err
-			}
-			b, err := tooldefs.JSON(ms, f)
-			if err != nil {
-				return err
-			}
-			_, err = a.stdout.Write(b)
-			return err
-		},
-	}
-	c.Flags().StringVar(&format, "format", "openai", "openai, anthropic or mcp")
-	return c
-}
-
-// The four commands below are wired by the lead; their flags follow the
-// spec so that scripts and help are stable.
