@@ -147,7 +147,7 @@ func (d *DB) checkTables(ctx context.Context) error {
 	return nil
 }
 
-var ledgerTables = []string{"connhost_executions", "connhost_pending", "connhost_sessions", "connhost_nodes", "connhost_ledger", "connhost_restores"}
+var ledgerTables = []string{"connhost_executions", "connhost_pending", "connhost_sessions", "connhost_nodes", "connhost_ledger", "connhost_restores", "connhost_console_sessions"}
 
 // openWitness checks the ledger against the witness w Open read (nil if
 // there is none) and starts keeping the witness; existed says whether the
