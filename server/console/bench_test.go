@@ -4,9 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/connhost/connhost/devkit/testing/testenv"
 	"github.com/connhost/connhost/host"
+	"github.com/connhost/connhost/ledger"
+	"github.com/connhost/connhost/ledger/pgledger"
+	"github.com/connhost/connhost/server/httpapi"
 )
 
 // BenchmarkInboxFirstPage: the inbox's first page, and a filtered one,
@@ -45,4 +55,69 @@ func BenchmarkInboxFirstPage(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkSessionCheck is what checking a signed-in session costs per
+// console request: "cookie" is the cookie's MAC alone (verify, all a
+// request cost before sessions were kept in the ledger); "ledger=pebble"
+// and "ledger=postgres" are the whole check (current: the MAC, then the
+// session's row read from the ledger), on the Pebble ledger on disk and on
+// a PostgreSQL database on this machine; "page" is the inbox page with the
+// check, for scale. Run with -bench SessionCheck.
+func BenchmarkSessionCheck(b *testing.B) {
+	var opts Options
+	e := newEnvWith(b, principals, nil, false, func(co *Options, _ *httpapi.Options) { opts = *co })
+	c := e.browser(b)
+	e.signIn(b, c, ritaTok)
+	var value string
+	u, _ := url.Parse(e.srv.URL + "/ui/")
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == sessionCookie {
+			value = ck.Value
+		}
+	}
+	req := httptest.NewRequest("GET", "/ui/approvals", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: value})
+	b.Run("cookie", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := verify(e.ui.creds, value, time.Now()); !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+	check := func(b *testing.B, ui *console) {
+		for b.Loop() {
+			if _, err := ui.current(nil, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("ledger=pebble", func(b *testing.B) { check(b, e.ui) })
+	b.Run("ledger=postgres", func(b *testing.B) {
+		pg, err := pgledger.Open(context.Background(), pgledger.Options{DSN: testenv.NewPostgresDatabase(b), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pg.Close()
+		o := opts
+		o.Sessions = pg
+		ui, err := newConsole(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := strings.Split(value, ".")[1]
+		now := time.Now()
+		if err := pg.AddConsoleSession(context.Background(), ledger.ConsoleSession{Key: ledger.ConsoleSessionKey(id), Principal: "rita",
+			Created: now, Expires: now.Add(time.Hour)}); err != nil {
+			b.Fatal(err)
+		}
+		check(b, ui)
+	})
+	b.Run("page", func(b *testing.B) {
+		for b.Loop() {
+			if code, _, _ := e.get(b, c, "/ui/approvals"); code != http.StatusOK {
+				b.Fatalf("GET: %d", code)
+			}
+		}
+	})
 }

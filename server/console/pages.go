@@ -420,10 +420,16 @@ const maxNew = 100
 // the approval index only, so polling it stays cheap however many wait.
 func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	s, ok := c.current(w, r)
-	if !ok {
+	s, err := c.current(w, r)
+	if errors.Is(err, errSignedOut) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte(`{"error":"sign in first"}`))
+		return
+	}
+	if err != nil {
+		c.opts.Logger.ErrorContext(r.Context(), "console: session not checked", "path", r.URL.Path, "err", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 		return
 	}
 	q := r.URL.Query()
@@ -470,9 +476,13 @@ func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
 // names, within the principal's namespaces (a call awaiting approval to
 // its decision), or back to the inbox saying none does.
 func (c *console) find(w http.ResponseWriter, r *http.Request) {
-	s, ok := c.current(w, r)
-	if !ok {
+	s, err := c.current(w, r)
+	if errors.Is(err, errSignedOut) {
 		http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	if err != nil {
+		c.unavailable(w, r, err)
 		return
 	}
 	c.noteAccess(r, s)
@@ -1032,8 +1042,11 @@ func (c *console) connectors(r *http.Request, s session, v *view) (string, int) 
 // `connhost audit --html` writes) to a signed-in principal. Its one
 // inline stylesheet is allowed by its hash.
 func (c *console) auditHTML(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.current(w, r); !ok {
+	if _, err := c.current(w, r); errors.Is(err, errSignedOut) {
 		http.Redirect(w, r, Prefix+"signin?next="+Prefix+"connectors/audit", http.StatusSeeOther)
+		return
+	} else if err != nil {
+		c.unavailable(w, r, err)
 		return
 	}
 	rep := c.audit(r.Context())
