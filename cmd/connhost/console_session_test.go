@@ -1,6 +1,12 @@
 package main
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -9,8 +15,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connhost/connhost/devkit/testing/testenv"
+	"github.com/connhost/connhost/ledger"
 )
 
 var consoleCSRF = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -161,7 +169,10 @@ func TestConsoleSessionSurvivesRestart(t *testing.T) {
 // PostgreSQL ledger. A session signed in on one node opens the other's
 // console; signed out on one node, it is signed out on the other; and
 // "Sign out everywhere" on one node ends rita's sessions signed in on
-// either.
+// either. A live row for rita inserted with the database's password
+// alone opens nothing with a cookie whose MAC is not under rita's token
+// (and, to show the row is all the cookie lacks otherwise, opens the
+// console with one that is).
 func TestConsoleSignOutAcrossFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds connhost and runs two nodes on PostgreSQL")
@@ -214,5 +225,36 @@ func TestConsoleSignOutAcrossFleet(t *testing.T) {
 				t.Errorf("after signing out everywhere on n1, rita's session %s still opens n%d's console", name, i+1)
 			}
 		}
+	}
+
+	// Whoever holds the database's password, not rita's token, inserts a
+	// live row for a session id of their choosing.
+	idb := make([]byte, 32)
+	_, _ = rand.Read(idb)
+	id := base64.RawURLEncoding.EncodeToString(idb)
+	now, exp := time.Now(), time.Now().Add(time.Hour)
+	key := ledger.ConsoleSessionKey(id)
+	var inserted int
+	if err := testenv.QueryDSN(context.Background(), dsn, fmt.Sprintf(`INSERT INTO connhost_console_sessions (key, principal, created_ns, expires_ns)
+VALUES (decode('%x', 'hex'), 'rita', %d, %d) RETURNING 1`, key[:], now.UnixNano(), exp.UnixNano()), &inserted); err != nil {
+		t.Fatal(err)
+	}
+	// The cookie's format (server/console/session.go), MAC'd under the
+	// key derived from token.
+	cookie := func(token string) *http.Cookie {
+		payload := fmt.Sprintf("v1.%s.%d.%s", id, exp.Unix(), base64.RawURLEncoding.EncodeToString([]byte("rita")))
+		k := hmac.New(sha256.New, []byte(token))
+		k.Write([]byte("connhost console session key v1"))
+		m := hmac.New(sha256.New, k.Sum(nil))
+		m.Write([]byte("session\x00" + payload))
+		return &http.Cookie{Name: "connhost_console", Value: payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))}
+	}
+	for i, base := range nodes {
+		if b.signedIn(base, cookie("a-guessed-token-0123456789")) != "" {
+			t.Errorf("a row inserted into the database with a cookie under a guessed key opens n%d's console", i+1)
+		}
+	}
+	if b.signedIn(n1, cookie(ritaTok)) == "" {
+		t.Error("the inserted row with a cookie under rita's key does not open the console: the check above proves nothing")
 	}
 }
