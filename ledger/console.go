@@ -43,7 +43,9 @@ func ConsoleSessionKey(id string) [32]byte {
 // ConsoleSessions is the part of a ledger that keeps console sessions;
 // both backends (DB, and package ledger/pgledger) implement it. Sessions
 // are few (one per sign-in), so revoking a principal's sessions may read
-// them all. Prune deletes the sessions that expired before its olderThan.
+// them all. Prune deletes the sessions that expired before its olderThan;
+// accepting a restore revokes every session (the backup may hold some
+// signed out after it was taken).
 type ConsoleSessions interface {
 	// AddConsoleSession records a new session. A key already recorded is
 	// ErrExists, and changes nothing.
@@ -231,6 +233,23 @@ func (d *DB) pruneConsole(olderThan time.Time) error {
 			}
 		}
 		return nil
+	})
+}
+
+// revokeConsoleAll adds to b the revocation, at at, of every console
+// session not revoked yet: accepting a restore signs everyone out, since
+// the backup may hold sessions signed out after it was taken.
+func (d *DB) revokeConsoleAll(b *pebble.Batch, at time.Time) error {
+	return scan(d.db, []byte(prefixConsole), func(k, v []byte) error {
+		s, err := decodeConsoleSession(k, v)
+		if err != nil {
+			return err
+		}
+		if !s.Revoked.IsZero() {
+			return nil
+		}
+		s.Revoked = at
+		return b.Set(bytes.Clone(k), encodeConsoleSession(s), nil)
 	})
 }
 

@@ -572,6 +572,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, int64(next), int64(r.restored), int64(
 			len(rep.Executions), len(rep.Sessions), rep.Unnamed); err != nil {
 			return err
 		}
+		// The restored tables may hold console sessions signed out after
+		// the dump was taken: everyone signs in again.
+		if _, err := tx.Exec(ctx, `UPDATE connhost_console_sessions SET revoked_ns = $1 WHERE revoked_ns IS NULL`, d.opts.Now().UnixNano()); err != nil {
+			return err
+		}
 		return tx.Commit(ctx)
 	})
 	var de *ledger.DamageError
