@@ -102,6 +102,14 @@ type Provider struct {
 	// older than this is not re-dispatched (see host.Options.KeyRetention,
 	// which bounds it too).
 	IdempotencyRetention time.Duration
+	// Search is where an operator looks for a call at the provider, when
+	// its outcome is unknown (provider.search): an http(s) URL template
+	// whose only placeholders are {execution_id} and {key} (the
+	// idempotency key the connector was handed), e.g. Stripe's dashboard
+	// search by the metadata the connector writes. The console links a
+	// recovery_required call to it (SearchURL). "" when the manifest
+	// declares none.
+	Search string
 }
 
 // IdempotencyKey names where the provider reads the key it
