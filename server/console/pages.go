@@ -228,6 +228,9 @@ type pending struct {
 	// or a value cut), so it is approved from its own page.
 	Folded       bool
 	HiddenFields int
+	// Group, on a page grouped by session, heads the first call of each
+	// session.
+	Group *sessionGroup
 }
 
 // shownField is an argument as a card shows it: Cut is how many bytes of
@@ -245,58 +248,24 @@ type inboxData struct {
 	Total int
 	// From is the number of the page's first call in the listing (1 on
 	// the first page), when known; Next continues the listing.
-	From   int
-	Filter listFilter
-	Next   string
-	Paged  bool
+	From, To int
+	Filter   listFilter
+	Next     string
+	Paged    bool
 	// Scanned is how many waiting calls a filtered page read to find its
 	// calls; Budget: it stopped at maxScan before the listing's end.
 	Scanned int
 	Budget  bool
+	// Matching is how many calls the filter kept, on an ordered page
+	// (listFilter.Ordered), which reads them all before sorting.
+	Matching int
+	// NoAmount is how many calls read were left out for having no amount
+	// while the filter has an amount range.
+	NoAmount int
 	// PollURL is what the page's script asks how many calls began to
 	// wait since the page was read (newCalls).
 	PollURL string
 }
-
-// listFilter is what the Approvals and Recovery pages narrow their
-// listing to: a tool (or connector) and a session, each matched as a
-// substring, and a namespace, matched whole.
-type listFilter struct {
-	Tool, Session, Namespace string
-}
-
-func filterOf(r *http.Request) listFilter {
-	q := r.URL.Query()
-	return listFilter{Tool: strings.TrimSpace(q.Get("tool")), Session: strings.TrimSpace(q.Get("session")), Namespace: strings.TrimSpace(q.Get("namespace"))}
-}
-
-// narrows reports whether the filter holds anything the ledger's index
-// does not select (tool, session).
-func (f listFilter) narrows() bool { return f.Tool != "" || f.Session != "" }
-
-// matches reports whether rec is one the filter keeps (namespace aside,
-// which the ledger selects).
-func (f listFilter) matches(rec ledger.Record) bool {
-	return strings.Contains(rec.Connector+"."+rec.Operation, f.Tool) && strings.Contains(rec.SessionID, f.Session)
-}
-
-// Query returns the filter as query parameters (for page links), with
-// after appended when not empty.
-func (f listFilter) Query(after string) template.URL {
-	q := url.Values{}
-	for _, kv := range [][2]string{{"tool", f.Tool}, {"session", f.Session}, {"namespace", f.Namespace}, {"after", after}} {
-		if kv[1] != "" {
-			q.Set(kv[0], kv[1])
-		}
-	}
-	if len(q) == 0 {
-		return ""
-	}
-	return template.URL("?" + q.Encode())
-}
-
-// Any reports whether the filter narrows the listing at all.
-func (f listFilter) Any() bool { return f.narrows() || f.Namespace != "" }
 
 // maxScan bounds the waiting calls one filtered page reads: a filter that
 // matches rarely pages on from where the scan stopped.
@@ -325,25 +294,38 @@ func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
 // approvals is the inbox: the calls awaiting approval within the
 // principal's namespaces (or the one the namespace parameter names), the
 // soonest to expire first across all of them, a page at a time, under a
-// count of them all. A tool or session filter reads the listing in
-// pages and keeps what matches, at most maxScan calls a page.
+// count of them all. A filter (listFilter) reads the listing in pages and
+// keeps what matches, at most maxScan calls a page; another order, or
+// grouping by session, reads every waiting call (at most maxScan) and
+// sorts what the filter keeps.
 func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Approvals", "approvals"
 	ctx := scoped(r.Context(), s.principal)
 	q := r.URL.Query()
-	d := &inboxData{Filter: filterOf(r), Paged: q.Get("after") != ""}
+	after := q.Get("after")
+	filter, ferr := parseListFilter(q, "approvals")
+	d := &inboxData{Filter: filter, Paged: after != ""}
 	poll := url.Values{"since": {fmt.Sprint(c.opts.Now().UnixNano())}}
 	if d.Filter.Namespace != "" {
 		poll.Set("namespace", d.Filter.Namespace)
 	}
 	d.PollURL = Prefix + "approvals/new?" + poll.Encode()
 	v.Data = d
-	v.Back = Prefix + "approvals" + string(d.Filter.Query(q.Get("after")))
+	v.Back = Prefix + "approvals" + string(d.Filter.Query(after))
+	if ferr != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: ferr.Error()})
+		return "approvals", http.StatusBadRequest
+	}
+	ordered := d.Filter.Ordered()
 	limit := inboxPage
-	if d.Filter.narrows() {
+	if d.Filter.narrows() || ordered {
 		limit = httpapi.MaxListLimit
 	}
-	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, q.Get("after"), fmt.Sprint(limit))
+	listAfter := after
+	if ordered {
+		listAfter = ""
+	}
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, listAfter, fmt.Sprint(limit))
 	if err == nil {
 		err = httpapi.SetOrder(&f, httpapi.OrderExpiry)
 	}
@@ -364,6 +346,10 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		v.Notes = append(v.Notes, c.problem(r, err))
 		return "approvals", http.StatusOK
 	}
+	var amount amountFunc
+	if d.Filter.amounts() {
+		amount = amountsOf(c.opts.Executor)
+	}
 	var recs []ledger.Record
 	for {
 		page, err := led.List(ctx, f)
@@ -373,8 +359,19 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		}
 		for _, rec := range page {
 			d.Scanned++
-			if d.Filter.matches(rec) {
+			keep, noAmount := d.Filter.matches(rec, amount)
+			if noAmount {
+				d.NoAmount++
+			}
+			if keep {
 				recs = append(recs, rec)
+			}
+			if ordered {
+				if d.Scanned == maxScan {
+					d.Budget = true
+					break
+				}
+				continue
 			}
 			if len(recs) == inboxPage || d.Scanned == maxScan {
 				d.Next = httpapi.ExpiryCursor(rec)
@@ -382,7 +379,7 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 				break
 			}
 		}
-		if d.Next != "" || len(page) < f.Limit {
+		if d.Next != "" || d.Budget || len(page) < f.Limit {
 			break
 		}
 		f.After = httpapi.ExpiryCursor(page[len(page)-1])
@@ -391,11 +388,24 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 			return "approvals", http.StatusOK
 		}
 	}
-	if !d.Paged {
+	var heads []*sessionGroup
+	if ordered {
+		d.Matching = len(recs)
+		if recs, d.From, heads, d.Next, err = c.ordered(ctx, d.Filter, recs, after, inboxPage); err != nil {
+			v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+			return "approvals", http.StatusBadRequest
+		}
+	} else if !d.Paged {
 		d.From = 1
 	}
-	for _, rec := range recs {
+	if d.From > 0 {
+		d.To = d.From + len(recs) - 1
+	}
+	for i, rec := range recs {
 		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
+		if heads != nil {
+			p.Group = heads[i]
+		}
 		if rec.Approval == nil {
 			p.ViewErr, p.Folded = "no approval request is recorded for this call", true
 		} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
@@ -582,13 +592,17 @@ func (c *console) rejectMany(w http.ResponseWriter, r *http.Request, s session) 
 
 // backToList returns the inbox page a decision returns to: the form's
 // back (the inbox as filtered and paged) when it is one, else the inbox.
-func backToList(back string) string {
-	if back == Prefix+"approvals" || strings.HasPrefix(back, Prefix+"approvals?") {
+func backToList(back string) string { return backTo(back, "approvals") }
+
+// backTo returns the form's back when it is the console's page (a list
+// as filtered and paged), else that page unfiltered.
+func backTo(back, page string) string {
+	if back == Prefix+page || strings.HasPrefix(back, Prefix+page+"?") {
 		if safeNext(back) == back {
 			return back
 		}
 	}
-	return Prefix + "approvals"
+	return Prefix + page
 }
 
 // problem is the note of an executor error: the API's problem detail.
@@ -625,6 +639,12 @@ type uncertain struct {
 	// Stopped is why recovery stopped: the evidence and reason of the
 	// event that made it recovery_required.
 	Stopped ledger.Event
+	// Group, on a page grouped by session, heads the first call of each
+	// session.
+	Group *sessionGroup
+	// Provider is where to look for the call at the provider (nil: its
+	// manifest says nowhere).
+	Provider *providerLink
 }
 
 // fencedSession is a session its recovery_required calls fence.
@@ -644,8 +664,11 @@ type recoveryData struct {
 	// maxScan only.
 	Total, Matching int
 	Capped          bool
+	// NoAmount is how many calls were left out for having no amount
+	// while the filter has an amount range.
+	NoAmount int
 	// From is the number of the page's first call; Next continues the
-	// listing (recoveryCursor).
+	// listing (listFilter.cursor).
 	From, To int
 	Next     string
 	Paged    bool
@@ -656,33 +679,24 @@ type recoveryData struct {
 // maxFenced how many fenced sessions it lists.
 const recoveryPage, maxFenced = 50, 50
 
-// recoveryCursor is the position after rec in the recovery queue's order
-// (least recently changed first): "<updated unix nanoseconds>.<id>".
-func recoveryCursor(rec ledger.Record) string {
-	return fmt.Sprintf("%d.%s", rec.UpdatedAt.UnixNano(), rec.ID)
-}
-
 // recovery is the queue of recovery_required calls within the
 // principal's namespaces that the filter keeps, least recently changed
-// first, a page at a time, under a count of them all and the sessions
-// they fence. The queue's records are read whole (they are few: each
-// stops a session); only a page's trails are.
+// first (or as the filter orders and groups them), a page at a time,
+// under a count of them all and the sessions they fence. The queue's
+// records are read whole (they are few: each stops a session), at most
+// maxScan; only a page's trails are.
 func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Recovery", "recovery"
 	ctx := scoped(r.Context(), s.principal)
-	after := r.URL.Query().Get("after")
-	d := &recoveryData{Filter: filterOf(r), Paged: after != ""}
+	q := r.URL.Query()
+	after := q.Get("after")
+	filter, ferr := parseListFilter(q, "recovery")
+	d := &recoveryData{Filter: filter, Paged: after != ""}
 	v.Data = d
-	var afterAt int64
-	var afterID string
-	if after != "" {
-		n, id, ok := strings.Cut(after, ".")
-		ns, err := strconv.ParseInt(n, 10, 64)
-		if !ok || err != nil || id == "" {
-			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("after %q is not the next of the recovery queue (want <unix nanoseconds>.<execution id>)", after)})
-			return "recovery", http.StatusBadRequest
-		}
-		afterAt, afterID = ns, id
+	v.Back = Prefix + "recovery" + string(d.Filter.Query(after))
+	if ferr != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: ferr.Error()})
+		return "recovery", http.StatusBadRequest
 	}
 	f, err := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), "", d.Filter.Namespace, "", fmt.Sprint(httpapi.MaxListLimit))
 	if err != nil {
@@ -707,16 +721,26 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 		f.After = execs[len(execs)-1].ID
 	}
 	d.Total = len(all)
+	var amount amountFunc
+	if d.Filter.amounts() {
+		amount = amountsOf(c.opts.Executor)
+	}
 	kept := all[:0]
 	for _, rec := range all {
-		if d.Filter.matches(rec) {
+		keep, noAmount := d.Filter.matches(rec, amount)
+		if noAmount {
+			d.NoAmount++
+		}
+		if keep {
 			kept = append(kept, rec)
 		}
 	}
 	d.Matching = len(kept)
-	slices.SortFunc(kept, func(a, b ledger.Record) int {
-		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	page, from, heads, next, err := c.ordered(ctx, d.Filter, kept, after, recoveryPage)
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "recovery", http.StatusBadRequest
+	}
 	at := map[[2]string]int{}
 	for _, rec := range kept {
 		k := [2]string{rec.Namespace, rec.SessionID}
@@ -735,28 +759,17 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 			d.Fenced[i].Calls = append(d.Fenced[i].Calls, rec.ID)
 		}
 	}
-	start := 0
-	if after != "" {
-		start = len(kept)
-		for i, rec := range kept {
-			if n := rec.UpdatedAt.UnixNano(); n > afterAt || n == afterAt && rec.ID > afterID {
-				start = i
-				break
-			}
-		}
-	}
-	page := kept[start:min(len(kept), start+recoveryPage)]
-	d.From, d.To = start+1, start+len(page)
-	if start+len(page) < len(kept) {
-		d.Next = recoveryCursor(page[len(page)-1])
-	}
-	for _, rec := range page {
+	d.From, d.To, d.Next = from, from+len(page)-1, next
+	for i, rec := range page {
 		rec, evs, err := c.opts.Executor.Get(ctx, rec.ID)
 		if err != nil {
 			v.Notes = append(v.Notes, c.problem(r, err))
 			continue
 		}
-		u := uncertain{Execution: httpapi.NewExecution(rec, evs)}
+		u := uncertain{Execution: httpapi.NewExecution(rec, evs), Provider: c.providerLink(rec)}
+		if heads != nil {
+			u.Group = heads[i]
+		}
 		for _, ev := range evs {
 			if ev.To == ledger.StateRecoveryRequired {
 				u.Stopped = ev
@@ -773,7 +786,7 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 // receipt and, optionally, the result), retry or abandon.
 func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (string, note) {
 	id := r.PathValue("id")
-	back := Prefix + "recovery"
+	back := backTo(r.PostForm.Get("back"), "recovery")
 	res := host.Resolution{By: s.principal.Name, Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 		Receipt: strings.TrimSpace(r.PostForm.Get("receipt"))}
 	switch r.PostForm.Get("outcome") {
@@ -919,8 +932,11 @@ type executionData struct {
 	// an execution without an approval view.
 	Fields  []host.ArgField
 	Stopped *ledger.Event
-	Fenced  bool
-	Refresh bool
+	// Provider is where to look for a recovery_required call at its
+	// provider (nil: elsewhere, or its manifest says nowhere).
+	Provider *providerLink
+	Fenced   bool
+	Refresh  bool
 }
 
 func (c *console) execution(r *http.Request, s session, v *view) (string, int) {
@@ -957,6 +973,7 @@ func (c *console) execution(r *http.Request, s session, v *view) (string, int) {
 	}
 	if d.State == ledger.StateRecoveryRequired {
 		d.Fenced = true
+		d.Provider = c.providerLink(rec)
 	} else {
 		f, _ := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), d.SessionID, d.Namespace, "", "1")
 		if left, err := c.list(ctx, s, f); err == nil && len(left) > 0 {
