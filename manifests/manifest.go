@@ -5,6 +5,17 @@
 // pinned module digest), what it may reach (HTTP allowlist, config keys),
 // its limits, and per operation: effect class, recovery policy, approval
 // requirement, attempt cap and the JSON Schema of its arguments.
+//
+// The [provider] table says what the connector's provider guarantees
+// (its idempotency key and how long it keeps it) and, in search, where an
+// operator looks for a call whose outcome is unknown: an http(s) URL
+// template with the placeholders {execution_id} and {key} only, kept out
+// of the scheme and host, checked at load and filled by
+// Provider.SearchURL, e.g.
+//
+//	[provider]
+//	name = "Stripe"
+//	search = "https://dashboard.stripe.com/search?query=metadata%5Bconnhost_execution_id%5D%3A{execution_id}"
 package manifests
 
 import (
