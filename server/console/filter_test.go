@@ -229,6 +229,17 @@ func TestApprovalsFilters(t *testing.T) {
 		t.Errorf("after the decision, sort=newest shows %d calls, want the %d left", len(ids), len(want))
 	}
 
+	// Executions: by principal, who asked (with a state) or who decided.
+	_, page, _ = e.get(t, c, "/ui/executions?principal=bot-a&state=awaiting_approval")
+	if n, want := strings.Count(page, `<td data-label="execution"`), len(where(calls, func(fc filterCall) bool { return fc.principal == "bot-a" })); n != want {
+		t.Errorf("executions?principal=bot-a&state=awaiting_approval lists %d, want the %d bot-a asked for", n, want)
+	}
+	rejected, _ := ledger.ExecutionIDOfApproval(first)
+	_, page, _ = e.get(t, c, "/ui/executions?principal=rita")
+	if n := strings.Count(page, `<td data-label="execution"`); n != 1 || !strings.Contains(page, `href="/ui/executions/`+rejected+`"`) {
+		t.Errorf("executions?principal=rita lists %d, want the one call rita rejected", n)
+	}
+
 	// Parameters the page cannot read: every reason at once, 400.
 	code, page, _ = e.get(t, c, "/ui/approvals?from=yesterday&amount_min=1e9&amount_max=-5&sort=sideways&group=tool")
 	if code != http.StatusBadRequest {

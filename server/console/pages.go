@@ -830,6 +830,9 @@ func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (st
 // execFilter is the Executions page's search form.
 type execFilter struct {
 	State, Session, Tool, Namespace, From, To string
+	// Principal is who made the call, decided on it or resolved it,
+	// named whole ("": anyone).
+	Principal string
 	// Exact: Session is a whole session id, looked up in the ledger's
 	// index (every execution of the session, however old); else a part
 	// of one, matched among the newest executions read.
@@ -852,7 +855,8 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 	v.Title, v.Nav = "Executions", "executions"
 	q := r.URL.Query()
 	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: strings.TrimSpace(q.Get("session")), Tool: strings.TrimSpace(q.Get("tool")),
-		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != "", Exact: q.Get("exact") != ""}}
+		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != "", Exact: q.Get("exact") != "",
+		Principal: strings.TrimSpace(q.Get("principal"))}}
 	for _, st := range []ledger.State{ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
 		ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
 		ledger.StateExpired, ledger.StateAbandoned, ledger.StateCancelled} {
@@ -888,7 +892,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 	}
 	ctx := scoped(r.Context(), s.principal)
 	const show = 100
-	// Tool, session (both substrings) and time are not ledger filters:
+	// Tool, session (both substrings), principal and time are not ledger filters:
 	// pages of the listing are read newest first and filtered here, until
 	// a page of results or the time range's start.
 	for pages := 0; pages < 10; pages++ {
@@ -904,7 +908,8 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				done = true
 				break
 			}
-			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) {
+			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) &&
+				(d.Filter.Principal == "" || resultOf(e.Result, d.Filter.Principal)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {
@@ -923,6 +928,12 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		d.Next = ""
 	}
 	return "executions", http.StatusOK
+}
+
+// resultOf reports whether p made the call r, decided on its approval or
+// resolved it.
+func resultOf(r host.Result, p string) bool {
+	return r.RequestedBy == p || r.Approval != nil && r.Approval.By == p || r.Resolution != nil && r.Resolution.By == p
 }
 
 type executionData struct {
