@@ -164,7 +164,16 @@
       if (form.requestSubmit) form.requestSubmit(button); else form.submit();
     });
     d.showModal();
-    reason.focus();
+    // The dialog's title has the focus (a screen reader reads it) until
+    // the key that opened it is released: only then the reason field, so
+    // that the key's own character never lands in it.
+    var title = d.querySelector("h2");
+    title.setAttribute("tabindex", "-1");
+    title.focus();
+    document.addEventListener("keyup", function up() {
+      document.removeEventListener("keyup", up);
+      if (d.open && document.activeElement === title) reason.focus();
+    });
   }
 
   function help() {
