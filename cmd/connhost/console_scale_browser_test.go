@@ -176,7 +176,11 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 	// serverTime is the page's Server-Timing, as the browser received it.
 	serverTime := func() string {
 		t.Helper()
-		return eval(`(performance.getEntriesByType("navigation")[0].serverTiming || []).map(s => s.name + " " + s.duration.toFixed(1) + " ms").join(", ") || "none"`)
+		st := eval(`(performance.getEntriesByType("navigation")[0].serverTiming || []).map(s => s.name + " " + s.duration.toFixed(1) + " ms").join(", ") || "none"`)
+		if st == "none" {
+			t.Errorf("%s: the browser received no Server-Timing, so the page's server time is not measured", eval(`location.pathname + location.search`))
+		}
+		return st
 	}
 	axeSrc, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
@@ -400,6 +404,14 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 	shot("execution-approved")
 	run("waiting execution", chromedp.Navigate(base+"/ui/find?id="+first[0]), chromedp.WaitVisible(chromedp.ID("decide")))
 	shot("execution-waiting")
+	run("shortcuts on a call's page", chromedp.KeyEvent("a"), chromedp.WaitVisible(chromedp.ID("keys-confirm")))
+	if q := text("#keys-confirm-title"); !strings.HasPrefix(q, "Approve ") {
+		t.Errorf("a on a waiting call's page asks %q", q)
+	}
+	run("cancel on a call's page", chromedp.Click(chromedp.ID("keys-confirm-no")), chromedp.WaitNotPresent(chromedp.ID("keys-confirm")))
+	if v := decision(first[0]); v.Decision != "pending" {
+		t.Errorf("a cancelled confirmation on the call's page decided: %s", v.Decision)
+	}
 	run("executions", chromedp.Navigate(base+"/ui/executions"), chromedp.WaitVisible(chromedp.ID("executions")))
 	t.Logf("%d waiting calls: the executions page, server time %s", waiting, serverTime())
 	shot("executions")
