@@ -37,7 +37,7 @@ import (
 // call that begins to wait appears on the open inbox without a reload.
 // The keyboard shortcuts approve one call only after the confirmation
 // dialog's confirm button: a cancelled dialog, and a key typed in a field,
-// decide nothing. Every console page is saved as a screenshot at 1,280 and
+// decide nothing; a runtime principal's shortcuts decide nothing at all. Every console page is saved as a screenshot at 1,280 and
 // 390 px (under $CONNHOST_ARTIFACTS, else the test's temporary directory),
 // each checked to be a PNG of that width, the page not scrolling sideways;
 // axe-core checks the pages that show the shortcuts' dialogs.
@@ -419,5 +419,20 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 	shot("recovery")
 	run("connectors", chromedp.Navigate(base+"/ui/connectors"), chromedp.WaitVisible(chromedp.ID("connector-payments")))
 	shot("connectors")
+	// A runtime principal's inbox has no decision forms: a and r open no
+	// dialog and say why, and ? lists no shortcut that decides.
+	run("sign in as the runtime", chromedp.Click(chromedp.CSS(`header form[action="/ui/signout"] button`)), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), agentTok), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("principal")),
+		chromedp.Navigate(base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("section.card.approval")))
+	eval(`document.activeElement.blur(); "blurred"`)
+	run("j, a as the runtime", chromedp.KeyEvent("j"), chromedp.KeyEvent("a"))
+	if open, said := eval(`String(!!document.querySelector("dialog[open]"))`), text("#keys-said"); open != "false" || !strings.Contains(said, "needs the approver role") {
+		t.Errorf("a as the runtime principal: dialog open %s, said %q", open, said)
+	}
+	run("? as the runtime", chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.ID("keys-help")))
+	if h := text("#keys-help"); strings.Contains(h, "approve the call") || !strings.Contains(h, "need the approver role") {
+		t.Errorf("the runtime principal's list of shortcuts: %q", h)
+	}
+	run("close", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.ID("keys-help")))
 	t.Logf("screenshots in %s:\n%s", shots, strings.Join(saved, "\n"))
 }
