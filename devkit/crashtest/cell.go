@@ -75,10 +75,13 @@ type history struct {
 	State   string `json:"state"`
 	Attempt int    `json:"attempt"`
 	Events  []struct {
-		Attempt  int    `json:"attempt"`
-		To       string `json:"to"`
-		Decision string `json:"decision"`
-		Actor    string `json:"actor"`
+		Time     time.Time `json:"time"`
+		Attempt  int       `json:"attempt"`
+		From     string    `json:"from"`
+		To       string    `json:"to"`
+		Decision string    `json:"decision"`
+		Actor    string    `json:"actor"`
+		Evidence string    `json:"evidence"`
 	} `json:"events"`
 }
 
@@ -277,7 +280,26 @@ func (c *cell) run(ctx context.Context) (Row, error) {
 	}
 	row.Pass = len(problems) == 0
 	row.Problem = strings.Join(problems, "; ")
+	if !row.Pass {
+		row.Trail = h.trail()
+	}
 	return row, nil
+}
+
+// trail renders the events one per line, timed from the first.
+func (h history) trail() []string {
+	var out []string
+	for _, ev := range h.Events {
+		line := fmt.Sprintf("+%.3fs attempt %d %s→%s %s", ev.Time.Sub(h.Events[0].Time).Seconds(), ev.Attempt, orDash(ev.From), ev.To, ev.Decision)
+		if ev.Actor != "" {
+			line += " (" + ev.Actor + ")"
+		}
+		if ev.Evidence != "" {
+			line += ": " + clip(ev.Evidence)
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // driveToFinal restarts connhost on the cell's data directory (no crash

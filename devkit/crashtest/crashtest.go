@@ -323,6 +323,11 @@ type Row struct {
 	// (HeldAnswerer), the HTTP status the provider answered the held
 	// request once it was released.
 	HeldAnswer int `json:"held_answer,omitempty"`
+	// Trail is, for a cell that failed, its execution's audit trail as
+	// the ledger recorded it, one line per event (time since the first,
+	// attempt, transition, decision, actor, evidence): what each attempt
+	// met, where the table shows only the last.
+	Trail []string `json:"trail,omitempty"`
 }
 
 // Totals sums a report.
@@ -412,6 +417,21 @@ func (r Report) WriteTable(w io.Writer) error {
 		"applied but answered failed %d, succeeded without effect %d, effects undone %d, receipts naming another object %d, other failures %d\n",
 		t.Cells, t.NA, t.Kills, t.KilledCells, t.Failed, t.Duplicates, t.Lost,
 		t.AppliedButFailed, t.SucceededWithoutEffect, t.EffectsUndone, t.WrongReceipts, t.Other)
+	for _, row := range r.Rows {
+		if row.Pass || len(row.Trail) == 0 || err != nil {
+			continue
+		}
+		gated := ""
+		if row.Gated {
+			gated = ", gated"
+		}
+		_, err = fmt.Fprintf(w, "trail of %s.%s at %s%s:\n", r.Connector, row.Operation, row.Point, gated)
+		for _, l := range row.Trail {
+			if err == nil {
+				_, err = fmt.Fprintf(w, "  %s\n", oneLine(l))
+			}
+		}
+	}
 	return err
 }
 

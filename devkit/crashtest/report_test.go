@@ -38,3 +38,34 @@ func TestWriteTableOneRowPerCell(t *testing.T) {
 		t.Errorf("totals %q, want %q", lines[4], want)
 	}
 }
+
+// TestWriteTableTrailOfFailedCells: a failed cell's audit trail follows the
+// totals, one event per line, so that a failure shows what every attempt
+// met (the table keeps only the last connector error); a passing cell's
+// trail is not printed.
+func TestWriteTableTrailOfFailedCells(t *testing.T) {
+	var rep Report
+	rep.Connector = "hooks"
+	rep.add(Row{Point: "after_plugin_return", Operation: "deliver", Policy: "idempotent-retry", Reached: true, Kills: 1,
+		Final: "recovery_required", Problem: "want succeeded", Trail: []string{"+0.000s attempt 0 -→pending intent", "+1.500s attempt 2 dispatched→pending retry_scheduled (executor): timeout:\nline two"}})
+	rep.add(Row{Point: "after_intent", Operation: "deliver", Policy: "idempotent-retry", Reached: true, Pass: true, Final: "succeeded",
+		Trail: []string{"never printed"}})
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	want := []string{
+		"trail of hooks.deliver at after_plugin_return:",
+		"  +0.000s attempt 0 -→pending intent",
+		"  +1.500s attempt 2 dispatched→pending retry_scheduled (executor): timeout: line two",
+	}
+	if len(lines) != 4+len(want) {
+		t.Fatalf("%d lines, want a header, 2 rows, the totals and the failed cell's trail:\n%s", len(lines), b.String())
+	}
+	for i, w := range want {
+		if lines[4+i] != w {
+			t.Errorf("line %d = %q, want %q", 4+i, lines[4+i], w)
+		}
+	}
+}

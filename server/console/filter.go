@@ -217,6 +217,16 @@ func (f listFilter) TimeLabel() string {
 // Query returns the filter as query parameters (for page links and the
 // page a decision returns to), with after appended when not empty.
 func (f listFilter) Query(after string) template.URL {
+	q := f.values(after)
+	if len(q) == 0 {
+		return ""
+	}
+	return template.URL("?" + q.Encode())
+}
+
+// values returns the filter's query parameters (those that differ from
+// the page's defaults), with after when not empty.
+func (f listFilter) values(after string) url.Values {
 	q := url.Values{}
 	sort := f.Sort
 	if sort == defaultSort(f.Page) {
@@ -232,10 +242,7 @@ func (f listFilter) Query(after string) template.URL {
 			q.Set(kv[0], kv[1])
 		}
 	}
-	if len(q) == 0 {
-		return ""
-	}
-	return template.URL("?" + q.Encode())
+	return q
 }
 
 // amountFunc returns the amount of a record in its currency's major

@@ -229,6 +229,18 @@ func TestApprovalsFilters(t *testing.T) {
 		t.Errorf("after the decision, sort=newest shows %d calls, want the %d left", len(ids), len(want))
 	}
 
+	// The cards a first page's script shows without a reload are read
+	// under its whole filter too.
+	since := base.Add(100 * time.Minute).UnixNano()
+	_, page, _ = e.get(t, c, fmt.Sprintf("/ui/approvals/new/cards?since=%d&principal=bot-a&amount_min=1", since))
+	wantNew := idsOf(where(calls, func(fc filterCall) bool { return fc.i > 100 && fc.principal == "bot-a" && fc.amount > 0 }))
+	if got := cardRE.FindAllStringSubmatch(page, -1); len(got) != len(wantNew) {
+		t.Errorf("new cards under principal=bot-a&amount_min=1: %d, want %d", len(got), len(wantNew))
+	}
+	if _, page, _ := e.get(t, c, "/ui/approvals?principal=bot-a&sort=newest"); !strings.Contains(page, html.EscapeString("/ui/approvals/new/cards?principal=bot-a&since=")) {
+		t.Error("the first page's script does not read new cards under the page's filter")
+	}
+
 	// Executions: by principal, who asked (with a state) or who decided.
 	_, page, _ = e.get(t, c, "/ui/executions?principal=bot-a&state=awaiting_approval")
 	if n, want := strings.Count(page, `<td data-label="execution"`), len(where(calls, func(fc filterCall) bool { return fc.principal == "bot-a" })); n != want {

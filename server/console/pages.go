@@ -265,6 +265,10 @@ type inboxData struct {
 	// PollURL is what the page's script asks how many calls began to
 	// wait since the page was read (newCalls).
 	PollURL string
+	// CardsURL, on the first page only, is where the page's script reads
+	// the cards of the calls that began to wait since the page was read
+	// and match its filter (newCards), to show them without a reload.
+	CardsURL string
 }
 
 // maxScan bounds the waiting calls one filtered page reads: a filter that
@@ -310,6 +314,14 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		poll.Set("namespace", d.Filter.Namespace)
 	}
 	d.PollURL = Prefix + "approvals/new?" + poll.Encode()
+	if !d.Paged && ferr == nil {
+		// Only the first page takes new calls in: a later page's calls
+		// follow those of the pages before it. They are read under the
+		// page's whole filter.
+		cards := d.Filter.values("")
+		cards.Set("since", poll.Get("since"))
+		d.CardsURL = Prefix + "approvals/new/cards?" + cards.Encode()
+	}
 	v.Data = d
 	v.Back = Prefix + "approvals" + string(d.Filter.Query(after))
 	if ferr != nil {
@@ -402,22 +414,29 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		d.To = d.From + len(recs) - 1
 	}
 	for i, rec := range recs {
-		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
+		p := c.pendingOf(ctx, rec)
 		if heads != nil {
 			p.Group = heads[i]
 		}
-		if rec.Approval == nil {
-			p.ViewErr, p.Folded = "no approval request is recorded for this call", true
-		} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
-			p.ViewErr = err.Error()
-			p.Folded = true
-		}
-		var folded bool
-		p.Fields, p.HiddenFields, folded = fold(p.View)
-		p.Folded = p.Folded || folded
 		d.Calls = append(d.Calls, p)
 	}
 	return "approvals", http.StatusOK
+}
+
+// pendingOf is rec as the inbox shows it.
+func (c *console) pendingOf(ctx context.Context, rec ledger.Record) pending {
+	p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
+	var err error
+	if rec.Approval == nil {
+		p.ViewErr, p.Folded = "no approval request is recorded for this call", true
+	} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
+		p.ViewErr = err.Error()
+		p.Folded = true
+	}
+	var folded bool
+	p.Fields, p.HiddenFields, folded = fold(p.View)
+	p.Folded = p.Folded || folded
+	return p
 }
 
 // maxNew bounds the calls newCalls counts: more are "maxNew or more".
@@ -474,6 +493,71 @@ func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	out.More = out.New == maxNew
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// newCards answers the first inbox page's script (static/live.js) with
+// the cards of the calls that began to wait for approval after since
+// (unix nanoseconds), newest first, at most maxNew, that the page's filter
+// (tool, session, namespace) keeps, within the principal's namespaces. It
+// renders them with the Approvals page's own template, so a card the
+// script inserts is the card a reload shows: its fields, its forms (for a
+// principal who may decide) and the page's CSRF token. The script takes
+// the cards (section.card.approval) and, when the page has none, the
+// bulk-reject form from the answer.
+func (c *console) newCards(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.current(w, r)
+	if !ok {
+		http.Error(w, "sign in first", http.StatusUnauthorized)
+		return
+	}
+	q := r.URL.Query()
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	if err != nil {
+		http.Error(w, "since: want unix nanoseconds", http.StatusBadRequest)
+		return
+	}
+	v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
+		CanDecide: s.principal.Has(httpapi.RoleApprover),
+		CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
+		CSRF:      s.csrf}
+	filter, err := parseListFilter(q, "approvals")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	d := &inboxData{Filter: filter}
+	v.Data, v.Back = d, Prefix+"approvals"+string(d.Filter.Query(""))
+	var amount amountFunc
+	if d.Filter.amounts() {
+		amount = amountsOf(c.opts.Executor)
+	}
+	ctx := scoped(r.Context(), s.principal)
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, "", fmt.Sprint(maxNew))
+	var recs []ledger.Record
+	if err == nil {
+		recs, err = c.listRecords(ctx, s, f)
+	}
+	if err != nil {
+		p := httpapi.ProblemOf(err, host.Result{})
+		http.Error(w, p.Detail, p.Status)
+		return
+	}
+	for _, rec := range recs {
+		if rec.CreatedAt.UnixNano() <= since {
+			break
+		}
+		if keep, _ := d.Filter.matches(rec, amount); keep {
+			d.Calls = append(d.Calls, c.pendingOf(ctx, rec))
+		}
+	}
+	var b strings.Builder
+	if err := c.pages["approvals"].ExecuteTemplate(&b, "content", v); err != nil {
+		c.opts.Logger.Error("console: render", "page", "approvals/new/cards", "err", err)
+		http.Error(w, "console: the cards could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write([]byte(b.String()))
 }
 
 // find sends the browser to the execution an execution id or approval id
