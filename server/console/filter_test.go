@@ -434,3 +434,30 @@ func TestProviderSearchRefusedAtLoad(t *testing.T) {
 		t.Fatalf("LoadDir = %v, want an error saying %q", err, want)
 	}
 }
+
+// TestOrderedPageSaysWhereItStopped: a sorted page reads at most maxScan
+// waiting calls, soonest expiry first, sorts those and says it stopped;
+// the calls it did not read are not on any of its pages.
+func TestOrderedPageSaysWhereItStopped(t *testing.T) {
+	old := maxScan
+	maxScan = 40
+	t.Cleanup(func() { maxScan = old })
+	clock := &fakeClock{}
+	base := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	e := newEnvHost(t, nil, principals, nil, false, nil, func(o *host.Options) { o.Now = clock.Now })
+	calls := seedFilterCalls(t, e, clock, base, 60)
+	c := e.browser(t)
+	e.signIn(t, c, ritaTok)
+	// Every echo call expires (1h) before every keyed one (2h) here: the
+	// 40 read are the 45 echo calls' first 40, shown newest first.
+	echo := where(calls, func(fc filterCall) bool { return fc.tool == "gated.echo" })[:40]
+	slices.Reverse(echo)
+	ids, _, _ := e.inboxPages(t, c, "/ui/approvals?sort=newest")
+	if want := idsOf(echo); !slices.Equal(ids, want) {
+		t.Errorf("sort=newest under a bound of 40 shows %v, want %v", ids, want)
+	}
+	_, page, _ := e.get(t, c, "/ui/approvals?sort=newest")
+	if !strings.Contains(page, `<p class="hint" id="inbox-budget">Read the 40 waiting calls that expire soonest and stopped`) {
+		t.Error("the sorted page does not say it stopped reading")
+	}
+}

@@ -272,8 +272,9 @@ type inboxData struct {
 }
 
 // maxScan bounds the waiting calls one filtered page reads: a filter that
-// matches rarely pages on from where the scan stopped.
-const maxScan = 20000
+// matches rarely pages on from where the scan stopped. (A variable only so
+// that a test can make the bound a few calls.)
+var maxScan = 20000
 
 // fold returns the card's fields of v.
 func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
