@@ -25,6 +25,10 @@ import (
 // what waits. A tool filter reads the listing until its 50: the keyed
 // calls (one in five, approval_ttl 2h) expire after every echo call (1h),
 // so with 10,000 waiting it reads some 8,250 calls (maxScan bounds it).
+// An amount range reads the listing until its 50 too, parsing each
+// call's arguments; newest first and grouped by session, with a principal
+// and an amount range, reads every waiting call (maxScan bounds it) and
+// sorts what it keeps: the cost a sorted page pays over the default.
 // Run with -bench InboxFirstPage -benchtime 20x.
 func BenchmarkInboxFirstPage(b *testing.B) {
 	for _, waiting := range []int{100, 10000} {
@@ -35,13 +39,15 @@ func BenchmarkInboxFirstPage(b *testing.B) {
 			if i%5 == 0 {
 				tool, args = "gated.keyed", fmt.Sprintf(`{"doc":"d-%d"}`, i)
 			}
+			ctx := host.WithScope(ctx, host.Scope{Principal: []string{"bot-a", "bot-b"}[i%2]})
 			if _, err := e.ex.Execute(ctx, host.ToolCall{SessionID: fmt.Sprintf("s-%d", i%20), ToolCallID: fmt.Sprintf("c-%05d", i), Tool: tool, Arguments: json.RawMessage(args)}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		c := e.browser(b)
 		e.signIn(b, c, ritaTok)
-		for _, path := range []string{"/ui/approvals", "/ui/approvals?tool=keyed"} {
+		for _, path := range []string{"/ui/approvals", "/ui/approvals?tool=keyed", "/ui/approvals?amount_min=50&amount_max=100",
+			"/ui/approvals?principal=bot-a&amount_min=50&sort=newest&group=session"} {
 			b.Run(fmt.Sprintf("waiting=%d/%s", waiting, path[len("/ui/"):]), func(b *testing.B) {
 				size := 0
 				for b.Loop() {

@@ -232,6 +232,7 @@ func newConsole(o Options) (*console, error) {
 	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
 	mux.HandleFunc("GET "+Prefix+"find", c.find)
 	mux.HandleFunc("GET "+Prefix+"approvals/new", c.newCalls)
+	mux.HandleFunc("GET "+Prefix+"approvals/new/cards", c.newCards)
 	mux.HandleFunc("POST "+Prefix+"executions/{id}/resolve", c.action(deciders(httpapi.RoleApprover, httpapi.RoleOperator), c.resolve))
 	mux.HandleFunc("GET "+Prefix+"executions", c.page(c.executions))
 	mux.HandleFunc("GET "+Prefix+"executions/{id}", c.page(c.execution))
@@ -244,9 +245,10 @@ func newConsole(o Options) (*console, error) {
 	return c, nil
 }
 
-// csp allows the console's own stylesheet and script (static/live.js,
-// which only polls the console and announces) and nothing else: no inline
-// script, no frame, no form posting elsewhere.
+// csp allows the console's own stylesheet and scripts (static/live.js,
+// which polls the console, announces and shows new calls; static/keys.js,
+// the keyboard shortcuts, which submit only the page's own forms) and
+// nothing else: no inline script, no frame, no form posting elsewhere.
 const csp = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // securityHeaders sets the headers every console answer carries; secure
@@ -413,6 +415,9 @@ type view struct {
 	// Goto, when set, is the console page the browser goes on to at once.
 	Goto string
 	Data any
+	// start is when the page's request began to be answered, for its
+	// Server-Timing header (zero: none).
+	start time.Time
 }
 
 // page wraps a GET handler: the session (else the sign-in form), then the
@@ -433,7 +438,7 @@ func (c *console) page(fill func(r *http.Request, s session, v *view) (string, i
 			CanDecide:  s.principal.Has(httpapi.RoleApprover),
 			CanSettle:  s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
 			EndsOthers: s.principal.Has(httpapi.RoleOperator),
-			CSRF:       s.csrf, PollMillis: c.opts.Poll.Milliseconds()}
+			CSRF:       s.csrf, PollMillis: c.opts.Poll.Milliseconds(), start: time.Now()}
 		name, status := fill(r, s, v)
 		v.Notes = append(c.takeNotes(w, r, s), v.Notes...)
 		c.render(w, name, status, v)
@@ -453,6 +458,12 @@ func (c *console) render(w http.ResponseWriter, name string, status int, v *view
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if !v.start.IsZero() {
+		// What the page cost the server, ledger reads and rendering
+		// included, for the browser's devtools and
+		// PerformanceNavigationTiming.serverTiming.
+		w.Header().Set("Server-Timing", fmt.Sprintf("page;dur=%.1f;desc=%q", float64(time.Since(v.start).Microseconds())/1000, name))
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
 }
