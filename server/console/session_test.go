@@ -120,7 +120,7 @@ func TestSignOutEverywhere(t *testing.T) {
 	olgaCSRF := e.signIn(t, olga, olgaTok)
 	e.signIn(t, agent, runTok)
 	_, page, _ := e.get(t, rita1, "/ui/approvals")
-	if !strings.Contains(page, `action="/ui/signout/everywhere"`) || strings.Contains(page, `name="principal"`) {
+	if !strings.Contains(page, `action="/ui/signout/everywhere"`) || strings.Contains(page, `id="end-principal"`) {
 		t.Errorf("an approver's page: want the sign-out-everywhere button without a principal field")
 	}
 	_, page, _ = e.get(t, olga, "/ui/approvals")
