@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -29,9 +28,9 @@ const maxConns = 20
 var quiet = slog.New(slog.DiscardHandler)
 
 func init() {
-	register(system{name: "postgres-raw", open: openPostgresRaw})
-	register(system{name: "connhost-postgres", floor: "postgres-raw", open: openConnhostPostgres})
-	register(system{name: "dbos", floor: "postgres-raw", open: openDBOS})
+	register(system{name: "postgres-raw", postgres: true, open: openPostgresRaw})
+	register(system{name: "connhost-postgres", postgres: true, floor: "postgres-raw", open: openConnhostPostgres})
+	register(system{name: "dbos", postgres: true, floor: "postgres-raw", open: openDBOS})
 	register(system{name: "pebble-raw", open: openPebbleRaw})
 	register(system{name: "connhost-pebble", floor: "pebble-raw", open: openConnhostPebble})
 	register(system{name: "restate", floor: "pebble-raw", open: openRestate})
@@ -205,5 +204,3 @@ func executorOp(ctx context.Context, ex *host.Executor) (func(context.Context) e
 	}
 	return op, stop, nil
 }
-
-var _ = os.Getpid

@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/connhost/connhost/devkit/testing/testenv"
 )
 
@@ -45,6 +47,9 @@ type system struct {
 	// floor names the system whose operation is this one's storage floor
 	// ("" for a floor itself).
 	floor string
+	// postgres: the system writes to the PostgreSQL server, whose write
+	// transactions per execution are counted in the sequential runs.
+	postgres bool
 	// open starts the system and returns one operation (one execution
 	// under a new id) and a function that stops it.
 	open func(ctx context.Context, env *env) (op func(context.Context) error, stop func(), err error)
@@ -53,13 +58,16 @@ type system struct {
 // env is what the systems share: the PostgreSQL server, the scratch
 // directory on the disk under test, the number of concurrent callers.
 type env struct {
-	pg       *testenv.Postgres
-	dsn      func(ctx context.Context) (string, error)
-	dir      string
-	repo     string
-	callers  int
-	restate  string
-	progress func(format string, args ...any)
+	dsn     func(ctx context.Context) (string, error)
+	admin   string // the server's own database, for counting transactions
+	dir     string
+	repo    string
+	callers int
+	restate string
+	// temporalPragmas are SQLite pragmas for Temporal's database
+	// (key=value, comma-separated).
+	temporalPragmas string
+	progress        func(format string, args ...any)
 }
 
 // registry holds every system by name, in the order they are measured.
@@ -143,8 +151,12 @@ type result struct {
 	// execution over the floor's, and concurrent executions per second
 	// over the floor's (as connhost bench ledger reports them).
 	SeqRatio []float64 `json:"seq_mean_over_floor_seq_mean,omitempty"`
-	ParRatio []float64 `json:"par_per_s_over_floor_par_per_s,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	// WriteXacts: on PostgreSQL, the write transactions the server
+	// committed per execution in each sequential run (transaction ids
+	// consumed; read-only transactions take none).
+	WriteXacts []float64 `json:"pg_write_xacts_per_execution,omitempty"`
+	ParRatio   []float64 `json:"par_per_s_over_floor_par_per_s,omitempty"`
+	Error      string    `json:"error,omitempty"`
 }
 
 type report struct {
@@ -193,6 +205,7 @@ Flags:
 	dsn := fs.String("dsn", "", "a PostgreSQL server's connection string (superuser; a database per system is created); default: start a private durable cluster (fsync, synchronous commit on)")
 	only := fs.String("systems", "", "comma-separated systems to measure (default: all)")
 	restateBin := fs.String("restate-server", "node_modules/@restatedev/restate-server-linux-x64/bin/restate-server", "the restate-server binary (npm ci installs it here)")
+	pragmas := fs.String("temporal-sqlite-pragmas", "", "SQLite pragmas for Temporal's database, key=value,… (default: none, SQLite's defaults as the Temporal CLI's dev server has them; e.g. journal_mode=wal,synchronous=full)")
 	repo := fs.String("repo", "../..", "connhost's source tree (the no-op connector is built from it)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -223,7 +236,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "%6.1fs  %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	e := &env{callers: *callers, progress: progress}
+	e := &env{callers: *callers, progress: progress, temporalPragmas: *pragmas}
 	var err error
 	if e.repo, err = filepath.Abs(*repo); err != nil {
 		return err
@@ -243,6 +256,7 @@ Flags:
 	}
 	if *dsn != "" {
 		base := *dsn
+		e.admin = base
 		var n atomic.Int64
 		e.dsn = func(ctx context.Context) (string, error) {
 			return createDatabase(ctx, base, fmt.Sprintf("peerbench_%d_%d", os.Getpid(), n.Add(1)))
@@ -254,13 +268,19 @@ Flags:
 			return err
 		}
 		defer pg.Stop()
-		e.pg = pg
 		e.dsn = pg.CreateDatabase
+		e.admin = pg.DSN("postgres")
 	}
 
+	admin, err := pgx.Connect(ctx, e.admin)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
 	type opened struct {
 		res *result
 		op  func(context.Context) error
+		pg  bool
 	}
 	var live []opened
 	rep := &report{Started: began.UTC(), Rounds: *rounds, SeqOps: *seqOps, ParOps: *parOps, Callers: *callers, CPUs: runtime.NumCPU(), Dir: e.dir}
@@ -281,12 +301,23 @@ Flags:
 			progress("%s: %v", s.name, err)
 			continue
 		}
-		live = append(live, opened{res, op})
+		live = append(live, opened{res, op, s.postgres})
 	}
 	for r := range *rounds {
 		for k := range live {
 			o := live[(k+r)%len(live)] // rotate who goes first
-			seq, err := measure(ctx, o.op, *seqOps, 1)
+			var before, after int64
+			if o.pg {
+				before, err = nextXID(ctx, admin)
+			}
+			var seq run
+			if err == nil {
+				seq, err = measure(ctx, o.op, *seqOps, 1)
+			}
+			if err == nil && o.pg {
+				after, err = nextXID(ctx, admin)
+				o.res.WriteXacts = append(o.res.WriteXacts, float64(after-before)/float64(seq.Ops))
+			}
 			if err == nil {
 				o.res.Seq = append(o.res.Seq, seq)
 				var par run
@@ -327,6 +358,14 @@ Flags:
 	return nil
 }
 
+// nextXID returns the next transaction id the server will assign (it
+// consumes none itself: a read-only query).
+func nextXID(ctx context.Context, conn *pgx.Conn) (int64, error) {
+	var x int64
+	err := conn.QueryRow(ctx, "SELECT pg_snapshot_xmax(pg_current_snapshot())::TEXT::BIGINT").Scan(&x)
+	return x, err
+}
+
 func names() []string {
 	var n []string
 	for _, s := range registry {
@@ -360,6 +399,15 @@ func printTable(w io.Writer, rep *report) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", res.System,
 			spread(get(res.Seq, ps), "%.0f"), spread(get(res.Seq, p50), "%.0f µs"), spread(get(res.Seq, p99), "%.0f µs"), ratio(res.SeqRatio),
 			spread(get(res.Par, ps), "%.0f"), spread(get(res.Par, p50), "%.0f µs"), spread(get(res.Par, p99), "%.0f µs"), ratio(res.ParRatio))
+	}
+	var xacts []string
+	for _, res := range rep.Results {
+		if len(res.WriteXacts) > 0 {
+			xacts = append(xacts, res.System+" "+spread(res.WriteXacts, "%.2f"))
+		}
+	}
+	if len(xacts) > 0 {
+		fmt.Fprintf(w, "\nPostgreSQL write transactions per execution (sequential runs): %s\n", strings.Join(xacts, "; "))
 	}
 }
 
