@@ -431,5 +431,9 @@ func ratio(xs []float64) string {
 	if len(xs) == 0 {
 		return "(floor)"
 	}
-	return spread(xs, "%.2f×")
+	format := "%.2f×"
+	if slices.Max(xs) < 0.1 {
+		format = "%.3f×"
+	}
+	return spread(xs, format)
 }
