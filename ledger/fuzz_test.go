@@ -152,3 +152,27 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeConsoleSession: decoding an arbitrary stored console session
+// never panics, and one that decodes re-encodes to the same session.
+func FuzzDecodeConsoleSession(f *testing.F) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Add(encodeConsoleSession(ConsoleSession{Principal: "rita", Created: now, Expires: now.Add(time.Hour)}))
+	f.Add(encodeConsoleSession(ConsoleSession{Principal: "olga", Created: now, Expires: now.Add(time.Hour), Revoked: now.Add(time.Minute)}))
+	f.Add([]byte{consoleVersion, '{', '}'})
+	f.Add([]byte{})
+	k := consoleKey(ConsoleSessionKey("id"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := decodeConsoleSession(k, b)
+		if err != nil {
+			return
+		}
+		s2, err := decodeConsoleSession(k, encodeConsoleSession(s))
+		if err != nil {
+			t.Fatalf("a decoded session does not decode once re-encoded: %v", err)
+		}
+		if !reflect.DeepEqual(s, s2) {
+			t.Fatalf("round trip differs:\n%+v\n%+v", s, s2)
+		}
+	})
+}

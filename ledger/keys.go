@@ -32,6 +32,8 @@ import (
 //	i/<intent key, 32 bytes><unix nanos u64 BE, sign-flipped>/<id>
 //	                                    duplicate-intent index: a guarded record (DuplicateWindow > 0)
 //	                                    by its IntentKey and creation time, until pruned
+//	u/<sha256, 32 bytes>                console session (see console.go), by ConsoleSessionKey,
+//	                                    until pruned
 //
 // <id> is a raw execution id where it is the whole rest of the key (r/, p/,
 // t/, c/, d/, i/), so r/ iterates in execution-id order for List. A part marked * is

@@ -18,12 +18,17 @@ const pruneBatch = 512
 // record with a tombstone, in synced batches of up to 512 records. Records
 // are terminal, so no Create or Apply can race with their removal (both
 // only read a terminal record); a crash between batches leaves a prefix of
-// the work done and the rest still in the index for the next Prune.
+// the work done and the rest still in the index for the next Prune. It
+// first deletes the console sessions that expired before olderThan
+// (ConsoleSessions).
 func (d *DB) Prune(ctx context.Context, olderThan time.Time) (int, error) {
 	if err := d.enter(ctx); err != nil {
 		return 0, err
 	}
 	defer d.exit()
+	if err := d.pruneConsole(olderThan); err != nil {
+		return 0, err
+	}
 	pruned := 0
 	now := d.opts.Now()
 	for {

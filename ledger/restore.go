@@ -354,6 +354,11 @@ func (d *DB) acceptRestore(ctx context.Context, acc RestoreAcceptance) (RestoreR
 	b := d.db.NewBatch()
 	_ = b.Set(restoreKey(next), a, nil)
 	_ = b.Set(generationKey, encodeHWM(next), nil)
+	// The backup may hold console sessions signed out since it was taken.
+	if err := d.revokeConsoleAll(b, d.opts.Now()); err != nil {
+		_ = b.Close()
+		return rep, err
+	}
 	err = b.Commit(pebble.Sync)
 	_ = b.Close()
 	if err != nil {

@@ -342,6 +342,40 @@ func TestAcceptRestoreNamesEverySession(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid, "by and reason are required")
 }
 
+// TestAcceptRestoreRevokesConsoleSessions: a backup holds a console
+// session signed out after it was taken; once the restore is accepted the
+// session is signed out again (every session is).
+func TestAcceptRestoreRevokesConsoleSessions(t *testing.T) {
+	ctx := context.Background()
+	dp := newDeployment(t)
+	db := dp.mustOpen()
+	createIn(t, db, "a", "s1")
+	now := time.Now()
+	s := ConsoleSession{Key: ConsoleSessionKey("id"), Principal: "rita", Created: now, Expires: now.Add(time.Hour)}
+	require.NoError(t, db.AddConsoleSession(ctx, s))
+	require.NoError(t, db.Close())
+	backup := dp.backup()
+	db = dp.mustOpen()
+	require.NoError(t, db.RevokeConsoleSession(ctx, s.Key, now))
+	require.NoError(t, db.Close())
+	dp.restore(backup)
+	db = dp.mustOpen(func(o *Options) { o.accepting = true })
+	got, err := db.ConsoleSession(ctx, s.Key)
+	require.NoError(t, err)
+	require.True(t, got.Live(now), "the backup holds the session live")
+	require.NoError(t, db.Close())
+
+	rep, err := AcceptRestore(ctx, dp.options(), RestoreAcceptance{By: "ops", Reason: "restored"})
+	require.NoError(t, err)
+	require.True(t, rep.Accepted)
+	db = dp.mustOpen()
+	got, err = db.ConsoleSession(ctx, s.Key)
+	require.NoError(t, err)
+	require.False(t, got.Revoked.IsZero(), "a session signed out after the backup is signed out once the restore is accepted")
+	checkInvariants(t, db)
+	require.NoError(t, db.Close())
+}
+
 // TestAcceptRestoreNothingToAccept: a healthy ledger is left as it is.
 func TestAcceptRestoreNothingToAccept(t *testing.T) {
 	dp := newDeployment(t)

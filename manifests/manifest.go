@@ -5,6 +5,17 @@
 // pinned module digest), what it may reach (HTTP allowlist, config keys),
 // its limits, and per operation: effect class, recovery policy, approval
 // requirement, attempt cap and the JSON Schema of its arguments.
+//
+// The [provider] table says what the connector's provider guarantees
+// (its idempotency key and how long it keeps it) and, in search, where an
+// operator looks for a call whose outcome is unknown: an http(s) URL
+// template with the placeholders {execution_id} and {key} only, kept out
+// of the scheme and host, checked at load and filled by
+// Provider.SearchURL, e.g.
+//
+//	[provider]
+//	name = "Stripe"
+//	search = "https://dashboard.stripe.com/search?query=metadata%5Bconnhost_execution_id%5D%3A{execution_id}"
 package manifests
 
 import (
@@ -102,6 +113,14 @@ type Provider struct {
 	// older than this is not re-dispatched (see host.Options.KeyRetention,
 	// which bounds it too).
 	IdempotencyRetention time.Duration
+	// Search is where an operator looks for a call at the provider, when
+	// its outcome is unknown (provider.search): an http(s) URL template
+	// whose only placeholders are {execution_id} and {key} (the
+	// idempotency key the connector was handed), e.g. Stripe's dashboard
+	// search by the metadata the connector writes. The console links a
+	// recovery_required call to it (SearchURL). "" when the manifest
+	// declares none.
+	Search string
 }
 
 // IdempotencyKey names where the provider reads the key it

@@ -554,6 +554,13 @@ func (p *parser) provider(pv *Provider, prim toml.Primitive) {
 		}
 		pv.IdempotencyField = s
 	}
+	sf := get("search")
+	if s, ok := p.str(sf, false); ok {
+		if err := checkSearch(s); err != nil {
+			p.add(sf.line, sf.label, "%v", err)
+		}
+		pv.Search = s
+	}
 	rf := get("idempotency_retention")
 	pv.IdempotencyRetention = p.duration(rf, minIdempotencyRetention, maxIdempotencyRetention, 0)
 	switch {
@@ -735,7 +742,7 @@ var knownKeys = map[string]bool{
 	"limits.memory_mib": true, "limits.timeout": true, "limits.max_output_kib": true, "limits.instances": true,
 	"limits.log_kib": true, "limits.log_records": true,
 	"provider.name": true, "provider.idempotency_header": true, "provider.idempotency_retention": true, "provider.idempotency_field": true,
-	"operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
+	"provider.search": true, "operation.name": true, "operation.description": true, "operation.effect": true, "operation.recovery": true,
 	"operation.requires_approval": true, "operation.approval_ttl": true, "operation.max_attempts": true,
 	"operation.input_schema": true, "operation.reconcile_settle": true, "operation.outcome_durability": true,
 	"operation.review": true, "operation.money": true, "operation.duplicate_window": true, "operation.on_duplicate": true,

@@ -703,12 +703,19 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 		}
 		return s
 	}
+	// table is a top-level section that must be a table ([name]).
+	table := func(top string, v any) (map[string]any, bool) {
+		t, ok := v.(map[string]any)
+		if !ok {
+			bad(top, "%s must be a table", top)
+		}
+		return t, ok
+	}
 	for top, v := range raw {
 		switch top {
 		case "server":
-			t, ok := v.(map[string]any)
+			t, ok := table(top, v)
 			if !ok {
-				bad(top, "server must be a table")
 				continue
 			}
 			var tokenEnv string
@@ -817,9 +824,8 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				c.AllowHTTP[name] = originList(key, v, bad)
 			})
 		case "limits":
-			t, ok := v.(map[string]any)
+			t, ok := table(top, v)
 			if !ok {
-				bad(top, "limits must be a table")
 				continue
 			}
 			for k, v := range t {
@@ -864,30 +870,26 @@ func ParseConfig(path string, data []byte, env func(string) (string, bool)) (*Co
 				}
 			}
 		case "notify":
-			t, ok := v.(map[string]any)
+			t, ok := table(top, v)
 			if !ok {
-				bad(top, "notify must be a table")
 				continue
 			}
 			c.Notify = parseNotify(t, env, bad)
 		case "oidc":
-			t, ok := v.(map[string]any)
+			t, ok := table(top, v)
 			if !ok {
-				bad(top, "oidc must be a table")
 				continue
 			}
 			c.OIDC = parseOIDC(t, env, bad)
 		case "telemetry":
-			t, ok := v.(map[string]any)
+			t, ok := table(top, v)
 			if !ok {
-				bad(top, "telemetry must be a table")
 				continue
 			}
 			c.Telemetry = parseTelemetry(t, env, bad)
 		case "mcp":
-			t, ok := v.(map[string]any)
+			t, ok := table(top, v)
 			if !ok {
-				bad(top, "mcp must be a table")
 				continue
 			}
 			for k, v := range t {

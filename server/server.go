@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -210,7 +208,7 @@ func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logg
 	api.MCP = mcpSrv.HTTPHandler()
 	s.mcp = mcpSrv
 	ui, err := console.New(console.Options{Executor: s.ex, Principals: principals, Anonymous: api.Anonymous,
-		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger, SignOutFile: signOutFile(cfg, principals),
+		Dev: opts.Dev, Secure: api.Secure, Throttle: api.Throttle, Audit: s.audit, Logger: logger,
 		OIDC: cfg.ConsoleOIDC()})
 	if err != nil {
 		return fail(err)
@@ -218,21 +216,6 @@ func newServer(ctx context.Context, opts Options, cfg *Config, logger *slog.Logg
 	api.Console = ui
 	s.api = api
 	return s, nil
-}
-
-// signOutFile is where the console keeps its sign-outs: in the data
-// directory, when the server has principals to sign in and the directory
-// exists (else in memory).
-func signOutFile(cfg *Config, principals []httpapi.Principal) string {
-	c := *cfg
-	c.EnsureDefaults()
-	if len(principals) == 0 {
-		return ""
-	}
-	if fi, err := os.Stat(c.Server.Data); err != nil || !fi.IsDir() {
-		return ""
-	}
-	return filepath.Join(c.Server.Data, "console-signouts")
 }
 
 // Executor returns the executor the server serves.

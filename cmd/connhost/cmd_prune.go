@@ -18,7 +18,9 @@ func (a *app) pruneCommand() *cobra.Command {
 terminal (succeeded, failed, rejected, expired, abandoned, cancelled) more
 than --older-than ago. Each pruned execution id keeps a tombstone, so the
 same tool call is never executed again as new: re-issuing it is refused
-with "pruned". Pending and recovery_required executions are never pruned.`,
+with "pruned". Pending and recovery_required executions are never pruned.
+It also deletes the console sessions that expired more than --older-than
+ago (revoked or not: an expired session opens nothing).`,
 		Example: `  connhost prune --config docs/connhost.example.toml --older-than 720h
   connhost prune --config docs/connhost.example.toml --older-than 2160h --json`,
 		Args: cobra.NoArgs,

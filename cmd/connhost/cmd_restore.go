@@ -212,7 +212,9 @@ accept-restore fences what the backup may have forgotten:
   - every session the witness saw written after the backup gets a
     recovery_required record of its own (tool connhost.restore), which
     fences the session: a call of it that the backup does not know is
-    refused (session_fenced) instead of running again.
+    refused (session_fenced) instead of running again;
+  - every console session is signed out: the backup may hold one live
+    that was signed out after it.
 
 Check each with its provider, then resolve it: connhost resolve <id>
 --applied (it happened), --not-applied --retry (it did not, run it; a call

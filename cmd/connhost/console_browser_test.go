@@ -63,7 +63,7 @@ func artifactsDir(t *testing.T) string {
 // recovery_required call and sees its session unfenced; a runtime
 // principal sees no action form and its direct POST is refused (403); a
 // form posted from another site is refused and decides nothing. A call
-// that begins to wait is announced on the open inbox without a reload;
+// that begins to wait is shown on the open inbox without a reload;
 // the trail and the executions list fit 1,440 and 390 px without sideways
 // scrolling; axe-core finds no serious or critical violation on any
 // console page; after a restart of the server the reviewer is still
@@ -291,17 +291,17 @@ allow_http = [%q]
 		t.Errorf("after approving the reviewer is at %s, want back at the inbox", u)
 	}
 	// A call that begins to wait while the inbox is open is announced in
-	// its aria-live region, without a reload.
+	// its aria-live region and its card shown, without a reload.
 	var fresh host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-live", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &fresh)
 	announced := time.Now()
-	run("a new call is announced", chromedp.WaitVisible(chromedp.CSS("#live-new a")))
-	t.Logf("a new call began to wait → announced on the open inbox after %v", time.Since(announced).Round(time.Millisecond))
-	if a := text("#live-new a"); a != "1 new call waits — show them" {
+	run("a new call is shown", chromedp.WaitVisible(chromedp.CSS("#inbox-new #"+fresh.Approval.ID)))
+	t.Logf("a new call began to wait → shown on the open inbox after %v", time.Since(announced).Round(time.Millisecond))
+	if a := text("#live-new"); a != "1 new call waits; it is shown first on this page. Reload to sort the page" {
 		t.Errorf("the announcement: %q", a)
 	}
-	accessible("approvals, announcing a new call")
-	run("show the new call", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
+	accessible("approvals, showing a new call")
+	run("reload", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)
 	if again.Status != host.StatusSucceeded || !strings.HasPrefix(again.Receipt, "pi_") || again.Approval.By != "rita" {

@@ -600,7 +600,7 @@ func TestSharedLedgerRollbackProcess(t *testing.T) {
 		c := call{"dropped", "call_1", "effect.plain"}
 		data, id := ran(t, "dropped", c)
 		if err := testenv.ExecDSN(ctx, r.ledger, `DROP TABLE IF EXISTS connhost_executions, connhost_pending, connhost_sessions, connhost_nodes,
-connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migrations`); err != nil {
+connhost_ledger, connhost_restores, connhost_intent_locks, connhost_console_sessions, connhost_schema_migrations`); err != nil {
 			t.Fatal(err)
 		}
 		r.refused(t, data, c, "holds no connhost ledger", "witness "+data+".witness")

@@ -521,3 +521,38 @@ func Write(w io.Writer, fields []Field, indent string) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// Amount returns the first of spec.Money's amounts that args give with
+// their currency: the amount in the currency's major units (as the view's
+// Money shows it) and the upper-case ISO 4217 code. ok is false when args
+// are no JSON object, or give no such amount (none declared, not an
+// integer, no valid currency): an amount is only compared in the currency
+// the call names.
+func Amount(args []byte, spec Spec) (major *big.Rat, currency string, ok bool) {
+	if len(spec.Money) == 0 {
+		return nil, "", false
+	}
+	doc, err := strictjson.ParseObject(args)
+	if err != nil {
+		return nil, "", false
+	}
+	for _, m := range spec.Money {
+		if m.Currency == "" {
+			continue
+		}
+		v, given := lookup(doc, m.Amount)
+		if !given {
+			continue
+		}
+		n, isInt := integer(v)
+		cv, _ := lookup(doc, m.Currency)
+		code, isStr := cv.(string)
+		if !isInt || !isStr || !currencyRE(code) {
+			continue
+		}
+		code = strings.ToUpper(code)
+		scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exponent(code))), nil)
+		return new(big.Rat).SetFrac(n, scale), code, true
+	}
+	return nil, "", false
+}

@@ -350,3 +350,40 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// TestAmount: the amount in major units of the first money field given
+// with its currency; none when the currency is missing or invalid, or the
+// amount is not an integer.
+func TestAmount(t *testing.T) {
+	spec := Spec{Money: []Money{{Amount: "amount", Currency: "currency"}}}
+	for _, tc := range []struct {
+		name, args string
+		spec       Spec
+		want, code string
+	}{
+		{"two decimals", `{"amount":1999,"currency":"usd"}`, spec, "1999/100", "USD"},
+		{"zero decimals", `{"amount":500,"currency":"JPY"}`, spec, "500", "JPY"},
+		{"three decimals", `{"amount":1500,"currency":"kwd"}`, spec, "3/2", "KWD"},
+		{"nested", `{"p":{"a":250,"c":"eur"}}`, Spec{Money: []Money{{Amount: "p.a", Currency: "p.c"}}}, "5/2", "EUR"},
+		{"first given wins", `{"b":7,"c":"usd"}`, Spec{Money: []Money{{Amount: "a", Currency: "c"}, {Amount: "b", Currency: "c"}}}, "7/100", "USD"},
+		{"no currency", `{"amount":1999}`, spec, "", ""},
+		{"bad currency", `{"amount":1999,"currency":"dollars"}`, spec, "", ""},
+		{"not an integer", `{"amount":19.5,"currency":"usd"}`, spec, "", ""},
+		{"no money declared", `{"amount":1999,"currency":"usd"}`, Spec{}, "", ""},
+		{"currency path undeclared", `{"amount":1999,"currency":"usd"}`, Spec{Money: []Money{{Amount: "amount"}}}, "", ""},
+		{"not an object", `[1]`, spec, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, code, ok := Amount([]byte(tc.args), tc.spec)
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("Amount = %v %s, want none", got, code)
+				}
+				return
+			}
+			if !ok || got.RatString() != tc.want || code != tc.code {
+				t.Fatalf("Amount = %v %q %v, want %s %s", got, code, ok, tc.want, tc.code)
+			}
+		})
+	}
+}

@@ -4,7 +4,8 @@
 // that must yield exactly one write, crashes between steps, and the
 // behaviours a caller relies on (ErrExists with the existing record,
 // tombstones, session classification, fences, List order and filters, the
-// due index, the count of approval requests, the duplicate-intent guard).
+// due index, the count of approval requests, the duplicate-intent guard,
+// console sessions).
 //
 // A backend's test calls Run with a Backend that opens its ledgers on fresh
 // storage. Everything is observed through the ledger.Ledger interface only;
@@ -68,6 +69,7 @@ func Run(t *testing.T, b Backend) {
 		{"DuplicateIntent", DuplicateIntent},
 		{"DuplicateRefusals", DuplicateRefusals},
 		{"ConcurrentDuplicates", ConcurrentDuplicates},
+		{"ConsoleSessions", ConsoleSessions},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
 	}

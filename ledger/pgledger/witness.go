@@ -147,7 +147,7 @@ func (d *DB) checkTables(ctx context.Context) error {
 	return nil
 }
 
-var ledgerTables = []string{"connhost_executions", "connhost_pending", "connhost_sessions", "connhost_nodes", "connhost_ledger", "connhost_restores"}
+var ledgerTables = []string{"connhost_executions", "connhost_pending", "connhost_sessions", "connhost_nodes", "connhost_ledger", "connhost_restores", "connhost_console_sessions"}
 
 // openWitness checks the ledger against the witness w Open read (nil if
 // there is none) and starts keeping the witness; existed says whether the
@@ -570,6 +570,11 @@ RETURNING identity, generation, position, probe_id, probe_events, (SELECT events
 		if _, err := tx.Exec(ctx, `INSERT INTO connhost_restores (generation, restored_position, witnessed_position, accepted_by, reason, executions, sessions, unnamed_sessions)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, int64(next), int64(r.restored), int64(r.position), acc.By, acc.Reason,
 			len(rep.Executions), len(rep.Sessions), rep.Unnamed); err != nil {
+			return err
+		}
+		// The restored tables may hold console sessions signed out after
+		// the dump was taken: everyone signs in again.
+		if _, err := tx.Exec(ctx, `UPDATE connhost_console_sessions SET revoked_ns = $1 WHERE revoked_ns IS NULL`, d.opts.Now().UnixNano()); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

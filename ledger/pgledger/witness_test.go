@@ -127,7 +127,8 @@ func TestWitnessTruncate(t *testing.T) {
 // manual call was approved, restored (psql) after the call ran. The
 // restored commit position is behind the witness: refused. AcceptRestore
 // then fences the approved call and the sessions written after the dump,
-// and a dump from before the acceptance is behind again.
+// signs out the console session the dump holds live (signed out after
+// it), and a dump from before the acceptance is behind again.
 func TestWitnessDumpRestore(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.NewPostgresDatabase(t)
@@ -142,11 +143,15 @@ func TestWitnessDumpRestore(t *testing.T) {
 	a.Decision, a.By = ledger.ApprovalApproved, "rita"
 	_, err = db.Apply(ctx, "pay", ledger.Transition{From: ledger.StateAwaitingApproval, To: ledger.StateApproved, Approval: &a})
 	require.NoError(t, err)
+	now := time.Now()
+	console := ledger.ConsoleSession{Key: ledger.ConsoleSessionKey("id"), Principal: "rita", Created: now, Expires: now.Add(time.Hour)}
+	require.NoError(t, db.AddConsoleSession(ctx, console))
 	require.NoError(t, db.Close())
 	dump, err := testenv.DumpDSN(ctx, dsn)
 	require.NoError(t, err)
 
 	db = n.mustOpen()
+	require.NoError(t, db.RevokeConsoleSession(ctx, console.Key, now), "rita signs out after the dump")
 	_, err = db.Apply(ctx, "pay", ledger.Transition{From: ledger.StateApproved, To: ledger.StateDispatched, Attempt: 1})
 	require.NoError(t, err)
 	_, err = db.Apply(ctx, "pay", ledger.Transition{From: ledger.StateDispatched, FromAttempt: 1, To: ledger.StateSucceeded, Attempt: 1,
@@ -180,6 +185,9 @@ func TestWitnessDumpRestore(t *testing.T) {
 	fenced, err = db.Fenced(ctx, ledger.DefaultNamespace, "before")
 	require.NoError(t, err)
 	require.Empty(t, fenced)
+	cs, err := db.ConsoleSession(ctx, console.Key)
+	require.NoError(t, err)
+	require.False(t, cs.Revoked.IsZero(), "the console session the dump holds live, signed out after it, is signed out again")
 	require.NoError(t, db.Close())
 
 	require.NoError(t, testenv.RestoreDSN(ctx, dsn, dump))
@@ -202,7 +210,7 @@ func TestWitnessDropTables(t *testing.T) {
 	_, err := n.open()
 	damaged(t, err, ledger.DamageMissing, "connhost_pending", "are gone")
 
-	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_executions, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks, connhost_schema_migrations`))
+	require.NoError(t, testenv.ExecDSN(ctx, dsn, `DROP TABLE connhost_executions, connhost_sessions, connhost_nodes, connhost_ledger, connhost_restores, connhost_intent_locks, connhost_console_sessions, connhost_schema_migrations`))
 	_, err = n.open()
 	damaged(t, err, ledger.DamageMissing, "no connhost tables", "witness "+n.witness, "AcceptRestore")
 	require.Zero(t, tables(t, dsn), "no table was created")

@@ -427,11 +427,15 @@ FROM victims v WHERE x.id = v.id`
 // its events with its tombstone; a crash between transactions
 // leaves a prefix of the work done and the rest for the next Prune. Get,
 // Apply and Events then answer ErrPruned, and Create on the id is refused.
+// It first deletes the console sessions that expired before olderThan.
 func (d *DB) Prune(ctx context.Context, olderThan time.Time) (_ int, err error) {
 	if err := d.enter(ctx); err != nil {
 		return 0, err
 	}
 	defer d.leave(&err)
+	if err := d.pruneConsole(ctx, olderThan); err != nil {
+		return 0, err
+	}
 	pruned := 0
 	now := d.opts.Now().UnixNano()
 	for {

@@ -13,10 +13,11 @@
 //
 // A browser signs in with a principal's token; the console hands it a
 // session cookie (HttpOnly, SameSite=Strict) that names the principal and
-// is signed with a key derived from the principal's token, so that every
-// process with the same principals accepts it (a restart, a fleet's
-// nodes), and rotating the token ends it. A sign-out is kept in a list
-// (Options.SignOutFile) until the session would have expired. On a
+// is signed with a key derived from the principal's token, so that
+// rotating the token ends it, and records the session in the ledger
+// (Options.Sessions) under a hash of its id, so that every process reading
+// the ledger (a restart, a fleet's nodes) knows it, and a sign-out, or a
+// "sign out everywhere", ends it on all of them. On a
 // server without credentials no sign-in
 // happens and nothing is kept per browser: the cookie's random id and an
 // HMAC of it are the session and its CSRF token. Every form carries the
@@ -41,12 +42,14 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/connhost/connhost/host"
 	"github.com/connhost/connhost/internal/audit"
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/server/httpapi"
 )
 
@@ -100,10 +103,12 @@ type Options struct {
 	// SessionTTL is how long a sign-in lasts. The default value is
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
-	// SignOutFile is the file that keeps the sessions signed out before
-	// they expire, so that a restart still refuses their cookies. The
-	// default value ("") keeps them in memory: a restart forgets them.
-	SignOutFile string
+	// Sessions keeps the signed-in sessions, shared by every process
+	// that reads it. The default value is the executor's ledger
+	// (Executor.Ledger()), which both backends make a
+	// ledger.ConsoleSessions; New fails when the server has Principals
+	// and neither keeps sessions.
+	Sessions ledger.ConsoleSessions
 	// Throttle limits failed sign-ins per source; pass the API's
 	// (httpapi.Options.Throttle) so that a source's failures count alike
 	// wherever it guesses. The default value is a Throttle of its own.
@@ -124,9 +129,8 @@ type Options struct {
 }
 
 type console struct {
-	opts     Options
-	creds    []credential
-	signouts *signouts
+	opts  Options
+	creds []credential
 	// oidc is the OpenID Connect sign-in (nil without Options.OIDC).
 	oidc *oidcSignin
 	// key derives the CSRF tokens of anonymous sessions
@@ -180,11 +184,13 @@ func newConsole(o Options) (*console, error) {
 	if o.Throttle == nil {
 		o.Throttle = httpapi.NewThrottle(httpapi.ThrottleOptions{Logger: o.Logger, Now: o.Now})
 	}
-	so, err := openSignouts(o.SignOutFile, o.Now())
-	if err != nil {
-		return nil, err
+	if o.Sessions == nil {
+		o.Sessions, _ = o.Executor.Ledger().(ledger.ConsoleSessions)
 	}
-	c := &console{opts: o, signouts: so, key: []byte(randomToken())}
+	if o.Sessions == nil && len(o.Principals) > 0 {
+		return nil, fmt.Errorf("console: the ledger (%T) keeps no console sessions (ledger.ConsoleSessions)", o.Executor.Ledger())
+	}
+	c := &console{opts: o, key: []byte(randomToken())}
 	for _, p := range o.Principals {
 		c.creds = append(c.creds, credential{p: p, sum: sha256.Sum256([]byte(p.Token)), key: sessionKey(p.Token)})
 	}
@@ -193,6 +199,7 @@ func newConsole(o Options) (*console, error) {
 		for _, p := range o.Principals {
 			names[p.Name] = true
 		}
+		var err error
 		if c.oidc, err = newOIDCSignin(*o.OIDC, names); err != nil {
 			return nil, err
 		}
@@ -217,6 +224,7 @@ func newConsole(o Options) (*console, error) {
 	}
 	mux.HandleFunc("GET "+Prefix+"{$}", c.page(c.home))
 	mux.HandleFunc("POST "+Prefix+"signout", c.action(nil, c.signout))
+	mux.HandleFunc("POST "+Prefix+"signout/everywhere", c.action(nil, c.signoutEverywhere))
 	mux.HandleFunc("GET "+Prefix+"approvals", c.page(c.approvals))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/approve", c.action(deciders(httpapi.RoleApprover), c.approve))
 	mux.HandleFunc("POST "+Prefix+"approvals/{id}/reject", c.action(deciders(httpapi.RoleApprover), c.reject))
@@ -224,6 +232,7 @@ func newConsole(o Options) (*console, error) {
 	mux.HandleFunc("GET "+Prefix+"recovery", c.page(c.recovery))
 	mux.HandleFunc("GET "+Prefix+"find", c.find)
 	mux.HandleFunc("GET "+Prefix+"approvals/new", c.newCalls)
+	mux.HandleFunc("GET "+Prefix+"approvals/new/cards", c.newCards)
 	mux.HandleFunc("POST "+Prefix+"executions/{id}/resolve", c.action(deciders(httpapi.RoleApprover, httpapi.RoleOperator), c.resolve))
 	mux.HandleFunc("GET "+Prefix+"executions", c.page(c.executions))
 	mux.HandleFunc("GET "+Prefix+"executions/{id}", c.page(c.execution))
@@ -236,9 +245,10 @@ func newConsole(o Options) (*console, error) {
 	return c, nil
 }
 
-// csp allows the console's own stylesheet and script (static/live.js,
-// which only polls the console and announces) and nothing else: no inline
-// script, no frame, no form posting elsewhere.
+// csp allows the console's own stylesheet and scripts (static/live.js,
+// which polls the console, announces and shows new calls; static/keys.js,
+// the keyboard shortcuts, which submit only the page's own forms) and
+// nothing else: no inline script, no frame, no form posting elsewhere.
 const csp = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // securityHeaders sets the headers every console answer carries; secure
@@ -278,18 +288,36 @@ func (c *console) lookup(token string) (credential, bool) {
 // browser then acts as Options.Anonymous.
 func (c *console) anonymous() bool { return len(c.creds) == 0 }
 
-// current returns the request's session: the cookie's, or, on a server
-// without credentials, the anonymous principal's (anonymousSession).
-func (c *console) current(w http.ResponseWriter, r *http.Request) (session, bool) {
+// current returns the request's session: the cookie's, when the ledger
+// holds it live (checkSession), or, on a server without credentials, the
+// anonymous principal's (anonymousSession). It returns errSignedOut when
+// the request has no such session, or the error that kept it from
+// reading the ledger.
+func (c *console) current(w http.ResponseWriter, r *http.Request) (session, error) {
 	if c.anonymous() {
-		return c.anonymousSession(w, r), true
+		return c.anonymousSession(w, r), nil
 	}
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if s, ok := verify(c.creds, ck.Value, c.opts.Now()); ok && !c.signouts.has(s.id) {
-			return s, true
-		}
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{}, errSignedOut
 	}
-	return session{}, false
+	s, ok := verify(c.creds, ck.Value, c.opts.Now())
+	if !ok {
+		return session{}, errSignedOut
+	}
+	if err := c.checkSession(r.Context(), s); err != nil {
+		return session{}, err
+	}
+	return s, nil
+}
+
+// unavailable answers a request whose session could not be read from the
+// ledger: nothing is shown or done, and the browser stays signed in.
+func (c *console) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	c.opts.Logger.ErrorContext(r.Context(), "console: session not checked", "path", r.URL.Path, "err", err)
+	w.Header().Set("Retry-After", "5")
+	c.render(w, "refused", http.StatusServiceUnavailable, &view{Title: "Unavailable",
+		Notes: []note{{Error: true, Text: "the console could not check this session in the ledger (" + err.Error() + "); nothing was shown or done: try again in a moment"}}})
 }
 
 // anonymousSession returns the session of a browser on a server without
@@ -372,7 +400,10 @@ type view struct {
 	Dev       bool
 	CanDecide bool
 	CanSettle bool
-	CSRF      string
+	// EndsOthers: the principal may end another principal's sessions
+	// (role operator, signoutEverywhere).
+	EndsOthers bool
+	CSRF       string
 	// PollMillis is Options.Poll, for the page's script.
 	PollMillis int64
 	// Back is the page a decision made here returns to (the list as
@@ -384,22 +415,30 @@ type view struct {
 	// Goto, when set, is the console page the browser goes on to at once.
 	Goto string
 	Data any
+	// start is when the page's request began to be answered, for its
+	// Server-Timing header (zero: none).
+	start time.Time
 }
 
 // page wraps a GET handler: the session (else the sign-in form), then the
 // page the handler fills.
 func (c *console) page(fill func(r *http.Request, s session, v *view) (string, int)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.current(w, r)
-		if !ok {
+		s, err := c.current(w, r)
+		if errors.Is(err, errSignedOut) {
 			http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		if err != nil {
+			c.unavailable(w, r, err)
 			return
 		}
 		c.noteAccess(r, s)
 		v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
-			CanDecide: s.principal.Has(httpapi.RoleApprover),
-			CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
-			CSRF:      s.csrf, PollMillis: c.opts.Poll.Milliseconds()}
+			CanDecide:  s.principal.Has(httpapi.RoleApprover),
+			CanSettle:  s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
+			EndsOthers: s.principal.Has(httpapi.RoleOperator),
+			CSRF:       s.csrf, PollMillis: c.opts.Poll.Milliseconds(), start: time.Now()}
 		name, status := fill(r, s, v)
 		v.Notes = append(c.takeNotes(w, r, s), v.Notes...)
 		c.render(w, name, status, v)
@@ -419,6 +458,12 @@ func (c *console) render(w http.ResponseWriter, name string, status int, v *view
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if !v.start.IsZero() {
+		// What the page cost the server, ledger reads and rendering
+		// included, for the browser's devtools and
+		// PerformanceNavigationTiming.serverTiming.
+		w.Header().Set("Server-Timing", fmt.Sprintf("page;dur=%.1f;desc=%q", float64(time.Since(v.start).Microseconds())/1000, name))
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
 }
@@ -439,9 +484,13 @@ func (c *console) action(roles []httpapi.Role, act func(w http.ResponseWriter, r
 			c.refuse(w, r, session{}, refusal{http.StatusForbidden, "refused: " + why + "; act from the console's own pages"})
 			return
 		}
-		s, ok := c.current(w, r)
-		if !ok {
+		s, err := c.current(w, r)
+		if errors.Is(err, errSignedOut) {
 			c.refuse(w, r, session{}, refusal{http.StatusUnauthorized, "refused: sign in first"})
+			return
+		}
+		if err != nil {
+			c.unavailable(w, r, err)
 			return
 		}
 		c.noteAccess(r, s)
@@ -599,7 +648,12 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, fmt.Sprintf("principal %q has role %s only, which reads /metrics and nothing else", p.Name, rolesText(p.Roles)))
 		return
 	}
-	_, value := issue(cr, c.opts.Now().Add(c.opts.SessionTTL))
+	value, err := c.startSession(r.Context(), cr)
+	if err != nil {
+		c.opts.Logger.ErrorContext(r.Context(), "console: sign-in not recorded", "principal", p.Name, "err", err)
+		form(http.StatusServiceUnavailable, "the sign-in could not be recorded ("+err.Error()+"); try again in a moment")
+		return
+	}
 	c.clearCookie(w, r, signinCookie)
 	c.setCookie(w, r, sessionCookie, value, c.opts.SessionTTL)
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
@@ -610,15 +664,64 @@ func (c *console) signout(w http.ResponseWriter, r *http.Request, s session) (st
 	if c.anonymous() {
 		return Prefix, note{Text: "signed out"}
 	}
-	if err := c.signouts.add(s, c.opts.Now()); err != nil {
-		// The browser's cookie is cleared; a copy of it would still open
-		// the console after a restart, until it expires.
-		c.opts.Logger.ErrorContext(r.Context(), "console: sign-out not kept", "principal", s.principal.Name, "err", err)
-		v := &view{Title: "Sign-out", Notes: []note{{Error: true, Text: "signed out in this browser, but the server could not record the sign-out (" + err.Error() +
-			"): a copy of the session's cookie would open the console again after a restart, until " + when(s.expires) + ", or until principal " + s.principal.Name + "'s token is changed"}}}
-		c.render(w, "refused", http.StatusInternalServerError, v)
+	err := c.opts.Sessions.RevokeConsoleSession(r.Context(), ledger.ConsoleSessionKey(s.id), c.opts.Now())
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) { // not found: pruned since, so signed out
+		c.signoutNotRecorded(w, r, s, err, "")
 		return "", note{}
 	}
 	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 	return "", note{}
+}
+
+// signoutNotRecorded answers a sign-out the ledger did not record: the
+// browser's cookie is cleared, but a copy of it would still open the
+// console until it expires.
+func (c *console) signoutNotRecorded(w http.ResponseWriter, r *http.Request, s session, err error, what string) {
+	c.opts.Logger.ErrorContext(r.Context(), "console: sign-out not recorded", "principal", s.principal.Name, "err", err)
+	if what == "" {
+		what = "a copy of this session's cookie would still open the console until " + when(s.expires)
+	}
+	v := &view{Title: "Sign-out", Notes: []note{{Error: true, Text: "signed out in this browser, but the ledger did not record the sign-out (" + err.Error() +
+		"): " + what + ", or until principal " + s.principal.Name + "'s token is changed; sign in and try again"}}}
+	c.render(w, "refused", http.StatusServiceUnavailable, v)
+}
+
+// signoutEverywhere ends every session of a principal, on every node: the
+// signed-in principal's own (the form names none, or names it), after
+// which this browser signs in again; or, for a principal with role
+// operator, the sessions of the principal the form names (a lost laptop,
+// a reviewer leaving), which leaves the operator signed in.
+func (c *console) signoutEverywhere(w http.ResponseWriter, r *http.Request, s session) (string, note) {
+	if c.anonymous() {
+		c.clearCookie(w, r, sessionCookie)
+		return Prefix, note{Text: "signed out: this server has no credentials, so it keeps no sessions to end elsewhere"}
+	}
+	name := strings.TrimSpace(r.PostForm.Get("principal"))
+	own := name == "" || name == s.principal.Name
+	if own {
+		name = s.principal.Name
+	} else if !s.principal.Has(httpapi.RoleOperator) {
+		c.refuse(w, r, s, refusal{http.StatusForbidden, fmt.Sprintf("refused: ending another principal's sessions needs role operator; principal %q has %s",
+			s.principal.Name, rolesText(s.principal.Roles))})
+		return "", note{}
+	} else if !slices.ContainsFunc(c.creds, func(cr credential) bool { return cr.p.Name == name }) {
+		return Prefix, note{Error: true, Text: fmt.Sprintf("no principal of this server is named %q: no session was ended", name)}
+	}
+	n, err := c.opts.Sessions.RevokeConsoleSessions(r.Context(), name, c.opts.Now())
+	if err != nil {
+		if own {
+			c.clearCookie(w, r, sessionCookie)
+			c.signoutNotRecorded(w, r, s, err, "the other sessions of "+name+" stay signed in until they expire")
+			return "", note{}
+		}
+		c.opts.Logger.ErrorContext(r.Context(), "console: sessions not ended", "principal", name, "by", s.principal.Name, "err", err)
+		return Prefix, note{Error: true, Text: fmt.Sprintf("the sessions of %s could not be ended (%v): they stay signed in; try again", name, err)}
+	}
+	c.opts.Logger.InfoContext(r.Context(), "console: signed out everywhere", "principal", name, "by", s.principal.Name, "sessions", n)
+	if own {
+		c.clearCookie(w, r, sessionCookie)
+		http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
+		return "", note{}
+	}
+	return Prefix, note{Text: fmt.Sprintf("ended %d session(s) of %s, on every node; %s signs in again to go on", n, name, name)}
 }

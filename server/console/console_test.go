@@ -103,6 +103,13 @@ func newEnvWith(t testing.TB, ps []httpapi.Principal, anon *httpapi.Principal, d
 // a test that must know the server's URL before the console is made.
 func newEnvOn(t testing.TB, ln net.Listener, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options)) *env {
 	t.Helper()
+	return newEnvHost(t, ln, ps, anon, dev, set, nil)
+}
+
+// newEnvHost is newEnvOn with the executor's options changed by setHost
+// (nil: none) before it opens.
+func newEnvHost(t testing.TB, ln net.Listener, ps []httpapi.Principal, anon *httpapi.Principal, dev bool, set func(*Options, *httpapi.Options), setHost func(*host.Options)) *env {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	wasm, _, err := wasmbuild.Cached(ctx, "devkit/testing/testconnectors/noop")
@@ -121,7 +128,11 @@ func newEnvOn(t testing.TB, ln net.Listener, ps []httpapi.Principal, anon *httpa
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ex, err := host.Open(ctx, host.Options{DataDir: filepath.Join(dir, "data"), CacheDir: cacheDir, Manifests: ms, ModuleDir: dir, AllowUnpinned: true, Logger: quiet})
+	ho := host.Options{DataDir: filepath.Join(dir, "data"), CacheDir: cacheDir, Manifests: ms, ModuleDir: dir, AllowUnpinned: true, Logger: quiet}
+	if setHost != nil {
+		setHost(&ho)
+	}
+	ex, err := host.Open(ctx, ho)
 	if err != nil {
 		t.Fatalf("open executor: %v", err)
 	}

@@ -213,7 +213,12 @@ func (c *console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		c.signinRefused(w, r, http.StatusForbidden, fmt.Sprintf("principal %q has role %s only, which reads /metrics and nothing else", cr.p.Name, rolesText(cr.p.Roles)))
 		return
 	}
-	_, value := issue(cr, c.opts.Now().Add(c.opts.SessionTTL))
+	value, err := c.startSession(r.Context(), cr)
+	if err != nil {
+		c.opts.Logger.ErrorContext(r.Context(), "console: sign-in not recorded", "principal", cr.p.Name, "err", err)
+		c.signinRefused(w, r, http.StatusServiceUnavailable, "the sign-in could not be recorded ("+err.Error()+"); try again in a moment")
+		return
+	}
 	c.setCookie(w, r, sessionCookie, value, c.opts.SessionTTL)
 	c.opts.Logger.InfoContext(r.Context(), "console: signed in with OIDC", "principal", cr.p.Name, "issuer", c.oidc.cfg.Issuer, "subject", idt.Subject)
 	// A page, not a redirect: the session cookie is SameSite=Strict, and

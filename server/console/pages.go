@@ -228,6 +228,9 @@ type pending struct {
 	// or a value cut), so it is approved from its own page.
 	Folded       bool
 	HiddenFields int
+	// Group, on a page grouped by session, heads the first call of each
+	// session.
+	Group *sessionGroup
 }
 
 // shownField is an argument as a card shows it: Cut is how many bytes of
@@ -245,62 +248,33 @@ type inboxData struct {
 	Total int
 	// From is the number of the page's first call in the listing (1 on
 	// the first page), when known; Next continues the listing.
-	From   int
-	Filter listFilter
-	Next   string
-	Paged  bool
+	From, To int
+	Filter   listFilter
+	Next     string
+	Paged    bool
 	// Scanned is how many waiting calls a filtered page read to find its
 	// calls; Budget: it stopped at maxScan before the listing's end.
 	Scanned int
 	Budget  bool
+	// Matching is how many calls the filter kept, on an ordered page
+	// (listFilter.Ordered), which reads them all before sorting.
+	Matching int
+	// NoAmount is how many calls read were left out for having no amount
+	// while the filter has an amount range.
+	NoAmount int
 	// PollURL is what the page's script asks how many calls began to
 	// wait since the page was read (newCalls).
 	PollURL string
+	// CardsURL, on the first page only, is where the page's script reads
+	// the cards of the calls that began to wait since the page was read
+	// and match its filter (newCards), to show them without a reload.
+	CardsURL string
 }
-
-// listFilter is what the Approvals and Recovery pages narrow their
-// listing to: a tool (or connector) and a session, each matched as a
-// substring, and a namespace, matched whole.
-type listFilter struct {
-	Tool, Session, Namespace string
-}
-
-func filterOf(r *http.Request) listFilter {
-	q := r.URL.Query()
-	return listFilter{Tool: strings.TrimSpace(q.Get("tool")), Session: strings.TrimSpace(q.Get("session")), Namespace: strings.TrimSpace(q.Get("namespace"))}
-}
-
-// narrows reports whether the filter holds anything the ledger's index
-// does not select (tool, session).
-func (f listFilter) narrows() bool { return f.Tool != "" || f.Session != "" }
-
-// matches reports whether rec is one the filter keeps (namespace aside,
-// which the ledger selects).
-func (f listFilter) matches(rec ledger.Record) bool {
-	return strings.Contains(rec.Connector+"."+rec.Operation, f.Tool) && strings.Contains(rec.SessionID, f.Session)
-}
-
-// Query returns the filter as query parameters (for page links), with
-// after appended when not empty.
-func (f listFilter) Query(after string) template.URL {
-	q := url.Values{}
-	for _, kv := range [][2]string{{"tool", f.Tool}, {"session", f.Session}, {"namespace", f.Namespace}, {"after", after}} {
-		if kv[1] != "" {
-			q.Set(kv[0], kv[1])
-		}
-	}
-	if len(q) == 0 {
-		return ""
-	}
-	return template.URL("?" + q.Encode())
-}
-
-// Any reports whether the filter narrows the listing at all.
-func (f listFilter) Any() bool { return f.narrows() || f.Namespace != "" }
 
 // maxScan bounds the waiting calls one filtered page reads: a filter that
-// matches rarely pages on from where the scan stopped.
-const maxScan = 20000
+// matches rarely pages on from where the scan stopped. (A variable only so
+// that a test can make the bound a few calls.)
+var maxScan = 20000
 
 // fold returns the card's fields of v.
 func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
@@ -325,25 +299,46 @@ func fold(v host.ApprovalView) (fields []shownField, hidden int, folded bool) {
 // approvals is the inbox: the calls awaiting approval within the
 // principal's namespaces (or the one the namespace parameter names), the
 // soonest to expire first across all of them, a page at a time, under a
-// count of them all. A tool or session filter reads the listing in
-// pages and keeps what matches, at most maxScan calls a page.
+// count of them all. A filter (listFilter) reads the listing in pages and
+// keeps what matches, at most maxScan calls a page; another order, or
+// grouping by session, reads every waiting call (at most maxScan) and
+// sorts what the filter keeps.
 func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Approvals", "approvals"
 	ctx := scoped(r.Context(), s.principal)
 	q := r.URL.Query()
-	d := &inboxData{Filter: filterOf(r), Paged: q.Get("after") != ""}
+	after := q.Get("after")
+	filter, ferr := parseListFilter(q, "approvals")
+	d := &inboxData{Filter: filter, Paged: after != ""}
 	poll := url.Values{"since": {fmt.Sprint(c.opts.Now().UnixNano())}}
 	if d.Filter.Namespace != "" {
 		poll.Set("namespace", d.Filter.Namespace)
 	}
 	d.PollURL = Prefix + "approvals/new?" + poll.Encode()
+	if !d.Paged && ferr == nil {
+		// Only the first page takes new calls in: a later page's calls
+		// follow those of the pages before it. They are read under the
+		// page's whole filter.
+		cards := d.Filter.values("")
+		cards.Set("since", poll.Get("since"))
+		d.CardsURL = Prefix + "approvals/new/cards?" + cards.Encode()
+	}
 	v.Data = d
-	v.Back = Prefix + "approvals" + string(d.Filter.Query(q.Get("after")))
+	v.Back = Prefix + "approvals" + string(d.Filter.Query(after))
+	if ferr != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: ferr.Error()})
+		return "approvals", http.StatusBadRequest
+	}
+	ordered := d.Filter.Ordered()
 	limit := inboxPage
-	if d.Filter.narrows() {
+	if d.Filter.narrows() || ordered {
 		limit = httpapi.MaxListLimit
 	}
-	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, q.Get("after"), fmt.Sprint(limit))
+	listAfter := after
+	if ordered {
+		listAfter = ""
+	}
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, listAfter, fmt.Sprint(limit))
 	if err == nil {
 		err = httpapi.SetOrder(&f, httpapi.OrderExpiry)
 	}
@@ -364,6 +359,10 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		v.Notes = append(v.Notes, c.problem(r, err))
 		return "approvals", http.StatusOK
 	}
+	var amount amountFunc
+	if d.Filter.amounts() {
+		amount = amountsOf(c.opts.Executor)
+	}
 	var recs []ledger.Record
 	for {
 		page, err := led.List(ctx, f)
@@ -373,8 +372,19 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 		}
 		for _, rec := range page {
 			d.Scanned++
-			if d.Filter.matches(rec) {
+			keep, noAmount := d.Filter.matches(rec, amount)
+			if noAmount {
+				d.NoAmount++
+			}
+			if keep {
 				recs = append(recs, rec)
+			}
+			if ordered {
+				if d.Scanned == maxScan {
+					d.Budget = true
+					break
+				}
+				continue
 			}
 			if len(recs) == inboxPage || d.Scanned == maxScan {
 				d.Next = httpapi.ExpiryCursor(rec)
@@ -382,7 +392,7 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 				break
 			}
 		}
-		if d.Next != "" || len(page) < f.Limit {
+		if d.Next != "" || d.Budget || len(page) < f.Limit {
 			break
 		}
 		f.After = httpapi.ExpiryCursor(page[len(page)-1])
@@ -391,23 +401,43 @@ func (c *console) approvals(r *http.Request, s session, v *view) (string, int) {
 			return "approvals", http.StatusOK
 		}
 	}
-	if !d.Paged {
+	var heads []*sessionGroup
+	if ordered {
+		d.Matching = len(recs)
+		if recs, d.From, heads, d.Next, err = c.ordered(ctx, d.Filter, recs, after, inboxPage); err != nil {
+			v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+			return "approvals", http.StatusBadRequest
+		}
+	} else if !d.Paged {
 		d.From = 1
 	}
-	for _, rec := range recs {
-		p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
-		if rec.Approval == nil {
-			p.ViewErr, p.Folded = "no approval request is recorded for this call", true
-		} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
-			p.ViewErr = err.Error()
-			p.Folded = true
+	if d.From > 0 {
+		d.To = d.From + len(recs) - 1
+	}
+	for i, rec := range recs {
+		p := c.pendingOf(ctx, rec)
+		if heads != nil {
+			p.Group = heads[i]
 		}
-		var folded bool
-		p.Fields, p.HiddenFields, folded = fold(p.View)
-		p.Folded = p.Folded || folded
 		d.Calls = append(d.Calls, p)
 	}
 	return "approvals", http.StatusOK
+}
+
+// pendingOf is rec as the inbox shows it.
+func (c *console) pendingOf(ctx context.Context, rec ledger.Record) pending {
+	p := pending{Execution: httpapi.Execution{Result: host.ResultOf(rec)}}
+	var err error
+	if rec.Approval == nil {
+		p.ViewErr, p.Folded = "no approval request is recorded for this call", true
+	} else if p.View, err = c.opts.Executor.ApprovalView(ctx, rec.Approval.ID); err != nil {
+		p.ViewErr = err.Error()
+		p.Folded = true
+	}
+	var folded bool
+	p.Fields, p.HiddenFields, folded = fold(p.View)
+	p.Folded = p.Folded || folded
+	return p
 }
 
 // maxNew bounds the calls newCalls counts: more are "maxNew or more".
@@ -420,10 +450,16 @@ const maxNew = 100
 // the approval index only, so polling it stays cheap however many wait.
 func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	s, ok := c.current(w, r)
-	if !ok {
+	s, err := c.current(w, r)
+	if errors.Is(err, errSignedOut) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte(`{"error":"sign in first"}`))
+		return
+	}
+	if err != nil {
+		c.opts.Logger.ErrorContext(r.Context(), "console: session not checked", "path", r.URL.Path, "err", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 		return
 	}
 	q := r.URL.Query()
@@ -466,13 +502,87 @@ func (c *console) newCalls(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
+// newCards answers the first inbox page's script (static/live.js) with
+// the cards of the calls that began to wait for approval after since
+// (unix nanoseconds), newest first, at most maxNew, that the page's filter
+// (tool, session, namespace) keeps, within the principal's namespaces. It
+// renders them with the Approvals page's own template, so a card the
+// script inserts is the card a reload shows: its fields, its forms (for a
+// principal who may decide) and the page's CSRF token. The script takes
+// the cards (section.card.approval) and, when the page has none, the
+// bulk-reject form from the answer.
+func (c *console) newCards(w http.ResponseWriter, r *http.Request) {
+	s, err := c.current(w, r)
+	if errors.Is(err, errSignedOut) {
+		http.Error(w, "sign in first", http.StatusUnauthorized)
+		return
+	}
+	if err != nil {
+		c.opts.Logger.ErrorContext(r.Context(), "console: session not checked", "path", r.URL.Path, "err", err)
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	q := r.URL.Query()
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	if err != nil {
+		http.Error(w, "since: want unix nanoseconds", http.StatusBadRequest)
+		return
+	}
+	v := &view{Principal: s.principal, Anonymous: c.anonymous(), Dev: c.opts.Dev,
+		CanDecide: s.principal.Has(httpapi.RoleApprover),
+		CanSettle: s.principal.Has(httpapi.RoleApprover, httpapi.RoleOperator),
+		CSRF:      s.csrf}
+	filter, err := parseListFilter(q, "approvals")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	d := &inboxData{Filter: filter}
+	v.Data, v.Back = d, Prefix+"approvals"+string(d.Filter.Query(""))
+	var amount amountFunc
+	if d.Filter.amounts() {
+		amount = amountsOf(c.opts.Executor)
+	}
+	ctx := scoped(r.Context(), s.principal)
+	f, err := httpapi.ParseFilter(string(ledger.StateAwaitingApproval), "", d.Filter.Namespace, "", fmt.Sprint(maxNew))
+	var recs []ledger.Record
+	if err == nil {
+		recs, err = c.listRecords(ctx, s, f)
+	}
+	if err != nil {
+		p := httpapi.ProblemOf(err, host.Result{})
+		http.Error(w, p.Detail, p.Status)
+		return
+	}
+	for _, rec := range recs {
+		if rec.CreatedAt.UnixNano() <= since {
+			break
+		}
+		if keep, _ := d.Filter.matches(rec, amount); keep {
+			d.Calls = append(d.Calls, c.pendingOf(ctx, rec))
+		}
+	}
+	var b strings.Builder
+	if err := c.pages["approvals"].ExecuteTemplate(&b, "content", v); err != nil {
+		c.opts.Logger.Error("console: render", "page", "approvals/new/cards", "err", err)
+		http.Error(w, "console: the cards could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write([]byte(b.String()))
+}
+
 // find sends the browser to the execution an execution id or approval id
 // names, within the principal's namespaces (a call awaiting approval to
 // its decision), or back to the inbox saying none does.
 func (c *console) find(w http.ResponseWriter, r *http.Request) {
-	s, ok := c.current(w, r)
-	if !ok {
+	s, err := c.current(w, r)
+	if errors.Is(err, errSignedOut) {
 		http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	if err != nil {
+		c.unavailable(w, r, err)
 		return
 	}
 	c.noteAccess(r, s)
@@ -582,13 +692,17 @@ func (c *console) rejectMany(w http.ResponseWriter, r *http.Request, s session) 
 
 // backToList returns the inbox page a decision returns to: the form's
 // back (the inbox as filtered and paged) when it is one, else the inbox.
-func backToList(back string) string {
-	if back == Prefix+"approvals" || strings.HasPrefix(back, Prefix+"approvals?") {
+func backToList(back string) string { return backTo(back, "approvals") }
+
+// backTo returns the form's back when it is the console's page (a list
+// as filtered and paged), else that page unfiltered.
+func backTo(back, page string) string {
+	if back == Prefix+page || strings.HasPrefix(back, Prefix+page+"?") {
 		if safeNext(back) == back {
 			return back
 		}
 	}
-	return Prefix + "approvals"
+	return Prefix + page
 }
 
 // problem is the note of an executor error: the API's problem detail.
@@ -625,6 +739,12 @@ type uncertain struct {
 	// Stopped is why recovery stopped: the evidence and reason of the
 	// event that made it recovery_required.
 	Stopped ledger.Event
+	// Group, on a page grouped by session, heads the first call of each
+	// session.
+	Group *sessionGroup
+	// Provider is where to look for the call at the provider (nil: its
+	// manifest says nowhere).
+	Provider *providerLink
 }
 
 // fencedSession is a session its recovery_required calls fence.
@@ -644,8 +764,11 @@ type recoveryData struct {
 	// maxScan only.
 	Total, Matching int
 	Capped          bool
+	// NoAmount is how many calls were left out for having no amount
+	// while the filter has an amount range.
+	NoAmount int
 	// From is the number of the page's first call; Next continues the
-	// listing (recoveryCursor).
+	// listing (listFilter.cursor).
 	From, To int
 	Next     string
 	Paged    bool
@@ -656,33 +779,24 @@ type recoveryData struct {
 // maxFenced how many fenced sessions it lists.
 const recoveryPage, maxFenced = 50, 50
 
-// recoveryCursor is the position after rec in the recovery queue's order
-// (least recently changed first): "<updated unix nanoseconds>.<id>".
-func recoveryCursor(rec ledger.Record) string {
-	return fmt.Sprintf("%d.%s", rec.UpdatedAt.UnixNano(), rec.ID)
-}
-
 // recovery is the queue of recovery_required calls within the
 // principal's namespaces that the filter keeps, least recently changed
-// first, a page at a time, under a count of them all and the sessions
-// they fence. The queue's records are read whole (they are few: each
-// stops a session); only a page's trails are.
+// first (or as the filter orders and groups them), a page at a time,
+// under a count of them all and the sessions they fence. The queue's
+// records are read whole (they are few: each stops a session), at most
+// maxScan; only a page's trails are.
 func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 	v.Title, v.Nav = "Recovery", "recovery"
 	ctx := scoped(r.Context(), s.principal)
-	after := r.URL.Query().Get("after")
-	d := &recoveryData{Filter: filterOf(r), Paged: after != ""}
+	q := r.URL.Query()
+	after := q.Get("after")
+	filter, ferr := parseListFilter(q, "recovery")
+	d := &recoveryData{Filter: filter, Paged: after != ""}
 	v.Data = d
-	var afterAt int64
-	var afterID string
-	if after != "" {
-		n, id, ok := strings.Cut(after, ".")
-		ns, err := strconv.ParseInt(n, 10, 64)
-		if !ok || err != nil || id == "" {
-			v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("after %q is not the next of the recovery queue (want <unix nanoseconds>.<execution id>)", after)})
-			return "recovery", http.StatusBadRequest
-		}
-		afterAt, afterID = ns, id
+	v.Back = Prefix + "recovery" + string(d.Filter.Query(after))
+	if ferr != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: ferr.Error()})
+		return "recovery", http.StatusBadRequest
 	}
 	f, err := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), "", d.Filter.Namespace, "", fmt.Sprint(httpapi.MaxListLimit))
 	if err != nil {
@@ -707,16 +821,26 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 		f.After = execs[len(execs)-1].ID
 	}
 	d.Total = len(all)
+	var amount amountFunc
+	if d.Filter.amounts() {
+		amount = amountsOf(c.opts.Executor)
+	}
 	kept := all[:0]
 	for _, rec := range all {
-		if d.Filter.matches(rec) {
+		keep, noAmount := d.Filter.matches(rec, amount)
+		if noAmount {
+			d.NoAmount++
+		}
+		if keep {
 			kept = append(kept, rec)
 		}
 	}
 	d.Matching = len(kept)
-	slices.SortFunc(kept, func(a, b ledger.Record) int {
-		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	page, from, heads, next, err := c.ordered(ctx, d.Filter, kept, after, recoveryPage)
+	if err != nil {
+		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
+		return "recovery", http.StatusBadRequest
+	}
 	at := map[[2]string]int{}
 	for _, rec := range kept {
 		k := [2]string{rec.Namespace, rec.SessionID}
@@ -735,28 +859,17 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 			d.Fenced[i].Calls = append(d.Fenced[i].Calls, rec.ID)
 		}
 	}
-	start := 0
-	if after != "" {
-		start = len(kept)
-		for i, rec := range kept {
-			if n := rec.UpdatedAt.UnixNano(); n > afterAt || n == afterAt && rec.ID > afterID {
-				start = i
-				break
-			}
-		}
-	}
-	page := kept[start:min(len(kept), start+recoveryPage)]
-	d.From, d.To = start+1, start+len(page)
-	if start+len(page) < len(kept) {
-		d.Next = recoveryCursor(page[len(page)-1])
-	}
-	for _, rec := range page {
+	d.From, d.To, d.Next = from, from+len(page)-1, next
+	for i, rec := range page {
 		rec, evs, err := c.opts.Executor.Get(ctx, rec.ID)
 		if err != nil {
 			v.Notes = append(v.Notes, c.problem(r, err))
 			continue
 		}
-		u := uncertain{Execution: httpapi.NewExecution(rec, evs)}
+		u := uncertain{Execution: httpapi.NewExecution(rec, evs), Provider: c.providerLink(rec)}
+		if heads != nil {
+			u.Group = heads[i]
+		}
 		for _, ev := range evs {
 			if ev.To == ledger.StateRecoveryRequired {
 				u.Stopped = ev
@@ -773,7 +886,7 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 // receipt and, optionally, the result), retry or abandon.
 func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (string, note) {
 	id := r.PathValue("id")
-	back := Prefix + "recovery"
+	back := backTo(r.PostForm.Get("back"), "recovery")
 	res := host.Resolution{By: s.principal.Name, Reason: strings.TrimSpace(r.PostForm.Get("reason")),
 		Receipt: strings.TrimSpace(r.PostForm.Get("receipt"))}
 	switch r.PostForm.Get("outcome") {
@@ -817,6 +930,9 @@ func (c *console) resolve(w http.ResponseWriter, r *http.Request, s session) (st
 // execFilter is the Executions page's search form.
 type execFilter struct {
 	State, Session, Tool, Namespace, From, To string
+	// Principal is who made the call, decided on it or resolved it,
+	// named whole ("": anyone).
+	Principal string
 	// Exact: Session is a whole session id, looked up in the ledger's
 	// index (every execution of the session, however old); else a part
 	// of one, matched among the newest executions read.
@@ -839,7 +955,8 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 	v.Title, v.Nav = "Executions", "executions"
 	q := r.URL.Query()
 	d := executionsData{Filter: execFilter{State: q.Get("state"), Session: strings.TrimSpace(q.Get("session")), Tool: strings.TrimSpace(q.Get("tool")),
-		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != "", Exact: q.Get("exact") != ""}}
+		Namespace: q.Get("namespace"), From: q.Get("from"), To: q.Get("to"), Refresh: q.Get("refresh") != "", Exact: q.Get("exact") != "",
+		Principal: strings.TrimSpace(q.Get("principal"))}}
 	for _, st := range []ledger.State{ledger.StateAwaitingApproval, ledger.StateApproved, ledger.StateDispatched, ledger.StateRetryWait,
 		ledger.StateRecoveryRequired, ledger.StateSucceeded, ledger.StateFailed, ledger.StateRejected,
 		ledger.StateExpired, ledger.StateAbandoned, ledger.StateCancelled} {
@@ -875,7 +992,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 	}
 	ctx := scoped(r.Context(), s.principal)
 	const show = 100
-	// Tool, session (both substrings) and time are not ledger filters:
+	// Tool, session (both substrings), principal and time are not ledger filters:
 	// pages of the listing are read newest first and filtered here, until
 	// a page of results or the time range's start.
 	for pages := 0; pages < 10; pages++ {
@@ -891,7 +1008,8 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				done = true
 				break
 			}
-			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) {
+			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) &&
+				(d.Filter.Principal == "" || resultOf(e.Result, d.Filter.Principal)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {
@@ -912,6 +1030,12 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 	return "executions", http.StatusOK
 }
 
+// resultOf reports whether p made the call r, decided on its approval or
+// resolved it.
+func resultOf(r host.Result, p string) bool {
+	return r.RequestedBy == p || r.Approval != nil && r.Approval.By == p || r.Resolution != nil && r.Resolution.By == p
+}
+
 type executionData struct {
 	httpapi.Execution
 	View *host.ApprovalView
@@ -919,8 +1043,11 @@ type executionData struct {
 	// an execution without an approval view.
 	Fields  []host.ArgField
 	Stopped *ledger.Event
-	Fenced  bool
-	Refresh bool
+	// Provider is where to look for a recovery_required call at its
+	// provider (nil: elsewhere, or its manifest says nowhere).
+	Provider *providerLink
+	Fenced   bool
+	Refresh  bool
 }
 
 func (c *console) execution(r *http.Request, s session, v *view) (string, int) {
@@ -957,6 +1084,7 @@ func (c *console) execution(r *http.Request, s session, v *view) (string, int) {
 	}
 	if d.State == ledger.StateRecoveryRequired {
 		d.Fenced = true
+		d.Provider = c.providerLink(rec)
 	} else {
 		f, _ := httpapi.ParseFilter(string(ledger.StateRecoveryRequired), d.SessionID, d.Namespace, "", "1")
 		if left, err := c.list(ctx, s, f); err == nil && len(left) > 0 {
@@ -1032,8 +1160,11 @@ func (c *console) connectors(r *http.Request, s session, v *view) (string, int) 
 // `connhost audit --html` writes) to a signed-in principal. Its one
 // inline stylesheet is allowed by its hash.
 func (c *console) auditHTML(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.current(w, r); !ok {
+	if _, err := c.current(w, r); errors.Is(err, errSignedOut) {
 		http.Redirect(w, r, Prefix+"signin?next="+Prefix+"connectors/audit", http.StatusSeeOther)
+		return
+	} else if err != nil {
+		c.unavailable(w, r, err)
 		return
 	}
 	rep := c.audit(r.Context())

@@ -1,7 +1,7 @@
 package console
 
 import (
-	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,12 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/connhost/connhost/ledger"
 	"github.com/connhost/connhost/server/httpapi"
 )
 
@@ -38,17 +37,23 @@ type note struct {
 	Link, LinkText string
 }
 
-// A signed-in session is its cookie, which the server does not store:
+// A signed-in session is its cookie and its row in the ledger. The
+// cookie is
 //
 //	v1.<session id>.<expiry, unix seconds>.<principal name, base64url>.<MAC>
 //
 // The MAC is HMAC-SHA256 over everything before it, under a key derived
-// from the principal's token (sessionKey). So every process that holds
-// the same principals (a restart, every node of a fleet) accepts the
-// cookie, a browser cannot change what it names, and rotating the
-// principal's token ends its sessions. The session's CSRF token is an
-// HMAC of its id under the same key. A sign-out adds the id to the
-// sign-out list (signouts), kept until the session would have expired.
+// from the principal's token (sessionKey). So a browser cannot change what
+// it names, and rotating the principal's token ends its sessions. The
+// session's CSRF token is an HMAC of its id under the same key.
+//
+// The ledger holds the session under a hash of its id
+// (ledger.ConsoleSessionKey): its principal, when it was created, expires
+// and was revoked. A request is signed in only when both agree: the
+// cookie's MAC is right, and the ledger holds the session live under the
+// same principal. So every process reading the ledger (a restart, every
+// node of a fleet) honours a sign-out, and a row written into the ledger
+// by someone without a principal's token opens nothing.
 const cookieVersion = "v1"
 
 // sessionKey derives the key that signs p's sessions from p's token.
@@ -79,8 +84,8 @@ func sessionCSRF(key []byte, id string) string {
 }
 
 // verify returns the session value names when its MAC is right under the
-// key of the principal it names, and it has not expired at now. A
-// signed-out session is the caller's to refuse.
+// key of the principal it names, and it has not expired at now. Whether
+// the ledger holds it live is the caller's to ask (checkSession).
 func verify(creds []credential, value string, now time.Time) (session, bool) {
 	parts := strings.Split(value, ".")
 	if len(parts) != 5 || parts[0] != cookieVersion || !validToken(parts[1]) {
@@ -106,93 +111,35 @@ func verify(creds []credential, value string, now time.Time) (session, bool) {
 	return session{}, false
 }
 
-// signouts is the list of sessions signed out before they expired: in
-// memory, and, with a file, appended to it (synced) so that a restart
-// still refuses them. The file is one "<id> <expiry unix seconds>" line
-// a session; it is rewritten without the expired ones when opened.
-type signouts struct {
-	mu   sync.Mutex
-	m    map[string]time.Time
-	file string
+// errSignedOut: the request's session is none the console accepts.
+var errSignedOut = errors.New("console: signed out")
+
+// startSession signs cr's principal in: a new session, recorded in the
+// ledger before its cookie's value is returned.
+func (c *console) startSession(ctx context.Context, cr credential) (string, error) {
+	now := c.opts.Now()
+	s, value := issue(cr, now.Add(c.opts.SessionTTL))
+	err := c.opts.Sessions.AddConsoleSession(ctx, ledger.ConsoleSession{Key: ledger.ConsoleSessionKey(s.id),
+		Principal: cr.p.Name, Created: now, Expires: s.expires})
+	if err != nil {
+		return "", fmt.Errorf("console: record the session in the ledger: %w", err)
+	}
+	return value, nil
 }
 
-// openSignouts reads the sign-out list of file ("": kept in memory only).
-func openSignouts(file string, now time.Time) (*signouts, error) {
-	s := &signouts{m: map[string]time.Time{}, file: file}
-	if file == "" {
-		return s, nil
-	}
-	f, err := os.Open(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("console: sign-out list: %w", err)
-	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		id, exp, ok := strings.Cut(sc.Text(), " ")
-		n, err := strconv.ParseInt(exp, 10, 64)
-		if !ok || err != nil || !validToken(id) {
-			continue // a line torn by a crash: its session's cookie was cleared anyway
-		}
-		if t := time.Unix(n, 0); now.Before(t) {
-			s.m[id] = t
-		}
-	}
-	err = sc.Err()
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("console: sign-out list %s: %w", file, err)
-	}
-	var b strings.Builder
-	for id, t := range s.m {
-		fmt.Fprintf(&b, "%s %d\n", id, t.Unix())
-	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return nil, fmt.Errorf("console: sign-out list: %w", err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		return nil, fmt.Errorf("console: sign-out list: %w", err)
-	}
-	return s, nil
-}
-
-func (s *signouts) has(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[id]
-	return ok
-}
-
-// add signs the session out: in memory at once, and on disk before it
-// returns (an error says the sign-out would not outlive a restart).
-func (s *signouts) add(ss session, now time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, t := range s.m {
-		if !now.Before(t) {
-			delete(s.m, id)
-		}
-	}
-	s.m[ss.id] = ss.expires
-	if s.file == "" {
-		return nil
-	}
-	f, err := os.OpenFile(s.file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("console: sign-out list: %w", err)
-	}
-	_, err = fmt.Fprintf(f, "%s %d\n", ss.id, ss.expires.Unix())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("console: sign-out list: %w", err)
+// checkSession returns nil when the ledger holds s live, under s's
+// principal; errSignedOut when it does not (never recorded, revoked,
+// expired, pruned, or recorded for another principal); or the error that
+// kept it from reading the ledger.
+func (c *console) checkSession(ctx context.Context, s session) error {
+	row, err := c.opts.Sessions.ConsoleSession(ctx, ledger.ConsoleSessionKey(s.id))
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return errSignedOut
+	case err != nil:
+		return fmt.Errorf("console: read the session from the ledger: %w", err)
+	case row.Principal != s.principal.Name || !row.Live(c.opts.Now()):
+		return errSignedOut
 	}
 	return nil
 }
