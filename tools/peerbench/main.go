@@ -254,14 +254,17 @@ Flags:
 	} else {
 		e.dir = *dir
 	}
-	if *dsn != "" {
+	needsPostgres := slices.ContainsFunc(selected, func(s system) bool { return s.postgres })
+	switch {
+	case !needsPostgres:
+	case *dsn != "":
 		base := *dsn
 		e.admin = base
 		var n atomic.Int64
 		e.dsn = func(ctx context.Context) (string, error) {
 			return createDatabase(ctx, base, fmt.Sprintf("peerbench_%d_%d", os.Getpid(), n.Add(1)))
 		}
-	} else {
+	default:
 		progress("starting a private PostgreSQL cluster (durable: fsync and synchronous commit on)")
 		pg, err := testenv.StartPostgres(testenv.PostgresOptions{Durable: true})
 		if err != nil {
@@ -272,11 +275,13 @@ Flags:
 		e.admin = pg.DSN("postgres")
 	}
 
-	admin, err := pgx.Connect(ctx, e.admin)
-	if err != nil {
-		return err
+	var admin *pgx.Conn
+	if needsPostgres {
+		if admin, err = pgx.Connect(ctx, e.admin); err != nil {
+			return err
+		}
+		defer admin.Close(context.WithoutCancel(ctx))
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
 	type opened struct {
 		res *result
 		op  func(context.Context) error
