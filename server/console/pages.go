@@ -825,6 +825,14 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 	if d.Filter.amounts() {
 		amount = amountsOf(c.opts.Executor)
 	}
+	// Every recovery_required call of a session fences it, whether the
+	// filter keeps it or not: a fenced session the page names lists them
+	// all, so that resolving the calls listed frees it.
+	fencing := map[[2]string][]string{}
+	for _, rec := range all {
+		k := [2]string{rec.Namespace, rec.SessionID}
+		fencing[k] = append(fencing[k], rec.ID)
+	}
 	kept := all[:0]
 	for _, rec := range all {
 		keep, noAmount := d.Filter.matches(rec, amount)
@@ -841,23 +849,18 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
 		return "recovery", http.StatusBadRequest
 	}
-	at := map[[2]string]int{}
+	listed := map[[2]string]bool{}
 	for _, rec := range kept {
 		k := [2]string{rec.Namespace, rec.SessionID}
-		i, ok := at[k]
-		if !ok {
-			if len(d.Fenced) == maxFenced {
-				d.MoreFenced++
-				at[k] = -1
-				continue
-			}
-			i = len(d.Fenced)
-			at[k] = i
-			d.Fenced = append(d.Fenced, fencedSession{Namespace: rec.Namespace, SessionID: rec.SessionID})
+		if listed[k] {
+			continue
 		}
-		if i >= 0 {
-			d.Fenced[i].Calls = append(d.Fenced[i].Calls, rec.ID)
+		listed[k] = true
+		if len(d.Fenced) == maxFenced {
+			d.MoreFenced++
+			continue
 		}
+		d.Fenced = append(d.Fenced, fencedSession{Namespace: rec.Namespace, SessionID: rec.SessionID, Calls: fencing[k]})
 	}
 	d.From, d.To, d.Next = from, from+len(page)-1, next
 	for i, rec := range page {
