@@ -291,6 +291,19 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 		t.Errorf("the second page holds %d cards, the first of them %s; want 50 others than the first page's", len(second), second[0])
 	}
 	shot("approvals-page-2")
+	// A call that begins to wait while a later page is open is announced
+	// with a link to the first page, where it is listed and new cards are
+	// shown; the later page's own address would not show it.
+	var later host.Result
+	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-later", "tool_call_id": "c1", "tool": "payments.create_payment",
+		"arguments": map[string]any{"amount": 777, "currency": "eur", "payment_method": "pm_card_visa"}}, &later)
+	if later.Status != host.StatusAwaitingApproval {
+		t.Fatalf("the runtime's payment while page 2 is open: %+v", later)
+	}
+	run("announced on page 2", chromedp.WaitVisible(chromedp.CSS("#live-new a")))
+	if href, first := eval(`document.querySelector("#live-new a").getAttribute("href")`), eval(`document.getElementById("inbox-first").getAttribute("href")`); href != first {
+		t.Errorf("page 2's notice of a new call links to %q, want the first page %q", href, first)
+	}
 
 	// Filter by session in the browser's form: 100 of the 10,000 match,
 	// two pages of them.
