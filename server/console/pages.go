@@ -1012,7 +1012,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				break
 			}
 			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) &&
-				(d.Filter.Principal == "" || resultOf(e.Result, d.Filter.Principal)) {
+				(d.Filter.Principal == "" || actedOn(d.Filter.Principal, e.RequestedBy, e.Approval, e.Resolution)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {
@@ -1031,12 +1031,6 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		d.Next = ""
 	}
 	return "executions", http.StatusOK
-}
-
-// resultOf reports whether p made the call r, decided on its approval or
-// resolved it.
-func resultOf(r host.Result, p string) bool {
-	return r.RequestedBy == p || r.Approval != nil && r.Approval.By == p || r.Resolution != nil && r.Resolution.By == p
 }
 
 type executionData struct {
