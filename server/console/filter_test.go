@@ -241,6 +241,12 @@ func TestApprovalsFilters(t *testing.T) {
 		t.Error("the first page's script does not read new cards under the page's filter")
 	}
 
+	// Executions refuse a time range that holds no time, as Approvals do,
+	// rather than list nothing as if no call had been made then.
+	if code, page, _ := e.get(t, c, "/ui/executions?from=2026-03-01T10:00&to=2026-03-01T09:00"); code != http.StatusBadRequest ||
+		!strings.Contains(page, "from 2026-03-01T10:00 is not before to 2026-03-01T09:00: no call can match") {
+		t.Errorf("executions with from after to: %d, want 400 saying no call can match", code)
+	}
 	// Executions: by principal, who asked (with a state) or who decided.
 	_, page, _ = e.get(t, c, "/ui/executions?principal=bot-a&state=awaiting_approval")
 	if n, want := strings.Count(page, `<td data-label="execution"`), len(where(calls, func(fc filterCall) bool { return fc.principal == "bot-a" })); n != want {

@@ -984,6 +984,12 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		}
 		*t.out = p
 	}
+	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
+		// As Approvals and Recovery refuse it (parseListFilter), rather
+		// than list nothing as if no call were made then.
+		v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("from %s is not before to %s: no call can match", d.Filter.From, d.Filter.To)})
+		return "executions", http.StatusBadRequest
+	}
 	exact, part := "", d.Filter.Session
 	if d.Filter.Exact {
 		exact, part = d.Filter.Session, ""
