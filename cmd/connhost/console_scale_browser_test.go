@@ -409,6 +409,22 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 		t.Errorf("the next call was decided too: %s", v.Decision)
 	}
 
+	// A call too long for the inbox is approved from its own page: a on
+	// its card says so, and opens no dialog; it does not say the approver
+	// lacks the role.
+	var long host.Result
+	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-folded", "tool_call_id": "c1", "tool": "payments.create_payment",
+		"arguments": map[string]any{"amount": 990, "currency": "eur", "payment_method": "pm_card_visa", "description": strings.Repeat("é", 600)}}, &long)
+	if long.Status != host.StatusAwaitingApproval {
+		t.Fatalf("the long payment: %+v", long)
+	}
+	run("the long call's card", chromedp.Navigate(base+"/ui/approvals?session=s-folded"), chromedp.WaitVisible(chromedp.CSS("#"+long.Approval.ID+" .folded-call")))
+	eval(`document.activeElement.blur(); "blurred"`)
+	run("j, a on a folded card", chromedp.KeyEvent("j"), chromedp.KeyEvent("a"))
+	if open, said := eval(`String(!!document.querySelector("dialog[open]"))`), text("#keys-said"); open != "false" || !strings.Contains(said, "too long for the inbox") || strings.Contains(said, "approver role") {
+		t.Errorf("a on a folded card as an approver: dialog open %s, said %q", open, said)
+	}
+
 	// The other pages, for the screenshots.
 	run("execution", chromedp.Navigate(base+"/ui/executions/"+fresh.ExecutionID), chromedp.WaitVisible(chromedp.ID("status")))
 	if trail := text("table.trail"); !strings.Contains(trail, "checked by keyboard") {
