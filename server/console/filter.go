@@ -311,7 +311,15 @@ func (f listFilter) matches(rec ledger.Record, amount amountFunc) (keep, noAmoun
 // principalOf reports whether p made the call (RequestedBy), decided on
 // its approval or resolved it.
 func principalOf(rec ledger.Record, p string) bool {
-	return rec.RequestedBy == p || rec.Approval != nil && rec.Approval.By == p || rec.Resolution != nil && rec.Resolution.By == p
+	return actedOn(p, rec.RequestedBy, rec.Approval, rec.Resolution)
+}
+
+// actedOn reports whether p is the principal who made a call
+// (requestedBy), decided on its approval or resolved it: the principal
+// filter of Approvals, Recovery (a ledger.Record) and Executions (a
+// host.Result) alike.
+func actedOn(p, requestedBy string, a *ledger.Approval, r *ledger.Resolution) bool {
+	return requestedBy == p || a != nil && a.By == p || r != nil && r.By == p
 }
 
 // position is where a call stands in an ordered page's listing: its

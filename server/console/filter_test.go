@@ -241,6 +241,12 @@ func TestApprovalsFilters(t *testing.T) {
 		t.Error("the first page's script does not read new cards under the page's filter")
 	}
 
+	// Executions refuse a time range that holds no time, as Approvals do,
+	// rather than list nothing as if no call had been made then.
+	if code, page, _ := e.get(t, c, "/ui/executions?from=2026-03-01T10:00&to=2026-03-01T09:00"); code != http.StatusBadRequest ||
+		!strings.Contains(page, "from 2026-03-01T10:00 is not before to 2026-03-01T09:00: no call can match") {
+		t.Errorf("executions with from after to: %d, want 400 saying no call can match", code)
+	}
 	// Executions: by principal, who asked (with a state) or who decided.
 	_, page, _ = e.get(t, c, "/ui/executions?principal=bot-a&state=awaiting_approval")
 	if n, want := strings.Count(page, `<td data-label="execution"`), len(where(calls, func(fc filterCall) bool { return fc.principal == "bot-a" })); n != want {
@@ -394,6 +400,26 @@ func TestRecoveryFilters(t *testing.T) {
 	if want := []string{"stuck-0 18", "stuck-1 18", "stuck-2 17", "stuck-2 17, continued from the previous page", "stuck-3 17"}; !slices.Equal(heads, want) {
 		t.Errorf("recovery group headings %q, want %q", heads, want)
 	}
+	// A filter narrows the calls listed, not what fences a session: a
+	// fenced session the filtered page names lists every recovery_required
+	// call of it ("refused until every call listed is resolved" must hold),
+	// here stuck-0's 18 calls though the time range keeps 3 of them.
+	_, page, _ := e.get(t, c, "/ui/recovery?from=2026-03-01T09:10&to=2026-03-01T09:20")
+	fenced := regexp.MustCompile(`<li>session <a [^>]*>stuck-0</a>[^<]*:((?: <a href="/ui/executions/ex_[a-z0-9]+">ex_[a-z0-9]+</a>)+)`).FindStringSubmatch(page)
+	if fenced == nil {
+		t.Fatal("the filtered recovery page lists no fenced session stuck-0")
+	}
+	var listed []string
+	for _, m := range regexp.MustCompile(`>(ex_[a-z0-9]+)<`).FindAllStringSubmatch(fenced[1], -1) {
+		listed = append(listed, m[1])
+	}
+	slices.Sort(listed)
+	fences := execs(keep(func(s stuck) bool { return s.session == "stuck-0" }))
+	slices.Sort(fences)
+	if !slices.Equal(listed, fences) {
+		t.Errorf("a filtered page lists %d calls as fencing session stuck-0, want all its %d recovery_required calls:\n got %v\nwant %v", len(listed), len(fences), listed, fences)
+	}
+
 	// noop.echo declares no money: an amount range keeps none, and says so.
 	if _, page, _ := e.get(t, c, "/ui/recovery?amount_min=0"); !strings.Contains(page, `id="recovery-noamount">70 calls have no amount`) || recoveryCardRE.MatchString(page) {
 		t.Error("an amount range over calls without amounts does not say why it shows none")

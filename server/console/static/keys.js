@@ -113,8 +113,15 @@
   function confirm(card, verb) {
     var form = formOf(card, verb);
     if (!form) {
-      say(card ? "You may not " + verb + " " + name(card) + " here: that needs the approver role." :
-        "Choose a call first: j moves to the next, k to the previous.");
+      if (!card) {
+        say("Choose a call first: j moves to the next, k to the previous.");
+      } else if (card.querySelector(".folded-call") && formOf(card, verb === "approve" ? "reject" : "approve")) {
+        // The card holds a decision form, so the role is there: the call
+        // is too long for the inbox and is approved from its own page.
+        say(name(card) + " is too long for the inbox: review it whole on its own page (the card's link) to " + verb + " it there.");
+      } else {
+        say("You may not " + verb + " " + name(card) + " here: that needs the approver role.");
+      }
       return;
     }
     var button = form.querySelector("button[type=submit]");
