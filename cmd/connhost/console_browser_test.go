@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/connhost/connhost/devkit/sandbox"
 	"github.com/connhost/connhost/host"
@@ -301,6 +302,16 @@ allow_http = [%q]
 		t.Errorf("the announcement: %q", a)
 	}
 	accessible("approvals, showing a new call")
+	// The inbox was empty when it loaded (the one call was just approved):
+	// its shortcuts still reach the call that arrived, and the hint says so.
+	if h := eval(`(document.getElementById("keys-hint") || {}).textContent || ""`); !strings.Contains(h, "a approves") {
+		t.Errorf("the hint on an inbox whose calls arrived live: %q", h)
+	}
+	run("a on a call that arrived live asks", chromedp.KeyEvent("j"), chromedp.KeyEvent("a"), chromedp.WaitVisible(chromedp.ID("keys-confirm")))
+	if q := text("#keys-confirm"); !strings.Contains(q, fresh.Approval.ID) {
+		t.Errorf("the confirmation names %q, want the call that arrived live %s", q, fresh.Approval.ID)
+	}
+	run("cancel", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.ID("keys-confirm")))
 	run("reload", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)

@@ -291,6 +291,19 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 		t.Errorf("the second page holds %d cards, the first of them %s; want 50 others than the first page's", len(second), second[0])
 	}
 	shot("approvals-page-2")
+	// A call that begins to wait while a later page is open is announced
+	// with a link to the first page, where it is listed and new cards are
+	// shown; the later page's own address would not show it.
+	var later host.Result
+	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-later", "tool_call_id": "c1", "tool": "payments.create_payment",
+		"arguments": map[string]any{"amount": 777, "currency": "eur", "payment_method": "pm_card_visa"}}, &later)
+	if later.Status != host.StatusAwaitingApproval {
+		t.Fatalf("the runtime's payment while page 2 is open: %+v", later)
+	}
+	run("announced on page 2", chromedp.WaitVisible(chromedp.CSS("#live-new a")))
+	if href, first := eval(`document.querySelector("#live-new a").getAttribute("href")`), eval(`document.getElementById("inbox-first").getAttribute("href")`); href != first {
+		t.Errorf("page 2's notice of a new call links to %q, want the first page %q", href, first)
+	}
 
 	// Filter by session in the browser's form: 100 of the 10,000 match,
 	// two pages of them.
@@ -394,6 +407,22 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 	}
 	if v := decision(first[0]); v.Decision != "pending" {
 		t.Errorf("the next call was decided too: %s", v.Decision)
+	}
+
+	// A call too long for the inbox is approved from its own page: a on
+	// its card says so, and opens no dialog; it does not say the approver
+	// lacks the role.
+	var long host.Result
+	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-folded", "tool_call_id": "c1", "tool": "payments.create_payment",
+		"arguments": map[string]any{"amount": 990, "currency": "eur", "payment_method": "pm_card_visa", "description": strings.Repeat("é", 600)}}, &long)
+	if long.Status != host.StatusAwaitingApproval {
+		t.Fatalf("the long payment: %+v", long)
+	}
+	run("the long call's card", chromedp.Navigate(base+"/ui/approvals?session=s-folded"), chromedp.WaitVisible(chromedp.CSS("#"+long.Approval.ID+" .folded-call")))
+	eval(`document.activeElement.blur(); "blurred"`)
+	run("j, a on a folded card", chromedp.KeyEvent("j"), chromedp.KeyEvent("a"))
+	if open, said := eval(`String(!!document.querySelector("dialog[open]"))`), text("#keys-said"); open != "false" || !strings.Contains(said, "too long for the inbox") || strings.Contains(said, "approver role") {
+		t.Errorf("a on a folded card as an approver: dialog open %s, said %q", open, said)
 	}
 
 	// The other pages, for the screenshots.

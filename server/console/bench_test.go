@@ -46,8 +46,8 @@ func BenchmarkInboxFirstPage(b *testing.B) {
 		}
 		c := e.browser(b)
 		e.signIn(b, c, ritaTok)
-		for _, path := range []string{"/ui/approvals", "/ui/approvals?tool=keyed", "/ui/approvals?amount_min=50&amount_max=100",
-			"/ui/approvals?principal=bot-a&amount_min=50&sort=newest&group=session"} {
+		for _, path := range []string{"/ui/approvals", "/ui/approvals?tool=keyed", "/ui/approvals?currency=USD&amount_min=50&amount_max=100",
+			"/ui/approvals?principal=bot-a&currency=USD&amount_min=50&sort=newest&group=session"} {
 			b.Run(fmt.Sprintf("waiting=%d/%s", waiting, path[len("/ui/"):]), func(b *testing.B) {
 				size := 0
 				for b.Loop() {

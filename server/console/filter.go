@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"math/big"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,8 +43,10 @@ type listFilter struct {
 	Tool, Session, Namespace, Principal string
 	// From and To bound the time range as given (timeForm, UTC; To
 	// excluded); AmountMin and AmountMax the amount range, in major units
-	// of the call's currency (both included).
-	From, To, AmountMin, AmountMax string
+	// of Currency (both included). Currency (an ISO 4217 code, upper
+	// case) keeps only calls whose amount is in it; an amount range needs
+	// one, since amounts of different currencies do not compare.
+	From, To, AmountMin, AmountMax, Currency string
 	// Sort is one of sortExpiry, sortOldest and sortNewest (Approvals) or
 	// sortOldest and sortNewest (Recovery); "" reads as the page's
 	// default.
@@ -74,7 +77,8 @@ func defaultSort(page string) string {
 func parseListFilter(q url.Values, page string) (listFilter, error) {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	f := listFilter{Page: page, Tool: get("tool"), Session: get("session"), Namespace: get("namespace"), Principal: get("principal"),
-		From: get("from"), To: get("to"), AmountMin: get("amount_min"), AmountMax: get("amount_max"), Sort: get("sort")}
+		From: get("from"), To: get("to"), AmountMin: get("amount_min"), AmountMax: get("amount_max"),
+		Currency: strings.ToUpper(get("currency")), Sort: get("sort")}
 	var errs []string
 	for _, kv := range [][2]string{{"tool", f.Tool}, {"session", f.Session}, {"namespace", f.Namespace}, {"principal", f.Principal}} {
 		if len(kv[1]) > maxFilterText {
@@ -111,6 +115,12 @@ func parseListFilter(q url.Values, page string) (listFilter, error) {
 			continue
 		}
 		*a.out = r
+	}
+	switch {
+	case f.Currency != "" && !currencyCode.MatchString(f.Currency):
+		errs = append(errs, fmt.Sprintf("currency %q: want a three-letter code such as USD", f.Currency))
+	case f.Currency == "" && (f.AmountMin != "" || f.AmountMax != ""):
+		errs = append(errs, "an amount range needs a currency (such as USD): amounts of different currencies do not compare")
 	}
 	if f.min != nil && f.max != nil && f.min.Cmp(f.max) > 0 {
 		errs = append(errs, fmt.Sprintf("amount from %s is above amount to %s: no call can match", f.AmountMin, f.AmountMax))
@@ -167,7 +177,10 @@ func (f listFilter) narrows() bool {
 }
 
 // amounts reports whether the filter has an amount range.
-func (f listFilter) amounts() bool { return f.min != nil || f.max != nil }
+func (f listFilter) amounts() bool { return f.min != nil || f.max != nil || f.Currency != "" }
+
+// currencyCode is what the currency filter takes.
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
 // Any reports whether the filter narrows the listing at all.
 func (f listFilter) Any() bool { return f.narrows() || f.Namespace != "" }
@@ -237,7 +250,7 @@ func (f listFilter) values(after string) url.Values {
 		group = "session"
 	}
 	for _, kv := range [][2]string{{"tool", f.Tool}, {"session", f.Session}, {"namespace", f.Namespace}, {"principal", f.Principal},
-		{"from", f.From}, {"to", f.To}, {"amount_min", f.AmountMin}, {"amount_max", f.AmountMax}, {"sort", sort}, {"group", group}, {"after", after}} {
+		{"from", f.From}, {"to", f.To}, {"amount_min", f.AmountMin}, {"amount_max", f.AmountMax}, {"currency", f.Currency}, {"sort", sort}, {"group", group}, {"after", after}} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
 		}
@@ -246,8 +259,9 @@ func (f listFilter) values(after string) url.Values {
 }
 
 // amountFunc returns the amount of a record in its currency's major
-// units (argview.Amount under its operation's money fields).
-type amountFunc func(ledger.Record) (*big.Rat, bool)
+// units, and that currency (argview.Amount under its operation's money
+// fields).
+type amountFunc func(ledger.Record) (*big.Rat, string, bool)
 
 // amountsOf returns the amountFunc of the executor's loaded manifests.
 func amountsOf(ex *host.Executor) amountFunc {
@@ -261,13 +275,12 @@ func amountsOf(ex *host.Executor) amountFunc {
 			specs[m.Connector.Name+"."+op.Name] = s
 		}
 	}
-	return func(rec ledger.Record) (*big.Rat, bool) {
+	return func(rec ledger.Record) (*big.Rat, string, bool) {
 		s, ok := specs[rec.Connector+"."+rec.Operation]
 		if !ok {
-			return nil, false
+			return nil, "", false
 		}
-		a, _, ok := argview.Amount(rec.Args, s)
-		return a, ok
+		return argview.Amount(rec.Args, s)
 	}
 }
 
@@ -285,7 +298,7 @@ func (f listFilter) when(rec ledger.Record) time.Time {
 
 // matches reports whether rec is one the filter keeps (namespace aside,
 // which the ledger selects); noAmount, that it was left out for having
-// no amount when the filter has an amount range.
+// no amount in the filter's currency.
 func (f listFilter) matches(rec ledger.Record, amount amountFunc) (keep, noAmount bool) {
 	if !strings.Contains(rec.Connector+"."+rec.Operation, f.Tool) || !strings.Contains(rec.SessionID, f.Session) {
 		return false, false
@@ -297,8 +310,8 @@ func (f listFilter) matches(rec ledger.Record, amount amountFunc) (keep, noAmoun
 		return false, false
 	}
 	if f.amounts() {
-		a, ok := amount(rec)
-		if !ok {
+		a, code, ok := amount(rec)
+		if !ok || code != f.Currency {
 			return false, true
 		}
 		if f.min != nil && a.Cmp(f.min) < 0 || f.max != nil && a.Cmp(f.max) > 0 {
@@ -311,7 +324,15 @@ func (f listFilter) matches(rec ledger.Record, amount amountFunc) (keep, noAmoun
 // principalOf reports whether p made the call (RequestedBy), decided on
 // its approval or resolved it.
 func principalOf(rec ledger.Record, p string) bool {
-	return rec.RequestedBy == p || rec.Approval != nil && rec.Approval.By == p || rec.Resolution != nil && rec.Resolution.By == p
+	return actedOn(p, rec.RequestedBy, rec.Approval, rec.Resolution)
+}
+
+// actedOn reports whether p is the principal who made a call
+// (requestedBy), decided on its approval or resolved it: the principal
+// filter of Approvals, Recovery (a ledger.Record) and Executions (a
+// host.Result) alike.
+func actedOn(p, requestedBy string, a *ledger.Approval, r *ledger.Resolution) bool {
+	return requestedBy == p || a != nil && a.By == p || r != nil && r.By == p
 }
 
 // position is where a call stands in an ordered page's listing: its

@@ -14,7 +14,7 @@ import (
 func FuzzListFilter(f *testing.F) {
 	for _, q := range []string{
 		"", "tool=pay&session=team&namespace=acme&principal=bot-a", "from=2026-03-01T09:03&to=2026-03-01T09:45",
-		"amount_min=30&amount_max=600.50", "amount_min=1e9", "amount_min=-5", "amount_min=99999999999999999999",
+		"currency=usd&amount_min=30&amount_max=600.50", "currency=EUR", "currency=US", "amount_min=1e9", "amount_min=-5", "amount_min=99999999999999999999",
 		"sort=newest&group=session", "sort=expiry", "sort=sideways&group=tool", "after=17.ex_abc", "after=x.y",
 		"from=2026-13-01T00:00", "amount_min=.5", "amount_min=5.", "tool=%00%E2%80%AE",
 	} {

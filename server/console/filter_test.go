@@ -128,7 +128,7 @@ func TestApprovalsFilters(t *testing.T) {
 	for _, s := range []string{"sess-a", "sess-b", "sess-c"} {
 		grouped = append(grouped, where(byExpiry, func(fc filterCall) bool { return fc.session == s })...)
 	}
-	inAmount := func(fc filterCall) bool { return fc.amount >= 30_00 && fc.amount <= 600_00 }
+	inAmount := func(fc filterCall) bool { return fc.currency == "usd" && fc.amount >= 30_00 && fc.amount <= 600_00 }
 
 	for _, tc := range []struct {
 		name, query string
@@ -138,8 +138,9 @@ func TestApprovalsFilters(t *testing.T) {
 		{"principal who asked", "principal=bot-a", where(byExpiry, func(fc filterCall) bool { return fc.principal == "bot-a" })},
 		{"began waiting from–before", "from=2026-03-01T09:03&to=2026-03-01T09:45",
 			where(byExpiry, func(fc filterCall) bool { return fc.i >= 3 && fc.i < 45 })},
-		{"amount range in the call's currency", "amount_min=30&amount_max=600.00", where(byExpiry, inAmount)},
-		{"amount and principal and session", "amount_min=30&amount_max=600&principal=bot-b&session=sess-c",
+		{"amount range in USD: EUR calls left out", "currency=USD&amount_min=30&amount_max=600.00", where(byExpiry, inAmount)},
+		{"currency alone, in any case", "currency=eur", where(byExpiry, func(fc filterCall) bool { return fc.currency == "eur" })},
+		{"amount and principal and session", "currency=usd&amount_min=30&amount_max=600&principal=bot-b&session=sess-c",
 			where(byExpiry, func(fc filterCall) bool { return inAmount(fc) && fc.principal == "bot-b" && fc.session == "sess-c" })},
 		{"longest waiting first", "sort=oldest", calls},
 		{"newest first", "sort=newest", newest},
@@ -172,14 +173,18 @@ func TestApprovalsFilters(t *testing.T) {
 					}
 					continue
 				}
-				if !strings.Contains(page, fmt.Sprintf(`name=%q value=%q`, k, vs[0])) {
-					t.Errorf("the form does not keep %s=%s", k, vs[0])
+				want := vs[0]
+				if k == "currency" {
+					want = strings.ToUpper(want) // read as the code it is
+				}
+				if !strings.Contains(page, fmt.Sprintf(`name=%q value=%q`, k, want)) {
+					t.Errorf("the form does not keep %s=%s", k, want)
 				}
 			}
 			if m := nextRE.FindStringSubmatch(page); m != nil {
 				next, _ := url.Parse(html.UnescapeString(m[1]))
 				for k, vs := range q {
-					if next.Query().Get(k) != vs[0] {
+					if got := next.Query().Get(k); got != vs[0] && (k != "currency" || got != strings.ToUpper(vs[0])) {
 						t.Errorf("the next link %s drops %s=%s", next, k, vs[0])
 					}
 				}
@@ -205,9 +210,11 @@ func TestApprovalsFilters(t *testing.T) {
 		t.Errorf("group headings %q, want %q", heads, wantHeads)
 	}
 
-	// The amount range says how many calls it left out for having none.
-	_, page, _ := e.get(t, c, "/ui/approvals?amount_min=1&sort=oldest")
-	if want := fmt.Sprintf(`<p class="hint" id="inbox-noamount">%d calls read have no amount`, len(where(calls, keyed))); !strings.Contains(page, want) {
+	// The amount range says how many calls it left out for having none
+	// in its currency: those without an amount, and those in EUR.
+	_, page, _ := e.get(t, c, "/ui/approvals?currency=USD&amount_min=1&sort=oldest")
+	noUSD := where(calls, func(fc filterCall) bool { return fc.currency != "usd" })
+	if want := fmt.Sprintf(`<p class="hint" id="inbox-noamount">%d calls read have no amount in USD`, len(noUSD)); !strings.Contains(page, want) {
 		t.Errorf("amount range: the page does not say %q", want)
 	}
 
@@ -232,15 +239,21 @@ func TestApprovalsFilters(t *testing.T) {
 	// The cards a first page's script shows without a reload are read
 	// under its whole filter too.
 	since := base.Add(100 * time.Minute).UnixNano()
-	_, page, _ = e.get(t, c, fmt.Sprintf("/ui/approvals/new/cards?since=%d&principal=bot-a&amount_min=1", since))
-	wantNew := idsOf(where(calls, func(fc filterCall) bool { return fc.i > 100 && fc.principal == "bot-a" && fc.amount > 0 }))
+	_, page, _ = e.get(t, c, fmt.Sprintf("/ui/approvals/new/cards?since=%d&principal=bot-a&currency=USD&amount_min=1", since))
+	wantNew := idsOf(where(calls, func(fc filterCall) bool { return fc.i > 100 && fc.principal == "bot-a" && fc.currency == "usd" }))
 	if got := cardRE.FindAllStringSubmatch(page, -1); len(got) != len(wantNew) {
-		t.Errorf("new cards under principal=bot-a&amount_min=1: %d, want %d", len(got), len(wantNew))
+		t.Errorf("new cards under principal=bot-a&currency=USD&amount_min=1: %d, want %d", len(got), len(wantNew))
 	}
 	if _, page, _ := e.get(t, c, "/ui/approvals?principal=bot-a&sort=newest"); !strings.Contains(page, html.EscapeString("/ui/approvals/new/cards?principal=bot-a&since=")) {
 		t.Error("the first page's script does not read new cards under the page's filter")
 	}
 
+	// Executions refuse a time range that holds no time, as Approvals do,
+	// rather than list nothing as if no call had been made then.
+	if code, page, _ := e.get(t, c, "/ui/executions?from=2026-03-01T10:00&to=2026-03-01T09:00"); code != http.StatusBadRequest ||
+		!strings.Contains(page, "from 2026-03-01T10:00 is not before to 2026-03-01T09:00: no call can match") {
+		t.Errorf("executions with from after to: %d, want 400 saying no call can match", code)
+	}
 	// Executions: by principal, who asked (with a state) or who decided.
 	_, page, _ = e.get(t, c, "/ui/executions?principal=bot-a&state=awaiting_approval")
 	if n, want := strings.Count(page, `<td data-label="execution"`), len(where(calls, func(fc filterCall) bool { return fc.principal == "bot-a" })); n != want {
@@ -253,18 +266,23 @@ func TestApprovalsFilters(t *testing.T) {
 	}
 
 	// Parameters the page cannot read: every reason at once, 400.
-	code, page, _ = e.get(t, c, "/ui/approvals?from=yesterday&amount_min=1e9&amount_max=-5&sort=sideways&group=tool")
+	code, page, _ = e.get(t, c, "/ui/approvals?from=yesterday&amount_min=1e9&amount_max=-5&sort=sideways&group=tool&currency=dollars")
 	if code != http.StatusBadRequest {
 		t.Errorf("bad filter: %d, want 400", code)
 	}
 	for _, want := range []string{`from &#34;yesterday&#34;: want YYYY-MM-DDTHH:MM (UTC)`, `amount from &#34;1e9&#34;: want a number`, `amount to &#34;-5&#34;: want a number`,
-		`sort &#34;sideways&#34;: want expiry, oldest or newest`, `group &#34;tool&#34;: want session`} {
+		`sort &#34;sideways&#34;: want expiry, oldest or newest`, `group &#34;tool&#34;: want session`,
+		`currency &#34;DOLLARS&#34;: want a three-letter code such as USD`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("bad filter: the page does not say %q", want)
 		}
 	}
-	if _, page, _ := e.get(t, c, "/ui/approvals?amount_min=50&amount_max=10"); !strings.Contains(page, "amount from 50 is above amount to 10") {
+	if _, page, _ := e.get(t, c, "/ui/approvals?currency=USD&amount_min=50&amount_max=10"); !strings.Contains(page, "amount from 50 is above amount to 10") {
 		t.Error("an empty amount range is not refused")
+	}
+	// Amounts of different currencies do not compare: a range names one.
+	if code, page, _ := e.get(t, c, "/ui/approvals?amount_max=500"); code != http.StatusBadRequest || !strings.Contains(page, "an amount range needs a currency") {
+		t.Errorf("amount range without a currency: %d, want 400 saying it needs one", code)
 	}
 }
 
@@ -394,8 +412,28 @@ func TestRecoveryFilters(t *testing.T) {
 	if want := []string{"stuck-0 18", "stuck-1 18", "stuck-2 17", "stuck-2 17, continued from the previous page", "stuck-3 17"}; !slices.Equal(heads, want) {
 		t.Errorf("recovery group headings %q, want %q", heads, want)
 	}
+	// A filter narrows the calls listed, not what fences a session: a
+	// fenced session the filtered page names lists every recovery_required
+	// call of it ("refused until every call listed is resolved" must hold),
+	// here stuck-0's 18 calls though the time range keeps 3 of them.
+	_, page, _ := e.get(t, c, "/ui/recovery?from=2026-03-01T09:10&to=2026-03-01T09:20")
+	fenced := regexp.MustCompile(`<li>session <a [^>]*>stuck-0</a>[^<]*:((?: <a href="/ui/executions/ex_[a-z0-9]+">ex_[a-z0-9]+</a>)+)`).FindStringSubmatch(page)
+	if fenced == nil {
+		t.Fatal("the filtered recovery page lists no fenced session stuck-0")
+	}
+	var listed []string
+	for _, m := range regexp.MustCompile(`>(ex_[a-z0-9]+)<`).FindAllStringSubmatch(fenced[1], -1) {
+		listed = append(listed, m[1])
+	}
+	slices.Sort(listed)
+	fences := execs(keep(func(s stuck) bool { return s.session == "stuck-0" }))
+	slices.Sort(fences)
+	if !slices.Equal(listed, fences) {
+		t.Errorf("a filtered page lists %d calls as fencing session stuck-0, want all its %d recovery_required calls:\n got %v\nwant %v", len(listed), len(fences), listed, fences)
+	}
+
 	// noop.echo declares no money: an amount range keeps none, and says so.
-	if _, page, _ := e.get(t, c, "/ui/recovery?amount_min=0"); !strings.Contains(page, `id="recovery-noamount">70 calls have no amount`) || recoveryCardRE.MatchString(page) {
+	if _, page, _ := e.get(t, c, "/ui/recovery?currency=USD&amount_min=0"); !strings.Contains(page, `id="recovery-noamount">70 calls have no amount in USD`) || recoveryCardRE.MatchString(page) {
 		t.Error("an amount range over calls without amounts does not say why it shows none")
 	}
 	if code, page, _ := e.get(t, c, "/ui/recovery?sort=expiry"); code != http.StatusBadRequest || !strings.Contains(page, "sort &#34;expiry&#34;: want oldest or newest") {

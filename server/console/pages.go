@@ -825,6 +825,14 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 	if d.Filter.amounts() {
 		amount = amountsOf(c.opts.Executor)
 	}
+	// Every recovery_required call of a session fences it, whether the
+	// filter keeps it or not: a fenced session the page names lists them
+	// all, so that resolving the calls listed frees it.
+	fencing := map[[2]string][]string{}
+	for _, rec := range all {
+		k := [2]string{rec.Namespace, rec.SessionID}
+		fencing[k] = append(fencing[k], rec.ID)
+	}
 	kept := all[:0]
 	for _, rec := range all {
 		keep, noAmount := d.Filter.matches(rec, amount)
@@ -841,23 +849,18 @@ func (c *console) recovery(r *http.Request, s session, v *view) (string, int) {
 		v.Notes = append(v.Notes, note{Error: true, Text: err.Error()})
 		return "recovery", http.StatusBadRequest
 	}
-	at := map[[2]string]int{}
+	listed := map[[2]string]bool{}
 	for _, rec := range kept {
 		k := [2]string{rec.Namespace, rec.SessionID}
-		i, ok := at[k]
-		if !ok {
-			if len(d.Fenced) == maxFenced {
-				d.MoreFenced++
-				at[k] = -1
-				continue
-			}
-			i = len(d.Fenced)
-			at[k] = i
-			d.Fenced = append(d.Fenced, fencedSession{Namespace: rec.Namespace, SessionID: rec.SessionID})
+		if listed[k] {
+			continue
 		}
-		if i >= 0 {
-			d.Fenced[i].Calls = append(d.Fenced[i].Calls, rec.ID)
+		listed[k] = true
+		if len(d.Fenced) == maxFenced {
+			d.MoreFenced++
+			continue
 		}
+		d.Fenced = append(d.Fenced, fencedSession{Namespace: rec.Namespace, SessionID: rec.SessionID, Calls: fencing[k]})
 	}
 	d.From, d.To, d.Next = from, from+len(page)-1, next
 	for i, rec := range page {
@@ -981,6 +984,12 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		}
 		*t.out = p
 	}
+	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
+		// As Approvals and Recovery refuse it (parseListFilter), rather
+		// than list nothing as if no call were made then.
+		v.Notes = append(v.Notes, note{Error: true, Text: fmt.Sprintf("from %s is not before to %s: no call can match", d.Filter.From, d.Filter.To)})
+		return "executions", http.StatusBadRequest
+	}
 	exact, part := "", d.Filter.Session
 	if d.Filter.Exact {
 		exact, part = d.Filter.Session, ""
@@ -1009,7 +1018,7 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 				break
 			}
 			if strings.Contains(e.Tool, d.Filter.Tool) && strings.Contains(e.SessionID, part) && (to.IsZero() || e.CreatedAt.Before(to)) &&
-				(d.Filter.Principal == "" || resultOf(e.Result, d.Filter.Principal)) {
+				(d.Filter.Principal == "" || actedOn(d.Filter.Principal, e.RequestedBy, e.Approval, e.Resolution)) {
 				d.Items = append(d.Items, e)
 			}
 			if len(d.Items) == show {
@@ -1028,12 +1037,6 @@ func (c *console) executions(r *http.Request, s session, v *view) (string, int) 
 		d.Next = ""
 	}
 	return "executions", http.StatusOK
-}
-
-// resultOf reports whether p made the call r, decided on its approval or
-// resolved it.
-func resultOf(r host.Result, p string) bool {
-	return r.RequestedBy == p || r.Approval != nil && r.Approval.By == p || r.Resolution != nil && r.Resolution.By == p
 }
 
 type executionData struct {

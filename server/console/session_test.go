@@ -177,6 +177,36 @@ func TestSignOutEverywhere(t *testing.T) {
 	}
 }
 
+// TestSignOutEverywhereRefusedCrossSite: "Sign out everywhere" is a POST
+// that ends sessions, so a form from another site, or one without the
+// session's CSRF token, is refused like a decision and ends none: the
+// operator's own and the sessions of the principal it names stay signed
+// in.
+func TestSignOutEverywhereRefusedCrossSite(t *testing.T) {
+	e := newEnv(t, principals, nil, false)
+	olga, rita := e.browser(t), e.browser(t)
+	csrf := e.signIn(t, olga, olgaTok)
+	e.signIn(t, rita, ritaTok)
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		hdr  map[string]string
+	}{
+		{"no CSRF token", url.Values{"principal": {"rita"}}, nil},
+		{"another site's form", url.Values{"csrf": {csrf}, "principal": {"rita"}}, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}},
+		{"another site's form, the operator's own sessions", url.Values{"csrf": {csrf}}, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}},
+	} {
+		if code, body, _ := e.post(t, olga, "/ui/signout/everywhere", tc.form, tc.hdr); code != http.StatusForbidden || !strings.Contains(body, "refused") {
+			t.Errorf("%s: %d, want 403 refused", tc.name, code)
+		}
+	}
+	for name, c := range map[string]*http.Client{"olga": olga, "rita": rita} {
+		if code, _, _ := e.get(t, c, "/ui/approvals"); code != http.StatusOK {
+			t.Errorf("%s after refused sign-outs everywhere: %d, want still signed in", name, code)
+		}
+	}
+}
+
 // TestLedgerRowAloneOpensNothing: the ledger's row and the cookie's MAC
 // must both agree. Someone who can write the database but holds no
 // principal's token can add a live row for an id of their choosing: with

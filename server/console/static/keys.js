@@ -17,7 +17,10 @@
   var current = null;
 
   function calls() { return main.querySelectorAll(CALLS); }
-  if (!calls().length) return;
+  // An inbox empty at load may show calls later (live.js inserts them):
+  // its shortcuts stay, and their hint follows what the page holds.
+  var inbox = document.getElementById("inbox");
+  if (!calls().length && !inbox) return;
 
   function say(text) {
     var p = document.getElementById("keys-said");
@@ -47,18 +50,28 @@
   }
 
   function hint() {
-    var p = document.createElement("p");
-    p.className = "hint keys-hint";
-    p.id = "keys-hint";
-    p.textContent = "Keyboard: j and k move between calls" +
+    var p = document.getElementById("keys-hint");
+    if (!p) {
+      p = document.createElement("p");
+      p.className = "hint keys-hint";
+      p.id = "keys-hint";
+      var h1 = main.querySelector("h1");
+      main.insertBefore(p, h1 ? h1.nextSibling : main.firstChild);
+    }
+    var text = "Keyboard: j and k move between calls" +
       (decides() ? ", a approves and r rejects the call after you confirm" : "") +
       "; ? lists the shortcuts.";
-    var h1 = main.querySelector("h1");
-    main.insertBefore(p, h1 ? h1.nextSibling : main.firstChild);
+    // Unchanged text is not written again: the observer below would see
+    // the write and call this again.
+    if (p.textContent !== text) p.textContent = text;
   }
 
   function move(by) {
     var list = calls();
+    if (!list.length) {
+      say("No call on this page yet.");
+      return;
+    }
     var i = Array.prototype.indexOf.call(list, current);
     if (i < 0) {
       i = by > 0 ? 0 : list.length - 1;
@@ -113,8 +126,15 @@
   function confirm(card, verb) {
     var form = formOf(card, verb);
     if (!form) {
-      say(card ? "You may not " + verb + " " + name(card) + " here: that needs the approver role." :
-        "Choose a call first: j moves to the next, k to the previous.");
+      if (!card) {
+        say("Choose a call first: j moves to the next, k to the previous.");
+      } else if (card.querySelector(".folded-call") && formOf(card, verb === "approve" ? "reject" : "approve")) {
+        // The card holds a decision form, so the role is there: the call
+        // is too long for the inbox and is approved from its own page.
+        say(name(card) + " is too long for the inbox: review it whole on its own page (the card's link) to " + verb + " it there.");
+      } else {
+        say("You may not " + verb + " " + name(card) + " here: that needs the approver role.");
+      }
       return;
     }
     var button = form.querySelector("button[type=submit]");
@@ -237,4 +257,7 @@
     e.preventDefault();
   });
   hint();
+  if (inbox && window.MutationObserver) {
+    new MutationObserver(hint).observe(main, { childList: true, subtree: true });
+  }
 })();

@@ -29,9 +29,13 @@
   function calls(n, more) {
     return n + (more ? " or more" : "") + (n === 1 ? " new call waits" : " new calls wait");
   }
+  // announce says how many calls began to wait, with a link to the page
+  // that shows them: the first (a later page's own link to it), since a
+  // later page's calls follow the pages before it.
   function announce(d) {
     var a = document.createElement("a");
-    a.href = location.pathname + location.search;
+    var first = document.getElementById("inbox-first");
+    a.href = first ? first.getAttribute("href") : location.pathname + location.search;
     a.textContent = calls(d.new, d.more) + " — show them";
     notice().appendChild(a);
   }
