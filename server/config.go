@@ -1418,11 +1418,11 @@ var quotedOrLongNumber = regexp.MustCompile(`"[^"]*"|'[^']*'|[0-9_]{6,}`)
 func redactQuoted(msg string) string { return quotedOrLongNumber.ReplaceAllString(msg, "…") }
 
 // resolvePaths makes the table's relative paths (data, manifests, modules,
-// witness, tls_cert, tls_key) relative to dir, the config file's
+// witness, cache_dir, consumed_dir, tls_cert, tls_key) relative to dir, the config file's
 // directory, so that a config means the same files whatever directory the
 // command runs in (a runtime launching connhost mcp from its own).
 func (s *ServerConfig) resolvePaths(dir string) {
-	for _, p := range []*string{&s.Data, &s.Manifests, &s.Modules, &s.Witness, &s.TLSCert, &s.TLSKey} {
+	for _, p := range []*string{&s.Data, &s.Manifests, &s.Modules, &s.Witness, &s.CacheDir, &s.ConsumedDir, &s.TLSCert, &s.TLSKey} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

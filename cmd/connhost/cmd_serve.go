@@ -193,8 +193,9 @@ func testHooksSet() []string {
 	return set
 }
 
-// applyServerConfig takes data, manifests and modules from the config file
-// unless they were given as flags (every command, before it runs).
+// applyServerConfig takes data, manifests, modules and cache_dir from the
+// config file unless they were given as flags (every command, before it
+// runs).
 func (a *app) applyServerConfig(cmd *cobra.Command, cfg *server.Config) {
 	set := func(flag string, dst *string, v string) {
 		if v != "" && !cmd.Flags().Changed(flag) {
@@ -204,6 +205,7 @@ func (a *app) applyServerConfig(cmd *cobra.Command, cfg *server.Config) {
 	set("data", &a.g.data, cfg.Server.Data)
 	set("manifests", &a.g.manifests, cfg.Server.Manifests)
 	set("modules", &a.g.modules, cfg.Server.Modules)
+	set("cache-dir", &a.g.cacheDir, cfg.Server.CacheDir)
 }
 
 type serveOptions struct {

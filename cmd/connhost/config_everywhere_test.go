@@ -36,6 +36,7 @@ data = "./data"
 manifests = "./manifests"
 modules = "./modules"
 witness = "./state/ledger.witness"
+cache_dir = "./cache"
 `)
 	cwd := t.TempDir()
 	t.Chdir(cwd)
@@ -64,6 +65,17 @@ witness = "./state/ledger.witness"
 	}
 	if _, err := os.Stat(filepath.Join(conf, "state", "ledger.witness")); err != nil {
 		t.Errorf("the config's witness: %v", err)
+	}
+	// The audit's module prober compiles into the config's cache_dir too,
+	// as the executor does.
+	if err := os.RemoveAll(filepath.Join(conf, "cache")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run("audit", filepath.Join(conf, "manifests")); code != cli.ExitOK && code != cli.ExitFindings {
+		t.Fatalf("audit: exit %d %s %s", code, out, errOut)
+	}
+	if entries, err := os.ReadDir(filepath.Join(conf, "cache")); err != nil || len(entries) == 0 {
+		t.Errorf("audit did not compile into the config's cache_dir: %v (%d entries)", err, len(entries))
 	}
 	if entries, _ := os.ReadDir(cwd); len(entries) > 0 {
 		t.Errorf("the commands left %d entries in the working directory (%s, …)", len(entries), entries[0].Name())
