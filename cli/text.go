@@ -7,7 +7,6 @@ import (
 	"io"
 	"reflect"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/connhost/connhost/server/httpapi"
@@ -159,18 +158,6 @@ func IndentLines(s, indent string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
-}
-
-// ShortDuration formats d as manifests write durations: 10m, 1h, 1m30s.
-func ShortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // OrDash is s, or "-" for an empty s (a column with no value).

@@ -144,7 +144,7 @@ func NewApprovalView(rec ledger.Record, op *manifests.Operation, earlier *ledger
 	}
 	v.Fields, v.ReviewOrder = fields, order
 	if rec.DuplicateOf != "" {
-		d := &DuplicateNote{ExecutionID: rec.DuplicateOf, Window: fmtWindow(rec.DuplicateWindow)}
+		d := &DuplicateNote{ExecutionID: rec.DuplicateOf, Window: manifests.FormatDuration(rec.DuplicateWindow)}
 		if earlier != nil {
 			d.ToolCallID, d.State, d.CreatedAt = earlier.ToolCallID, earlier.State, earlier.CreatedAt
 			if earlier.Outcome != nil && earlier.State == ledger.StateSucceeded {
@@ -232,19 +232,6 @@ func shown(s string) string {
 	q, escaped := argview.Quote(s)
 	if escaped {
 		return q
-	}
-	return s
-}
-
-// fmtWindow formats a duplicate window as manifests write it (10m, 1h,
-// 90s is 1m30s).
-func fmtWindow(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

@@ -359,7 +359,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		rec.Outcome = &ledger.Outcome{Kind: abi.OutcomeOK.String(), Result: earlier.Outcome.Result, Receipt: earlier.Outcome.Receipt,
 			Source: ledger.OutcomeSourceDuplicate}
 		ev.Decision = string(DecisionDuplicateAnswered)
-		ev.Evidence = sameWhat(op, digest, earlier) + " as " + what + " within the duplicate window of " + fmtWindow(op.op.DuplicateWindow) +
+		ev.Evidence = sameWhat(op, digest, earlier) + " as " + what + " within the duplicate window of " + manifests.FormatDuration(op.op.DuplicateWindow) +
 			": answered with its outcome (on_duplicate = \"answer\"), nothing dispatched"
 	} else {
 		rec.State = ledger.StateAwaitingApproval
@@ -369,7 +369,7 @@ func (e *Executor) duplicate(ctx context.Context, call ToolCall, op *operation, 
 		}
 		ev.Decision = string(DecisionDuplicateHeld)
 		ev.Evidence = "possible duplicate of " + what + ": " + sameWhat(op, digest, earlier) + " within the duplicate window of " +
-			fmtWindow(op.op.DuplicateWindow) + "; approval " + rec.Approval.ID + " requested, a human decides"
+			manifests.FormatDuration(op.op.DuplicateWindow) + "; approval " + rec.Approval.ID + " requested, a human decides"
 	}
 	created, err := e.createUnfenced(ctx, rec, ev)
 	if err != nil {

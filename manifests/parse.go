@@ -323,16 +323,16 @@ func (p *parser) duration(f field, lo, hi, def time.Duration) time.Duration {
 	}
 	s, ok := f.v.(string)
 	if !ok {
-		p.add(f.line, f.label, "want duration string such as %q, got %s", fmtDuration(def), tomlType(f.v))
+		p.add(f.line, f.label, "want duration string such as %q, got %s", FormatDuration(def), tomlType(f.v))
 		return def
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		p.add(f.line, f.label, "invalid duration %q (want e.g. %q)", s, fmtDuration(def))
+		p.add(f.line, f.label, "invalid duration %q (want e.g. %q)", s, FormatDuration(def))
 		return def
 	}
 	if d < lo || d > hi {
-		p.add(f.line, f.label, "%s out of range %s..%s", s, fmtDuration(lo), fmtDuration(hi))
+		p.add(f.line, f.label, "%s out of range %s..%s", s, FormatDuration(lo), FormatDuration(hi))
 		return def
 	}
 	return d
@@ -780,8 +780,10 @@ func (p *parser) opLabel(i int) string {
 	return fmt.Sprintf("operation[#%d]", i+1)
 }
 
-// fmtDuration formats d without zero trailing units: 1h, 10m, 1ms.
-func fmtDuration(d time.Duration) string {
+// FormatDuration formats d as a manifest writes a duration, without zero
+// trailing units: 1h, 10m, 1m30s, 1ms. Every place that shows a manifest's
+// duration (the audit, the approval view, the CLI) uses it.
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -264,7 +264,7 @@ func renderHistory(w io.Writer, r httpapi.Execution, op *manifests.Operation, ea
 		if r.State == ledger.StateSucceeded && r.Source == ledger.OutcomeSourceDuplicate {
 			how = "answered with its outcome"
 		}
-		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, cli.ShortDuration(time.Duration(r.DuplicateWindow)), how)
+		row("duplicate of", "%s: same arguments in the same session within %s; %s", s, manifests.FormatDuration(time.Duration(r.DuplicateWindow)), how)
 	}
 	if r.Resumed {
 		row("resumed", "yes (replayed from older history)")

@@ -665,7 +665,7 @@ func (a *auditor) run() ConnectorReport {
 		Config:     orEmpty(m.Capabilities.Config),
 		Undeclared: []string{},
 		Limits: LimitsReport{
-			MemoryMiB: m.Limits.MemoryMiB, Timeout: FormatDuration(m.Limits.Timeout),
+			MemoryMiB: m.Limits.MemoryMiB, Timeout: manifests.FormatDuration(m.Limits.Timeout),
 			MaxOutputKiB: m.Limits.MaxOutputKiB, Instances: m.Limits.Instances,
 		},
 		Module:     a.module(),
@@ -676,7 +676,7 @@ func (a *auditor) run() ConnectorReport {
 		cr.Provider = &ProviderReport{Name: pv.Name, IdempotencyHeader: pv.IdempotencyHeader, IdempotencyField: pv.IdempotencyField,
 			Key: pv.IdempotencyKey(), Line: m.Line("provider"), Proof: a.proof}
 		if pv.IdempotencyRetention > 0 {
-			cr.Provider.IdempotencyRetention = FormatDuration(pv.IdempotencyRetention)
+			cr.Provider.IdempotencyRetention = manifests.FormatDuration(pv.IdempotencyRetention)
 		}
 	}
 	a.hosts()
@@ -789,15 +789,15 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 	or := OperationReport{
 		Name: op.Name, Line: op.Line, Description: op.Description,
 		Effect: string(op.Effect), Recovery: string(op.Recovery),
-		RequiresApproval: op.RequiresApproval, ApprovalTTL: FormatDuration(op.ApprovalTTL),
+		RequiresApproval: op.RequiresApproval, ApprovalTTL: manifests.FormatDuration(op.ApprovalTTL),
 		MaxAttempts: op.MaxAttempts, PolicyVersion: op.PolicyVersion(),
 	}
 	if op.Recovery == manifests.PolicyReconcile {
-		or.ReconcileSettle = FormatDuration(op.ReconcileSettle)
+		or.ReconcileSettle = manifests.FormatDuration(op.ReconcileSettle)
 	}
 	or.OutcomeDurability = string(op.OutcomeDurability)
 	if op.DuplicateWindow > 0 {
-		or.DuplicateWindow, or.OnDuplicate = FormatDuration(op.DuplicateWindow), string(op.OnDuplicate)
+		or.DuplicateWindow, or.OnDuplicate = manifests.FormatDuration(op.DuplicateWindow), string(op.OnDuplicate)
 		for _, f := range op.Intent {
 			or.Intent = append(or.Intent, f.String())
 		}
@@ -860,12 +860,12 @@ func (a *auditor) operation(op *manifests.Operation, desc *abi.Description) Oper
 	}
 	if !op.RequiresApproval && op.ApprovalTTL != manifests.DefaultApprovalTTL {
 		a.add(CodeApprovalTTLIgnored, opKey(op, "approval_ttl"),
-			"approval_ttl %s has no effect: the operation does not require approval", FormatDuration(op.ApprovalTTL))
+			"approval_ttl %s has no effect: the operation does not require approval", manifests.FormatDuration(op.ApprovalTTL))
 	}
 	if op.RequiresApproval && op.ApprovalTTL > a.o.MaxApprovalTTL {
 		a.add(CodeApprovalTTLLong, opKey(op, "approval_ttl"),
 			"approval_ttl %s is longer than %s: an approval stays usable long after the reviewer looked at the call; shorten it (or audit with --max-approval-ttl)",
-			FormatDuration(op.ApprovalTTL), FormatDuration(a.o.MaxApprovalTTL))
+			manifests.FormatDuration(op.ApprovalTTL), manifests.FormatDuration(a.o.MaxApprovalTTL))
 	}
 	or.Verdict = a.verdict(op)
 	return or
@@ -906,16 +906,4 @@ func article(word string) string {
 		return "an"
 	}
 	return "a"
-}
-
-// FormatDuration formats d without zero trailing units ("1h", "90m", "15s").
-func FormatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -296,7 +296,7 @@ func Diff(old, new *manifests.Manifest, oldFacts, newFacts ModuleFacts) DiffRepo
 
 	ol, nl := old.Limits, new.Limits
 	d.limit("limits.memory_mib", int64(ol.MemoryMiB), int64(nl.MemoryMiB), strconv.Itoa(ol.MemoryMiB), strconv.Itoa(nl.MemoryMiB))
-	d.limit("limits.timeout", int64(ol.Timeout), int64(nl.Timeout), FormatDuration(ol.Timeout), FormatDuration(nl.Timeout))
+	d.limit("limits.timeout", int64(ol.Timeout), int64(nl.Timeout), manifests.FormatDuration(ol.Timeout), manifests.FormatDuration(nl.Timeout))
 	d.limit("limits.max_output_kib", int64(ol.MaxOutputKiB), int64(nl.MaxOutputKiB), strconv.Itoa(ol.MaxOutputKiB), strconv.Itoa(nl.MaxOutputKiB))
 	d.limit("limits.instances", int64(ol.Instances), int64(nl.Instances), strconv.Itoa(ol.Instances), strconv.Itoa(nl.Instances))
 
@@ -419,7 +419,7 @@ func (d *differ) operation(o, n *manifests.Operation) {
 		d.add(SeverityInfo, CodeApprovalAdded, name, "requires_approval", "false", "true", "approval now required")
 	}
 	if o.RequiresApproval && n.RequiresApproval && o.ApprovalTTL != n.ApprovalTTL {
-		os, ns := FormatDuration(o.ApprovalTTL), FormatDuration(n.ApprovalTTL)
+		os, ns := manifests.FormatDuration(o.ApprovalTTL), manifests.FormatDuration(n.ApprovalTTL)
 		if n.ApprovalTTL > o.ApprovalTTL {
 			d.add(SeverityWarning, CodeApprovalTTLRaised, name, "approval_ttl", os, ns, "approvals now stay open for %s instead of %s", ns, os)
 		} else {
@@ -435,7 +435,7 @@ func (d *differ) operation(o, n *manifests.Operation) {
 		}
 	}
 	if o.Recovery == manifests.PolicyReconcile && n.Recovery == manifests.PolicyReconcile && o.ReconcileSettle != n.ReconcileSettle {
-		os, ns := FormatDuration(o.ReconcileSettle), FormatDuration(n.ReconcileSettle)
+		os, ns := manifests.FormatDuration(o.ReconcileSettle), manifests.FormatDuration(n.ReconcileSettle)
 		if n.ReconcileSettle < o.ReconcileSettle {
 			d.add(SeverityWarning, CodeSettleLowered, name, "reconcile_settle", os, ns,
 				"reconcile's not_applied is now trusted %s after the attempt was dispatched instead of %s: a request still in flight may be sent again", ns, os)
@@ -479,7 +479,7 @@ func (d *differ) duplicateGuard(name string, o, n *manifests.Operation) {
 		if op.DuplicateWindow == 0 {
 			return "none"
 		}
-		return FormatDuration(op.DuplicateWindow) + ", " + string(op.OnDuplicate)
+		return manifests.FormatDuration(op.DuplicateWindow) + ", " + string(op.OnDuplicate)
 	}
 	og, ng := guard(o), guard(n)
 	if o.DuplicateWindow > 0 && n.DuplicateWindow > 0 {
@@ -498,7 +498,7 @@ func (d *differ) duplicateGuard(name string, o, n *manifests.Operation) {
 			"risk increase: the duplicate-intent guard was removed: a call re-issued under a new tool-call id now runs again")
 	case o.DuplicateWindow > 0 && n.DuplicateWindow < o.DuplicateWindow:
 		d.add(SeverityWarning, CodeDuplicateGuardLoosened, name, field, og, ng,
-			"risk increase: repeats are now stopped within %s instead of %s", FormatDuration(n.DuplicateWindow), FormatDuration(o.DuplicateWindow))
+			"risk increase: repeats are now stopped within %s instead of %s", manifests.FormatDuration(n.DuplicateWindow), manifests.FormatDuration(o.DuplicateWindow))
 	case o.DuplicateWindow > 0 && o.OnDuplicate == manifests.DuplicateHold && n.OnDuplicate == manifests.DuplicateAnswer:
 		d.add(SeverityWarning, CodeDuplicateGuardLoosened, name, field, og, ng,
 			"risk increase: a repeat of a succeeded call is now answered with its outcome instead of held for a reviewer: a repeat meant as a second effect is never asked about")

@@ -66,16 +66,16 @@ func sameIntent(op *manifests.Operation) string {
 func (a *auditor) verdict(op *manifests.Operation) Verdict {
 	v := Verdict{MaxDispatches: op.MaxAttempts, Hosts: orEmpty(a.m.Capabilities.HTTP), Approval: "none: the model's call runs as issued"}
 	if op.RequiresApproval {
-		v.Approval = fmt.Sprintf("a reviewer approves the exact arguments; the request expires after %s", FormatDuration(op.ApprovalTTL))
+		v.Approval = fmt.Sprintf("a reviewer approves the exact arguments; the request expires after %s", manifests.FormatDuration(op.ApprovalTTL))
 	}
 	if op.Effect == manifests.EffectExternal {
 		switch {
 		case op.DuplicateWindow == 0:
 			v.Repeats = "not guarded: a call re-issued under a new tool-call id runs again (no duplicate_window)"
 		case op.OnDuplicate == manifests.DuplicateAnswer:
-			v.Repeats = fmt.Sprintf("a call %s as one in the same session within %s is not dispatched: answered with that call's outcome once it succeeded, held for a reviewer while it is in flight", sameIntent(op), FormatDuration(op.DuplicateWindow))
+			v.Repeats = fmt.Sprintf("a call %s as one in the same session within %s is not dispatched: answered with that call's outcome once it succeeded, held for a reviewer while it is in flight", sameIntent(op), manifests.FormatDuration(op.DuplicateWindow))
 		default:
-			v.Repeats = fmt.Sprintf("a call %s as one succeeded or in flight in the same session within %s is not dispatched: it is held for a reviewer as a possible duplicate", sameIntent(op), FormatDuration(op.DuplicateWindow))
+			v.Repeats = fmt.Sprintf("a call %s as one succeeded or in flight in the same session within %s is not dispatched: it is held for a reviewer as a possible duplicate", sameIntent(op), manifests.FormatDuration(op.DuplicateWindow))
 		}
 	}
 	hosts := strings.Join(hostNames(a.m.Capabilities.HTTP), ", ")
@@ -94,7 +94,7 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 		if d := a.m.Provider.IdempotencyRetention; d > 0 && d < retention {
 			retention = d
 		}
-		v.KeyRetention = FormatDuration(retention)
+		v.KeyRetention = manifests.FormatDuration(retention)
 		older := "reconcile is asked if the module exports it for the operation, else it becomes recovery_required (the module was not checked)"
 		if a.facts != nil && a.facts.Description != nil {
 			if info, _ := a.facts.Description.Operation(op.Name); info.Reconcile {
@@ -109,7 +109,7 @@ func (a *auditor) verdict(op *manifests.Operation) Verdict {
 	case op.Recovery == manifests.PolicyReconcile:
 		v.AfterCrash = "asks the connector's reconcile whether the call took effect: applied → succeeded, not applied → re-dispatch, unknown → recovery_required"
 		v.ReliesOn = fmt.Sprintf("the connector's reconcile finding out at %s whether the call took effect (by its key, or by what it leaves behind: a record made or gone), and not_applied being true %s after the attempt was dispatched (reconcile_settle)",
-			hosts, FormatDuration(op.ReconcileSettle))
+			hosts, manifests.FormatDuration(op.ReconcileSettle))
 	}
 	return v
 }
@@ -131,7 +131,7 @@ func (a *auditor) idempotencyPromise(hosts string) string {
 			proven = "a provider connhost knows to do so"
 		}
 		return fmt.Sprintf("%s deduplicating requests by %s for %s (declared in [provider], line %d; %s)",
-			who, key, FormatDuration(pv.IdempotencyRetention), a.key("provider", "idempotency_header", "idempotency_field").line, proven)
+			who, key, manifests.FormatDuration(pv.IdempotencyRetention), a.key("provider", "idempotency_header", "idempotency_field").line, proven)
 	}
 	names := hostNames(a.m.Capabilities.HTTP)
 	if len(names) > 0 && !slices.ContainsFunc(names, func(h string) bool { return !slices.Contains(KnownIdempotencyProviders, h) }) {
