@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,39 +22,6 @@ import (
 	"github.com/connhost/connhost/internal/wasmbuild"
 	"github.com/connhost/connhost/manifests"
 )
-
-// chromiumBin returns the headless browser the console test drives. It
-// skips the test when none is installed, unless CI is set (.ci/run
-// installs Debian's chromium): there a missing browser fails.
-func chromiumBin(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("no chromium binary on PATH, and CI is set: .ci/run installs Debian's chromium for this test")
-	}
-	t.Skip("SKIP: no chromium binary on PATH (apt-get install -y chromium); the console was not tested in a browser")
-	return ""
-}
-
-// artifactsDir is where the browser test's screenshots go: a directory
-// named for the test under $CONNHOST_ARTIFACTS (kept by .ci/run), else the
-// test's temporary directory.
-func artifactsDir(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("CONNHOST_ARTIFACTS")
-	if base == "" {
-		return t.TempDir()
-	}
-	dir := filepath.Join(base, t.Name())
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // TestConsoleInBrowser drives the console of a real `connhost serve`
 // (Pebble ledger, the payments wasm connector, the Stripe emulator) with
@@ -73,8 +39,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds connhost, runs it and a browser")
 	}
-	chrome := chromiumBin(t)
-	shots := artifactsDir(t)
 	ctx := context.Background()
 	tmp := t.TempDir()
 	bin := buildConnhost(t, tmp)
@@ -148,98 +112,8 @@ allow_http = [%q]
 	}
 	base := si.URL
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(tmp, "profile")))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	fail := func(what string, err error) {
-		t.Helper()
-		page, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("html")))
-		t.Fatalf("%s: %v\npage:\n%s\nserver log:\n%s", what, err, page, srv.log)
-	}
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			fail(what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			fail("read "+sel, err)
-		}
-		return s
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			fail("evaluate "+expr, err)
-		}
-		return s
-	}
-	// axe-core (testdata/axe, installed by npm ci) checks every console
-	// page: no serious or critical violation.
-	axeSrc, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("axe-core is not installed (.ci/run runs npm ci in cmd/connhost/testdata/axe): %v", err)
-		}
-		t.Logf("SKIP the accessibility checks: axe-core is not installed (cd cmd/connhost/testdata/axe && npm ci): %v", err)
-	}
-	checked := 0
-	accessible := func(page string) {
-		t.Helper()
-		if axeSrc == nil {
-			return
-		}
-		eval(string(axeSrc) + `; "loaded"`)
-		found, err := chromedp.Run(bctx, chromedp.Evaluate[string](`axe.run(document).then(r => JSON.stringify(r.violations
-			.filter(v => v.impact === "serious" || v.impact === "critical")
-			.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
-		if err != nil {
-			fail("axe on "+page, err)
-		}
-		checked++
-		if found != "[]" {
-			t.Errorf("axe-core: serious or critical violations on the %s page: %s", page, found)
-		}
-	}
-	var saved []string
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			for _, vp := range []struct {
-				w, h   int64
-				mobile bool
-			}{{1280, 900, false}, {390, 844, true}} {
-				opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
-				if vp.mobile {
-					opts = append(opts, chromedp.EmulateMobile)
-				}
-				if _, err := chromedp.EmulateViewport(vp.w, vp.h, opts...)(ctx, tg); err != nil {
-					return err
-				}
-				png, err := chromedp.FullScreenshot(100)(ctx, tg)
-				if err != nil {
-					return err
-				}
-				file := fmt.Sprintf("console-%s-%d.png", name, vp.w)
-				if err := os.WriteFile(filepath.Join(shots, file), png, 0o644); err != nil {
-					return err
-				}
-				saved = append(saved, file)
-			}
-			_, err := chromedp.EmulateViewport(1280, 900)(ctx, tg)
-			return err
-		})
-	}
+	br := newBrowser(t, browserOptions{ServerLog: func() string { return srv.log.String() }, ShotPrefix: "console"})
+	run, text, eval, shot, accessible := br.run, br.text, br.eval, br.shot, br.accessible
 	signIn := func(token string) chromedp.Action[chromedp.Void] {
 		return chromedp.Steps(
 			chromedp.Navigate(base+"/ui/signin"),
@@ -255,8 +129,9 @@ allow_http = [%q]
 	)
 
 	// An approver approves a pending payment.
-	run("sign-in form", chromedp.Navigate(base+"/ui/signin"), chromedp.WaitVisible(chromedp.ID("token")), shot("signin"))
-	accessible("sign-in")
+	run("sign-in form", chromedp.Navigate(base+"/ui/signin"), chromedp.WaitVisible(chromedp.ID("token")))
+	shot("signin")
+	accessible("the sign-in page")
 	run("sign in as rita", signIn(ritaTok))
 	payArgs := map[string]any{"amount": 123456, "currency": "usd", "payment_method": "pm_card_visa", "description": "invoice 42 <b>bold</b>\u202e"}
 	var pay host.Result
@@ -280,8 +155,8 @@ allow_http = [%q]
 			t.Errorf("the inbox's card lacks %q:\n%s", want, inbox)
 		}
 	}
-	run("approvals screenshot", shot("approvals"))
-	accessible("approvals")
+	shot("approvals")
+	accessible("the approvals page")
 	run("approve", chromedp.SendKeys(chromedp.CSS(card+` form[action$="/approve"] input[name=reason]`), "invoice 42 checked"),
 		chromedp.Click(chromedp.CSS(card+" button.approve")),
 		chromedp.WaitVisible(chromedp.CSS("#live p.note")))
@@ -301,7 +176,7 @@ allow_http = [%q]
 	if a := text("#live-new"); a != "1 new call waits; it is shown first on this page. Reload to sort the page" {
 		t.Errorf("the announcement: %q", a)
 	}
-	accessible("approvals, showing a new call")
+	accessible("the approvals, showing a new call page")
 	// The inbox was empty when it loaded (the one call was just approved):
 	// its shortcuts still reach the call that arrived, and the hint says so.
 	if h := eval(`(document.getElementById("keys-hint") || {}).textContent || ""`); !strings.Contains(h, "a approves") {
@@ -312,7 +187,8 @@ allow_http = [%q]
 		t.Errorf("the confirmation names %q, want the call that arrived live %s", q, fresh.Approval.ID)
 	}
 	run("cancel", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.ID("keys-confirm")))
-	run("reload", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)), shot("approvals-announced"))
+	run("reload", chromedp.Click(chromedp.CSS("#live-new a")), chromedp.WaitVisible(chromedp.CSS("#"+fresh.Approval.ID)))
+	shot("approvals-announced")
 	var again host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s1", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs}, &again)
 	if again.Status != host.StatusSucceeded || !strings.HasPrefix(again.Receipt, "pi_") || again.Approval.By != "rita" {
@@ -322,8 +198,8 @@ allow_http = [%q]
 	if st, rc := text("#status"), text("#receipt"); st != "succeeded" || rc != again.Receipt {
 		t.Errorf("execution page: status %q receipt %q, want succeeded %s", st, rc, again.Receipt)
 	}
-	run("execution screenshot", shot("execution"))
-	accessible("execution")
+	shot("execution")
+	accessible("the execution page")
 	// The trail and the executions list fit the screen: nothing is cut or
 	// pushed off it at 1,440 px, and at 390 px each trail row is a block.
 	const overflow = `String(document.documentElement.scrollWidth > window.innerWidth)`
@@ -340,14 +216,16 @@ allow_http = [%q]
 	if o, r := eval(overflow), eval(`String(Math.round(document.querySelector('#executions th:last-child').getBoundingClientRect().right) <= window.innerWidth)`); o != "false" || r != "true" {
 		t.Errorf("at 1440 px the executions page scrolls sideways (%s) or its updated column is off-screen (fits: %s)", o, r)
 	}
-	run("executions screenshot", shot("executions"))
-	accessible("executions")
-	run("connectors", chromedp.Navigate(base+"/ui/connectors"), chromedp.WaitVisible(chromedp.ID("connector-payments")), shot("connectors"))
-	accessible("connectors")
+	shot("executions")
+	accessible("the executions page")
+	run("connectors", chromedp.Navigate(base+"/ui/connectors"), chromedp.WaitVisible(chromedp.ID("connector-payments")))
+	shot("connectors")
+	accessible("the connectors page")
 	if c := text("#connector-payments"); !strings.Contains(c, digest) || !strings.Contains(c, "unsigned") {
 		t.Errorf("the connectors page lacks the module digest or the sign-off status:\n%s", c)
 	}
-	run("audit report", chromedp.Click(chromedp.ID("audit-link")), chromedp.WaitVisible(chromedp.CSS("h1")), shot("audit"))
+	run("audit report", chromedp.Click(chromedp.ID("audit-link")), chromedp.WaitVisible(chromedp.CSS("h1")))
+	shot("audit")
 	if body := text("body"); !strings.Contains(body, "payments") {
 		t.Errorf("the audit report does not name the connector:\n%s", body)
 	}
@@ -361,16 +239,18 @@ allow_http = [%q]
 		t.Fatalf("resumed payment: %+v", unc)
 	}
 	ucard := "#" + unc.ExecutionID
-	run("sign in as olga", signIn(olgaTok), chromedp.Navigate(base+"/ui/recovery"), chromedp.WaitVisible(chromedp.CSS(ucard)), shot("recovery"))
-	accessible("recovery")
+	run("sign in as olga", signIn(olgaTok), chromedp.Navigate(base+"/ui/recovery"), chromedp.WaitVisible(chromedp.CSS(ucard)))
+	shot("recovery")
+	accessible("the recovery page")
 	if q := text(ucard); !strings.Contains(q, unc.IdempotencyKey) || !strings.Contains(q, "resumed_without_record") {
 		t.Errorf("the recovery card lacks the key or why recovery stopped:\n%s", q)
 	}
 	run("resolve", chromedp.Click(chromedp.CSS(ucard+` input[value=abandon]`)),
 		chromedp.SendKeys(chromedp.CSS(ucard+` input[name=reason]`), "no PaymentIntent with this key at Stripe"),
 		chromedp.Click(chromedp.CSS(ucard+" button.resolve-btn")),
-		chromedp.WaitVisible(chromedp.ID("unfenced")), shot("resolved"))
-	accessible("resolved execution")
+		chromedp.WaitVisible(chromedp.ID("unfenced")))
+	shot("resolved")
+	accessible("the resolved execution page")
 	if note := text("p.note"); !strings.Contains(note, "no longer fenced") {
 		t.Errorf("after the resolve: %q", note)
 	}
@@ -388,7 +268,8 @@ allow_http = [%q]
 	var unc2 host.Result
 	apiCall(t, base, agentTok, "/v1/executions", map[string]any{"session_id": "s-old2", "tool_call_id": "c1", "tool": "payments.create_payment", "arguments": payArgs, "resumed": true}, &unc2)
 	const actionForms = `String(document.querySelectorAll('form[action*="/approve"], form[action*="/reject"], form[action*="/resolve"]').length)`
-	run("sign in as agent", signIn(agentTok), chromedp.Navigate(base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("#"+held.Approval.ID)), shot("approvals-runtime"))
+	run("sign in as agent", signIn(agentTok), chromedp.Navigate(base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("#"+held.Approval.ID)))
+	shot("approvals-runtime")
 	if n := eval(actionForms); n != "0" || !strings.Contains(text("#readonly"), "may not approve") {
 		t.Errorf("the runtime principal's inbox holds %s action forms", n)
 	}
@@ -397,12 +278,12 @@ allow_http = [%q]
 	if n := eval(actionForms); n != "0" {
 		t.Errorf("the runtime principal's recovery queue holds %s resolve forms", n)
 	}
-	cookies, err := chromedp.Run(bctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+	cookies, err := chromedp.Run(br.ctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
 		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/ui/"}})
 		return res.Cookies, err
 	})
 	if err != nil {
-		fail("cookies", err)
+		br.fail("cookies", err)
 	}
 	post := func(path string, form url.Values) int {
 		t.Helper()
@@ -431,8 +312,9 @@ allow_http = [%q]
 		f.action = '/ui/approvals/%s/approve';
 		for (const [k, v] of [['csrf', %q], ['digest', %q]]) { const i = document.createElement('input'); i.type = 'hidden'; i.name = k; i.value = v; f.appendChild(i); }
 		document.body.appendChild(f); f.submit(); return "sent"; })()`, held.Approval.ID, csrf, held.Approval.ArgsDigest))
-	run("runtime form post", chromedp.WaitVisible(chromedp.CSS("p.note.error")), shot("refused-runtime"))
-	accessible("refused")
+	run("runtime form post", chromedp.WaitVisible(chromedp.CSS("p.note.error")))
+	shot("refused-runtime")
+	accessible("the refused page")
 	if note := text("p.note.error"); !strings.Contains(note, "needs role approver") {
 		t.Errorf("the runtime principal's form post: %q", note)
 	}
@@ -451,7 +333,8 @@ allow_http = [%q]
 	defer evil.Close()
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1) // another site
 	run("cross-site form post", chromedp.Navigate(evilURL), chromedp.WaitVisible(chromedp.ID("go")), chromedp.Click(chromedp.ID("go")),
-		chromedp.WaitVisible(chromedp.CSS("p.note.error")), shot("refused-cross-site"))
+		chromedp.WaitVisible(chromedp.CSS("p.note.error")))
+	shot("refused-cross-site")
 	if note := text("p.note.error"); !strings.Contains(note, "another site") {
 		t.Errorf("the cross-site form post: %q", note)
 	}
@@ -472,7 +355,7 @@ allow_http = [%q]
 	if who := text("#principal"); who != "rita" {
 		t.Errorf("after a restart the console names %q, want rita still signed in", who)
 	}
-	t.Logf("axe-core checked %d console pages for serious or critical violations", checked)
-	t.Logf("screenshots in %s: %s", shots, strings.Join(saved, " "))
+	t.Logf("axe-core checked %d console pages for serious or critical violations", br.checked)
+	t.Logf("screenshots in %s: %s", br.shotsDir(), strings.Join(br.saved, " "))
 	srv.stop(t)
 }

@@ -1,23 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -45,8 +40,6 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 10,000 calls and runs a browser")
 	}
-	chrome := chromiumBin(t)
-	shots := artifactsDir(t)
 	ctx := context.Background()
 	tmp := t.TempDir()
 
@@ -131,38 +124,9 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 	defer hs.Close()
 	base := hs.URL
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(tmp, "profile")))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	fail := func(what string, err error) {
-		t.Helper()
-		html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("html")))
-		if len(html) > 8000 {
-			html = html[:8000] + "…"
-		}
-		t.Fatalf("%s: %v\npage:\n%s", what, err, html)
-	}
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			fail(what, err)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			fail("evaluate "+expr, err)
-		}
-		return s
-	}
+	br := newBrowser(t, browserOptions{PageLimit: 8000, ShotPrefix: "console-scale", ShotHeight: 4000, CheckShots: true})
+	run, eval, shot, accessible := br.run, br.eval, br.shot, br.accessible
+	// text is the element's textContent, "(no sel)" when there is none.
 	text := func(sel string) string {
 		t.Helper()
 		return eval(fmt.Sprintf(`(document.querySelector(%q) || {textContent: "(no %s)"}).textContent`, sel, sel))
@@ -181,77 +145,6 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 			t.Errorf("%s: the browser received no Server-Timing, so the page's server time is not measured", eval(`location.pathname + location.search`))
 		}
 		return st
-	}
-	axeSrc, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("axe-core is not installed (.ci/run runs npm ci in cmd/connhost/testdata/axe): %v", err)
-		}
-		t.Logf("SKIP the accessibility checks: axe-core is not installed (cd cmd/connhost/testdata/axe && npm ci): %v", err)
-	}
-	accessible := func(what string) {
-		t.Helper()
-		if axeSrc == nil {
-			return
-		}
-		eval(string(axeSrc) + `; "loaded"`)
-		found, err := chromedp.Run(bctx, chromedp.Evaluate[string](`axe.run(document).then(r => JSON.stringify(r.violations
-			.filter(v => v.impact === "serious" || v.impact === "critical")
-			.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
-		if err != nil {
-			fail("axe on "+what, err)
-		}
-		if found != "[]" {
-			t.Errorf("axe-core: serious or critical violations on %s: %s", what, found)
-		}
-	}
-	// shot saves the page at 1,280 and at 390 px (at most its first
-	// 4,000 px: 50 cards make a page some 40,000 px long at 390), checks
-	// each is a PNG of that width, and that the page does not scroll
-	// sideways at that width.
-	var saved []string
-	shot := func(name string) {
-		t.Helper()
-		for _, vp := range []struct {
-			w, h   int64
-			mobile bool
-		}{{1280, 900, false}, {390, 844, true}} {
-			opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
-			if vp.mobile {
-				opts = append(opts, chromedp.EmulateMobile)
-			}
-			run("viewport for "+name, chromedp.EmulateViewport(vp.w, vp.h, opts...))
-			if o := eval(`document.documentElement.scrollWidth > window.innerWidth ? document.documentElement.scrollWidth + " px wide in " + window.innerWidth : ""`); o != "" {
-				t.Errorf("the %s page scrolls sideways at %d px: %s", name, vp.w, o)
-			}
-			var height float64
-			if _, err := fmt.Sscan(eval(`String(document.documentElement.scrollHeight)`), &height); err != nil {
-				t.Fatal(err)
-			}
-			img, err := chromedp.Run(bctx, func(ctx context.Context, tg *chromedp.Target) ([]byte, error) {
-				yes := true
-				r, err := cdp.Call(ctx, tg, page.CaptureScreenshot, page.CaptureScreenshotParams{
-					Format: page.CaptureScreenshotFormatPng, CaptureBeyondViewport: &yes, FromSurface: &yes,
-					Clip: &page.Viewport{X: 0, Y: 0, Width: float64(vp.w), Height: min(height, 4000), Scale: 1}})
-				if err != nil {
-					return nil, err
-				}
-				return r.Data, nil
-			})
-			if err != nil {
-				fail("screenshot of "+name, err)
-			}
-			cfg, err := png.DecodeConfig(bytes.NewReader(img))
-			if err != nil || int64(cfg.Width) != vp.w || cfg.Height == 0 {
-				t.Errorf("the %s screenshot at %d px: %dx%d %v", name, vp.w, cfg.Width, cfg.Height, err)
-			}
-			file := filepath.Join(shots, fmt.Sprintf("console-scale-%s-%d.png", name, vp.w))
-			if err := os.WriteFile(file, img, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			saved = append(saved, file)
-		}
-		run("viewport back", chromedp.EmulateViewport(1280, 900, chromedp.EmulateScale(1)))
 	}
 	ids := func() []string {
 		t.Helper()
@@ -463,5 +356,5 @@ func TestConsoleAtScaleInBrowser(t *testing.T) {
 		t.Errorf("the runtime principal's list of shortcuts: %q", h)
 	}
 	run("close", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.ID("keys-help")))
-	t.Logf("screenshots in %s:\n%s", shots, strings.Join(saved, "\n"))
+	t.Logf("screenshots in %s:\n%s", br.shotsDir(), strings.Join(br.saved, "\n"))
 }

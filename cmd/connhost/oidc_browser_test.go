@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -27,7 +25,6 @@ func TestOIDCSignInInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds connhost, runs it, an OpenID provider and a browser")
 	}
-	chrome := chromiumBin(t)
 	tmp := t.TempDir()
 	bin := buildConnhost(t, tmp)
 
@@ -62,27 +59,12 @@ oidc_subject = "sub-rita"
 	srv := startServer(t, bin, cliEnv("T_RITA="+ritaTok, "T_OIDC_SECRET="+op.ClientSecret), "serving the HTTP API",
 		"--json", "serve", "--config", cfg, "--listen", listen, "--data", d.data, "--manifests", pinnedManifests(t, tmp, filepath.Join(d.modules, "noop.wasm")), "--modules", d.modules)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(tmp, "profile")))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser under bctx, not a step's timeout
-		t.Fatalf("start chromium: %v", err)
-	}
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			page, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("html")))
-			t.Fatalf("%s: %v\npage:\n%s\nserver log:\n%s", what, err, page, srv.log)
-		}
-	}
+	br := newBrowser(t, browserOptions{ServerLog: func() string { return srv.log.String() }})
+	run := br.run
 	run("the sign-in page offers the provider",
 		chromedp.Navigate(base+"/ui/approvals"),
 		chromedp.WaitVisible(chromedp.ID("signin-oidc")))
-	if s, _ := chromedp.Run(bctx, chromedp.Text(chromedp.ID("signin-oidc"))); s != "Sign in with Example SSO" {
+	if s := br.text("#signin-oidc"); s != "Sign in with Example SSO" {
 		t.Errorf("the button says %q", s)
 	}
 	run("the provider's login form",
@@ -93,8 +75,7 @@ oidc_subject = "sub-rita"
 		chromedp.SendKeys(chromedp.ID("password"), "pw-rita-0123"),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.ID("principal")))
-	who, _ := chromedp.Run(bctx, chromedp.Text(chromedp.ID("principal")))
-	at, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href`))
+	who, at := br.text("#principal"), br.eval(`location.href`)
 	if who != "rita" || at != base+"/ui/approvals" {
 		t.Fatalf("after the provider's sign-in: principal %q at %s, want rita at %s/ui/approvals", who, at, base)
 	}
