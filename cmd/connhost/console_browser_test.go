@@ -112,7 +112,7 @@ allow_http = [%q]
 	}
 	base := si.URL
 
-	br := newBrowser(t, browserOptions{ServerLog: func() string { return srv.log.String() }, ShotPrefix: "console"})
+	br := newBrowser(t, browserOptions{ServerLog: func() string { return srv.log.String() }, ShotPrefix: "console", CheckShots: true})
 	run, text, eval, shot, accessible := br.run, br.text, br.eval, br.shot, br.accessible
 	signIn := func(token string) chromedp.Action[chromedp.Void] {
 		return chromedp.Steps(

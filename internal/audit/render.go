@@ -333,8 +333,9 @@ func WriteDiffHTML(w io.Writer, d DiffReport) error {
 
 const pageCSS = `
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.5em 0 1.5em;display:block;max-width:100%;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+@media (max-width:640px){body{margin:1em}}
 th{background:#f3f3f3}
 code,.code{font-family:ui-monospace,monospace}
 .sev-error{background:#fde2e2}
@@ -361,6 +362,7 @@ var reportTmpl = template.Must(template.Must(template.New("report").Funcs(funcs)
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>connhost audit</title>
 <style>` + pageCSS + `</style>
 </head>
@@ -403,6 +405,7 @@ var diffTmpl = template.Must(template.Must(template.New("diff").Funcs(funcs).Par
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>connhost audit --diff {{.Connector}}</title>
 <style>` + pageCSS + `</style>
 </head>
