@@ -49,6 +49,24 @@ type bound struct {
 
 func (b *bound) Close() error { return errors.Join(b.Ledger.Close(), b.db.Close()) }
 
+// Console sessions are not the lease's to fence: the console keeps them
+// in the database beneath it (host.Executor.Ledger is the unwrapped
+// ledger), so the suite's ConsoleSessions scenario runs there.
+var _ ledger.ConsoleSessions = (*bound)(nil)
+
+func (b *bound) AddConsoleSession(ctx context.Context, s ledger.ConsoleSession) error {
+	return b.db.AddConsoleSession(ctx, s)
+}
+func (b *bound) ConsoleSession(ctx context.Context, key [32]byte) (ledger.ConsoleSession, error) {
+	return b.db.ConsoleSession(ctx, key)
+}
+func (b *bound) RevokeConsoleSession(ctx context.Context, key [32]byte, at time.Time) error {
+	return b.db.RevokeConsoleSession(ctx, key, at)
+}
+func (b *bound) RevokeConsoleSessions(ctx context.Context, principal string, at time.Time) (int, error) {
+	return b.db.RevokeConsoleSessions(ctx, principal, at)
+}
+
 func (s *store) Open(t testing.TB, now func() time.Time) ledger.Ledger {
 	t.Helper()
 	ctx := context.Background()
