@@ -156,7 +156,7 @@ func (c *console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.secure(r)})
 	var f oidcFlow
 	if err == nil {
-		b, derr := base64.RawURLEncoding.DecodeString(ck.Value)
+		b, derr := base64.RawURLEncoding.Strict().DecodeString(ck.Value)
 		if derr != nil || json.Unmarshal(b, &f) != nil {
 			f = oidcFlow{}
 		}

@@ -92,8 +92,8 @@ func verify(creds []credential, value string, now time.Time) (session, bool) {
 		return session{}, false
 	}
 	exp, err := strconv.ParseInt(parts[2], 10, 64)
-	name, err2 := base64.RawURLEncoding.DecodeString(parts[3])
-	sum, err3 := base64.RawURLEncoding.DecodeString(parts[4])
+	name, err2 := base64.RawURLEncoding.Strict().DecodeString(parts[3])
+	sum, err3 := base64.RawURLEncoding.Strict().DecodeString(parts[4])
 	if err != nil || err2 != nil || err3 != nil {
 		return session{}, false
 	}
@@ -178,11 +178,11 @@ func sealNotes(s session, ns []note) string {
 // its MAC is not s's.
 func openNotes(s session, value string) []note {
 	payload, sum, ok := strings.Cut(value, ".")
-	got, err := base64.RawURLEncoding.DecodeString(sum)
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sum)
 	if !ok || err != nil || !hmac.Equal(got, mac([]byte(s.csrf), "note", s.id, payload)) {
 		return nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(payload)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(payload)
 	var ns []note
 	if err != nil || json.Unmarshal(b, &ns) != nil {
 		return nil
@@ -195,7 +195,7 @@ const anonymousPrefix = "anonymous:"
 
 // validToken reports whether s has the form randomToken makes.
 func validToken(s string) bool {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	return err == nil && len(b) == 32
 }
 
